@@ -1,0 +1,160 @@
+package localexec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// check validates tf before a run starts: module tasks (no module cycle; no
+// two module tasks over one taskflow that no strong path orders, since they
+// would share the composed graph's nodes) and GPU tasks (their device
+// exists). The answer depends only on the graphs, never on timing, and is
+// cached until tf's graph changes.
+func (ex *Executor) check(tf *Taskflow) error {
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	v := tf.fingerprint()
+	if tf.checkedEx == ex && tf.checkedVersion == v {
+		return tf.checkErr
+	}
+	err := ex.checkTaskflow(tf, nil)
+	tf.checkedEx, tf.checkedVersion, tf.checkErr = ex, v, err
+	return err
+}
+
+// fingerprint changes whenever tf or a taskflow it composes changes. It is
+// the sum of the graph versions reachable through module tasks (cycles are
+// cut by the visited set).
+func (tf *Taskflow) fingerprint() uint64 {
+	seen := map[*Taskflow]bool{}
+	var walk func(t *Taskflow) uint64
+	walk = func(t *Taskflow) uint64 {
+		if t == nil || seen[t] {
+			return 0
+		}
+		seen[t] = true
+		s := t.graph.version*0x9E3779B97F4A7C15 + uint64(len(t.graph.nodes))
+		for _, n := range t.graph.nodes {
+			if n.kind == kindModule {
+				s += walk(n.ext.(*nodeExt).module)
+			}
+		}
+		return s
+	}
+	return walk(tf)
+}
+
+func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
+	for _, s := range stack {
+		if s == tf {
+			names := make([]string, 0, len(stack)+1)
+			for _, t := range stack {
+				names = append(names, fmt.Sprintf("%q", t.name))
+			}
+			names = append(names, fmt.Sprintf("%q", tf.name))
+			return fmt.Errorf("%w: taskflows compose each other in a cycle: %s", ErrModuleConflict, strings.Join(names, " → "))
+		}
+	}
+	stack = append(stack, tf)
+	for _, n := range tf.graph.nodes {
+		if n.kind == kindModule {
+			m := n.ext.(*nodeExt).module
+			if m == nil {
+				return fmt.Errorf("%w: module task %q in taskflow %q composes a nil taskflow", ErrModuleConflict, n.name, tf.name)
+			}
+			if err := ex.checkTaskflow(m, stack); err != nil {
+				return err
+			}
+		}
+	}
+	return ex.checkGraph(fmt.Sprintf("taskflow %q", tf.name), &tf.graph)
+}
+
+// checkGraph checks one graph's GPU placements and module pairs. owner names
+// the graph in errors.
+func (ex *Executor) checkGraph(owner string, g *graph) error {
+	var mods []*node
+	for _, n := range g.nodes {
+		switch n.kind {
+		case kindGPU:
+			if ex.openErr != nil {
+				return &TaskError{Task: n.name, Err: ex.openErr}
+			}
+			if int(n.device) < 0 || int(n.device) >= len(ex.devices) {
+				return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.device, len(ex.devices))
+			}
+		case kindModule:
+			if n.ext.(*nodeExt).module == nil {
+				return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.name, owner)
+			}
+			mods = append(mods, n)
+		}
+	}
+	if len(mods) < 2 {
+		return nil
+	}
+	uses := make([]map[*Taskflow]bool, len(mods))
+	for i, m := range mods {
+		uses[i] = map[*Taskflow]bool{}
+		collectUses(m.ext.(*nodeExt).module, uses[i])
+	}
+	for i := range mods {
+		for j := i + 1; j < len(mods); j++ {
+			shared := sharedTaskflow(uses[i], uses[j])
+			if shared == nil {
+				continue
+			}
+			if strongPath(mods[i], mods[j]) || strongPath(mods[j], mods[i]) {
+				continue
+			}
+			return fmt.Errorf("%w: module tasks %q and %q of %s both run taskflow %q and no strong path orders them, so they could run at once",
+				ErrModuleConflict, mods[i].name, mods[j].name, owner, shared.name)
+		}
+	}
+	return nil
+}
+
+func collectUses(tf *Taskflow, into map[*Taskflow]bool) {
+	if into[tf] {
+		return
+	}
+	into[tf] = true
+	for _, n := range tf.graph.nodes {
+		if n.kind == kindModule {
+			collectUses(n.ext.(*nodeExt).module, into)
+		}
+	}
+}
+
+func sharedTaskflow(a, b map[*Taskflow]bool) *Taskflow {
+	for t := range a {
+		if b[t] {
+			return t
+		}
+	}
+	return nil
+}
+
+// strongPath reports whether to is reachable from from through strong edges
+// only (edges out of condition tasks are weak and do not order).
+func strongPath(from, to *node) bool {
+	seen := map[*node]bool{from: true}
+	stack := []*node{from}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.kind.weakOut() {
+			continue
+		}
+		for _, s := range n.succs {
+			if s == to {
+				return true
+			}
+			if !seen[s] {
+				seen[s] = true
+				stack = append(stack, s)
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,86 @@
+package localexec
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Future is the handle of a submitted run or Async call.
+//
+// Wait returns nil on success, or an error that wraps ErrCancelled (the work
+// was cancelled), ErrClosed (submitted to a closed executor),
+// ErrModuleConflict or ErrNoDevice (the graph was rejected before anything
+// ran), or is a *PanicError (a task panicked) or *TaskError (a task failed).
+type Future struct {
+	state atomic.Uint32 // futPending → futRunning → futDone, or futPending → futDone
+	mu    sync.Mutex
+	ch    chan struct{} // made lazily by Done/Wait; closed when done
+	err   error
+
+	topo *topology // for runs; nil for Async calls
+}
+
+const (
+	futPending uint32 = iota
+	futRunning
+	futDone
+)
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Done returns a channel closed when the work has finished.
+func (f *Future) Done() <-chan struct{} {
+	if f.state.Load() == futDone {
+		return closedCh
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state.Load() == futDone {
+		return closedCh
+	}
+	if f.ch == nil {
+		f.ch = make(chan struct{})
+	}
+	return f.ch
+}
+
+// Wait blocks until the work has finished and returns its error.
+func (f *Future) Wait() error {
+	if f.state.Load() != futDone {
+		<-f.Done()
+	}
+	return f.err
+}
+
+// Cancel asks the work to stop. For a run, tasks not yet started do not start
+// and the run's error wraps ErrCancelled; for an Async call that has not
+// started, it never runs. It reports whether the work was still unfinished
+// (so the cancel took effect).
+func (f *Future) Cancel() bool {
+	if f.topo != nil {
+		return f.topo.cancel(ErrCancelled)
+	}
+	if f.state.CompareAndSwap(futPending, futRunning) {
+		f.finish(ErrCancelled)
+		return true
+	}
+	return false
+}
+
+// finish records err and wakes waiters. Called once, by whoever moved the
+// state out of futPending.
+func (f *Future) finish(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.state.Store(futDone) // after err: Wait's fast path reads err after seeing futDone
+	if f.ch != nil {
+		close(f.ch)
+	}
+	f.mu.Unlock()
+}
+
+func doneFuture(err error) *Future {
+	f := &Future{err: err}
+	f.state.Store(futDone)
+	return f
+}

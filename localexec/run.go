@@ -1,0 +1,461 @@
+package localexec
+
+import (
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// frameKind says what finishing a frame completes.
+type frameKind uint8
+
+const (
+	frameRoot     frameKind = iota // a run's top-level graph: finishing it ends one iteration
+	frameJoined                    // a joined subflow or a module: finishing it completes the parent task
+	frameDetached                  // a detached subflow: finishing it releases one hold on the root frame
+	frameCorun                     // a graph co-run by a runtime task: finishing it sets done
+)
+
+// frame is a set of nodes scheduled together. pending counts the frame's
+// nodes that are scheduled and not yet completed (a root frame also holds one
+// count per detached subflow still running). A completing node hands its
+// count to its ready successors before making them visible, so pending
+// reaches zero exactly once per scheduling of the frame.
+type frame struct {
+	pending atomic.Int64
+	kind    frameKind
+	parent  *node  // frameJoined: the task to complete
+	topo    *topology
+	sub     *graph // frameDetached: the children to release
+	done    atomic.Bool
+}
+
+// topology is one submission of a taskflow: Run (one iteration), RunN or
+// RunUntil.
+type topology struct {
+	ex        *Executor
+	tf        *Taskflow
+	root      frame
+	starter   node
+	future    *Future
+	remaining int // iterations left; -1 with pred
+	pred      func() bool
+	cancelled atomic.Bool
+	sources   []*node
+
+	errMu sync.Mutex
+	err   error
+	final bool
+}
+
+func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology {
+	t := &topology{ex: ex, tf: tf, remaining: n, pred: pred}
+	if pred != nil {
+		t.remaining = -1
+	}
+	t.future = &Future{topo: t}
+	t.root.kind = frameRoot
+	t.root.topo = t
+	t.starter.kind = kindStart
+	t.starter.ext = t
+	return t
+}
+
+// cancel stops scheduling the run's tasks and records err if none is
+// recorded yet. It reports whether the run was still unfinished.
+func (t *topology) cancel(err error) bool {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	if t.final {
+		return false
+	}
+	if t.err == nil {
+		t.err = err
+	}
+	t.cancelled.Store(true)
+	return true
+}
+
+func (t *topology) errNow() error {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	return t.err
+}
+
+// invoke runs n on w and returns the successor to run inline, if any.
+func (w *worker) invoke(n *node) *node {
+	switch n.kind {
+	case kindStart:
+		return w.startIteration(n.ext.(*topology))
+	case kindAsync:
+		w.runAsync(n)
+		return nil
+	}
+	f := n.frame
+	topo := f.topo
+	if topo.cancelled.Load() {
+		return w.schedule(f, nil)
+	}
+	obs := w.ex.observers.Load()
+	if obs != nil {
+		w.observe(*obs, n, true)
+	}
+	var p *PanicError
+	switch n.kind {
+	case kindStatic:
+		p = callStatic(n, n.static)
+	case kindCondition:
+		idx, p := callCond(n)
+		w.endTask(obs, n)
+		if p != nil {
+			topo.cancel(p)
+			return w.schedule(f, nil)
+		}
+		n.join.Store(n.nStrong)
+		ready := w.ready[:0]
+		if idx >= 0 && idx < len(n.succs) {
+			ready = append(ready, n.succs[idx])
+		}
+		return w.schedule(f, ready)
+	case kindMultiCondition:
+		idxs, p := callMulti(n)
+		w.endTask(obs, n)
+		if p != nil {
+			topo.cancel(p)
+			return w.schedule(f, nil)
+		}
+		n.join.Store(n.nStrong)
+		ready := w.ready[:0]
+	pick:
+		for _, idx := range idxs {
+			if idx < 0 || idx >= len(n.succs) {
+				continue
+			}
+			s := n.succs[idx]
+			for _, r := range ready {
+				if r == s {
+					continue pick
+				}
+			}
+			ready = append(ready, s)
+		}
+		return w.schedule(f, ready)
+	case kindSubflow:
+		return w.invokeSubflow(n, obs)
+	case kindModule:
+		w.endTask(obs, n)
+		x := n.ext.(*nodeExt)
+		cf := &x.child
+		cf.kind, cf.parent, cf.topo = frameJoined, n, topo
+		return w.scheduleGraph(cf, &x.module.graph, true)
+	case kindRuntime:
+		rt := &Runtime{w: w, n: n, topo: topo}
+		p = callRuntime(n, rt)
+		rt.w = nil
+	case kindGPU:
+		if err := w.runGPU(n); err != nil {
+			w.endTask(obs, n)
+			topo.cancel(err)
+			return w.schedule(f, nil)
+		}
+	}
+	w.endTask(obs, n)
+	if p != nil {
+		topo.cancel(p)
+		return w.schedule(f, nil)
+	}
+	return w.complete(n)
+}
+
+func (w *worker) endTask(obs *[]Observer, n *node) {
+	w.stats.executed.Add(1)
+	if obs != nil {
+		w.observe(*obs, n, false)
+	}
+}
+
+// complete finishes a task with strong out-edges: it resets n's join
+// counter (for the next iteration of a loop through n), releases the
+// successors whose counters reach zero, and returns one to run inline.
+func (w *worker) complete(n *node) *node {
+	n.join.Store(n.nStrong)
+	ready := w.ready[:0]
+	if !n.frame.topo.cancelled.Load() {
+		for _, s := range n.succs {
+			if s.join.Add(-1) == 0 {
+				ready = append(ready, s)
+			}
+		}
+	}
+	return w.schedule(n.frame, ready)
+}
+
+// schedule hands the completing task's pending count in f to the ready
+// nodes, makes them visible and returns the one to run inline. With no ready
+// node it gives the count back, finishing f when it was the last.
+func (w *worker) schedule(f *frame, ready []*node) *node {
+	k := len(ready)
+	if k == 0 {
+		if f.pending.Add(-1) == 0 {
+			return w.frameDone(f)
+		}
+		return nil
+	}
+	if k > 1 {
+		f.pending.Add(int64(k - 1))
+		if invariants {
+			for i := k - 1; i > 0; i-- {
+				j := int(w.rand() % uint64(i+1))
+				ready[i], ready[j] = ready[j], ready[i]
+			}
+		}
+	}
+	var next *node
+	for _, s := range ready {
+		if next == nil && w.ex.domainOf(s) == w.dom {
+			next = s
+			continue
+		}
+		w.push(s)
+	}
+	w.ready = ready[:0]
+	return next
+}
+
+// scheduleGraph starts g's nodes in frame f: it resets their join counters,
+// points them at f and makes the sources visible, returning one to run inline
+// when inline is set. A graph with no source finishes f at once.
+func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
+	srcs := w.ready[:0]
+	for _, n := range g.nodes {
+		n.join.Store(n.nStrong)
+		n.frame = f
+		if n.nPreds == 0 {
+			srcs = append(srcs, n)
+		}
+	}
+	w.ready = srcs[:0]
+	if len(srcs) == 0 {
+		f.pending.Store(1)
+		return w.schedule(f, nil)
+	}
+	f.pending.Store(int64(len(srcs)))
+	var next *node
+	for _, s := range srcs {
+		if inline && next == nil && w.ex.domainOf(s) == w.dom {
+			next = s
+			continue
+		}
+		w.push(s)
+	}
+	return next
+}
+
+// frameDone runs when f's last pending node completed.
+func (w *worker) frameDone(f *frame) *node {
+	switch f.kind {
+	case frameJoined:
+		parent := f.parent
+		if parent.kind == kindSubflow {
+			x := parent.ext.(*nodeExt)
+			if !x.sf.retain {
+				x.sub.release()
+			}
+		}
+		return w.complete(parent)
+	case frameDetached:
+		f.sub.release()
+		root := &f.topo.root
+		if root.pending.Add(-1) == 0 {
+			return w.frameDone(root)
+		}
+		return nil
+	case frameCorun:
+		f.done.Store(true)
+		return nil
+	default:
+		return w.iterationDone(f.topo)
+	}
+}
+
+// startIteration begins the next iteration of t, or finishes t.
+func (w *worker) startIteration(t *topology) *node {
+	for {
+		if t.cancelled.Load() || t.remaining == 0 {
+			return w.finalize(t)
+		}
+		if t.pred != nil {
+			stop, p := callPred(t.pred)
+			if p != nil {
+				t.cancel(p)
+				return w.finalize(t)
+			}
+			if stop {
+				return w.finalize(t)
+			}
+		}
+		if len(t.tf.graph.nodes) > 0 {
+			return w.scheduleGraph(&t.root, &t.tf.graph, true)
+		}
+		if t.remaining > 0 {
+			t.remaining--
+		}
+	}
+}
+
+func (w *worker) iterationDone(t *topology) *node {
+	if t.remaining > 0 {
+		t.remaining--
+	}
+	return w.startIteration(t)
+}
+
+// finalize ends t: its future completes, and the taskflow's next queued
+// run starts on this worker.
+func (w *worker) finalize(t *topology) *node {
+	t.errMu.Lock()
+	t.final = true
+	err := t.err
+	t.errMu.Unlock()
+	tf := t.tf
+	tf.mu.Lock()
+	var next *topology
+	if len(tf.queue) > 0 {
+		next = tf.queue[0]
+		tf.queue[0] = nil
+		tf.queue = tf.queue[1:]
+	} else {
+		tf.running = false
+	}
+	tf.mu.Unlock()
+	t.future.finish(err)
+	w.ex.end()
+	if next != nil {
+		return w.startIteration(next)
+	}
+	return nil
+}
+
+func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
+	x := n.ext.(*nodeExt)
+	topo := n.frame.topo
+	if x.sub == nil {
+		x.sub = &graph{pooled: true}
+	} else if len(x.sub.nodes) > 0 {
+		x.sub.release() // children retained from the previous run
+	}
+	sf := &x.sf
+	*sf = Subflow{parent: n, w: w}
+	sf.builder.g = x.sub
+	p := callSubflow(n, sf)
+	w.endTask(obs, n)
+	if p != nil {
+		topo.cancel(p)
+		x.sub.release()
+		return w.schedule(n.frame, nil)
+	}
+	if len(x.sub.nodes) == 0 {
+		return w.complete(n)
+	}
+	if err := w.ex.checkGraph(n.name, x.sub); err != nil {
+		topo.cancel(err)
+		x.sub.release()
+		return w.schedule(n.frame, nil)
+	}
+	if sf.detached {
+		g := x.sub
+		x.sub = nil
+		df := &frame{kind: frameDetached, topo: topo, sub: g}
+		topo.root.pending.Add(1)
+		w.scheduleGraph(df, g, false)
+		return w.complete(n)
+	}
+	cf := &x.child
+	cf.kind, cf.parent, cf.topo = frameJoined, n, topo
+	return w.scheduleGraph(cf, x.sub, true)
+}
+
+func (w *worker) runAsync(n *node) {
+	f := n.ext.(*Future)
+	if f.state.CompareAndSwap(futPending, futRunning) {
+		obs := w.ex.observers.Load()
+		if obs != nil {
+			w.observe(*obs, n, true)
+		}
+		p := callStatic(n, n.static)
+		w.endTask(obs, n)
+		var err error
+		if p != nil {
+			err = p
+		}
+		f.finish(err)
+	}
+	*n = node{succs: n.succs[:0]}
+	nodePool.Put(n)
+	w.ex.end()
+}
+
+// The call helpers run user code and turn a panic into a *PanicError.
+
+func newPanic(n *node, r any) *PanicError {
+	return &PanicError{Task: n.name, Value: r, Stack: debug.Stack()}
+}
+
+func callStatic(n *node, fn func()) (p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	if fn != nil {
+		fn()
+	}
+	return nil
+}
+
+func callCond(n *node) (idx int, p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	return n.cond(), nil
+}
+
+func callMulti(n *node) (idxs []int, p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	return n.ext.(*nodeExt).multi(), nil
+}
+
+func callSubflow(n *node, sf *Subflow) (p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	n.ext.(*nodeExt).subflow(sf)
+	return nil
+}
+
+func callRuntime(n *node, rt *Runtime) (p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	n.ext.(*nodeExt).runtime(rt)
+	return nil
+}
+
+func callPred(pred func() bool) (stop bool, p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &PanicError{Task: "(RunUntil predicate)", Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return pred(), nil
+}

@@ -1,0 +1,294 @@
+package localexec
+
+// Adaptive worker management: bounded wasteful steals.
+//
+// # Goal
+//
+// A work-stealing executor has two ways to waste a machine. It can let work
+// wait while a worker that could run it sleeps (lost parallelism), or it can
+// keep workers awake stealing from empty queues (wasted steals: a core spent
+// on nothing, taken from the other programs on the machine and from the
+// workers of another domain). The scheduler must do neither: every ready task
+// is picked up while its domain has a sleeping worker, and the number of
+// failed steals is bounded by a small constant per wake-up, so that a graph
+// with one task ready at a time (a linear chain) costs one core, not two.
+//
+// # Rejected designs
+//
+// The seed (Taskflow 3) keeps one thief awake whenever any worker is active:
+// "if there is an active worker, there is at least one thief". That closes the
+// lost-wake-up race by brute force, but beside a linear chain the thief spins
+// for the whole run: the chain costs two cores. Taskflow 4 instead wakes a
+// worker on every push. Nothing spins, but a burst of pushes wakes a worker
+// per push, each pays a futex wake and a failed steal or two, and most go
+// straight back to sleep: the waste moves from spinning to wake-ups and is
+// unbounded in the number of pushes.
+//
+// # The rule
+//
+// We do what the Go runtime does with spinning Ms (runtime/proc.go, "Worker
+// thread parking/unparking"). Per domain:
+//
+//  1. At most one thief spins when no work is visible. A worker that runs dry
+//     becomes the spinner only if nobody else is (domain.nSpinning 0→1);
+//     otherwise it goes straight to parking.
+//  2. Whoever makes work visible — a push to a deque or to a domain's shared
+//     queue, from any domain — wakes a thief if none is spinning
+//     (domain.wake: if nSpinning == 0, notify one parked worker).
+//  3. The last spinning thief that finds work wakes another before it runs
+//     it, so that if there is more work, a new spinner looks for it.
+//
+// A spinner makes at most maxSteals steal attempts (random victims of its
+// domain, and its domain's shared queue), then stops spinning and parks.
+// Wasted steals are therefore bounded by one spinner's maxSteals per wake-up,
+// and wake-ups come only from pushes that found no spinner. A chain never
+// pushes (its one ready successor runs inline), so after the second worker's
+// first maxSteals attempts it sleeps for the rest of the chain.
+//
+// # The race
+//
+// A spinner that gives up races a pusher: the pusher pushes, then reads
+// nSpinning; the spinner decrements nSpinning, then parks. If the spinner
+// checked the queues before the push, and the pusher read nSpinning before the
+// decrement, the pusher wakes nobody (it saw a spinner) and the spinner sleeps
+// (it saw no work): the task waits while a worker sleeps.
+//
+// # Why the barrier closes it
+//
+// The spinner parks in two phases (notifier.go): prepare (register as
+// waiting), then re-check every queue of the domain (the re-check), then
+// commit (sleep) or cancel (work was found). It decrements nSpinning before
+// prepare. All of these are sequentially consistent atomics, so in the single
+// order of the pusher's "push; load nSpinning; load waiting" and the parker's
+// "decrement nSpinning; increment waiting; load queues", one of two things
+// holds: the parker's queue loads come after the push (it sees the task and
+// cancels), or the pusher's loads come after the parker's decrement and
+// increment (it sees nSpinning == 0 and waiting > 0 and notifies, and a notify
+// after prepare makes commit return at once). Either way the task is seen.
+//
+// # Checking it
+//
+// Every counter below points back here. Executor.Stats reports, per domain,
+// executed tasks, steal attempts, failed steals, parks and wake-ups; tests
+// check the bound (failed steals per task on a chain and on a wavefront) and
+// the liveness half (a task that releases 1,000 tasks gets every worker busy,
+// a thousand times, under -race). In -race and `invariants` builds the
+// scheduler randomizes victim and successor order and throws (panics) when
+// nSpinning leaves [0, workers] or a worker parks while counted as spinning.
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+const (
+	domCPU = 0
+	domGPU = 1
+)
+
+// domain is a set of workers that run the same kind of task: the CPU domain,
+// or the workers of one GPU device.
+type domain struct {
+	index   int
+	kind    uint8 // domCPU or domGPU
+	device  int   // for GPU domains
+	name    string
+	workers []*worker
+	shared  sharedQueue
+	// nSpinning is the number of this domain's workers that are spinning
+	// thieves: rule 1 of the essay keeps it ≤ 1 when no work is visible;
+	// rule 2 reads it before waking; rule 3 decrements it when a spinner
+	// finds work. Invariant: 0 ≤ nSpinning ≤ len(workers).
+	nSpinning atomic.Int32
+	notifier  notifier
+	maxSteals int
+}
+
+// wake is rule 2 of the essay: called after making work visible in d.
+func (d *domain) wake(from *worker) {
+	if d.nSpinning.Load() != 0 {
+		return
+	}
+	if d.notifier.notifyOne() && from != nil {
+		from.stats.wakeups.Add(1) // counts notifications that reached a waiter
+	}
+}
+
+func (d *domain) addSpinning(delta int32) int32 {
+	v := d.nSpinning.Add(delta)
+	if invariants && (v < 0 || int(v) > len(d.workers)) {
+		throw("nSpinning out of range")
+	}
+	return v
+}
+
+// workerStats are a worker's scheduler counters (see the essay above).
+type workerStats struct {
+	executed      atomic.Uint64 // tasks whose body ran on this worker
+	stealAttempts atomic.Uint64 // steal attempts made while spinning or on re-check
+	failedSteals  atomic.Uint64 // attempts that found nothing: the wasted steals the essay bounds
+	parks         atomic.Uint64 // commits that put this worker to sleep
+	wakeups       atomic.Uint64 // notifications this worker sent that reached a waiter (rule 2 and 3)
+	_             [24]byte
+}
+
+type worker struct {
+	id     int // executor-wide
+	ex     *Executor
+	dom    *domain
+	q      wsq
+	parker *parker
+	rng    uint64
+	ready  []*node // scratch: ready successors of the task being finished
+	stats  workerStats
+	// spinning mirrors whether this worker is counted in dom.nSpinning.
+	spinning bool
+	info     WorkerInfo
+}
+
+func (w *worker) rand() uint64 {
+	// xorshift64*
+	w.rng ^= w.rng >> 12
+	w.rng ^= w.rng << 25
+	w.rng ^= w.rng >> 27
+	return w.rng * 2685821657736338717
+}
+
+// loop is a worker's goroutine: run local work, steal, park; until the
+// executor stops.
+func (w *worker) loop() {
+	defer w.ex.wg.Done()
+	if w.dom.kind == domGPU {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		w.ex.bindDevice(w)
+	}
+	for {
+		t := w.findWork()
+		if t == nil {
+			return
+		}
+		w.run(t)
+	}
+}
+
+// run executes t and then, in turn, the successor each task hands over
+// inline.
+func (w *worker) run(t *node) {
+	for t != nil {
+		t = w.invoke(t)
+	}
+}
+
+// findWork returns the next task for w, parking as the essay describes, or
+// nil when the executor stops.
+func (w *worker) findWork() *node {
+	d := w.dom
+	for {
+		if t := w.q.pop(); t != nil {
+			return t
+		}
+		if t := w.spin(); t != nil {
+			return t
+		}
+		// Park, in two phases.
+		d.notifier.prepare(w.parker)
+		if w.ex.stopping.Load() {
+			d.notifier.cancel(w.parker)
+			return nil
+		}
+		if t := w.recheck(); t != nil {
+			d.notifier.cancel(w.parker)
+			return t
+		}
+		if invariants && w.spinning {
+			throw("worker parks while counted as spinning")
+		}
+		w.stats.parks.Add(1)
+		d.notifier.commit(w.parker)
+	}
+}
+
+// spin is rule 1 and 3: become the domain's spinner if nobody is, steal up
+// to maxSteals times, and wake a successor spinner on success.
+func (w *worker) spin() *node {
+	d := w.dom
+	if d.nSpinning.Load() != 0 || !d.nSpinning.CompareAndSwap(0, 1) {
+		return nil
+	}
+	w.spinning = true
+	for i := 0; i < d.maxSteals; i++ {
+		if t := w.stealOnce(); t != nil {
+			w.spinning = false
+			if d.addSpinning(-1) == 0 {
+				d.wake(w) // rule 3
+			}
+			return t
+		}
+		if i&7 == 7 {
+			runtime.Gosched()
+		}
+	}
+	w.spinning = false
+	d.addSpinning(-1)
+	return nil
+}
+
+// stealOnce makes one steal attempt from a random victim of w's domain, the
+// domain's shared queue standing in for w itself.
+func (w *worker) stealOnce() *node {
+	d := w.dom
+	w.stats.stealAttempts.Add(1)
+	n := len(d.workers)
+	v := 0
+	if n > 1 {
+		v = int(w.rand() % uint64(n))
+	}
+	var t *node
+	if n <= 1 || d.workers[v] == w {
+		t = d.shared.pop()
+	} else {
+		t = d.workers[v].q.steal()
+	}
+	if t == nil {
+		w.stats.failedSteals.Add(1)
+	}
+	return t
+}
+
+// recheck is the re-check of the essay: with w prepared to park, look at
+// every queue of the domain once and take work if any is visible.
+func (w *worker) recheck() *node {
+	d := w.dom
+	if !d.shared.empty() {
+		w.stats.stealAttempts.Add(1)
+		if t := d.shared.pop(); t != nil {
+			return t
+		}
+		w.stats.failedSteals.Add(1)
+	}
+	for _, v := range d.workers {
+		if v != w && !v.q.empty() {
+			w.stats.stealAttempts.Add(1)
+			if t := v.q.steal(); t != nil {
+				return t
+			}
+			w.stats.failedSteals.Add(1)
+		}
+	}
+	return nil
+}
+
+// push makes n visible to its domain: w's own deque when n belongs to w's
+// domain, else the other domain's shared queue; then rule 2.
+func (w *worker) push(n *node) {
+	d := w.ex.domainOf(n)
+	if d == w.dom {
+		w.q.push(n)
+	} else {
+		d.shared.push(n)
+	}
+	d.wake(w)
+}
+
+func throw(msg string) { panic("localexec: scheduler invariant broken: " + msg) }

@@ -1,0 +1,61 @@
+package localexec
+
+// DomainStats are one domain's scheduler counters, summed over its workers.
+// See the essay at the top of scheduler.go for what they bound.
+type DomainStats struct {
+	Domain        string // "cpu", "gpu0", …
+	Workers       int
+	Executed      uint64 // task bodies run
+	StealAttempts uint64
+	FailedSteals  uint64 // steal attempts that found nothing (wasted steals)
+	Parks         uint64 // times a worker went to sleep
+	Wakeups       uint64 // notifications that reached a parked or parking worker
+	Spinning      int    // workers spinning now
+}
+
+// Stats are the executor's scheduler counters.
+type Stats struct {
+	Domains []DomainStats
+}
+
+// Total sums the counters over every domain.
+func (s Stats) Total() DomainStats {
+	t := DomainStats{Domain: "all"}
+	for _, d := range s.Domains {
+		t.Workers += d.Workers
+		t.Executed += d.Executed
+		t.StealAttempts += d.StealAttempts
+		t.FailedSteals += d.FailedSteals
+		t.Parks += d.Parks
+		t.Wakeups += d.Wakeups
+		t.Spinning += d.Spinning
+	}
+	return t
+}
+
+// Domain returns the stats of the named domain ("cpu", "gpu0", …).
+func (s Stats) Domain(name string) DomainStats {
+	for _, d := range s.Domains {
+		if d.Domain == name {
+			return d
+		}
+	}
+	return DomainStats{Domain: name}
+}
+
+// Stats returns a snapshot of the scheduler's counters.
+func (ex *Executor) Stats() Stats {
+	var s Stats
+	for _, d := range ex.domains {
+		ds := DomainStats{Domain: d.name, Workers: len(d.workers), Spinning: int(d.nSpinning.Load())}
+		for _, w := range d.workers {
+			ds.Executed += w.stats.executed.Load()
+			ds.StealAttempts += w.stats.stealAttempts.Load()
+			ds.FailedSteals += w.stats.failedSteals.Load()
+			ds.Parks += w.stats.parks.Load()
+			ds.Wakeups += w.stats.wakeups.Load()
+		}
+		s.Domains = append(s.Domains, ds)
+	}
+	return s
+}

@@ -1,0 +1,377 @@
+package localexec
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hetflow/hetflow/gpu"
+)
+
+// kind is what a node does when it runs.
+type kind uint8
+
+const (
+	kindPlaceholder kind = iota // no work; a node to be given work later or a pure join point
+	kindStatic                  // func()
+	kindCondition               // func() int: index of the one successor to run
+	kindMultiCondition          // func() []int: indices of the successors to run
+	kindSubflow                 // func(*Subflow): spawns a child graph
+	kindModule                  // runs another Taskflow's graph in place
+	kindRuntime                 // func(*Runtime)
+	kindGPU                     // func(*gpu.Graph): a GPU task graph run on a GPU worker
+	kindAsync                   // an Executor.Async call (not part of any graph)
+	kindStart                   // a topology's starter: begins its first run on a worker
+)
+
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start"}
+
+func (k kind) String() string { return kindNames[k] }
+
+// weakOut reports whether edges out of a node of this kind are weak: they do
+// not count in the successor's join counter; the node picks successors.
+func (k kind) weakOut() bool { return k == kindCondition || k == kindMultiCondition }
+
+// node is one task of a graph. Nodes of a built graph are allocated in slabs
+// (see graph.alloc) and nodes spawned by subflows come from a pool, so the run
+// path allocates nothing per task.
+type node struct {
+	name    string
+	kind    kind
+	domain  uint8 // index into Executor.domains' kind: domCPU or domGPU (device chosen by device)
+	device  int32 // GPU device for kindGPU
+	nStrong int32 // strong predecessors: the join counter's reset value
+	nPreds  int32 // all predecessors; a node with none is a source
+	join    atomic.Int32
+
+	static func()
+	cond   func() int
+	ext    any // *nodeExt for the rarer kinds
+
+	succs []*node
+	frame *frame // the frame this node runs in (set when its graph is scheduled)
+}
+
+// nodeExt holds what only subflow, module, runtime, multi-condition, GPU and
+// async nodes need, keeping the common node small.
+type nodeExt struct {
+	subflow   func(*Subflow)
+	multi     func() []int
+	runtime   func(*Runtime)
+	gpuFn     func(*gpu.Graph)
+	module    *Taskflow
+	async     *Future
+	asyncFn   func()
+	child     frame  // the frame of this node's joined subflow or module run
+	sub       *graph // children spawned by the last run of a subflow (when retained)
+	sf        Subflow
+	gpuGraph  *gpu.Graph
+	gpuDevice int32
+}
+
+func (n *node) x() *nodeExt {
+	if e, ok := n.ext.(*nodeExt); ok {
+		return e
+	}
+	e := &nodeExt{}
+	n.ext = e
+	return e
+}
+
+// graph is a set of nodes: a Taskflow's, or a subflow's children.
+type graph struct {
+	nodes []*node
+	slab  []node // unused tail of the current allocation slab
+	// version counts structural changes; checked caches (module
+	// validation) compare against it.
+	version uint64
+	pooled  bool // nodes come from nodePool (subflow children) and go back to it
+}
+
+const slabSize = 64
+
+func (g *graph) empty() bool { return len(g.nodes) == 0 }
+
+func (g *graph) alloc() *node {
+	var n *node
+	if g.pooled {
+		n = nodePool.Get().(*node)
+	} else {
+		if len(g.slab) == 0 {
+			g.slab = make([]node, slabSize)
+		}
+		n = &g.slab[0]
+		g.slab = g.slab[1:]
+	}
+	g.nodes = append(g.nodes, n)
+	g.version++
+	return n
+}
+
+var nodePool = sync.Pool{New: func() any { return new(node) }}
+
+// release returns pooled nodes to the pool.
+func (g *graph) release() {
+	if g.pooled {
+		for i, n := range g.nodes {
+			succs := n.succs[:0]
+			*n = node{succs: succs}
+			nodePool.Put(n)
+			g.nodes[i] = nil
+		}
+	}
+	g.nodes = g.nodes[:0]
+	g.version++
+}
+
+// Task is a handle to a node of a Taskflow or Subflow. The zero Task is empty:
+// its methods are no-ops and String returns "".
+type Task struct {
+	n *node
+	g *graph
+}
+
+// Name sets the task's name and returns the task.
+func (t Task) Name(name string) Task {
+	if t.n != nil {
+		t.n.name = name
+	}
+	return t
+}
+
+// String returns the task's name.
+func (t Task) String() string {
+	if t.n == nil {
+		return ""
+	}
+	return t.n.name
+}
+
+// Empty reports whether t refers to no task.
+func (t Task) Empty() bool { return t.n == nil }
+
+// Kind returns what the task does: "static", "condition", "subflow", ...
+func (t Task) Kind() string {
+	if t.n == nil {
+		return ""
+	}
+	return t.n.kind.String()
+}
+
+// Precede adds edges t→s for each s and returns t. Edges out of a condition
+// task are weak; all others are strong. The order of calls is the order of
+// successors that a condition's index refers to.
+func (t Task) Precede(succs ...Task) Task {
+	for _, s := range succs {
+		addEdge(t.n, s.n)
+	}
+	if t.g != nil {
+		t.g.version++
+	}
+	return t
+}
+
+// Succeed adds edges p→t for each p and returns t.
+func (t Task) Succeed(preds ...Task) Task {
+	for _, p := range preds {
+		addEdge(p.n, t.n)
+	}
+	if t.g != nil {
+		t.g.version++
+	}
+	return t
+}
+
+func addEdge(from, to *node) {
+	if from == nil || to == nil {
+		return
+	}
+	from.succs = append(from.succs, to)
+	to.nPreds++
+	if !from.kind.weakOut() {
+		to.nStrong++
+	}
+}
+
+// NumSuccessors returns the number of outgoing edges.
+func (t Task) NumSuccessors() int {
+	if t.n == nil {
+		return 0
+	}
+	return len(t.n.succs)
+}
+
+// NumPredecessors returns the number of incoming edges, strong and weak.
+func (t Task) NumPredecessors() int {
+	if t.n == nil {
+		return 0
+	}
+	return int(t.n.nPreds)
+}
+
+// NumStrongPredecessors returns the number of incoming strong edges (the join
+// counter's initial value).
+func (t Task) NumStrongPredecessors() int {
+	if t.n == nil {
+		return 0
+	}
+	return int(t.n.nStrong)
+}
+
+// Work gives a placeholder (or any static task) a static body.
+func (t Task) Work(fn func()) Task {
+	if t.n != nil {
+		if t.n.kind != kindPlaceholder && t.n.kind != kindStatic {
+			panic("localexec: Work on a " + t.n.kind.String() + " task " + t.n.name)
+		}
+		t.n.kind = kindStatic
+		t.n.static = fn
+	}
+	return t
+}
+
+// On places a GPU task on a device (default 0). It has no effect on other
+// kinds.
+func (t Task) On(device int) Task {
+	if t.n != nil && t.n.kind == kindGPU {
+		t.n.device = int32(device)
+		if t.g != nil {
+			t.g.version++
+		}
+	}
+	return t
+}
+
+// Device returns the device a GPU task is placed on.
+func (t Task) Device() int {
+	if t.n == nil {
+		return 0
+	}
+	return int(t.n.device)
+}
+
+// builder is the graph-building half shared by Taskflow and Subflow.
+type builder struct {
+	g *graph
+}
+
+func (b *builder) add(k kind) *node {
+	n := b.g.alloc()
+	n.kind = k
+	return n
+}
+
+func (b *builder) task(n *node) Task { return Task{n: n, g: b.g} }
+
+// Emplace adds a static task.
+func (b *builder) Emplace(fn func()) Task {
+	n := b.add(kindStatic)
+	n.static = fn
+	return b.task(n)
+}
+
+// EmplaceCondition adds a condition task: the returned index picks the one
+// successor to run (in Precede order); an index out of range runs nothing.
+func (b *builder) EmplaceCondition(fn func() int) Task {
+	n := b.add(kindCondition)
+	n.cond = fn
+	return b.task(n)
+}
+
+// EmplaceMultiCondition adds a task that picks any subset of its successors.
+func (b *builder) EmplaceMultiCondition(fn func() []int) Task {
+	n := b.add(kindMultiCondition)
+	n.x().multi = fn
+	return b.task(n)
+}
+
+// EmplaceSubflow adds a dynamic task: fn builds a child graph each time the
+// task runs. The subflow joins the task unless fn calls Detach.
+func (b *builder) EmplaceSubflow(fn func(*Subflow)) Task {
+	n := b.add(kindSubflow)
+	n.x().subflow = fn
+	return b.task(n)
+}
+
+// EmplaceRuntime adds a task that receives the Runtime of its run.
+func (b *builder) EmplaceRuntime(fn func(*Runtime)) Task {
+	n := b.add(kindRuntime)
+	n.x().runtime = fn
+	return b.task(n)
+}
+
+// EmplaceGPU adds a GPU task: fn builds a GPU task graph once, on the first
+// run, on a GPU worker of the task's device (see Task.On); every run then
+// launches it.
+func (b *builder) EmplaceGPU(fn func(*gpu.Graph)) Task {
+	n := b.add(kindGPU)
+	n.domain = domGPU
+	n.x().gpuFn = fn
+	return b.task(n)
+}
+
+// ComposedOf adds a module task that runs other's graph in place. It keeps a
+// reference, not a copy: later changes to other show in later runs.
+func (b *builder) ComposedOf(other *Taskflow) Task {
+	n := b.add(kindModule)
+	n.x().module = other
+	if other != nil {
+		n.name = other.name
+	}
+	return b.task(n)
+}
+
+// Placeholder adds a task with no work yet (see Task.Work).
+func (b *builder) Placeholder() Task {
+	return b.task(b.add(kindPlaceholder))
+}
+
+// NumTasks returns the number of tasks.
+func (b *builder) NumTasks() int { return len(b.g.nodes) }
+
+// Empty reports whether there are no tasks.
+func (b *builder) Empty() bool { return len(b.g.nodes) == 0 }
+
+// ForEachTask calls fn for every task, in insertion order.
+func (b *builder) ForEachTask(fn func(Task)) {
+	for _, n := range b.g.nodes {
+		fn(b.task(n))
+	}
+}
+
+// Taskflow is a task graph. Build it with the Emplace calls, run it with an
+// Executor. A Taskflow must not be modified while it runs.
+type Taskflow struct {
+	builder
+	name  string
+	graph graph
+
+	// runs of this taskflow queue; mu guards the queue.
+	mu      sync.Mutex
+	queue   []*topology
+	running bool
+
+	// module-conflict check cache (see module.go)
+	checkedVersion uint64
+	checkErr       error
+	checkedEx      *Executor
+}
+
+// NewTaskflow returns an empty taskflow with the given name.
+func NewTaskflow(name string) *Taskflow {
+	tf := &Taskflow{name: name}
+	tf.builder.g = &tf.graph
+	return tf
+}
+
+// Name returns the taskflow's name.
+func (tf *Taskflow) Name() string { return tf.name }
+
+// SetName renames the taskflow.
+func (tf *Taskflow) SetName(name string) { tf.name = name }
+
+// Clear removes every task. It must not be called while the taskflow runs.
+func (tf *Taskflow) Clear() {
+	tf.graph.nodes = nil
+	tf.graph.slab = nil
+	tf.graph.version++
+}
