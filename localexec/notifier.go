@@ -15,9 +15,9 @@ import (
 //
 // notify is cheap when nobody is preparing or sleeping: one atomic load.
 type notifier struct {
-	waiting atomic.Int32  // workers between prepare and the end of commit/cancel
-	epoch   atomic.Uint64 // bumped by every notify that found waiting > 0
-	mu      sync.Mutex
+	waiting  atomic.Int32  // workers between prepare and the end of commit/cancel
+	epoch    atomic.Uint64 // bumped by every notify that found waiting > 0
+	mu       sync.Mutex
 	sleepers []*parker // committed sleepers, LIFO (the warmest cache first)
 }
 

@@ -24,7 +24,7 @@ const (
 type frame struct {
 	pending atomic.Int64
 	kind    frameKind
-	parent  *node  // frameJoined: the task to complete
+	parent  *node // frameJoined: the task to complete
 	topo    *topology
 	sub     *graph // frameDetached: the children to release
 	done    atomic.Bool

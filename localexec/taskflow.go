@@ -11,16 +11,16 @@ import (
 type kind uint8
 
 const (
-	kindPlaceholder kind = iota // no work; a node to be given work later or a pure join point
-	kindStatic                  // func()
-	kindCondition               // func() int: index of the one successor to run
-	kindMultiCondition          // func() []int: indices of the successors to run
-	kindSubflow                 // func(*Subflow): spawns a child graph
-	kindModule                  // runs another Taskflow's graph in place
-	kindRuntime                 // func(*Runtime)
-	kindGPU                     // func(*gpu.Graph): a GPU task graph run on a GPU worker
-	kindAsync                   // an Executor.Async call (not part of any graph)
-	kindStart                   // a topology's starter: begins its first run on a worker
+	kindPlaceholder    kind = iota // no work; a node to be given work later or a pure join point
+	kindStatic                     // func()
+	kindCondition                  // func() int: index of the one successor to run
+	kindMultiCondition             // func() []int: indices of the successors to run
+	kindSubflow                    // func(*Subflow): spawns a child graph
+	kindModule                     // runs another Taskflow's graph in place
+	kindRuntime                    // func(*Runtime)
+	kindGPU                        // func(*gpu.Graph): a GPU task graph run on a GPU worker
+	kindAsync                      // an Executor.Async call (not part of any graph)
+	kindStart                      // a topology's starter: begins its first run on a worker
 )
 
 var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start"}

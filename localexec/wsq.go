@@ -32,7 +32,7 @@ func newRing(capacity int64) *wsqRing {
 	return &wsqRing{mask: capacity - 1, slots: make([]atomic.Pointer[node], capacity)}
 }
 
-func (r *wsqRing) get(i int64) *node     { return r.slots[i&r.mask].Load() }
+func (r *wsqRing) get(i int64) *node    { return r.slots[i&r.mask].Load() }
 func (r *wsqRing) put(i int64, n *node) { r.slots[i&r.mask].Store(n) }
 
 func (q *wsq) init(capacity int64) {
