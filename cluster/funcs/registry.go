@@ -1,0 +1,342 @@
+package funcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+// Errors of the registry and the built-ins, matched with errors.Is.
+var (
+	ErrUnknown   = errors.New("funcs: unknown function")
+	ErrDuplicate = errors.New("funcs: function registered twice")
+	ErrBadEntry  = errors.New("funcs: bad registration")
+	ErrBadArg    = errors.New("funcs: bad argument")
+	ErrFailed    = errors.New("funcs: task failed")
+	ErrNoGPU     = errors.New("funcs: no GPU body")
+	ErrBadResult = errors.New("funcs: bad result")
+)
+
+// Func is a registered function body. It must honour ctx (cancelled when the
+// run is cancelled or times out) and be idempotent: the runtime may call it
+// again for the same activation after a failure.
+type Func func(ctx context.Context, c *Call) (Result, error)
+
+// Call is what a function gets for one execution of one activation.
+type Call struct {
+	Run  string // the run's id (for logs); may be empty
+	Task string // the task's name as its flow declares it (what hash and coin use)
+	Path string // the task's path in the expanded graph ("module/task"); Task at the top level
+	// Args are the task's arguments from the flow file.
+	Args Args
+	// Inputs maps each strong predecessor's declared name to the output of its
+	// latest activation at the time this task runs (nil for a predecessor
+	// without output; absent for one that has not run).
+	Inputs map[string][]byte
+	// Activation counts how many times the graph asked this task to run in
+	// this run, this one included: 1 for the first. Loop iterations and
+	// re-activations of an enclosing module count; retries do not.
+	Activation uint64
+	// Attempt is 0 for the first execution of this activation and grows by one
+	// on every re-execution (retries, re-runs after a lost node).
+	Attempt int
+	// Domain and Device tell where the task runs (Device only for gpu).
+	Domain spec.Domain
+	Device int
+	// State is the Result.State the task's previous activation in this run
+	// returned (nil on the first activation, or when it returned none).
+	State []byte
+}
+
+// Result is what a function returns.
+type Result struct {
+	// Output is the task's output bytes (nil: none). Condition, multicondition
+	// and subflow tasks produce none (DESIGN §5a): the runtime drops theirs.
+	Output []byte
+	// Choice is a condition's answer: the index into its precede list of the
+	// successor to run; out of range runs nothing.
+	Choice int
+	// Choices is a multicondition's answer: indices into its precede list;
+	// out of range ones are ignored.
+	Choices []int
+	// Children is a subflow's answer: the static tasks to spawn (see Child).
+	Children []Child
+	// State is per-run state for this task's next activation, handed back as
+	// Call.State. The runtime records it with the activation's outcome (as it
+	// records condition outcomes), so a task replayed or moved to another node
+	// after a failure continues from the same state and gives the same
+	// answers. The built-in loop keeps its counter here.
+	State []byte
+}
+
+// Child is one task a subflow function spawns. The node turns the children
+// into a localexec Subflow of the subflow task: one static task per child,
+// named "parent/child" in status, running the registered function Func with
+// Args and with the outputs of the children named in Succeed as inputs; the
+// subflow joins its parent (the parent's successors wait for every child).
+// A child's Call has the parent's Run and Activation, Task = Name,
+// Path = parent's path + "/" + Name.
+type Child struct {
+	Name    string
+	Func    string
+	Args    Args
+	Succeed []string
+}
+
+// Entry is one registered function.
+type Entry struct {
+	Name string
+	// Kind is the task kind the function serves: static, condition,
+	// multicondition or subflow ("" means static).
+	Kind spec.Kind
+	// CPU is the body on a CPU worker; nil for a GPU-only function.
+	CPU Func
+	// GPU is the body for tasks with domain gpu; nil when the function has
+	// none. Another package (the node's gpu glue) may set it with SetGPU.
+	GPU Func
+	// Check, when set, validates a task's arguments before anything runs
+	// (spec validation calls it through the Catalog).
+	Check func(args Args) error
+	// Doc is one line for listings (`node --funcs`).
+	Doc string
+}
+
+// Registry maps function names to entries. It is safe for concurrent use;
+// register at start-up, look up while running.
+type Registry struct {
+	mu      sync.RWMutex
+	entries map[string]*Entry
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{entries: map[string]*Entry{}} }
+
+// Default returns a new registry holding the built-ins (see the package doc).
+// Each call returns a fresh registry, so a node binary extends its own.
+func Default() *Registry {
+	r := NewRegistry()
+	for _, e := range builtins() {
+		if err := r.Register(e); err != nil {
+			panic(err) // the built-ins are fixed; a failure is a bug here
+		}
+	}
+	return r
+}
+
+// Register adds an entry.
+func (r *Registry) Register(e Entry) error {
+	if e.Name == "" || strings.ContainsAny(e.Name, " \t\n/") {
+		return fmt.Errorf("%w: name %q", ErrBadEntry, e.Name)
+	}
+	e.Kind = e.Kind.Or()
+	switch e.Kind {
+	case spec.KindStatic, spec.KindCondition, spec.KindMultiCondition, spec.KindSubflow:
+	default:
+		return fmt.Errorf("%w: function %q: kind %q cannot be registered (module tasks run flows)", ErrBadEntry, e.Name, e.Kind)
+	}
+	if e.CPU == nil && e.GPU == nil {
+		return fmt.Errorf("%w: function %q has no body", ErrBadEntry, e.Name)
+	}
+	if e.GPU != nil && e.Kind != spec.KindStatic {
+		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, e.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.entries[e.Name]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicate, e.Name)
+	}
+	r.entries[e.Name] = &e
+	return nil
+}
+
+// MustRegister is Register that panics on error.
+func (r *Registry) MustRegister(e Entry) {
+	if err := r.Register(e); err != nil {
+		panic(err)
+	}
+}
+
+// SetGPU attaches (or replaces) the GPU body of a registered static function.
+func (r *Registry) SetGPU(name string, fn Func) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknown, name)
+	}
+	if e.Kind != spec.KindStatic {
+		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, name)
+	}
+	c := *e
+	c.GPU = fn
+	r.entries[name] = &c
+	return nil
+}
+
+// Lookup returns the entry registered under name.
+func (r *Registry) Lookup(name string) (Entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[name]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.entries))
+	for n := range r.entries {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Func implements spec.Catalog, so a registry validates flow files.
+func (r *Registry) Func(name string) (spec.FuncInfo, bool) {
+	e, ok := r.Lookup(name)
+	if !ok {
+		return spec.FuncInfo{}, false
+	}
+	info := spec.FuncInfo{Kind: e.Kind, CPU: e.CPU != nil, GPU: e.GPU != nil}
+	if e.Check != nil {
+		check := e.Check
+		info.CheckArgs = func(args map[string]any) error {
+			err := check(Args(args))
+			var ae *ArgError
+			if errors.As(err, &ae) {
+				return &bareArgError{ae}
+			}
+			return err
+		}
+	}
+	return info, true
+}
+
+// Body returns the body of name for a domain ("" is cpu).
+func (r *Registry) Body(name string, domain spec.Domain) (Func, spec.Kind, error) {
+	e, ok := r.Lookup(name)
+	if !ok {
+		return nil, "", fmt.Errorf("%w %q", ErrUnknown, name)
+	}
+	if domain.Or() == spec.DomainGPU {
+		if e.GPU == nil {
+			return nil, e.Kind, fmt.Errorf("%w: function %q", ErrNoGPU, name)
+		}
+		return e.GPU, e.Kind, nil
+	}
+	if e.CPU == nil {
+		return nil, e.Kind, fmt.Errorf("%w: function %q has no CPU body", ErrBadEntry, name)
+	}
+	return e.CPU, e.Kind, nil
+}
+
+// Invoke runs function name for c: it picks the body for c.Domain, returns
+// ctx's error without calling it when ctx is already done, names the task in
+// errors (an *ArgError gets its Task set), and checks the result against the
+// function's kind: outputs of non-static functions are dropped, a subflow's
+// children are checked with CheckChildren. Panics are not recovered: the
+// executor running the task turns them into its PanicError.
+func (r *Registry) Invoke(ctx context.Context, name string, c *Call) (Result, error) {
+	fn, kind, err := r.Body(name, c.Domain)
+	if err != nil {
+		return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
+	}
+	res, err := fn(ctx, c)
+	if err != nil {
+		var ae *ArgError
+		if errors.As(err, &ae) && ae.Task == "" {
+			ae.Task = c.Task
+			return Result{}, err
+		}
+		return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
+	}
+	switch kind {
+	case spec.KindStatic:
+		res.Choice, res.Choices, res.Children = 0, nil, nil
+	case spec.KindCondition:
+		res.Output, res.Choices, res.Children = nil, nil, nil
+	case spec.KindMultiCondition:
+		res.Output, res.Choice, res.Children = nil, 0, nil
+	case spec.KindSubflow:
+		res.Output, res.Choice, res.Choices = nil, 0, nil
+		if err := r.CheckChildren(res.Children); err != nil {
+			return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
+		}
+	}
+	return res, nil
+}
+
+// CheckChildren checks a subflow's children: unique names without '/',
+// registered static functions with a CPU body, Succeed naming earlier or
+// later children, no cycle.
+func (r *Registry) CheckChildren(children []Child) error {
+	idx := make(map[string]int, len(children))
+	for i, ch := range children {
+		if ch.Name == "" || strings.Contains(ch.Name, "/") {
+			return fmt.Errorf("%w: child #%d has a bad name %q", ErrBadResult, i+1, ch.Name)
+		}
+		if _, dup := idx[ch.Name]; dup {
+			return fmt.Errorf("%w: child %q appears twice", ErrBadResult, ch.Name)
+		}
+		idx[ch.Name] = i
+		e, ok := r.Lookup(ch.Func)
+		if !ok {
+			return fmt.Errorf("%w: child %q: unknown function %q", ErrBadResult, ch.Name, ch.Func)
+		}
+		if e.Kind != spec.KindStatic || e.CPU == nil {
+			return fmt.Errorf("%w: child %q: function %q is not a static CPU function", ErrBadResult, ch.Name, ch.Func)
+		}
+		if e.Check != nil {
+			if err := e.Check(ch.Args); err != nil {
+				return fmt.Errorf("%w: child %q: %w", ErrBadResult, ch.Name, err)
+			}
+		}
+	}
+	// Kahn's algorithm over the Succeed edges finds unknown names and cycles.
+	indeg := make([]int, len(children))
+	succ := make([][]int, len(children))
+	for i, ch := range children {
+		for _, p := range ch.Succeed {
+			j, ok := idx[p]
+			if !ok {
+				return fmt.Errorf("%w: child %q succeeds unknown child %q", ErrBadResult, ch.Name, p)
+			}
+			succ[j] = append(succ[j], i)
+			indeg[i]++
+		}
+	}
+	var queue []int
+	for i, d := range indeg {
+		if d == 0 {
+			queue = append(queue, i)
+		}
+	}
+	seen := 0
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		seen++
+		for _, w := range succ[v] {
+			if indeg[w]--; indeg[w] == 0 {
+				queue = append(queue, w)
+			}
+		}
+	}
+	if seen != len(children) {
+		return fmt.Errorf("%w: the children's succeed lists form a cycle", ErrBadResult)
+	}
+	return nil
+}

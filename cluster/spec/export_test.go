@@ -1,0 +1,20 @@
+package spec
+
+// StripPositions drops the line numbers Parse records, so parsed and built
+// flows compare with reflect.DeepEqual.
+func StripPositions(f *File) {
+	for i := range f.Flows {
+		f.Flows[i].pos = nil
+		for j := range f.Flows[i].Tasks {
+			f.Flows[i].Tasks[j].pos = nil
+		}
+	}
+}
+
+// StripFlow is StripPositions for one flow.
+func StripFlow(fl *Flow) {
+	fl.pos = nil
+	for j := range fl.Tasks {
+		fl.Tasks[j].pos = nil
+	}
+}

@@ -1,0 +1,439 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Marshal writes the file in the given format (FormatAuto: by f.Path's
+// extension, YAML when it does not tell). A file of one flow is written as
+// that flow; several as a list under flows. Parse gives the file back (a
+// round trip keeps every field; line numbers are those of the new text).
+func Marshal(f *File, format Format) ([]byte, error) {
+	if format == FormatAuto {
+		format = FormatOf(f.Path)
+	}
+	if format == FormatJSON {
+		return f.JSON()
+	}
+	return f.YAML()
+}
+
+// YAML writes the file as YAML.
+func (f *File) YAML() ([]byte, error) {
+	var root *yaml.Node
+	if len(f.Flows) == 1 {
+		root = flowYAML(&f.Flows[0])
+	} else {
+		list := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range f.Flows {
+			list.Content = append(list.Content, flowYAML(&f.Flows[i]))
+		}
+		root = mapNode("flows", list)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// YAML writes one flow as a YAML flow file.
+func (fl *Flow) YAML() ([]byte, error) { return (&File{Flows: []Flow{*fl}}).YAML() }
+
+// JSON writes one flow as a JSON flow file.
+func (fl *Flow) JSON() ([]byte, error) { return (&File{Flows: []Flow{*fl}}).JSON() }
+
+func mapNode(kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i < len(kv); i += 2 {
+		n.Content = append(n.Content, strNode(kv[i].(string)), kv[i+1].(*yaml.Node))
+	}
+	return n
+}
+
+func strNode(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	if strings.Contains(s, "\n") || s != strings.TrimSpace(s) || !printable(s) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfeff || r == 0x2028 || r == 0x2029 || r == '\ufffd' {
+			return false
+		}
+	}
+	return true
+}
+
+func flowYAML(fl *Flow) *yaml.Node {
+	n := mapNode("name", strNode(fl.Name))
+	if fl.Timeout != 0 {
+		n.Content = append(n.Content, strNode("timeout"), strNode(FormatDuration(fl.Timeout)))
+	}
+	tasks := &yaml.Node{Kind: yaml.SequenceNode}
+	for i := range fl.Tasks {
+		tasks.Content = append(tasks.Content, taskYAML(&fl.Tasks[i]))
+	}
+	n.Content = append(n.Content, strNode("tasks"), tasks)
+	return n
+}
+
+func taskYAML(t *Task) *yaml.Node {
+	n := mapNode("name", strNode(t.Name))
+	add := func(k string, v *yaml.Node) { n.Content = append(n.Content, strNode(k), v) }
+	if t.Kind != "" {
+		add("kind", strNode(string(t.Kind)))
+	}
+	if t.Func != "" {
+		add("func", strNode(t.Func))
+	}
+	if len(t.Args) > 0 {
+		a := valueYAML(t.Args)
+		flat := true
+		for _, c := range a.Content {
+			if c.Kind != yaml.ScalarNode || c.Style == yaml.DoubleQuotedStyle {
+				flat = false
+			}
+		}
+		if flat && len(t.Args) <= 4 {
+			a.Style = yaml.FlowStyle
+		}
+		add("args", a)
+	}
+	names := func(k string, l []string) {
+		if len(l) == 0 {
+			return
+		}
+		s := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		flow := true
+		for _, x := range l {
+			c := strNode(x)
+			if c.Style == yaml.DoubleQuotedStyle {
+				flow = false
+			}
+			s.Content = append(s.Content, c)
+		}
+		if !flow {
+			s.Style = 0
+		}
+		add(k, s)
+	}
+	names("succeed", t.Succeed)
+	names("precede", t.Precede)
+	if t.Flow != "" {
+		add("flow", strNode(t.Flow))
+	}
+	if t.Domain != "" {
+		add("domain", strNode(string(t.Domain)))
+	}
+	if t.Device != nil {
+		add("device", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(*t.Device)})
+	}
+	if t.Node != "" {
+		add("node", strNode(t.Node))
+	}
+	if t.Retries != 0 {
+		add("retries", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(t.Retries)})
+	}
+	if t.Timeout != 0 {
+		add("timeout", strNode(FormatDuration(t.Timeout)))
+	}
+	return n
+}
+
+func valueYAML(v any) *yaml.Node {
+	switch x := v.(type) {
+	case nil:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(x)}
+	case string:
+		return strNode(x)
+	case []any:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range x {
+			n.Content = append(n.Content, valueYAML(e))
+		}
+		return n
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		for _, k := range sortedKeys(x) {
+			n.Content = append(n.Content, strNode(k), valueYAML(x[k]))
+		}
+		return n
+	}
+	if s, tag, ok := number(v); ok {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: s}
+	}
+	if nv, err := normalize(v, 0); err == nil {
+		return valueYAML(nv)
+	}
+	return strNode(fmt.Sprint(v))
+}
+
+// number formats a numeric argument so that it parses back to the same type.
+func number(v any) (string, string, bool) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10), "!!int", true
+	case uint64:
+		return strconv.FormatUint(x, 10), "!!int", true
+	case int:
+		return strconv.Itoa(x), "!!int", true
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return "", "", false
+		}
+		s := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		return s, "!!float", true
+	}
+	return "", "", false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// FormatDuration writes a duration the way a person would: 10m, 1h30m, 500ms.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// --- JSON ---
+
+// JSON writes the file as indented JSON.
+func (f *File) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	if len(f.Flows) == 1 {
+		if err := flowJSON(&b, &f.Flows[0]); err != nil {
+			return nil, err
+		}
+	} else {
+		b.WriteString(`{"flows":[`)
+		for i := range f.Flows {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := flowJSON(&b, &f.Flows[i]); err != nil {
+				return nil, err
+			}
+		}
+		b.WriteString("]}")
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+type jsonWriter struct {
+	b     *bytes.Buffer
+	first bool
+}
+
+func (w *jsonWriter) key(k string) {
+	if !w.first {
+		w.b.WriteByte(',')
+	}
+	w.first = false
+	jsonString(w.b, k)
+	w.b.WriteByte(':')
+}
+
+func jsonString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	b.Truncate(b.Len() - 1)
+}
+
+func flowJSON(b *bytes.Buffer, fl *Flow) error {
+	w := &jsonWriter{b: b, first: true}
+	b.WriteByte('{')
+	w.key("name")
+	jsonString(b, fl.Name)
+	if fl.Timeout != 0 {
+		w.key("timeout")
+		jsonString(b, FormatDuration(fl.Timeout))
+	}
+	w.key("tasks")
+	b.WriteByte('[')
+	for i := range fl.Tasks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := taskJSON(b, &fl.Tasks[i]); err != nil {
+			return err
+		}
+	}
+	b.WriteString("]}")
+	return nil
+}
+
+func taskJSON(b *bytes.Buffer, t *Task) error {
+	w := &jsonWriter{b: b, first: true}
+	b.WriteByte('{')
+	str := func(k, v string) {
+		if v != "" {
+			w.key(k)
+			jsonString(b, v)
+		}
+	}
+	w.key("name")
+	jsonString(b, t.Name)
+	str("kind", string(t.Kind))
+	str("func", t.Func)
+	if len(t.Args) > 0 {
+		w.key("args")
+		if err := valueJSON(b, t.Args, 0); err != nil {
+			return fmt.Errorf("spec: task %q args: %w", t.Name, err)
+		}
+	}
+	list := func(k string, l []string) {
+		if len(l) == 0 {
+			return
+		}
+		w.key(k)
+		b.WriteByte('[')
+		for i, s := range l {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			jsonString(b, s)
+		}
+		b.WriteByte(']')
+	}
+	list("succeed", t.Succeed)
+	list("precede", t.Precede)
+	str("flow", t.Flow)
+	str("domain", string(t.Domain))
+	if t.Device != nil {
+		w.key("device")
+		b.WriteString(strconv.Itoa(*t.Device))
+	}
+	str("node", t.Node)
+	if t.Retries != 0 {
+		w.key("retries")
+		b.WriteString(strconv.Itoa(t.Retries))
+	}
+	if t.Timeout != 0 {
+		str("timeout", FormatDuration(t.Timeout))
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+func valueJSON(b *bytes.Buffer, v any, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxDepth)
+	}
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case string:
+		jsonString(b, x)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := valueJSON(b, e, depth+1); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range sortedKeys(x) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			jsonString(b, k)
+			b.WriteByte(':')
+			if err := valueJSON(b, x[k], depth+1); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	default:
+		if s, _, ok := number(v); ok {
+			b.WriteString(s)
+			return nil
+		}
+		nv, err := normalize(v, depth)
+		if err != nil {
+			return err
+		}
+		return valueJSON(b, nv, depth+1)
+	}
+	return nil
+}
+
+// MarshalJSON writes the file as a JSON flow file (so a File can travel inside
+// API messages).
+func (f *File) MarshalJSON() ([]byte, error) { return f.JSON() }
+
+// UnmarshalJSON parses a JSON flow file strictly (as ParseJSON; no Validate).
+func (f *File) UnmarshalJSON(data []byte) error {
+	g, err := ParseJSON(f.Path, data)
+	if err != nil {
+		return err
+	}
+	path := f.Path
+	*f = *g
+	f.Path = path
+	return nil
+}
+
+// MarshalJSON writes the flow as a JSON flow file.
+func (fl Flow) MarshalJSON() ([]byte, error) { return fl.JSON() }
+
+// UnmarshalJSON parses one flow strictly (a flows list is refused).
+func (fl *Flow) UnmarshalJSON(data []byte) error {
+	f, err := ParseJSON("", data)
+	if err != nil {
+		return err
+	}
+	if len(f.Flows) != 1 {
+		return Errors{{Msg: fmt.Sprintf("want one flow, got %d", len(f.Flows)), Kind: ErrBadValue}}
+	}
+	*fl = f.Flows[0]
+	return nil
+}
