@@ -34,10 +34,8 @@ func (tf *Taskflow) fingerprint() uint64 {
 		}
 		seen[t] = true
 		s := t.graph.version*0x9E3779B97F4A7C15 + uint64(len(t.graph.nodes))
-		for _, n := range t.graph.nodes {
-			if n.kind == kindModule {
-				s += walk(n.ext.(*nodeExt).module)
-			}
+		for _, n := range t.graph.modules {
+			s += walk(n.ext.(*nodeExt).module)
 		}
 		return s
 	}
@@ -56,15 +54,13 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 		}
 	}
 	stack = append(stack, tf)
-	for _, n := range tf.graph.nodes {
-		if n.kind == kindModule {
-			m := n.ext.(*nodeExt).module
-			if m == nil {
-				return fmt.Errorf("%w: module task %q in taskflow %q composes a nil taskflow", ErrModuleConflict, n.name, tf.name)
-			}
-			if err := ex.checkTaskflow(m, stack); err != nil {
-				return err
-			}
+	for _, n := range tf.graph.modules {
+		m := n.ext.(*nodeExt).module
+		if m == nil {
+			return fmt.Errorf("%w: module task %q in taskflow %q composes a nil taskflow", ErrModuleConflict, n.name, tf.name)
+		}
+		if err := ex.checkTaskflow(m, stack); err != nil {
+			return err
 		}
 	}
 	return ex.checkGraph(fmt.Sprintf("taskflow %q", tf.name), &tf.graph)
@@ -73,21 +69,18 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 // checkGraph checks one graph's GPU placements and module pairs. owner names
 // the graph in errors.
 func (ex *Executor) checkGraph(owner string, g *graph) error {
-	var mods []*node
-	for _, n := range g.nodes {
-		switch n.kind {
-		case kindGPU:
-			if ex.openErr != nil {
-				return &TaskError{Task: n.name, Err: ex.openErr}
-			}
-			if int(n.device) < 0 || int(n.device) >= len(ex.devices) {
-				return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.device, len(ex.devices))
-			}
-		case kindModule:
-			if n.ext.(*nodeExt).module == nil {
-				return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.name, owner)
-			}
-			mods = append(mods, n)
+	for _, n := range g.gpus {
+		if ex.openErr != nil {
+			return &TaskError{Task: n.name, Err: ex.openErr}
+		}
+		if int(n.device) < 0 || int(n.device) >= len(ex.devices) {
+			return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.device, len(ex.devices))
+		}
+	}
+	mods := g.modules
+	for _, n := range mods {
+		if n.ext.(*nodeExt).module == nil {
+			return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.name, owner)
 		}
 	}
 	if len(mods) < 2 {
@@ -119,10 +112,8 @@ func collectUses(tf *Taskflow, into map[*Taskflow]bool) {
 		return
 	}
 	into[tf] = true
-	for _, n := range tf.graph.nodes {
-		if n.kind == kindModule {
-			collectUses(n.ext.(*nodeExt).module, into)
-		}
+	for _, n := range tf.graph.modules {
+		collectUses(n.ext.(*nodeExt).module, into)
 	}
 }
 

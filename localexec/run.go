@@ -35,7 +35,7 @@ type frame struct {
 type topology struct {
 	ex        *Executor
 	tf        *Taskflow
-	root      frame
+	root      *frame // &tf.root
 	starter   node
 	future    *Future
 	remaining int // iterations left; -1 with pred
@@ -54,8 +54,7 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 		t.remaining = -1
 	}
 	t.future = &Future{topo: t}
-	t.root.kind = frameRoot
-	t.root.topo = t
+	t.root = &tf.root
 	t.starter.kind = kindStart
 	t.starter.ext = t
 	return t
@@ -111,7 +110,7 @@ func (w *worker) invoke(n *node) *node {
 			topo.cancel(p)
 			return w.schedule(f, nil)
 		}
-		n.join.Store(n.nStrong)
+		n.resetJoin()
 		ready := w.ready[:0]
 		if idx >= 0 && idx < len(n.succs) {
 			ready = append(ready, n.succs[idx])
@@ -124,7 +123,7 @@ func (w *worker) invoke(n *node) *node {
 			topo.cancel(p)
 			return w.schedule(f, nil)
 		}
-		n.join.Store(n.nStrong)
+		n.resetJoin()
 		ready := w.ready[:0]
 	pick:
 		for _, idx := range idxs {
@@ -168,7 +167,7 @@ func (w *worker) invoke(n *node) *node {
 }
 
 func (w *worker) endTask(obs *[]Observer, n *node) {
-	w.stats.executed.Add(1)
+	w.executed++
 	if obs != nil {
 		w.observe(*obs, n, false)
 	}
@@ -178,16 +177,29 @@ func (w *worker) endTask(obs *[]Observer, n *node) {
 // counter (for the next iteration of a loop through n), releases the
 // successors whose counters reach zero, and returns one to run inline.
 func (w *worker) complete(n *node) *node {
-	n.join.Store(n.nStrong)
+	n.resetJoin()
 	ready := w.ready[:0]
 	if !n.frame.topo.cancelled.Load() {
 		for _, s := range n.succs {
-			if s.join.Add(-1) == 0 {
+			// A successor with one strong predecessor (n) is ready
+			// now: its counter is never touched, so a chain costs no
+			// atomic per task.
+			if s.nStrong == 1 || s.join.Add(-1) == 0 {
 				ready = append(ready, s)
 			}
 		}
 	}
 	return w.schedule(n.frame, ready)
+}
+
+// resetJoin restores n's join counter for the next time its strong
+// predecessors complete (a loop through n). Counters of nodes with at most
+// one strong predecessor are never decremented (see complete), so only the
+// others need the store.
+func (n *node) resetJoin() {
+	if n.nStrong > 1 {
+		n.join.Store(n.nStrong)
+	}
 }
 
 // schedule hands the completing task's pending count in f to the ready
@@ -196,6 +208,7 @@ func (w *worker) complete(n *node) *node {
 func (w *worker) schedule(f *frame, ready []*node) *node {
 	k := len(ready)
 	if k == 0 {
+		w.flush()
 		if f.pending.Add(-1) == 0 {
 			return w.frameDone(f)
 		}
@@ -226,15 +239,27 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 // points them at f and makes the sources visible, returning one to run inline
 // when inline is set. A graph with no source finishes f at once.
 func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
-	srcs := w.ready[:0]
-	for _, n := range g.nodes {
-		n.join.Store(n.nStrong)
-		n.frame = f
-		if n.nPreds == 0 {
-			srcs = append(srcs, n)
+	c := &g.sched
+	if !c.valid || c.version != g.version || c.frame != f {
+		c.sources, c.multi = c.sources[:0], c.multi[:0]
+		for _, n := range g.nodes {
+			n.frame = f
+			if n.nPreds == 0 {
+				c.sources = append(c.sources, n)
+			}
+			if n.nStrong > 1 {
+				c.multi = append(c.multi, n)
+			}
 		}
+		c.valid, c.version, c.frame = true, g.version, f
 	}
-	w.ready = srcs[:0]
+	// Counters of nodes with one strong predecessor are never touched
+	// (see complete); the others may hold partial counts from a run that
+	// a condition or a cancel cut short.
+	for _, n := range c.multi {
+		n.join.Store(n.nStrong)
+	}
+	srcs := c.sources
 	if len(srcs) == 0 {
 		f.pending.Store(1)
 		return w.schedule(f, nil)
@@ -265,7 +290,7 @@ func (w *worker) frameDone(f *frame) *node {
 		return w.complete(parent)
 	case frameDetached:
 		f.sub.release()
-		root := &f.topo.root
+		root := f.topo.root
 		if root.pending.Add(-1) == 0 {
 			return w.frameDone(root)
 		}
@@ -295,7 +320,8 @@ func (w *worker) startIteration(t *topology) *node {
 			}
 		}
 		if len(t.tf.graph.nodes) > 0 {
-			return w.scheduleGraph(&t.root, &t.tf.graph, true)
+			t.root.kind, t.root.topo = frameRoot, t
+			return w.scheduleGraph(t.root, &t.tf.graph, true)
 		}
 		if t.remaining > 0 {
 			t.remaining--
@@ -390,6 +416,7 @@ func (w *worker) runAsync(n *node) {
 		}
 		f.finish(err)
 	}
+	w.flush()
 	*n = node{succs: n.succs[:0]}
 	nodePool.Put(n)
 	w.ex.end()

@@ -124,7 +124,7 @@ func (d *domain) addSpinning(delta int32) int32 {
 
 // workerStats are a worker's scheduler counters (see the essay above).
 type workerStats struct {
-	executed      atomic.Uint64 // tasks whose body ran on this worker
+	executed      atomic.Uint64 // tasks whose body ran on this worker (published by flush)
 	stealAttempts atomic.Uint64 // steal attempts made while spinning or on re-check
 	failedSteals  atomic.Uint64 // attempts that found nothing: the wasted steals the essay bounds
 	parks         atomic.Uint64 // commits that put this worker to sleep
@@ -141,6 +141,12 @@ type worker struct {
 	rng    uint64
 	ready  []*node // scratch: ready successors of the task being finished
 	stats  workerStats
+	// executed counts tasks run since the last flush. A worker publishes it
+	// to stats.executed before it makes work visible or gives back a
+	// pending count (push, schedule), which always happens before the run
+	// that holds those tasks can finish: so Stats read after Future.Wait is
+	// exact, and a chain of inline tasks pays no atomic for counting.
+	executed uint64
 	// spinning mirrors whether this worker is counted in dom.nSpinning.
 	spinning bool
 	info     WorkerInfo
@@ -282,6 +288,7 @@ func (w *worker) recheck() *node {
 // push makes n visible to its domain: w's own deque when n belongs to w's
 // domain, else the other domain's shared queue; then rule 2.
 func (w *worker) push(n *node) {
+	w.flush()
 	d := w.ex.domainOf(n)
 	if d == w.dom {
 		w.q.push(n)
@@ -289,6 +296,14 @@ func (w *worker) push(n *node) {
 		d.shared.push(n)
 	}
 	d.wake(w)
+}
+
+// flush publishes w's executed count (see worker.executed).
+func (w *worker) flush() {
+	if w.executed != 0 {
+		w.stats.executed.Add(w.executed)
+		w.executed = 0
+	}
 }
 
 func throw(msg string) { panic("localexec: scheduler invariant broken: " + msg) }

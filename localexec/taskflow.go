@@ -85,6 +85,20 @@ type graph struct {
 	// validation) compare against it.
 	version uint64
 	pooled  bool // nodes come from nodePool (subflow children) and go back to it
+
+	// special lists the run-start check walks instead of every node
+	modules []*node
+	gpus    []*node
+
+	// sched caches what scheduleGraph derives from the structure, valid
+	// while version == sched.version and the nodes point at sched.frame.
+	sched struct {
+		valid   bool
+		version uint64
+		frame   *frame
+		sources []*node
+		multi   []*node // nodes with more than one strong predecessor
+	}
 }
 
 const slabSize = 64
@@ -120,6 +134,9 @@ func (g *graph) release() {
 		}
 	}
 	g.nodes = g.nodes[:0]
+	g.modules = g.modules[:0]
+	g.gpus = g.gpus[:0]
+	g.sched.valid = false
 	g.version++
 }
 
@@ -257,6 +274,12 @@ type builder struct {
 func (b *builder) add(k kind) *node {
 	n := b.g.alloc()
 	n.kind = k
+	switch k {
+	case kindModule:
+		b.g.modules = append(b.g.modules, n)
+	case kindGPU:
+		b.g.gpus = append(b.g.gpus, n)
+	}
 	return n
 }
 
@@ -345,6 +368,11 @@ type Taskflow struct {
 	name  string
 	graph graph
 
+	// root is the frame of this taskflow's top-level graph in its current
+	// run: runs of one taskflow never overlap, so one frame serves them all
+	// and the nodes' frame pointers stay valid from run to run.
+	root frame
+
 	// runs of this taskflow queue; mu guards the queue.
 	mu      sync.Mutex
 	queue   []*topology
@@ -371,7 +399,6 @@ func (tf *Taskflow) SetName(name string) { tf.name = name }
 
 // Clear removes every task. It must not be called while the taskflow runs.
 func (tf *Taskflow) Clear() {
-	tf.graph.nodes = nil
-	tf.graph.slab = nil
-	tf.graph.version++
+	v := tf.graph.version
+	tf.graph = graph{version: v + 1}
 }

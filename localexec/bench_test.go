@@ -1,0 +1,299 @@
+package localexec
+
+// Benchmarks of the executor against two plain-Go baselines measured in the
+// same run (see BENCHMARKS.md):
+//
+//   - chan: a goroutine per task that waits on a channel per predecessor
+//     (what a newcomer to Go writes);
+//   - gofast: the best plain Go does — a goroutine started per ready task,
+//     atomic join counters, one ready successor run inline on the finishing
+//     goroutine.
+//
+// Each shape is built once; an iteration runs it once; ns/task is the
+// iteration time over the number of tasks.
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// shape is an abstract DAG: succs[i] are the successors of task i.
+type shape struct {
+	name  string
+	succs [][]int32
+}
+
+func (s *shape) n() int { return len(s.succs) }
+
+func chainShape(n int) *shape {
+	s := &shape{name: "chain", succs: make([][]int32, n)}
+	for i := 0; i < n-1; i++ {
+		s.succs[i] = []int32{int32(i + 1)}
+	}
+	return s
+}
+
+func independentShape(n int) *shape {
+	return &shape{name: "independent", succs: make([][]int32, n)}
+}
+
+func treeShape(depth int) *shape {
+	n := 1<<depth - 1
+	s := &shape{name: "tree", succs: make([][]int32, n)}
+	for i := 0; i < n; i++ {
+		if l := 2*i + 1; l < n {
+			s.succs[i] = []int32{int32(l), int32(l + 1)}
+		}
+	}
+	return s
+}
+
+func wavefrontShape(k int) *shape {
+	s := &shape{name: "wavefront", succs: make([][]int32, k*k)}
+	for i := 0; i < k; i++ {
+		for j := 0; j < k; j++ {
+			id := i*k + j
+			if i+1 < k {
+				s.succs[id] = append(s.succs[id], int32((i+1)*k+j))
+			}
+			if j+1 < k {
+				s.succs[id] = append(s.succs[id], int32(i*k+j+1))
+			}
+		}
+	}
+	return s
+}
+
+func (s *shape) taskflow() *Taskflow {
+	tf := NewTaskflow(s.name)
+	ts := make([]Task, s.n())
+	for i := range ts {
+		ts[i] = tf.Emplace(func() {})
+	}
+	for i, ss := range s.succs {
+		for _, j := range ss {
+			ts[i].Precede(ts[j])
+		}
+	}
+	return tf
+}
+
+func (s *shape) preds() [][]int32 {
+	p := make([][]int32, s.n())
+	for i, ss := range s.succs {
+		for _, j := range ss {
+			p[j] = append(p[j], int32(i))
+		}
+	}
+	return p
+}
+
+// runChan is the first baseline: one goroutine per task, a channel per task
+// closed when it finishes, each goroutine waiting on its predecessors'.
+func (s *shape) runChan(preds [][]int32) {
+	chans := make([]chan struct{}, s.n())
+	for i := range chans {
+		chans[i] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	wg.Add(s.n())
+	for i := range chans {
+		go func(i int) {
+			for _, p := range preds[i] {
+				<-chans[p]
+			}
+			close(chans[i])
+			wg.Done()
+		}(i)
+	}
+	wg.Wait()
+}
+
+// runFast is the second baseline: atomic join counters, a goroutine per
+// ready task beyond the first, which runs inline.
+func (s *shape) runFast(preds [][]int32) {
+	join := make([]atomic.Int32, s.n())
+	for i := range join {
+		join[i].Store(int32(len(preds[i])))
+	}
+	var wg sync.WaitGroup
+	var run func(i int32)
+	run = func(i int32) {
+		for {
+			// the task's (empty) work
+			next := int32(-1)
+			for _, j := range s.succs[i] {
+				if join[j].Add(-1) == 0 {
+					if next < 0 {
+						next = j
+					} else {
+						wg.Add(1)
+						go func(j int32) { run(j); wg.Done() }(j)
+					}
+				}
+			}
+			if next < 0 {
+				return
+			}
+			i = next
+		}
+	}
+	for i := range preds {
+		if len(preds[i]) == 0 {
+			wg.Add(1)
+			go func(i int32) { run(i); wg.Done() }(int32(i))
+		}
+	}
+	wg.Wait()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchShape(b *testing.B, s *shape) {
+	n := s.n()
+	report := func(b *testing.B, wall time.Duration, cpu time.Duration) {
+		b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N)/float64(n), "ns/task")
+		b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu/wall")
+	}
+	b.Run("hetflow", func(b *testing.B) {
+		ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+		defer ex.Close()
+		tf := s.taskflow()
+		_ = ex.Run(tf).Wait() // warm: deques grown, pages touched
+		st0 := ex.Stats().Domain("cpu")
+		b.ReportAllocs()
+		b.ResetTimer()
+		c0, t0 := cpuTime(), time.Now()
+		for i := 0; i < b.N; i++ {
+			if err := ex.Run(tf).Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wall, cpu := time.Since(t0), cpuTime()-c0
+		b.StopTimer()
+		report(b, wall, cpu)
+		st := ex.Stats().Domain("cpu")
+		b.ReportMetric(float64(st.FailedSteals-st0.FailedSteals)/float64(b.N)/float64(n), "failedsteals/task")
+	})
+	preds := s.preds()
+	b.Run("gofast", func(b *testing.B) {
+		b.ReportAllocs()
+		c0, t0 := cpuTime(), time.Now()
+		for i := 0; i < b.N; i++ {
+			s.runFast(preds)
+		}
+		report(b, time.Since(t0), cpuTime()-c0)
+	})
+	b.Run("chan", func(b *testing.B) {
+		b.ReportAllocs()
+		c0, t0 := cpuTime(), time.Now()
+		for i := 0; i < b.N; i++ {
+			s.runChan(preds)
+		}
+		report(b, time.Since(t0), cpuTime()-c0)
+	})
+}
+
+func BenchmarkChain1M(b *testing.B)       { benchShape(b, chainShape(1_000_000)) }
+func BenchmarkIndependent1M(b *testing.B) { benchShape(b, independentShape(1_000_000)) }
+func BenchmarkTree20(b *testing.B)        { benchShape(b, treeShape(20)) }
+func BenchmarkWavefront1000(b *testing.B) { benchShape(b, wavefrontShape(1000)) }
+
+// BenchmarkChainWorkers reports CPU seconds over wall seconds for a chain
+// with 2 and 8 workers: the target is ≤ 1.1 (one core for one task at a
+// time).
+func BenchmarkChainWorkers(b *testing.B) {
+	s := chainShape(1_000_000)
+	for _, w := range []int{2, 8} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			ex := NewExecutor(WithWorkers(w), WithGPUs(0))
+			defer ex.Close()
+			tf := s.taskflow()
+			_ = ex.Run(tf).Wait()
+			st0 := ex.Stats().Domain("cpu")
+			b.ResetTimer()
+			c0, t0 := cpuTime(), time.Now()
+			for i := 0; i < b.N; i++ {
+				_ = ex.Run(tf).Wait()
+			}
+			wall, cpu := time.Since(t0), cpuTime()-c0
+			st := ex.Stats().Domain("cpu")
+			b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N)/float64(s.n()), "ns/task")
+			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu/wall")
+			b.ReportMetric(float64(st.FailedSteals-st0.FailedSteals)/float64(b.N)/float64(s.n()), "failedsteals/task")
+		})
+	}
+}
+
+// BenchmarkCreateTask: ns and bytes to emplace one static task.
+func BenchmarkCreateTask(b *testing.B) {
+	b.ReportAllocs()
+	fn := func() {}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	tf := NewTaskflow("create")
+	for i := 0; i < b.N; i++ {
+		tf.Emplace(fn)
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N), "bytes/task")
+	runtime.KeepAlive(tf)
+}
+
+// BenchmarkAddEdge: ns to add one edge (tasks built beforehand).
+func BenchmarkAddEdge(b *testing.B) {
+	tf := NewTaskflow("edges")
+	const k = 1024
+	ts := make([]Task, k)
+	for i := range ts {
+		ts[i] = tf.Emplace(func() {})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ts[i%k].Precede(ts[(i*7+1)%k])
+	}
+}
+
+// BenchmarkAsync: ns per Executor.Async call, 1M calls then WaitForAll,
+// against a goroutine per call.
+func BenchmarkAsync(b *testing.B) {
+	const calls = 1_000_000
+	b.Run("hetflow", func(b *testing.B) {
+		ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+		defer ex.Close()
+		fn := func() {}
+		b.ReportAllocs()
+		t0 := time.Now()
+		for i := 0; i < b.N; i++ {
+			for j := 0; j < calls; j++ {
+				ex.Async(fn)
+			}
+			ex.WaitForAll()
+		}
+		b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N)/calls, "ns/task")
+	})
+	b.Run("goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		t0 := time.Now()
+		for i := 0; i < b.N; i++ {
+			var wg sync.WaitGroup
+			wg.Add(calls)
+			for j := 0; j < calls; j++ {
+				go wg.Done()
+			}
+			wg.Wait()
+		}
+		b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N)/calls, "ns/task")
+	})
+}
