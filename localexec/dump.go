@@ -63,11 +63,11 @@ func (d *dumper) graph(g *graph, ind string) {
 			attrs = append(attrs, "shape=box3d")
 		case kindModule:
 			m := n.ext.(*nodeExt).module
-			attrs = append(attrs, "shape=box3d", "label="+quote(label(n)+" [m:"+m.name+"]"))
+			attrs = []string{"label=" + quote(label(n)+" [m:"+m.name+"]"), "shape=box3d"}
 		case kindRuntime:
 			attrs = append(attrs, "shape=component")
 		case kindGPU:
-			attrs = append(attrs, "shape=box", "style=filled", "fillcolor=lightgreen", "label="+quote(fmt.Sprintf("%s [gpu %d]", label(n), n.device)))
+			attrs = []string{"label=" + quote(fmt.Sprintf("%s [gpu %d]", label(n), n.device)), "shape=box", "style=filled", "fillcolor=lightgreen"}
 		case kindPlaceholder:
 			attrs = append(attrs, "style=dotted")
 		}
