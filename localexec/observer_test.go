@@ -13,7 +13,7 @@ type countingObserver struct {
 	workers      int
 }
 
-func (c *countingObserver) SetUp(ws []WorkerInfo)            { c.workers = len(ws) }
+func (c *countingObserver) SetUp(ws []WorkerInfo)              { c.workers = len(ws) }
 func (c *countingObserver) TaskStart(w WorkerInfo, t TaskInfo) { c.starts.Add(1) }
 func (c *countingObserver) TaskEnd(w WorkerInfo, t TaskInfo)   { c.ends.Add(1) }
 
