@@ -102,3 +102,34 @@ func BenchmarkCopy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLaunch1000NodeStreams is BenchmarkLaunch1000Node/wide10 with UseStreams(true):
+// the same on sim; on cuda it compares CUDA-graph launch with streams+events.
+func BenchmarkLaunch1000NodeModes(b *testing.B) {
+	for _, streams := range []bool{false, true} {
+		b.Run(fmt.Sprintf("streams=%v", streams), func(b *testing.B) {
+			d := openDev(b)
+			const n = 1024
+			g := NewGraph(d).UseStreams(streams)
+			for range 10 {
+				x, y := mustAlloc[float32](b, d, n), mustAlloc[float32](b, d, n)
+				var prev *Node
+				for range 100 {
+					k := SaxpyNode(g, n, 1, x, y)
+					if prev != nil {
+						k.Succeed(prev)
+					}
+					prev = k
+				}
+			}
+			if err := g.Launch(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := g.Launch(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

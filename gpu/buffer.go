@@ -45,8 +45,7 @@ type Buffer[T Elem] struct {
 
 func elemSize[T Elem]() int { var z T; return int(unsafe.Sizeof(z)) }
 
-// Alloc allocates n elements of T on d. The contents are zero on sim and unspecified on cuda
-// (use Memset).
+// Alloc allocates n elements of T on d, zeroed (on both backends).
 func Alloc[T Elem](d *Device, n int) (*Buffer[T], error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: Alloc on a nil device", ErrInvalid)

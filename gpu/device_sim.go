@@ -216,18 +216,3 @@ func kernelSupported(k *Kernel) error {
 	}
 	return nil
 }
-
-// guard runs f, turning a panic into an error.
-func guard(f func()) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if e, ok := v.(error); ok {
-				err = e
-			} else {
-				err = fmt.Errorf("%v", v)
-			}
-		}
-	}()
-	f()
-	return nil
-}

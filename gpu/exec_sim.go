@@ -75,14 +75,6 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 	return x, nil
 }
 
-func callCapture(fn func(*Stream) error, s *Stream) (err error) {
-	perr := guard(func() { err = fn(s) })
-	if perr != nil {
-		return fmt.Errorf("capture function panicked: %w", perr)
-	}
-	return err
-}
-
 func (x *graphExec) destroy() {}
 
 func (x *graphExec) launch() error {
