@@ -37,11 +37,12 @@ type topology struct {
 	tf        *Taskflow
 	root      *frame // &tf.root
 	starter   node
+	hold      node // an open run's hold, submitted by OpenRun.Close
 	future    *Future
 	remaining int // iterations left; -1 with pred
 	pred      func() bool
 	cancelled atomic.Bool
-	sources   []*node
+	open      *OpenRun // set for RunOpen
 
 	errMu sync.Mutex
 	err   error
@@ -89,6 +90,8 @@ func (w *worker) invoke(n *node) *node {
 	case kindAsync:
 		w.runAsync(n)
 		return nil
+	case kindHold:
+		return w.schedule(n.frame, nil)
 	}
 	f := n.frame
 	topo := f.topo
@@ -209,8 +212,14 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 	k := len(ready)
 	if k == 0 {
 		w.flush()
-		if f.pending.Add(-1) == 0 {
+		v := f.pending.Add(-1)
+		if v == 0 {
 			return w.frameDone(f)
+		}
+		if v == 1 && f.kind == frameRoot {
+			if o := f.topo.open; o != nil {
+				o.idle()
+			}
 		}
 		return nil
 	}
@@ -239,12 +248,18 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 // points them at f and makes the sources visible, returning one to run inline
 // when inline is set. A graph with no source finishes f at once.
 func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
+	return w.scheduleGraphExtra(f, g, inline, 0)
+}
+
+// scheduleGraphExtra is scheduleGraph with extra pending counts held in f
+// (an open run's hold and its queued schedules).
+func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64) *node {
 	c := &g.sched
 	if !c.valid || c.version != g.version || c.frame != f {
 		c.sources, c.multi = c.sources[:0], c.multi[:0]
 		for _, n := range g.nodes {
 			n.frame = f
-			if n.nPreds == 0 {
+			if n.nPreds == 0 && !n.external {
 				c.sources = append(c.sources, n)
 			}
 			if n.nStrong > 1 {
@@ -261,10 +276,10 @@ func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
 	}
 	srcs := c.sources
 	if len(srcs) == 0 {
-		f.pending.Store(1)
+		f.pending.Store(1 + extra)
 		return w.schedule(f, nil)
 	}
-	f.pending.Store(int64(len(srcs)))
+	f.pending.Store(int64(len(srcs)) + extra)
 	var next *node
 	for _, s := range srcs {
 		if inline && next == nil && w.ex.domainOf(s) == w.dom {
@@ -318,6 +333,10 @@ func (w *worker) startIteration(t *topology) *node {
 			if stop {
 				return w.finalize(t)
 			}
+		}
+		if t.open != nil {
+			t.root.kind, t.root.topo = frameRoot, t
+			return w.startOpen(t)
 		}
 		if len(t.tf.graph.nodes) > 0 {
 			t.root.kind, t.root.topo = frameRoot, t

@@ -21,9 +21,10 @@ const (
 	kindGPU                        // func(*gpu.Graph): a GPU task graph run on a GPU worker
 	kindAsync                      // an Executor.Async call (not part of any graph)
 	kindStart                      // a topology's starter: begins its first run on a worker
+	kindHold                       // an open run's hold on its root frame, released by OpenRun.Close
 )
 
-var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start"}
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -35,13 +36,17 @@ func (k kind) weakOut() bool { return k == kindCondition || k == kindMultiCondit
 // (see graph.alloc) and nodes spawned by subflows come from a pool, so the run
 // path allocates nothing per task.
 type node struct {
-	name    string
-	kind    kind
-	domain  uint8 // index into Executor.domains' kind: domCPU or domGPU (device chosen by device)
-	device  int32 // GPU device for kindGPU
-	nStrong int32 // strong predecessors: the join counter's reset value
-	nPreds  int32 // all predecessors; a node with none is a source
-	join    atomic.Int32
+	name   string
+	kind   kind
+	domain uint8 // domCPU or domGPU (device chosen by device)
+	// external marks a task that is not a source even without
+	// predecessors: it runs only when scheduled (OpenRun.Schedule,
+	// Runtime.Schedule). Proxies for remote predecessors are external.
+	external bool
+	device   int32 // GPU device for kindGPU
+	nStrong  int32 // strong predecessors: the join counter's reset value
+	nPreds   int32 // all predecessors; a node with none is a source
+	join     atomic.Int32
 
 	static func()
 	cond   func() int
@@ -242,6 +247,19 @@ func (t Task) Work(fn func()) Task {
 		}
 		t.n.kind = kindStatic
 		t.n.static = fn
+	}
+	return t
+}
+
+// External marks t as not a source: with no predecessors it still does not
+// start with the run, and runs only when scheduled (OpenRun.Schedule or
+// Runtime.Schedule). It returns t.
+func (t Task) External() Task {
+	if t.n != nil {
+		t.n.external = true
+		if t.g != nil {
+			t.g.version++
+		}
 	}
 	return t
 }

@@ -1,0 +1,97 @@
+package localexec
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// An open run: proxies (external tasks) are scheduled from outside, local
+// edges run as usual, the run reports idle and ends only after Close.
+func TestOpenRunDrivenFromOutside(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	tf := NewTaskflow("part")
+	var got atomic.Int32
+	proxy := tf.Emplace(func() {}).Name("proxy").External()
+	local := tf.Emplace(func() { got.Add(1) }).Name("local")
+	src := tf.Emplace(func() { got.Add(10) }).Name("src")
+	proxy.Precede(local)
+	idle := make(chan struct{}, 16)
+	o, err := ex.RunOpen(tf, func() {
+		select {
+		case idle <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = src
+	// src (a source) runs; the external proxy does not start by itself
+	waitIdle := func() {
+		t.Helper()
+		select {
+		case <-idle:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no idle notification")
+		}
+	}
+	waitIdle()
+	if got.Load() != 10 {
+		t.Fatalf("got %d: the external proxy must not start with the run", got.Load())
+	}
+	for i := 0; i < 3; i++ {
+		if err := o.Schedule(proxy); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle()
+	}
+	if got.Load() != 13 {
+		t.Fatalf("got %d", got.Load())
+	}
+	select {
+	case <-o.Done():
+		t.Fatal("open run ended before Close")
+	default:
+	}
+	o.Close()
+	if err := o.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Schedule(proxy); !errors.Is(err, ErrRunClosed) {
+		t.Fatalf("schedule after close: %v", err)
+	}
+	// the taskflow is free again
+	o2, err := ex.RunOpen(tf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o2.Schedule(proxy); err != nil { // may land before the start: queued
+		t.Fatal(err)
+	}
+	o2.Cancel()
+	if err := o2.Wait(); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("cancelled open run: %v", err)
+	}
+}
+
+func TestOpenRunClosedBeforeStart(t *testing.T) {
+	ex := newEx(t, WithWorkers(1))
+	tf := NewTaskflow("quick")
+	var n atomic.Int32
+	tf.Emplace(func() { n.Add(1) })
+	for i := 0; i < 200; i++ {
+		o, err := ex.RunOpen(tf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Close()
+		if err := o.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.Load() != 200 {
+		t.Fatalf("%d", n.Load())
+	}
+}
