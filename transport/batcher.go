@@ -1,0 +1,325 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Clock arms the Batcher's linger timers. The default uses time.AfterFunc; tests
+// inject one they fire by hand.
+type Clock interface {
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is an armed Clock callback.
+type Timer interface {
+	// Stop cancels the callback and reports whether it had not run yet.
+	Stop() bool
+}
+
+type realClock struct{}
+
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// BatchOption configures a Batcher.
+type BatchOption func(*batchOptions)
+
+type batchOptions struct {
+	maxSignals int
+	maxBytes   int
+	linger     time.Duration
+	clock      Clock
+	ack        bool
+}
+
+// WithMaxSignals flushes a destination's batch when it holds n Signals (default
+// 512; 1 sends every Signal alone).
+func WithMaxSignals(n int) BatchOption { return func(o *batchOptions) { o.maxSignals = n } }
+
+// WithMaxBytes flushes a destination's batch when its encoding reaches n bytes
+// (default 64 KiB, never more than the server's max payload).
+func WithMaxBytes(n int) BatchOption { return func(o *batchOptions) { o.maxBytes = n } }
+
+// WithLinger flushes a batch at the latest d after its first Signal was added
+// (default 200µs). 0 disables the timer: batches leave only when full or on Flush.
+func WithLinger(d time.Duration) BatchOption { return func(o *batchOptions) { o.linger = d } }
+
+// WithClock replaces the clock that arms linger timers.
+func WithClock(c Clock) BatchOption { return func(o *batchOptions) { o.clock = c } }
+
+// WithAck publishes batches through JetStream: Flush (and Close) wait until the
+// record stream has stored every batch sent so far, and report a failure to store.
+// Without it, batches go out as plain core NATS messages, which the record stream
+// still captures, but nobody waits for it.
+func WithAck() BatchOption { return func(o *batchOptions) { o.ack = true } }
+
+// Batcher accumulates Signals per (run, destination node) and publishes each
+// destination's batch as one message on SignalSubject(run, node) when it is full
+// (count or bytes), when its linger expires, or on Flush. Signals to one
+// destination leave in the order they were added. Safe for concurrent use.
+//
+// Each Signal is encoded once, straight into its destination's buffer; the batch
+// header's count and sequence number are patched in at flush time, so adding a
+// Signal does not allocate.
+type Batcher struct {
+	c    *Conn
+	from string
+	o    batchOptions
+
+	mu     sync.Mutex
+	dests  map[destKey]*dest
+	closed bool
+	seq    uint64
+	acks   []jetstream.PubAckFuture
+	err    error          // first error of a timer-driven flush, reported by Flush
+	timers sync.WaitGroup // armed linger callbacks not yet finished or stopped
+}
+
+type destKey struct{ run, node string }
+
+type dest struct {
+	key     destKey
+	subject string
+	buf     []byte
+	n       int
+	timer   Timer
+	epoch   uint64
+}
+
+// Offsets of the patched fields in a batch buffer: fixarray(5), type, version,
+// then from (variable), then seq as uint64 (9 bytes), then the array32 header.
+const (
+	seqWidth   = 9
+	countWidth = 5
+)
+
+// NewBatcher returns a Batcher that sends as node from.
+func (c *Conn) NewBatcher(from string, opts ...BatchOption) (*Batcher, error) {
+	if err := ValidateID("node", from); err != nil {
+		return nil, err
+	}
+	o := batchOptions{maxSignals: 512, maxBytes: 64 << 10, linger: 200 * time.Microsecond, clock: realClock{}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.maxSignals < 1 {
+		o.maxSignals = 1
+	}
+	if o.maxSignals > c.limits.MaxBatch {
+		o.maxSignals = c.limits.MaxBatch
+	}
+	if mp := int(c.nc.MaxPayload()); mp > 0 && (o.maxBytes <= 0 || o.maxBytes > mp) {
+		o.maxBytes = mp
+	}
+	if o.maxBytes <= 0 {
+		o.maxBytes = 64 << 10
+	}
+	if o.clock == nil {
+		o.clock = realClock{}
+	}
+	return &Batcher{c: c, from: from, o: o, dests: make(map[destKey]*dest)}, nil
+}
+
+func (d *dest) header(from string) {
+	d.buf = appendHeader(d.buf[:0], TypeBatch, batchFields)
+	d.buf = appendStr(d.buf, from)
+	d.buf = append(d.buf, mpUint64, 0, 0, 0, 0, 0, 0, 0, 0)
+	d.buf = appendArray32Header(d.buf)
+}
+
+func (b *Batcher) headerLen() int { return 3 + len(appendStr(nil, b.from)) + seqWidth + countWidth }
+
+// Add queues s for node. It returns ErrInvalidSignal for a malformed Signal,
+// ErrInvalidID for a bad node, ErrOversized when s alone would not fit in one
+// message, ErrClosed after Close, or the error of a flush it triggered.
+func (b *Batcher) Add(ctx context.Context, node string, s *Signal) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if len(s.Output) > b.c.limits.MaxOutput {
+		return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	key := destKey{s.Run, node}
+	d := b.dests[key]
+	if d == nil {
+		subj, err := SignalSubject(s.Run, node)
+		if err != nil {
+			return err
+		}
+		d = &dest{key: key, subject: subj}
+		b.dests[key] = d
+	}
+	if d.n == 0 {
+		d.header(b.from)
+	}
+	mark := len(d.buf)
+	d.buf = appendArrayHeader(d.buf, signalFields)
+	d.buf = s.appendFields(d.buf)
+	if len(d.buf) > b.o.maxBytes && d.n > 0 {
+		// It does not fit beside what is queued: send those, start afresh with it.
+		enc := append([]byte(nil), d.buf[mark:]...)
+		d.buf = d.buf[:mark]
+		if err := b.flushDest(d); err != nil {
+			return err
+		}
+		d.header(b.from)
+		d.buf = append(d.buf, enc...)
+	}
+	if mp := int(b.c.nc.MaxPayload()); mp > 0 && len(d.buf) > mp {
+		size := len(d.buf) - b.headerLen()
+		if d.n == 0 {
+			d.buf = d.buf[:0]
+		} else {
+			d.buf = d.buf[:mark]
+		}
+		return fmt.Errorf("%w: run %s edge %d->%d: signal of %d bytes exceeds the server's max payload %d", ErrOversized, s.Run, s.Src, s.Dst, size, mp)
+	}
+	d.n++
+	if d.n >= b.o.maxSignals || len(d.buf) >= b.o.maxBytes {
+		return b.flushDest(d)
+	}
+	if d.n == 1 && b.o.linger > 0 {
+		d.epoch++
+		epoch := d.epoch
+		b.timers.Add(1)
+		d.timer = b.o.clock.AfterFunc(b.o.linger, func() { b.linger(d, epoch) })
+	}
+	return nil
+}
+
+// linger is the timer callback: flush d if the batch it was armed for is still
+// waiting.
+func (b *Batcher) linger(d *dest, epoch uint64) {
+	defer b.timers.Done()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || d.epoch != epoch || d.n == 0 {
+		return
+	}
+	d.timer = nil
+	if err := b.flushDest(d); err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+// flushDest publishes d's batch; b.mu is held.
+func (b *Batcher) flushDest(d *dest) error {
+	if d.n == 0 {
+		return nil
+	}
+	if d.timer != nil {
+		if d.timer.Stop() {
+			b.timers.Done()
+		}
+		d.timer = nil
+	}
+	d.epoch++
+	b.seq++
+	at := 3 + len(appendStr(nil, b.from)) // fixarray, type, version, from
+	binary.BigEndian.PutUint64(d.buf[at+1:], b.seq)
+	putArray32Count(d.buf, at+seqWidth, d.n)
+	n := d.n
+	d.n = 0
+	var err error
+	if b.o.ack {
+		data := append([]byte(nil), d.buf...)
+		var fut jetstream.PubAckFuture
+		fut, err = b.c.js.PublishMsgAsync(&nats.Msg{Subject: d.subject, Data: data}, jetstream.WithExpectStream(StreamRecord))
+		if err == nil {
+			b.acks = append(b.acks, fut)
+		}
+	} else {
+		err = b.c.nc.Publish(d.subject, d.buf) // copies into the client's buffer
+	}
+	d.buf = d.buf[:0]
+	if err != nil {
+		return fmt.Errorf("transport: batch of %d signals to %s: %w", n, d.subject, err)
+	}
+	b.c.stats.sentBatches.Add(1)
+	b.c.stats.sentSignals.Add(uint64(n))
+	return nil
+}
+
+// Flush publishes every waiting batch and, with WithAck, waits until the record
+// stream has stored all batches sent so far, or ctx ends. It returns the first
+// error since the last Flush, including one from a linger-driven flush.
+func (b *Batcher) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	err := b.flushAll()
+	acks := b.acks
+	b.acks = nil
+	b.mu.Unlock()
+	return errors.Join(err, waitAcks(ctx, acks))
+}
+
+func (b *Batcher) flushAll() error {
+	var errs []error
+	if b.err != nil {
+		errs = append(errs, b.err)
+		b.err = nil
+	}
+	for _, d := range b.dests {
+		if err := b.flushDest(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func waitAcks(ctx context.Context, acks []jetstream.PubAckFuture) error {
+	var errs []error
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+		case <-ctx.Done():
+			return errors.Join(append(errs, fmt.Errorf("transport: waiting for record stream acks: %w", ctx.Err()))...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Forget drops the (empty) per-destination state of run, for when the run ends.
+// Waiting Signals of run are flushed first.
+func (b *Batcher) Forget(run string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	for k, d := range b.dests {
+		if k.run == run {
+			errs = append(errs, b.flushDest(d))
+			delete(b.dests, k)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes what is waiting, stops the linger timers, waits for their callbacks
+// and (WithAck) for the stream's acks, or ctx. Add fails with ErrClosed afterwards.
+func (b *Batcher) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	err := b.flushAll()
+	b.closed = true
+	acks := b.acks
+	b.acks = nil
+	b.mu.Unlock()
+	b.timers.Wait()
+	return errors.Join(err, waitAcks(ctx, acks))
+}

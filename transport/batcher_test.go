@@ -1,0 +1,314 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// batchRig: one Conn sending, one receiving raw batches on node n2's subjects.
+type batchRig struct {
+	tx, rx *Conn
+	mu     sync.Mutex
+	got    []Batch // decoded, in arrival order
+	subs   []string
+}
+
+func newBatchRig(t *testing.T, mods ...func(*server.Options)) *batchRig {
+	ts := startServer(t, mods...)
+	r := &batchRig{tx: connect(t, ts.url, WithAckTimeout(500*time.Millisecond)), rx: connect(t, ts.url)}
+	filter, _ := NodeSignalsFilter("n2")
+	sub, err := r.rx.Subscribe(filter, func(m *nats.Msg) {
+		b, err := DecodeBatch(m.Data, Limits{})
+		if err != nil {
+			t.Errorf("batch on %s does not decode: %v", m.Subject, err)
+			return
+		}
+		for i := range b.Signals {
+			b.Signals[i].Output = append([]byte(nil), b.Signals[i].Output...)
+		}
+		r.mu.Lock()
+		r.got = append(r.got, b)
+		r.subs = append(r.subs, m.Subject)
+		r.mu.Unlock()
+	})
+	must(t, err)
+	t.Cleanup(func() { _ = sub.Close(context.Background()) })
+	must(t, r.rx.Sync(testCtx(t)))
+	return r
+}
+
+func (r *batchRig) batches() []Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Batch(nil), r.got...)
+}
+
+// settle waits until everything tx published has reached rx's handler: a
+// round trip on each side orders it.
+func (r *batchRig) settle(t *testing.T, wantBatches int) []Batch {
+	t.Helper()
+	must(t, r.tx.Sync(testCtx(t)))
+	eventually(t, fmt.Sprintf("%d batches", wantBatches), func() bool { return len(r.batches()) >= wantBatches })
+	must(t, r.rx.Sync(testCtx(t)))
+	return r.batches()
+}
+
+func sizes(bs []Batch) []int {
+	var out []int
+	for _, b := range bs {
+		out = append(out, len(b.Signals))
+	}
+	return out
+}
+
+func TestBatcherFlushesOnCount(t *testing.T) {
+	r := newBatchRig(t)
+	clk := &fakeClock{}
+	b, err := r.tx.NewBatcher("n1", WithMaxSignals(4), WithClock(clk))
+	must(t, err)
+	ctx := testCtx(t)
+	for _, s := range sigN("r1", 10) {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	got := r.settle(t, 2)
+	if fmt.Sprint(sizes(got)) != "[4 4]" {
+		t.Fatalf("batches %v, want [4 4] before the rest is flushed", sizes(got))
+	}
+	must(t, b.Flush(ctx))
+	got = r.settle(t, 3)
+	if fmt.Sprint(sizes(got)) != "[4 4 2]" {
+		t.Fatalf("batches %v", sizes(got))
+	}
+	act := uint64(1)
+	for i, bt := range got {
+		if bt.From != "n1" || bt.Seq != uint64(i+1) {
+			t.Errorf("batch %d from %q seq %d", i, bt.From, bt.Seq)
+		}
+		for _, s := range bt.Signals {
+			if s.Act != act || s.Output[0] != byte(act-1) {
+				t.Fatalf("order broken at act %d: %+v", act, s)
+			}
+			act++
+		}
+	}
+	must(t, b.Close(ctx))
+	if st := r.tx.Stats(); st.SentBatches != 3 || st.SentSignals != 10 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestBatcherFlushesOnBytes(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1", WithMaxBytes(1000), WithLinger(0))
+	must(t, err)
+	ctx := testCtx(t)
+	for i := 0; i < 5; i++ {
+		s := Signal{Run: "r1", Src: 1, Dst: 2, Act: uint64(i + 1), Kind: SignalEdge, Output: make([]byte, 400)}
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	must(t, b.Close(ctx))
+	got := r.settle(t, 3)
+	// 400-byte outputs: three do not fit in 1000 bytes, so two per batch.
+	if fmt.Sprint(sizes(got)) != "[2 2 1]" {
+		t.Fatalf("batches %v", sizes(got))
+	}
+}
+
+func TestBatcherLinger(t *testing.T) {
+	r := newBatchRig(t)
+	clk := &fakeClock{}
+	b, err := r.tx.NewBatcher("n1", WithClock(clk))
+	must(t, err)
+	ctx := testCtx(t)
+	sigs := sigN("r1", 6)
+	for _, s := range sigs[:3] {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	if clk.armed() != 1 {
+		t.Fatalf("%d timers armed, want 1 per waiting batch", clk.armed())
+	}
+	if st := r.tx.Stats(); st.SentBatches != 0 {
+		t.Fatalf("sent before the linger expired: %+v", st)
+	}
+	if clk.fire() != 1 {
+		t.Fatal("no timer fired")
+	}
+	got := r.settle(t, 1)
+	if fmt.Sprint(sizes(got)) != "[3]" {
+		t.Fatalf("after linger: %v", sizes(got))
+	}
+	// A timer whose batch already left (here by Flush) is stopped.
+	for _, s := range sigs[3:] {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	must(t, b.Flush(ctx))
+	if clk.armed() != 0 {
+		t.Fatalf("%d timers still armed after flush", clk.armed())
+	}
+	must(t, b.Close(ctx))
+	got = r.settle(t, 2)
+	if fmt.Sprint(sizes(got)) != "[3 3]" {
+		t.Fatalf("batches %v", sizes(got))
+	}
+}
+
+// The production clock: a batch left alone goes out after its linger.
+func TestBatcherRealLinger(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1")
+	must(t, err)
+	ctx := testCtx(t)
+	s := sigN("r1", 1)[0]
+	must(t, b.Add(ctx, "n2", &s))
+	eventually(t, "linger flush", func() bool { return len(r.batches()) == 1 })
+	must(t, b.Close(ctx))
+}
+
+// Destinations are separate batches on separate subjects.
+func TestBatcherPerDestination(t *testing.T) {
+	r := newBatchRig(t)
+	var col collector
+	other, err := r.rx.SubscribeSignals("n3", nil, col.handle)
+	must(t, err)
+	defer other.Close(testCtx(t))
+	must(t, r.rx.Sync(testCtx(t)))
+	b, err := r.tx.NewBatcher("n1", WithLinger(0))
+	must(t, err)
+	ctx := testCtx(t)
+	for i, s := range append(sigN("r1", 4), sigN("r2", 4)...) {
+		node := "n2"
+		if i%2 == 1 {
+			node = "n3"
+		}
+		must(t, b.Add(ctx, node, &s))
+	}
+	must(t, b.Forget("r1"))
+	must(t, b.Close(ctx))
+	got := r.settle(t, 2)
+	if fmt.Sprint(sizes(got)) != "[2 2]" {
+		t.Fatalf("n2 batches %v", sizes(got))
+	}
+	r.mu.Lock()
+	subs := fmt.Sprint(r.subs)
+	r.mu.Unlock()
+	if subs != "[hf.run.r1.node.n2 hf.run.r2.node.n2]" {
+		t.Errorf("subjects %s", subs)
+	}
+	eventually(t, "n3's signals", func() bool { return col.count() == 4 })
+}
+
+func TestBatcherRejects(t *testing.T) {
+	r := newBatchRig(t, func(o *server.Options) { o.MaxPayload = 4096 })
+	b, err := r.tx.NewBatcher("n1", WithLinger(0))
+	must(t, err)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		node string
+		s    Signal
+		want error
+	}{
+		{"n2", Signal{Run: "r1", Act: 0, Kind: SignalEdge}, ErrInvalidSignal},
+		{"n2", Signal{Run: "r.1", Act: 1, Kind: SignalEdge}, ErrInvalidID},
+		{"n2", Signal{Run: "r1", Act: 1, Kind: 7}, ErrInvalidSignal},
+		{"n 2", Signal{Run: "r1", Act: 1, Kind: SignalEdge}, ErrInvalidID},
+		{"n2", Signal{Run: "r1", Act: 1, Kind: SignalEdge, Output: make([]byte, 5000)}, ErrOversized},
+	} {
+		if err := b.Add(ctx, tc.node, &tc.s); !errors.Is(err, tc.want) {
+			t.Errorf("Add(%q, %+v): %v, want %v", tc.node, tc.s.Run, err, tc.want)
+		}
+	}
+	// Waiting signals survive a rejected one.
+	ok := sigN("r1", 1)[0]
+	must(t, b.Add(ctx, "n2", &ok))
+	bad := Signal{Run: "r1", Act: 2, Kind: SignalEdge, Output: make([]byte, 5000)}
+	if err := b.Add(ctx, "n2", &bad); !errors.Is(err, ErrOversized) {
+		t.Fatalf("oversized: %v", err)
+	}
+	must(t, b.Close(ctx))
+	if got := r.settle(t, 1); fmt.Sprint(sizes(got)) != "[1]" || got[0].Signals[0].Act != 1 {
+		t.Fatalf("batches %v", sizes(got))
+	}
+	if err := b.Add(ctx, "n2", &ok); !errors.Is(err, ErrClosed) {
+		t.Errorf("after close: %v", err)
+	}
+	if _, err := r.tx.NewBatcher("a.b"); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("bad from: %v", err)
+	}
+}
+
+// Many goroutines adding to one destination: every Signal arrives exactly once.
+func TestBatcherConcurrentAdd(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1", WithMaxSignals(16))
+	must(t, err)
+	ctx := testCtx(t)
+	const workers, per = 4, 250
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				s := Signal{Run: "r1", Src: uint32(w), Dst: 2, Act: uint64(i + 1), Kind: SignalEdge}
+				if err := b.Add(ctx, "n2", &s); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	must(t, b.Close(ctx))
+	must(t, r.tx.Sync(ctx))
+	eventually(t, "all signals", func() bool {
+		n := 0
+		for _, bt := range r.batches() {
+			n += len(bt.Signals)
+		}
+		return n == workers*per
+	})
+	next := make([]uint64, workers)
+	for _, bt := range r.batches() {
+		for _, s := range bt.Signals {
+			if s.Act != next[s.Src]+1 {
+				t.Fatalf("worker %d: act %d after %d", s.Src, s.Act, next[s.Src])
+			}
+			next[s.Src] = s.Act
+		}
+	}
+}
+
+// With WithAck, Flush returns once the record stream has stored the batches, and
+// reports an error when there is no stream to store them.
+func TestBatcherAck(t *testing.T) {
+	r := newBatchRig(t)
+	ctx := testCtx(t)
+	b, err := r.tx.NewBatcher("n1", WithAck(), WithLinger(0), WithMaxSignals(3))
+	must(t, err)
+	s := sigN("r1", 1)[0]
+	must(t, b.Add(ctx, "n2", &s))
+	if err := b.Flush(ctx); err == nil {
+		t.Fatal("flush with no record stream succeeded")
+	}
+	must(t, r.tx.EnsureStreams(ctx, StreamConfig{}))
+	for _, s := range sigN("r1", 7) {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	must(t, b.Close(ctx))
+	st, err := r.tx.JetStream().Stream(ctx, StreamRecord)
+	must(t, err)
+	info, err := st.Info(ctx)
+	must(t, err)
+	if info.State.Msgs != 3 { // batches of 3, 3, 1
+		t.Fatalf("record holds %d messages, want 3", info.State.Msgs)
+	}
+	// Core subscribers see acked batches too.
+	r.settle(t, 4)
+}

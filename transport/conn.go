@@ -1,0 +1,475 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Option configures Connect.
+type Option func(*options)
+
+type options struct {
+	name         string
+	user, pass   string
+	token        string
+	tls          *tls.Config
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
+	onDisconnect func(error)
+	onReconnect  func()
+	limits       Limits
+	drainTimeout time.Duration
+	reconnectBuf int
+	ackTimeout   time.Duration
+}
+
+// WithName names the connection (shown by the server's monitoring); use the node id.
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithUserPassword authenticates with a user and password (from the cluster secret).
+func WithUserPassword(user, password string) Option {
+	return func(o *options) { o.user, o.pass = user, password }
+}
+
+// WithToken authenticates with a token (from the cluster secret).
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
+
+// WithTLS connects over TLS with cfg.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// WithReconnectBackoff sets the reconnect delay: it starts at min, doubles per
+// failed attempt up to max, with up to 20% jitter. Reconnects never stop until Close.
+// Default 50ms .. 2s. It also paces the first connection attempts in Connect.
+func WithReconnectBackoff(min, max time.Duration) Option {
+	return func(o *options) { o.minBackoff, o.maxBackoff = min, max }
+}
+
+// WithDisconnectHandler is called (on the client's callback goroutine) when the
+// connection drops; err may be nil.
+func WithDisconnectHandler(f func(err error)) Option {
+	return func(o *options) { o.onDisconnect = f }
+}
+
+// WithReconnectHandler is called (on the client's callback goroutine) after a
+// reconnect, once subscriptions are restored. Core NATS is at-most-once: messages
+// sent while the link was down may be gone, so this is the moment to re-read the
+// durable record (ReplaySignals) and let the Deduper drop what was already seen.
+func WithReconnectHandler(f func()) Option { return func(o *options) { o.onReconnect = f } }
+
+// WithLimits sets the decoder limits for everything this Conn receives.
+func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
+
+// WithDrainTimeout bounds how long Close drains (default 5s).
+func WithDrainTimeout(d time.Duration) Option { return func(o *options) { o.drainTimeout = d } }
+
+// WithReconnectBuffer sets how many bytes of outgoing messages are kept while
+// reconnecting and sent after (default 8 MiB); a publish beyond it fails.
+func WithReconnectBuffer(bytes int) Option { return func(o *options) { o.reconnectBuf = bytes } }
+
+// WithAckTimeout bounds how long a JetStream publish waits for the stream's ack
+// (default 5s): Batcher with WithAck, PublishEvents.
+func WithAckTimeout(d time.Duration) Option { return func(o *options) { o.ackTimeout = d } }
+
+// Stats are a Conn's counters. Signals are counted after batching (what crossed the
+// wire); the Deduper counts what it accepted and dropped.
+type Stats struct {
+	SentSignals     uint64 // Signals published by Batchers of this Conn
+	SentBatches     uint64 // batch messages published
+	ReceivedBatches uint64 // batch messages received and decoded
+	ReceivedSignals uint64 // Signals in them, before dedup
+	Malformed       uint64 // messages dropped because they did not decode (oversized included)
+	Oversized       uint64 // of Malformed, those over a Limit
+	Mismatched      uint64 // batches dropped: a Signal's run differs from the subject's
+	Disconnects     uint64
+	Reconnects      uint64
+	AsyncErrors     uint64 // errors the client reported asynchronously (slow consumer, ...)
+}
+
+type counters struct {
+	sentSignals, sentBatches, recvBatches, recvSignals atomic.Uint64
+	malformed, oversized, mismatched                   atomic.Uint64
+	disconnects, reconnects, asyncErrors               atomic.Uint64
+}
+
+// Conn is a connection to NATS (and its JetStream) with the hetflow subjects,
+// decoders and counters on top. It is safe for concurrent use.
+type Conn struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	limits Limits
+	opts   options
+	closed chan struct{} // closed by the client's ClosedHandler
+	stats  counters
+
+	mu      sync.Mutex
+	closing bool
+	lastErr error
+}
+
+// Connect dials url (one or more comma-separated nats:// URLs) and returns once
+// connected. Until then it retries with backoff until ctx ends (ErrConnect); a
+// credentials refusal returns at once (ErrAuth). Once connected, the Conn
+// reconnects forever on its own.
+func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
+	o := options{minBackoff: 50 * time.Millisecond, maxBackoff: 2 * time.Second, drainTimeout: 5 * time.Second, ackTimeout: 5 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.minBackoff <= 0 {
+		o.minBackoff = time.Millisecond
+	}
+	if o.maxBackoff < o.minBackoff {
+		o.maxBackoff = o.minBackoff
+	}
+	c := &Conn{limits: o.limits.withDefaults(), opts: o, closed: make(chan struct{})}
+	nopts := []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return backoff(o.minBackoff, o.maxBackoff, attempts) }),
+		nats.DrainTimeout(o.drainTimeout),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.stats.disconnects.Add(1)
+			if o.onDisconnect != nil {
+				o.onDisconnect(err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			c.stats.reconnects.Add(1)
+			if o.onReconnect != nil {
+				o.onReconnect()
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.stats.asyncErrors.Add(1)
+			c.mu.Lock()
+			c.lastErr = err
+			c.mu.Unlock()
+		}),
+	}
+	if o.name != "" {
+		nopts = append(nopts, nats.Name(o.name))
+	}
+	if o.user != "" || o.pass != "" {
+		nopts = append(nopts, nats.UserInfo(o.user, o.pass))
+	}
+	if o.token != "" {
+		nopts = append(nopts, nats.Token(o.token))
+	}
+	if o.tls != nil {
+		nopts = append(nopts, nats.Secure(o.tls))
+	}
+	if o.reconnectBuf != 0 {
+		nopts = append(nopts, nats.ReconnectBufSize(o.reconnectBuf))
+	}
+	for attempt := 1; ; attempt++ {
+		to := 2 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			if left := time.Until(dl); left < to {
+				to = max(left, time.Millisecond)
+			}
+		}
+		nc, err := nats.Connect(url, append(nopts, nats.Timeout(to))...)
+		if err == nil {
+			c.nc = nc
+			js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(o.ackTimeout))
+			if err != nil {
+				nc.Close()
+				<-c.closed
+				return nil, fmt.Errorf("%w: jetstream context for %s: %w", ErrConnect, url, err)
+			}
+			c.js = js
+			return c, nil
+		}
+		if isAuthErr(err) {
+			return nil, fmt.Errorf("%w: %s refused the credentials: %w", ErrAuth, url, err)
+		}
+		t := time.NewTimer(backoff(o.minBackoff, o.maxBackoff, attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %s after %d attempts: %w (%w)", ErrConnect, url, attempt, err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func isAuthErr(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}
+
+// backoff is min·2^(attempt-1), capped at max, with up to 20% jitter.
+func backoff(min, max time.Duration, attempt int) time.Duration {
+	d := min
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// NATS is the underlying client, for what this package does not wrap.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream is the JetStream context of the connection.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }
+
+// Limits are the decoder limits in force.
+func (c *Conn) Limits() Limits { return c.limits }
+
+// Connected reports whether the link is up now.
+func (c *Conn) Connected() bool { return c.nc.IsConnected() }
+
+// LastAsyncError is the latest error the client reported asynchronously (for
+// example a slow consumer), or nil.
+func (c *Conn) LastAsyncError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// Stats reports the counters.
+func (c *Conn) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		SentSignals: s.sentSignals.Load(), SentBatches: s.sentBatches.Load(),
+		ReceivedBatches: s.recvBatches.Load(), ReceivedSignals: s.recvSignals.Load(),
+		Malformed: s.malformed.Load(), Oversized: s.oversized.Load(), Mismatched: s.mismatched.Load(),
+		Disconnects: s.disconnects.Load(), Reconnects: s.reconnects.Load(), AsyncErrors: s.asyncErrors.Load(),
+	}
+}
+
+func (c *Conn) countBad(err error) {
+	c.stats.malformed.Add(1)
+	if errors.Is(err, ErrOversized) {
+		c.stats.oversized.Add(1)
+	}
+}
+
+func (c *Conn) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.nc.IsClosed() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Publish sends data on subject (core NATS, at most once). It fails with
+// ErrOversized beyond the server's max payload.
+func (c *Conn) Publish(subject string, data []byte) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if mp := c.nc.MaxPayload(); mp > 0 && int64(len(data)) > mp {
+		return fmt.Errorf("%w: %d bytes on %s, server max payload %d", ErrOversized, len(data), subject, mp)
+	}
+	if err := c.nc.Publish(subject, data); err != nil {
+		return fmt.Errorf("transport: publish on %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Sync waits until the server has processed everything published so far (a
+// round trip), or ctx ends.
+func (c *Conn) Sync(ctx context.Context) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("transport: sync: %w", err)
+	}
+	return nil
+}
+
+// Request sends data on subject and waits for one reply, or until ctx ends.
+func (c *Conn) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	m, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return nil, fmt.Errorf("transport: request on %s: %w", subject, err)
+	}
+	return m.Data, nil
+}
+
+// SendControl publishes m to node's control subject.
+func (c *Conn) SendControl(node string, m Message) error {
+	subj, err := ControlSubject(node)
+	if err != nil {
+		return err
+	}
+	return c.Publish(subj, Encode(m))
+}
+
+// Broadcast publishes m to every node's control subscription.
+func (c *Conn) Broadcast(m Message) error { return c.Publish(BroadcastSubject, Encode(m)) }
+
+// Subscription is one or more NATS subscriptions with one handler. Close drains
+// them and waits until their delivery goroutines are gone.
+type Subscription struct {
+	subs []*nats.Subscription
+	done []chan struct{}
+	once sync.Once
+	err  error
+}
+
+func (c *Conn) subscribe(subjects []string, h nats.MsgHandler) (*Subscription, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	s := &Subscription{}
+	for _, subj := range subjects {
+		ns, err := c.nc.Subscribe(subj, h)
+		if err != nil {
+			_ = s.Close(context.Background())
+			return nil, fmt.Errorf("transport: subscribe %s: %w", subj, err)
+		}
+		done := make(chan struct{})
+		ns.SetClosedHandler(func(string) { close(done) })
+		s.subs = append(s.subs, ns)
+		s.done = append(s.done, done)
+	}
+	return s, nil
+}
+
+// Subscribe delivers every message on subject to h, one at a time.
+func (c *Conn) Subscribe(subject string, h func(*nats.Msg)) (*Subscription, error) {
+	return c.subscribe([]string{subject}, h)
+}
+
+// Close drains the subscription (messages already received are handled) and waits
+// for its delivery goroutines to end, or for ctx. Closing the Conn also ends it.
+func (s *Subscription) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		for _, ns := range s.subs {
+			if err := ns.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) &&
+				!errors.Is(err, nats.ErrBadSubscription) && !errors.Is(err, nats.ErrConnectionDraining) {
+				// Draining is impossible (reconnecting): drop it instead.
+				_ = ns.Unsubscribe()
+			}
+		}
+		for _, d := range s.done {
+			select {
+			case <-d:
+			case <-ctx.Done():
+				s.err = fmt.Errorf("transport: closing subscription: %w", ctx.Err())
+				return
+			}
+		}
+	})
+	return s.err
+}
+
+// SubscribeControl delivers the control messages for node (its own subject and the
+// broadcast one), decoded, to h, one at a time. Messages of one subject keep their
+// order; between the two subjects no order is defined. Undecodable messages are
+// dropped and counted.
+func (c *Conn) SubscribeControl(node string, h func(Message)) (*Subscription, error) {
+	subj, err := ControlSubject(node)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex // the two subscriptions deliver on two goroutines
+	return c.subscribe([]string{subj, BroadcastSubject}, func(m *nats.Msg) {
+		msg, err := Decode(m.Data, c.limits)
+		if err != nil {
+			c.countBad(err)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		h(msg)
+	})
+}
+
+// SignalHandler receives the accepted Signals of one batch, in order. sigs and
+// their Outputs are valid only during the call.
+type SignalHandler func(from string, sigs []Signal)
+
+// SubscribeSignals delivers the Signal batches of every run addressed to node. Each
+// batch is decoded under the Conn's Limits (a malformed one is dropped and counted,
+// as is one holding a Signal of another run than its subject names), passed through
+// d (fencing and dedup; nil delivers everything) and handed to h with the accepted
+// Signals. Batches are handled one at a time, in arrival order.
+func (c *Conn) SubscribeSignals(node string, d *Deduper, h SignalHandler) (*Subscription, error) {
+	filter, err := NodeSignalsFilter(node)
+	if err != nil {
+		return nil, err
+	}
+	var b Batch // reused: the handler runs on one goroutine
+	return c.subscribe([]string{filter}, func(m *nats.Msg) {
+		run, _, _ := parseSignalSubject(m.Subject)
+		if !c.decodeBatch(&b, m.Data, run) {
+			return
+		}
+		sigs := b.Signals
+		if d != nil {
+			sigs = d.Filter(sigs)
+		}
+		if len(sigs) > 0 {
+			h(b.From, sigs)
+		}
+	})
+}
+
+// decodeBatch decodes data into b and checks every Signal belongs to run (when run
+// is known), counting what it drops.
+func (c *Conn) decodeBatch(b *Batch, data []byte, run string) bool {
+	if err := b.Decode(data, c.limits); err != nil {
+		c.countBad(err)
+		return false
+	}
+	if run != "" {
+		for i := range b.Signals {
+			if b.Signals[i].Run != run {
+				c.stats.mismatched.Add(1)
+				return false
+			}
+		}
+	}
+	c.stats.recvBatches.Add(1)
+	c.stats.recvSignals.Add(uint64(len(b.Signals)))
+	return true
+}
+
+// Close drains the connection (subscriptions finish what they hold, pending
+// publishes are sent), closes it and waits until the client's goroutines are done,
+// bounded by the drain timeout. Batchers should be closed first. Calling it again
+// returns nil.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.closed
+		return nil
+	}
+	c.closing = true
+	c.mu.Unlock()
+	if err := c.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrConnectionReconnecting) {
+		c.nc.Close()
+	}
+	t := time.NewTimer(c.opts.drainTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-c.closed:
+		return nil
+	case <-t.C:
+		c.nc.Close()
+		<-c.closed
+		return fmt.Errorf("transport: close: drain did not finish in %v", c.opts.drainTimeout)
+	}
+}

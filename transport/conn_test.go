@@ -1,0 +1,298 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// collector gathers delivered Signals (copied out of the handler).
+type collector struct {
+	mu   sync.Mutex
+	sigs []Signal
+	from []string
+}
+
+func (c *collector) handle(from string, sigs []Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range sigs {
+		s.Output = append([]byte(nil), s.Output...)
+		c.sigs = append(c.sigs, s)
+		c.from = append(c.from, from)
+	}
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sigs)
+}
+
+func (c *collector) snapshot() []Signal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Signal(nil), c.sigs...)
+}
+
+func sigN(run string, n int) []Signal {
+	out := make([]Signal, n)
+	for i := range out {
+		out[i] = Signal{Run: run, Gen: 1, Src: 1, Dst: 2, Act: uint64(i + 1), Kind: SignalEdge, Output: []byte{byte(i)}}
+	}
+	return out
+}
+
+func TestConnectAuth(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.Username, o.Password = "hf", "s3cret" })
+	ctx := testCtx(t)
+	for _, opts := range [][]Option{nil, {WithUserPassword("hf", "wrong")}, {WithToken("s3cret")}} {
+		c, err := Connect(ctx, ts.url, opts...)
+		if !errors.Is(err, ErrAuth) {
+			if c != nil {
+				_ = c.Close()
+			}
+			t.Fatalf("connect with %d options: err %v, want ErrAuth", len(opts), err)
+		}
+	}
+	c := connect(t, ts.url, WithUserPassword("hf", "s3cret"), WithName("n1"))
+	if !c.Connected() {
+		t.Fatal("not connected")
+	}
+}
+
+func TestConnectToken(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.Authorization = "tok" })
+	if _, err := Connect(testCtx(t), ts.url); !errors.Is(err, ErrAuth) {
+		t.Fatalf("no token: %v", err)
+	}
+	connect(t, ts.url, WithToken("tok"))
+}
+
+func TestConnectGivesUpWithContext(t *testing.T) {
+	ts := startServer(t)
+	url := ts.url
+	ts.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := Connect(ctx, url, WithReconnectBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if !errors.Is(err, ErrConnect) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want ErrConnect and DeadlineExceeded", err)
+	}
+}
+
+func TestCloseIsIdempotentAndFinal(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish("x", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("publish after close: %v", err)
+	}
+	if _, err := c.NewBatcher("n1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubscribeSignals("n1", nil, func(string, []Signal) {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("subscribe after close: %v", err)
+	}
+}
+
+func TestRequestReply(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	sub, err := c.Subscribe("svc", func(m *nats.Msg) { _ = m.Respond(append([]byte("re:"), m.Data...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(testCtx(t))
+	got, err := c.Request(testCtx(t), "svc", []byte("hi"))
+	if err != nil || string(got) != "re:hi" {
+		t.Fatalf("request = %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Request(ctx, "nobody", nil); err == nil {
+		t.Fatal("request to no responder succeeded")
+	}
+}
+
+func TestControlMessages(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	var mu sync.Mutex
+	var got []Message
+	sub, err := c.SubscribeControl("n1", func(m Message) { mu.Lock(); got = append(got, m); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(testCtx(t))
+	if err := c.Sync(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	must(t, c.SendControl("n1", &Assignment{Run: "r", Gen: 2, Nodes: []string{"n1"}, Owner: []uint32{0}}))
+	must(t, c.SendControl("n2", &Cancel{Run: "r"})) // not ours
+	must(t, c.Publish("hf.ctl.n1", []byte("garbage")))
+	must(t, c.Broadcast(&Cancel{Run: "r", Gen: 2, Reason: "stop"}))
+	must(t, c.SendControl("n1", &Envelope{Kind: "drain", Node: "n1"}))
+	eventually(t, "3 control messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	if err := c.SendControl("bad.node", &Cancel{Run: "r"}); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("bad node: %v", err)
+	}
+	eventually(t, "malformed counted", func() bool { return c.Stats().Malformed == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	kinds := map[Type]Message{}
+	for _, m := range got {
+		kinds[m.Type()] = m
+	}
+	if a, ok := kinds[TypeAssignment].(*Assignment); !ok || a.Gen != 2 {
+		t.Errorf("assignment = %#v", kinds[TypeAssignment])
+	}
+	if cl, ok := kinds[TypeCancel].(*Cancel); !ok || cl.Reason != "stop" {
+		t.Errorf("cancel = %#v (the one for n2 must not arrive)", kinds[TypeCancel])
+	}
+	if e, ok := kinds[TypeEnvelope].(*Envelope); !ok || e.Kind != "drain" {
+		t.Errorf("envelope = %#v", kinds[TypeEnvelope])
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Malformed, oversized and mismatched batches are dropped and counted; the
+// subscription keeps delivering good ones.
+func TestReceiverDropsBadInput(t *testing.T) {
+	ts := startServer(t)
+	rx := connect(t, ts.url, WithLimits(Limits{MaxBatch: 4, MaxOutput: 8}))
+	tx := connect(t, ts.url)
+	var col collector
+	sub, err := rx.SubscribeSignals("n2", nil, col.handle)
+	must(t, err)
+	defer sub.Close(testCtx(t))
+	must(t, rx.Sync(testCtx(t)))
+
+	subj, _ := SignalSubject("r1", "n2")
+	good := Encode(&Batch{From: "n1", Seq: 1, Signals: sigN("r1", 2)})
+	must(t, tx.Publish(subj, []byte{0xde, 0xad}))
+	must(t, tx.Publish(subj, good[:len(good)-3]))
+	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: sigN("r1", 5)})))                                                   // over MaxBatch
+	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: []Signal{{Run: "r1", Act: 1, Kind: 1, Output: make([]byte, 9)}}}))) // over MaxOutput
+	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: sigN("r2", 1)})))                                                   // run differs from subject
+	must(t, tx.Publish(subj, good))
+	eventually(t, "the good batch", func() bool { return col.count() == 2 })
+	eventually(t, "counters", func() bool {
+		s := rx.Stats()
+		return s.Malformed == 4 && s.Oversized == 2 && s.Mismatched == 1 && s.ReceivedBatches == 1 && s.ReceivedSignals == 2
+	})
+	if got := col.snapshot(); got[0].Act != 1 || got[1].Act != 2 || col.from[0] != "n1" {
+		t.Errorf("delivered %+v", got)
+	}
+}
+
+// Repeated and stale-generation Signals do not reach the handler.
+func TestReceiverDedupAndFencing(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	d := NewDeduper()
+	var col collector
+	sub, err := c.SubscribeSignals("n2", d, col.handle)
+	must(t, err)
+	defer sub.Close(testCtx(t))
+	must(t, c.Sync(testCtx(t)))
+	b, err := c.NewBatcher("n1", WithLinger(0))
+	must(t, err)
+	ctx := testCtx(t)
+	for round := 0; round < 2; round++ { // everything twice
+		for _, s := range sigN("r1", 10) {
+			must(t, b.Add(ctx, "n2", &s))
+		}
+		must(t, b.Flush(ctx))
+	}
+	eventually(t, "first copies", func() bool { return d.Stats().Accepted+d.Stats().Duplicate == 20 })
+	d.SetGen("r1", 2) // a new assignment: gen-1 stragglers are fenced
+	stale := Signal{Run: "r1", Gen: 1, Src: 9, Dst: 2, Act: 1, Kind: SignalEdge}
+	fresh := Signal{Run: "r1", Gen: 2, Src: 9, Dst: 2, Act: 1, Kind: SignalEdge}
+	must(t, b.Add(ctx, "n2", &stale))
+	must(t, b.Add(ctx, "n2", &fresh))
+	must(t, b.Close(ctx))
+	eventually(t, "fresh signal", func() bool { return col.count() == 11 })
+	eventually(t, "verdicts", func() bool {
+		s := d.Stats()
+		return s.Accepted == 11 && s.Duplicate == 10 && s.Fenced == 1
+	})
+	got := col.snapshot()
+	for i := 0; i < 10; i++ {
+		if got[i].Act != uint64(i+1) {
+			t.Fatalf("order: %+v", got)
+		}
+	}
+	if got[10].Gen != 2 || got[10].Src != 9 {
+		t.Errorf("last = %+v", got[10])
+	}
+}
+
+// The server goes away with batches in flight and comes back on the same port:
+// the connection reconnects by itself, what was published while it was down is
+// delivered, and the JetStream record survives the restart.
+func TestReconnectAfterServerRestart(t *testing.T) {
+	ts := startServer(t)
+	var mu sync.Mutex
+	var disc, reco int
+	c := connect(t, ts.url,
+		WithDisconnectHandler(func(error) { mu.Lock(); disc++; mu.Unlock() }),
+		WithReconnectHandler(func() { mu.Lock(); reco++; mu.Unlock() }))
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	var col collector
+	sub, err := c.SubscribeSignals("n2", NewDeduper(), col.handle)
+	must(t, err)
+	defer sub.Close(ctx)
+	must(t, c.Sync(ctx))
+	b, err := c.NewBatcher("n1", WithLinger(0), WithMaxSignals(8))
+	must(t, err)
+	defer b.Close(ctx)
+	sigs := sigN("r1", 40)
+	for _, s := range sigs[:16] {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	eventually(t, "before restart", func() bool { return col.count() == 16 })
+	must(t, c.Sync(ctx)) // the record stream has stored them too
+
+	ts.stop()
+	eventually(t, "disconnect noticed", func() bool { mu.Lock(); defer mu.Unlock(); return disc >= 1 })
+	for _, s := range sigs[16:] { // published into the reconnect buffer
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	must(t, b.Flush(ctx))
+	ts.start()
+
+	eventually(t, "reconnect", func() bool { mu.Lock(); defer mu.Unlock(); return reco >= 1 })
+	eventually(t, "all 40 delivered", func() bool { return col.count() == 40 })
+	for i, s := range col.snapshot() {
+		if s.Act != uint64(i+1) {
+			t.Fatalf("signal %d has act %d", i, s.Act)
+		}
+	}
+	if st := c.Stats(); st.Disconnects < 1 || st.Reconnects < 1 {
+		t.Errorf("stats %+v", st)
+	}
+	// Every batch, before and after the restart, is in the record.
+	eventually(t, "record holds all 40", func() bool {
+		n := 0
+		err := c.ReplaySignals(ctx, "r1", "", func(_ string, b *Batch) error { n += len(b.Signals); return nil })
+		return err == nil && n == 40
+	})
+}

@@ -1,0 +1,235 @@
+package transport
+
+import (
+	"sort"
+	"sync"
+)
+
+// SignalKey is the dedup identity of a Signal within its run: the edge (Src, Dst)
+// and the source's activation number. Gen is deliberately not part of it: a task
+// re-run under a newer generation after a failure sends the same logical edge
+// traversal again, and the receiver must see it once.
+type SignalKey struct {
+	Src, Dst uint32
+	Act      uint64
+}
+
+// Verdict is what a Deduper decided about one Signal.
+type Verdict uint8
+
+const (
+	// Accept: first sight of this key under a current generation; deliver it.
+	Accept Verdict = iota
+	// Duplicate: this key was accepted before; drop it.
+	Duplicate
+	// Fenced: the Signal's generation is older than the receiver's current
+	// generation for the run; drop it.
+	Fenced
+	// Ended: the run was ended on this receiver (EndRun); drop it.
+	Ended
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Accept:
+		return "accept"
+	case Duplicate:
+		return "duplicate"
+	case Fenced:
+		return "fenced"
+	case Ended:
+		return "ended"
+	}
+	return "verdict?"
+}
+
+// DedupStats counts a Deduper's verdicts.
+type DedupStats struct {
+	Accepted  uint64
+	Duplicate uint64
+	Fenced    uint64
+	Ended     uint64
+	Runs      int // runs with live state
+}
+
+// Deduper is the receiver-side filter for Signals: fencing by generation, then
+// exactly-once by SignalKey. It is safe for concurrent use.
+//
+// Fencing: each run has a current generation, raised by SetGen (when the node learns
+// a new Assignment) and by any accepted Signal of a newer generation (only the
+// coordinator mints generations, so a newer one is real news). Signals older than
+// it are Fenced, which keeps a node that was cut off and came back from corrupting
+// the run.
+//
+// Memory: per run and edge, the accepted activations are kept as a sorted list of
+// closed intervals. Every activation of a strong edge is sent, so a strong edge
+// costs one interval however many times a loop runs it; a condition edge costs one
+// interval per stretch of consecutive activations that chose it. EndRun drops the
+// run's state and leaves a tombstone (the last maxEndedRuns ended runs) so late
+// Signals of the run are dropped as Ended instead of starting a fresh set.
+type Deduper struct {
+	mu     sync.Mutex
+	runs   map[string]*dedupRun
+	ended  map[string]struct{}
+	ring   []string // ended runs, oldest first once full
+	ringAt int
+	stats  DedupStats
+}
+
+const maxEndedRuns = 1 << 16
+
+type edgeID struct{ src, dst uint32 }
+
+type interval struct{ lo, hi uint64 }
+
+type dedupRun struct {
+	gen   uint64
+	edges map[edgeID][]interval
+}
+
+// NewDeduper returns an empty Deduper.
+func NewDeduper() *Deduper {
+	return &Deduper{runs: make(map[string]*dedupRun), ended: make(map[string]struct{})}
+}
+
+func (d *Deduper) run(run string) *dedupRun {
+	r := d.runs[run]
+	if r == nil {
+		r = &dedupRun{edges: make(map[edgeID][]interval)}
+		d.runs[run] = r
+	}
+	return r
+}
+
+// SetGen raises run's current generation to gen (a lower gen is ignored) and
+// reports the generation now in force. It does nothing for an ended run.
+func (d *Deduper) SetGen(run string, gen uint64) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, gone := d.ended[run]; gone {
+		return 0
+	}
+	r := d.run(run)
+	if gen > r.gen {
+		r.gen = gen
+	}
+	return r.gen
+}
+
+// Gen reports run's current generation (0 when unknown).
+func (d *Deduper) Gen(run string) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.runs[run]; r != nil {
+		return r.gen
+	}
+	return 0
+}
+
+// Admit decides about one Signal and records it when accepted.
+func (d *Deduper) Admit(s *Signal) Verdict {
+	d.mu.Lock()
+	v := d.admit(s)
+	d.mu.Unlock()
+	return v
+}
+
+// Filter admits each Signal of sigs in order and compacts the accepted ones to the
+// front, returning them (sharing sigs' storage). It takes the lock once.
+func (d *Deduper) Filter(sigs []Signal) []Signal {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := sigs[:0]
+	for i := range sigs {
+		if d.admit(&sigs[i]) == Accept {
+			out = append(out, sigs[i])
+		}
+	}
+	return out
+}
+
+func (d *Deduper) admit(s *Signal) Verdict {
+	if _, gone := d.ended[s.Run]; gone {
+		d.stats.Ended++
+		return Ended
+	}
+	r := d.run(s.Run)
+	if s.Gen < r.gen {
+		d.stats.Fenced++
+		return Fenced
+	}
+	e := edgeID{s.Src, s.Dst}
+	iv, fresh := insertAct(r.edges[e], s.Act)
+	if !fresh {
+		d.stats.Duplicate++
+		return Duplicate
+	}
+	r.edges[e] = iv
+	if s.Gen > r.gen {
+		r.gen = s.Gen
+	}
+	d.stats.Accepted++
+	return Accept
+}
+
+// insertAct adds act to the sorted, disjoint, non-adjacent interval list iv. It
+// reports false when act was already present.
+func insertAct(iv []interval, act uint64) ([]interval, bool) {
+	n := len(iv)
+	// Fast path: in-order arrival extends or follows the last interval.
+	if n == 0 || act > iv[n-1].hi {
+		if n > 0 && act == iv[n-1].hi+1 {
+			iv[n-1].hi = act
+			return iv, true
+		}
+		return append(iv, interval{act, act}), true
+	}
+	// i: first interval whose hi >= act.
+	i := sort.Search(n, func(k int) bool { return iv[k].hi >= act })
+	if iv[i].lo <= act {
+		return iv, false
+	}
+	joinLeft := i > 0 && iv[i-1].hi+1 == act
+	joinRight := iv[i].lo == act+1
+	switch {
+	case joinLeft && joinRight:
+		iv[i-1].hi = iv[i].hi
+		return append(iv[:i], iv[i+1:]...), true
+	case joinLeft:
+		iv[i-1].hi = act
+	case joinRight:
+		iv[i].lo = act
+	default:
+		iv = append(iv, interval{})
+		copy(iv[i+1:], iv[i:])
+		iv[i] = interval{act, act}
+	}
+	return iv, true
+}
+
+// EndRun drops run's state; later Signals of run are dropped as Ended.
+func (d *Deduper) EndRun(run string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.runs, run)
+	if _, ok := d.ended[run]; ok {
+		return
+	}
+	if len(d.ring) < maxEndedRuns {
+		d.ring = append(d.ring, run)
+	} else {
+		delete(d.ended, d.ring[d.ringAt])
+		d.ring[d.ringAt] = run
+		d.ringAt = (d.ringAt + 1) % maxEndedRuns
+	}
+	d.ended[run] = struct{}{}
+}
+
+// Stats reports the verdicts so far.
+func (d *Deduper) Stats() DedupStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Runs = len(d.runs)
+	return s
+}

@@ -1,0 +1,166 @@
+package transport
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+)
+
+func TestDedupScenarios(t *testing.T) {
+	type step struct {
+		setGen uint64 // when > 0: SetGen(run, setGen) instead of a signal
+		end    bool   // EndRun(run)
+		run    string
+		gen    uint64
+		src    uint32
+		dst    uint32
+		act    uint64
+		want   Verdict
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		stats DedupStats
+	}{
+		{name: "repeat is dropped", steps: []step{
+			{run: "r", gen: 1, src: 1, dst: 2, act: 1, want: Accept},
+			{run: "r", gen: 1, src: 1, dst: 2, act: 1, want: Duplicate},
+			{run: "r", gen: 1, src: 1, dst: 2, act: 2, want: Accept},
+			{run: "r", gen: 1, src: 1, dst: 3, act: 1, want: Accept},
+			{run: "s", gen: 1, src: 1, dst: 2, act: 1, want: Accept},
+		}, stats: DedupStats{Accepted: 4, Duplicate: 1, Runs: 2}},
+		{name: "re-run under a newer generation is still a duplicate", steps: []step{
+			{run: "r", gen: 1, src: 1, dst: 2, act: 5, want: Accept},
+			{run: "r", gen: 2, src: 1, dst: 2, act: 5, want: Duplicate},
+			{run: "r", gen: 2, src: 1, dst: 2, act: 6, want: Accept},
+		}, stats: DedupStats{Accepted: 2, Duplicate: 1, Runs: 1}},
+		{name: "older generation is fenced", steps: []step{
+			{setGen: 3, run: "r"},
+			{run: "r", gen: 2, src: 1, dst: 2, act: 1, want: Fenced},
+			{run: "r", gen: 3, src: 1, dst: 2, act: 1, want: Accept},
+			{setGen: 1, run: "r"}, // lowering is ignored
+			{run: "r", gen: 2, src: 1, dst: 2, act: 2, want: Fenced},
+		}, stats: DedupStats{Accepted: 1, Fenced: 2, Runs: 1}},
+		{name: "a newer generation raises the fence", steps: []step{
+			{run: "r", gen: 1, src: 1, dst: 2, act: 1, want: Accept},
+			{run: "r", gen: 4, src: 3, dst: 2, act: 1, want: Accept},
+			{run: "r", gen: 1, src: 1, dst: 2, act: 2, want: Fenced},
+		}, stats: DedupStats{Accepted: 2, Fenced: 1, Runs: 1}},
+		{name: "ended run drops late signals", steps: []step{
+			{run: "r", gen: 1, src: 1, dst: 2, act: 1, want: Accept},
+			{end: true, run: "r"},
+			{run: "r", gen: 1, src: 1, dst: 2, act: 2, want: Ended},
+			{run: "q", gen: 1, src: 1, dst: 2, act: 2, want: Accept},
+		}, stats: DedupStats{Accepted: 2, Ended: 1, Runs: 1}},
+		{name: "condition edge with gaps, out of order", steps: []step{
+			{run: "r", src: 5, dst: 6, act: 3, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 1, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 7, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 2, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 3, want: Duplicate},
+			{run: "r", src: 5, dst: 6, act: 2, want: Duplicate},
+			{run: "r", src: 5, dst: 6, act: 6, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 4, want: Accept},
+			{run: "r", src: 5, dst: 6, act: 7, want: Duplicate},
+		}, stats: DedupStats{Accepted: 6, Duplicate: 3, Runs: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDeduper()
+			for i, st := range tc.steps {
+				switch {
+				case st.setGen > 0:
+					d.SetGen(st.run, st.setGen)
+				case st.end:
+					d.EndRun(st.run)
+				default:
+					s := Signal{Run: st.run, Gen: st.gen, Src: st.src, Dst: st.dst, Act: st.act, Kind: SignalEdge}
+					if got := d.Admit(&s); got != st.want {
+						t.Fatalf("step %d (%+v): %v, want %v", i, st, got, st.want)
+					}
+				}
+			}
+			if got := d.Stats(); got != tc.stats {
+				t.Errorf("stats %+v, want %+v", got, tc.stats)
+			}
+		})
+	}
+}
+
+// insertAct agrees with a plain set on random orders, and keeps its intervals
+// sorted, disjoint and non-adjacent.
+func TestInsertActMatchesSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 200; trial++ {
+		var iv []interval
+		set := map[uint64]bool{}
+		for i := 0; i < 300; i++ {
+			act := 1 + rng.Uint64N(120)
+			var fresh bool
+			iv, fresh = insertAct(iv, act)
+			if fresh == set[act] {
+				t.Fatalf("trial %d: act %d fresh=%v but set has it=%v", trial, act, fresh, set[act])
+			}
+			set[act] = true
+		}
+		var n uint64
+		for k, x := range iv {
+			if x.lo > x.hi || (k > 0 && iv[k-1].hi+1 >= x.lo) {
+				t.Fatalf("trial %d: bad intervals %v", trial, iv)
+			}
+			n += x.hi - x.lo + 1
+		}
+		if n != uint64(len(set)) {
+			t.Fatalf("trial %d: intervals hold %d acts, set %d", trial, n, len(set))
+		}
+	}
+}
+
+// A strong edge around a loop costs one interval however long the loop runs.
+func TestStrongEdgeStaysOneInterval(t *testing.T) {
+	d := NewDeduper()
+	for act := uint64(1); act <= 100000; act++ {
+		s := Signal{Run: "r", Src: 1, Dst: 2, Act: act, Kind: SignalEdge}
+		if d.Admit(&s) != Accept {
+			t.Fatal(act)
+		}
+	}
+	if n := len(d.runs["r"].edges[edgeID{1, 2}]); n != 1 {
+		t.Fatalf("%d intervals", n)
+	}
+}
+
+func TestFilterCompactsAccepted(t *testing.T) {
+	d := NewDeduper()
+	d.SetGen("r", 2)
+	sigs := []Signal{
+		{Run: "r", Gen: 2, Src: 1, Dst: 2, Act: 1},
+		{Run: "r", Gen: 1, Src: 1, Dst: 2, Act: 2}, // fenced
+		{Run: "r", Gen: 2, Src: 1, Dst: 2, Act: 1}, // duplicate
+		{Run: "r", Gen: 2, Src: 1, Dst: 2, Act: 3},
+	}
+	got := d.Filter(sigs)
+	want := []Signal{{Run: "r", Gen: 2, Src: 1, Dst: 2, Act: 1}, {Run: "r", Gen: 2, Src: 1, Dst: 2, Act: 3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Filter = %+v", got)
+	}
+	if d.Gen("r") != 2 || d.Gen("none") != 0 {
+		t.Errorf("Gen wrong")
+	}
+}
+
+func TestEndedRunsAreBounded(t *testing.T) {
+	d := NewDeduper()
+	for i := 0; i < maxEndedRuns+10; i++ {
+		d.EndRun("run" + strconv.Itoa(i))
+	}
+	d.EndRun("again")
+	d.EndRun("again")
+	if len(d.ended) != maxEndedRuns || len(d.ring) != maxEndedRuns {
+		t.Fatalf("ended %d ring %d, want %d", len(d.ended), len(d.ring), maxEndedRuns)
+	}
+	if d.SetGen("again", 5) != 0 {
+		t.Error("SetGen revived an ended run")
+	}
+}

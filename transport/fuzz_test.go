@@ -1,0 +1,96 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// Each fuzz target: decoding never panics; an error always matches ErrMalformed;
+// a message that decodes re-encodes to bytes that decode to the same encoding.
+
+func fuzzSeeds(f *testing.F, t Type) {
+	for _, m := range sampleMessages() {
+		if m.Type() == t || t == 0 {
+			f.Add(Encode(m))
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x90})
+	f.Add([]byte{0x92, byte(t), 1})
+	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
+}
+
+func fuzzRoundTrip[T any, P interface {
+	*T
+	Message
+	Decode([]byte, Limits) error
+}](t *testing.T, data []byte) {
+	lim := Limits{MaxMessage: 1 << 20, MaxBatch: 1 << 10, MaxOutput: 1 << 16, MaxText: 1 << 12, MaxTasks: 1 << 12, MaxBody: 1 << 16}
+	var m T
+	p := P(&m)
+	if err := p.Decode(data, lim); err != nil {
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error does not match ErrMalformed: %v", err)
+		}
+		return
+	}
+	enc := p.AppendWire(nil)
+	var m2 T
+	if err := P(&m2).Decode(enc, lim); err != nil {
+		t.Fatalf("re-encoding of a decoded message does not decode: %v\n in  %x\n out %x", err, data, enc)
+	}
+	if enc2 := P(&m2).AppendWire(nil); !bytes.Equal(enc, enc2) {
+		t.Fatalf("round trip changed the message:\n %x\n %x", enc, enc2)
+	}
+}
+
+func FuzzDecodeSignal(f *testing.F) {
+	fuzzSeeds(f, TypeSignal)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Signal](t, data) })
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	fuzzSeeds(f, TypeBatch)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Batch](t, data) })
+}
+
+func FuzzDecodeTaskEvent(f *testing.F) {
+	fuzzSeeds(f, TypeTaskEvent)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[TaskEvent](t, data) })
+}
+
+func FuzzDecodeAssignment(f *testing.F) {
+	fuzzSeeds(f, TypeAssignment)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })
+}
+
+func FuzzDecodeControl(f *testing.F) {
+	fuzzSeeds(f, TypeCancel)
+	fuzzSeeds(f, TypeTermReport)
+	fuzzSeeds(f, TypeEnvelope)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRoundTrip[Cancel](t, data)
+		fuzzRoundTrip[TermReport](t, data)
+		fuzzRoundTrip[Envelope](t, data)
+	})
+}
+
+// FuzzDecode drives the generic decoder over every type.
+func FuzzDecode(f *testing.F) {
+	fuzzSeeds(f, 0)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Decode(data, Limits{MaxMessage: 1 << 20})
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error does not match ErrMalformed: %v", err)
+			}
+			return
+		}
+		enc := Encode(m)
+		m2, err := Decode(enc, Limits{})
+		if err != nil || !bytes.Equal(Encode(m2), enc) {
+			t.Fatalf("round trip of %T failed: %v", m, err)
+		}
+	})
+}

@@ -1,0 +1,867 @@
+package transport
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Wire format (version 1). Every top-level message is one msgpack array whose first
+// two elements are the message Type and the format Version, followed by the fields
+// of that type in a fixed order:
+//
+//	Signal      [1, 1, run, gen, src, dst, act, kind, output]
+//	Batch       [2, 1, from, seq, [[run, gen, src, dst, act, kind, output], ...]]
+//	TaskEvent   [3, 1, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 1, run, gen, [node, ...], [owner, ...], flow]
+//	Cancel      [5, 1, run, gen, reason]
+//	TermReport  [6, 1, run, gen, node, wave, sent, received, idle]
+//	Envelope    [7, 1, kind, run, node, body]
+//
+// Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
+// nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
+// a wrong field count, a field of the wrong kind, an out-of-range value, trailing
+// bytes, and anything over its Limits, with an error matching ErrMalformed (and
+// ErrOversized for a limit). A new field means a new Version.
+
+// Type identifies a message on the wire.
+type Type uint8
+
+// Message types.
+const (
+	TypeSignal     Type = 1
+	TypeBatch      Type = 2
+	TypeTaskEvent  Type = 3
+	TypeAssignment Type = 4
+	TypeCancel     Type = 5
+	TypeTermReport Type = 6
+	TypeEnvelope   Type = 7
+)
+
+// Version is the wire format version this package writes and reads.
+const Version = 1
+
+func (t Type) String() string {
+	switch t {
+	case TypeSignal:
+		return "signal"
+	case TypeBatch:
+		return "batch"
+	case TypeTaskEvent:
+		return "task event"
+	case TypeAssignment:
+		return "assignment"
+	case TypeCancel:
+		return "cancel"
+	case TypeTermReport:
+		return "termination report"
+	case TypeEnvelope:
+		return "envelope"
+	}
+	return fmt.Sprintf("type %d", uint8(t))
+}
+
+// Message is any top-level wire message.
+type Message interface {
+	// Type is the message's wire type.
+	Type() Type
+	// AppendWire appends the message's encoding to b and returns the result.
+	AppendWire(b []byte) []byte
+}
+
+// Encode returns the wire encoding of m.
+func Encode(m Message) []byte { return m.AppendWire(nil) }
+
+// Limits bound what a decoder accepts. A zero field takes its default.
+type Limits struct {
+	MaxMessage int // bytes of one encoded message (default 64 MiB)
+	MaxBatch   int // Signals in one Batch (default 65536)
+	MaxOutput  int // bytes of one task output (default 8 MiB)
+	MaxText    int // bytes of a name, error text, reason or envelope kind (default 64 KiB)
+	MaxTasks   int // tasks (and nodes) in one Assignment (default 1<<24)
+	MaxBody    int // bytes of an opaque body: Assignment.Flow, Envelope.Body (default 64 MiB)
+}
+
+// DefaultLimits are the limits a zero Limits stands for.
+var DefaultLimits = Limits{
+	MaxMessage: 64 << 20,
+	MaxBatch:   1 << 16,
+	MaxOutput:  8 << 20,
+	MaxText:    64 << 10,
+	MaxTasks:   1 << 24,
+	MaxBody:    64 << 20,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxMessage > 0 {
+		d.MaxMessage = l.MaxMessage
+	}
+	if l.MaxBatch > 0 {
+		d.MaxBatch = l.MaxBatch
+	}
+	if l.MaxOutput > 0 {
+		d.MaxOutput = l.MaxOutput
+	}
+	if l.MaxText > 0 {
+		d.MaxText = l.MaxText
+	}
+	if l.MaxTasks > 0 {
+		d.MaxTasks = l.MaxTasks
+	}
+	if l.MaxBody > 0 {
+		d.MaxBody = l.MaxBody
+	}
+	return d
+}
+
+// newReader checks the message size and the [type, version, ...] header.
+func newReader(data []byte, lim Limits, t Type, fields int) (*reader, error) {
+	lim = lim.withDefaults()
+	r := &reader{b: data, lim: &lim, msg: t.String()}
+	if len(data) > lim.MaxMessage {
+		return nil, r.oversized("message size", len(data), lim.MaxMessage)
+	}
+	if err := r.fields(t.String(), 2+fields); err != nil {
+		return nil, err
+	}
+	if err := r.header(t); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *reader) header(t Type) error {
+	got, err := r.uint8("type")
+	if err != nil {
+		return err
+	}
+	if Type(got) != t {
+		return r.errf("want a %s, found %s", t, Type(got))
+	}
+	v, err := r.uint8("version")
+	if err != nil {
+		return err
+	}
+	if v != Version {
+		return r.errf("unsupported version %d (this build reads version %d)", v, Version)
+	}
+	return nil
+}
+
+func appendHeader(b []byte, t Type, fields int) []byte {
+	b = appendArrayHeader(b, 2+fields)
+	return append(b, byte(t), Version)
+}
+
+func (r *reader) id(what string) (string, error) {
+	s, err := r.rawStr(what, MaxIDLen)
+	if err != nil {
+		return "", err
+	}
+	if !validIDBytes(s) {
+		return "", r.errf("%s: %q is not a valid id", what, s)
+	}
+	return string(s), nil
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	return appendInt(b, t.UnixNano())
+}
+
+func (r *reader) time(what string) (time.Time, error) {
+	n, err := r.int(what)
+	if err != nil || n == 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(0, n), nil
+}
+
+// ---- Signal ----
+
+// SignalKind says what a Signal reports.
+type SignalKind uint8
+
+const (
+	// SignalEdge: the source task finished an activation; the edge to Dst is a
+	// strong one and Output carries the source's output (nil when it has none).
+	SignalEdge SignalKind = 1
+	// SignalChoice: the source is a condition (or multi-condition) task and this
+	// activation chose Dst (a weak edge); Output is unused.
+	SignalChoice SignalKind = 2
+)
+
+func (k SignalKind) String() string {
+	switch k {
+	case SignalEdge:
+		return "edge"
+	case SignalChoice:
+		return "choice"
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
+
+// Signal is one cross-node edge completion or condition outcome.
+//
+// Tasks are named by their uint32 index in the flow spec (the order of its task
+// list), which every node holds; names are not sent. Act is the source task's
+// activation number, counted from 1 since the run started: activation k of Src
+// sends at most one Signal per out-edge, so (Run, Src, Dst, Act) names one logical
+// edge traversal even around loops. Gen is the assignment generation the sender ran
+// under: a receiver fences (drops) Signals older than its current generation, and
+// deduplicates on (Run, Src, Dst, Act) regardless of Gen, so a task re-run under a
+// newer generation after a failure repeats, not adds, its edges. See Deduper.
+type Signal struct {
+	Run    string
+	Gen    uint64
+	Src    uint32
+	Dst    uint32
+	Act    uint64
+	Kind   SignalKind
+	Output []byte
+}
+
+// Type implements Message.
+func (*Signal) Type() Type { return TypeSignal }
+
+// Key is the dedup identity of s.
+func (s *Signal) Key() SignalKey { return SignalKey{Src: s.Src, Dst: s.Dst, Act: s.Act} }
+
+// Validate checks what a decoder would check.
+func (s *Signal) Validate() error {
+	if err := ValidateID("run", s.Run); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSignal, err)
+	}
+	if s.Act == 0 {
+		return fmt.Errorf("%w: run %s edge %d->%d: activation 0 (activations count from 1)", ErrInvalidSignal, s.Run, s.Src, s.Dst)
+	}
+	if s.Kind != SignalEdge && s.Kind != SignalChoice {
+		return fmt.Errorf("%w: run %s edge %d->%d: unknown kind %d", ErrInvalidSignal, s.Run, s.Src, s.Dst, s.Kind)
+	}
+	return nil
+}
+
+func (s *Signal) appendFields(b []byte) []byte {
+	b = appendStr(b, s.Run)
+	b = appendUint(b, s.Gen)
+	b = appendUint(b, uint64(s.Src))
+	b = appendUint(b, uint64(s.Dst))
+	b = appendUint(b, s.Act)
+	b = append(b, byte(s.Kind))
+	return appendBin(b, s.Output)
+}
+
+const signalFields = 7
+
+// AppendWire implements Message.
+func (s *Signal) AppendWire(b []byte) []byte {
+	return s.appendFields(appendHeader(b, TypeSignal, signalFields))
+}
+
+// decodeFields reads the seven Signal fields. prevRun lets a batch share one run
+// string across its signals instead of allocating one each.
+func (s *Signal) decodeFields(r *reader, prevRun string) error {
+	run, err := r.rawStr("run", MaxIDLen)
+	if err != nil {
+		return err
+	}
+	if string(run) == prevRun && prevRun != "" {
+		s.Run = prevRun
+	} else {
+		if !validIDBytes(run) {
+			return r.errf("run: %q is not a valid id", run)
+		}
+		s.Run = string(run)
+	}
+	if s.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if s.Src, err = r.uint32("src"); err != nil {
+		return err
+	}
+	if s.Dst, err = r.uint32("dst"); err != nil {
+		return err
+	}
+	if s.Act, err = r.uint("act"); err != nil {
+		return err
+	}
+	if s.Act == 0 {
+		return r.errf("act: activation 0 (activations count from 1)")
+	}
+	k, err := r.uint8("kind")
+	if err != nil {
+		return err
+	}
+	s.Kind = SignalKind(k)
+	if s.Kind != SignalEdge && s.Kind != SignalChoice {
+		return r.errf("kind: unknown signal kind %d", k)
+	}
+	s.Output, err = r.bin("output", r.lim.MaxOutput, true)
+	return err
+}
+
+// Decode decodes a Signal message into s. Output aliases data.
+func (s *Signal) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeSignal, signalFields)
+	if err != nil {
+		return err
+	}
+	if err := s.decodeFields(r, ""); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// DecodeSignal decodes a Signal message. Output aliases data.
+func DecodeSignal(data []byte, lim Limits) (Signal, error) {
+	var s Signal
+	err := s.Decode(data, lim)
+	return s, err
+}
+
+// EncodeMsgpack lets msgpack.Marshal write a Signal with the hand-written encoder.
+func (s *Signal) EncodeMsgpack(enc *msgpack.Encoder) error {
+	return enc.Encode(msgpack.RawMessage(s.AppendWire(nil)))
+}
+
+// DecodeMsgpack lets msgpack.Unmarshal read a Signal with the hand-written decoder
+// (under DefaultLimits).
+func (s *Signal) DecodeMsgpack(dec *msgpack.Decoder) error {
+	raw, err := dec.DecodeRaw()
+	if err != nil {
+		return fmt.Errorf("%w: signal: %w", ErrMalformed, err)
+	}
+	return s.Decode(raw, Limits{})
+}
+
+// ---- Batch ----
+
+// Batch is many Signals for one destination node, sent as one NATS message. From is
+// the sending node and Seq its batch counter (per Batcher, from 1), for tracing.
+type Batch struct {
+	From    string
+	Seq     uint64
+	Signals []Signal
+}
+
+// Type implements Message.
+func (*Batch) Type() Type { return TypeBatch }
+
+const batchFields = 3
+
+// AppendWire implements Message.
+func (bt *Batch) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeBatch, batchFields)
+	b = appendStr(b, bt.From)
+	b = appendUint(b, bt.Seq)
+	b = appendArrayHeader(b, len(bt.Signals))
+	for i := range bt.Signals {
+		b = appendArrayHeader(b, signalFields)
+		b = bt.Signals[i].appendFields(b)
+	}
+	return b
+}
+
+// Decode decodes a Batch message into bt, reusing bt.Signals' storage. Outputs
+// alias data.
+func (bt *Batch) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeBatch, batchFields)
+	if err != nil {
+		return err
+	}
+	if bt.From, err = r.id("from"); err != nil {
+		return err
+	}
+	if bt.Seq, err = r.uint("seq"); err != nil {
+		return err
+	}
+	n, err := r.arrayLen("signals", r.lim.MaxBatch)
+	if err != nil {
+		return err
+	}
+	if cap(bt.Signals) >= n {
+		bt.Signals = bt.Signals[:n]
+	} else {
+		bt.Signals = make([]Signal, n)
+	}
+	prev := ""
+	for i := range bt.Signals {
+		if err := r.fields("signal", signalFields); err != nil {
+			return fmt.Errorf("signal %d: %w", i, err)
+		}
+		if err := bt.Signals[i].decodeFields(r, prev); err != nil {
+			return fmt.Errorf("signal %d: %w", i, err)
+		}
+		prev = bt.Signals[i].Run
+	}
+	return r.end()
+}
+
+// DecodeBatch decodes a Batch message. Outputs alias data.
+func DecodeBatch(data []byte, lim Limits) (Batch, error) {
+	var b Batch
+	err := b.Decode(data, lim)
+	return b, err
+}
+
+// EncodeMsgpack lets msgpack.Marshal write a Batch with the hand-written encoder.
+func (bt *Batch) EncodeMsgpack(enc *msgpack.Encoder) error {
+	return enc.Encode(msgpack.RawMessage(bt.AppendWire(nil)))
+}
+
+// DecodeMsgpack lets msgpack.Unmarshal read a Batch (under DefaultLimits).
+func (bt *Batch) DecodeMsgpack(dec *msgpack.Decoder) error {
+	raw, err := dec.DecodeRaw()
+	if err != nil {
+		return fmt.Errorf("%w: batch: %w", ErrMalformed, err)
+	}
+	return bt.Decode(raw, Limits{})
+}
+
+// ---- TaskEvent ----
+
+// TaskState is a task's state in a TaskEvent; the names match the CLI's --json.
+type TaskState uint8
+
+// Task states.
+const (
+	TaskPending TaskState = iota
+	TaskRunning
+	TaskDone
+	TaskFailed
+	TaskSkipped
+	TaskCancelled
+	taskStateEnd
+)
+
+func (s TaskState) String() string {
+	switch s {
+	case TaskPending:
+		return "pending"
+	case TaskRunning:
+		return "running"
+	case TaskDone:
+		return "done"
+	case TaskFailed:
+		return "failed"
+	case TaskSkipped:
+		return "skipped"
+	case TaskCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("state %d", uint8(s))
+}
+
+// TaskEvent is per-task progress a node publishes to JetStream (StreamEvents), from
+// which any coordinator rebuilds a run's status: later events of a task supersede
+// earlier ones. Task is the flow index; Name is optional and names tasks the flow
+// has no index for (children of subflows and modules, as "parent/child").
+type TaskEvent struct {
+	Run        string
+	Gen        uint64
+	Task       uint32
+	Name       string
+	Node       string
+	State      TaskState
+	Act        uint64 // activations so far
+	Executions uint64 // times the function actually ran
+	Output     []byte // latest output, for sinks
+	Error      string
+	Start, End time.Time
+}
+
+// Type implements Message.
+func (*TaskEvent) Type() Type { return TypeTaskEvent }
+
+const taskEventFields = 12
+
+// AppendWire implements Message.
+func (e *TaskEvent) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeTaskEvent, taskEventFields)
+	b = appendStr(b, e.Run)
+	b = appendUint(b, e.Gen)
+	b = appendUint(b, uint64(e.Task))
+	b = appendStr(b, e.Name)
+	b = appendStr(b, e.Node)
+	b = append(b, byte(e.State))
+	b = appendUint(b, e.Act)
+	b = appendUint(b, e.Executions)
+	b = appendBin(b, e.Output)
+	b = appendStr(b, e.Error)
+	b = appendTime(b, e.Start)
+	return appendTime(b, e.End)
+}
+
+// Decode decodes a TaskEvent into e. Output aliases data.
+func (e *TaskEvent) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeTaskEvent, taskEventFields)
+	if err != nil {
+		return err
+	}
+	if e.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if e.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if e.Task, err = r.uint32("task"); err != nil {
+		return err
+	}
+	if e.Name, err = r.str("name", r.lim.MaxText); err != nil {
+		return err
+	}
+	if e.Node, err = r.id("node"); err != nil {
+		return err
+	}
+	st, err := r.uint8("state")
+	if err != nil {
+		return err
+	}
+	if e.State = TaskState(st); e.State >= taskStateEnd {
+		return r.errf("state: unknown task state %d", st)
+	}
+	if e.Act, err = r.uint("act"); err != nil {
+		return err
+	}
+	if e.Executions, err = r.uint("executions"); err != nil {
+		return err
+	}
+	if e.Output, err = r.bin("output", r.lim.MaxOutput, true); err != nil {
+		return err
+	}
+	if e.Error, err = r.str("error", r.lim.MaxText); err != nil {
+		return err
+	}
+	if e.Start, err = r.time("start"); err != nil {
+		return err
+	}
+	if e.End, err = r.time("end"); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// DecodeTaskEvent decodes a TaskEvent. Output aliases data.
+func DecodeTaskEvent(data []byte, lim Limits) (TaskEvent, error) {
+	var e TaskEvent
+	err := e.Decode(data, lim)
+	return e, err
+}
+
+// ---- Assignment ----
+
+// Assignment is the partition of a run under one generation: task i runs on
+// Nodes[Owner[i]]. Flow is the flow spec, opaque to transport.
+type Assignment struct {
+	Run   string
+	Gen   uint64
+	Nodes []string
+	Owner []uint32
+	Flow  []byte
+}
+
+// Type implements Message.
+func (*Assignment) Type() Type { return TypeAssignment }
+
+// TasksOf lists the tasks assigned to node, in index order.
+func (a *Assignment) TasksOf(node string) []uint32 {
+	var out []uint32
+	for ni, n := range a.Nodes {
+		if n != node {
+			continue
+		}
+		for t, o := range a.Owner {
+			if int(o) == ni {
+				out = append(out, uint32(t))
+			}
+		}
+	}
+	return out
+}
+
+// NodeOf names the node task runs on ("" when task is out of range).
+func (a *Assignment) NodeOf(task uint32) string {
+	if int(task) >= len(a.Owner) || int(a.Owner[task]) >= len(a.Nodes) {
+		return ""
+	}
+	return a.Nodes[a.Owner[task]]
+}
+
+const assignmentFields = 5
+
+// AppendWire implements Message.
+func (a *Assignment) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeAssignment, assignmentFields)
+	b = appendStr(b, a.Run)
+	b = appendUint(b, a.Gen)
+	b = appendArrayHeader(b, len(a.Nodes))
+	for _, n := range a.Nodes {
+		b = appendStr(b, n)
+	}
+	b = appendArrayHeader(b, len(a.Owner))
+	for _, o := range a.Owner {
+		b = appendUint(b, uint64(o))
+	}
+	return appendBin(b, a.Flow)
+}
+
+// Decode decodes an Assignment into a (Flow is copied). Every owner must name one of
+// Nodes.
+func (a *Assignment) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeAssignment, assignmentFields)
+	if err != nil {
+		return err
+	}
+	if a.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if a.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	n, err := r.arrayLen("nodes", r.lim.MaxTasks)
+	if err != nil {
+		return err
+	}
+	a.Nodes = nil
+	if n > 0 {
+		a.Nodes = make([]string, n)
+	}
+	for i := range a.Nodes {
+		if a.Nodes[i], err = r.id("node"); err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+	}
+	n, err = r.arrayLen("owner", r.lim.MaxTasks)
+	if err != nil {
+		return err
+	}
+	a.Owner = nil
+	if n > 0 {
+		a.Owner = make([]uint32, n)
+	}
+	for i := range a.Owner {
+		if a.Owner[i], err = r.uint32("owner"); err != nil {
+			return fmt.Errorf("task %d: %w", i, err)
+		}
+		if int(a.Owner[i]) >= len(a.Nodes) {
+			return r.errf("owner of task %d: node index %d, only %d nodes", i, a.Owner[i], len(a.Nodes))
+		}
+	}
+	if a.Flow, err = r.bin("flow", r.lim.MaxBody, false); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// ---- Cancel ----
+
+// Cancel asks every node to stop run.
+type Cancel struct {
+	Run    string
+	Gen    uint64
+	Reason string
+}
+
+// Type implements Message.
+func (*Cancel) Type() Type { return TypeCancel }
+
+// AppendWire implements Message.
+func (c *Cancel) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeCancel, 3)
+	b = appendStr(b, c.Run)
+	b = appendUint(b, c.Gen)
+	return appendStr(b, c.Reason)
+}
+
+// Decode decodes a Cancel into c.
+func (c *Cancel) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeCancel, 3)
+	if err != nil {
+		return err
+	}
+	if c.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if c.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if c.Reason, err = r.str("reason", r.lim.MaxText); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// ---- TermReport ----
+
+// TermReport is one node's answer in a termination-detection wave for run (the
+// four-counter method of Mattern, or Safra's token, as cluster implements it): how
+// many Signals of run it has sent and received (accepted, after dedup and fencing)
+// under generation Gen, and whether it is idle (no task of the run running or
+// ready). Wave numbers the detection round the report answers.
+type TermReport struct {
+	Run      string
+	Gen      uint64
+	Node     string
+	Wave     uint64
+	Sent     uint64
+	Received uint64
+	Idle     bool
+}
+
+// Type implements Message.
+func (*TermReport) Type() Type { return TypeTermReport }
+
+// AppendWire implements Message.
+func (t *TermReport) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeTermReport, 7)
+	b = appendStr(b, t.Run)
+	b = appendUint(b, t.Gen)
+	b = appendStr(b, t.Node)
+	b = appendUint(b, t.Wave)
+	b = appendUint(b, t.Sent)
+	b = appendUint(b, t.Received)
+	return appendBool(b, t.Idle)
+}
+
+// Decode decodes a TermReport into t.
+func (t *TermReport) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeTermReport, 7)
+	if err != nil {
+		return err
+	}
+	if t.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if t.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if t.Node, err = r.id("node"); err != nil {
+		return err
+	}
+	if t.Wave, err = r.uint("wave"); err != nil {
+		return err
+	}
+	if t.Sent, err = r.uint("sent"); err != nil {
+		return err
+	}
+	if t.Received, err = r.uint("received"); err != nil {
+		return err
+	}
+	if t.Idle, err = r.bool("idle"); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+// ---- Envelope ----
+
+// Envelope carries a message type transport does not know: Kind names it (for
+// example "hello" or "drain"), Body is opaque. Run and Node are optional.
+type Envelope struct {
+	Kind string
+	Run  string
+	Node string
+	Body []byte
+}
+
+// Type implements Message.
+func (*Envelope) Type() Type { return TypeEnvelope }
+
+// AppendWire implements Message.
+func (e *Envelope) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeEnvelope, 4)
+	b = appendStr(b, e.Kind)
+	b = appendStr(b, e.Run)
+	b = appendStr(b, e.Node)
+	return appendBin(b, e.Body)
+}
+
+// Decode decodes an Envelope into e (Body is copied).
+func (e *Envelope) Decode(data []byte, lim Limits) error {
+	r, err := newReader(data, lim, TypeEnvelope, 4)
+	if err != nil {
+		return err
+	}
+	if e.Kind, err = r.str("kind", r.lim.MaxText); err != nil {
+		return err
+	}
+	if e.Kind == "" {
+		return r.errf("kind: empty")
+	}
+	if e.Run, err = r.optID("run"); err != nil {
+		return err
+	}
+	if e.Node, err = r.optID("node"); err != nil {
+		return err
+	}
+	if e.Body, err = r.bin("body", r.lim.MaxBody, false); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+func (r *reader) optID(what string) (string, error) {
+	s, err := r.rawStr(what, MaxIDLen)
+	if err != nil || len(s) == 0 {
+		return "", err
+	}
+	if !validIDBytes(s) {
+		return "", r.errf("%s: %q is not a valid id", what, s)
+	}
+	return string(s), nil
+}
+
+// ---- any message ----
+
+// PeekType reports the type of an encoded message without decoding it.
+func PeekType(data []byte) (Type, error) {
+	r := &reader{b: data, msg: "message"}
+	if _, err := r.arrayLen("message", 0); err != nil {
+		return 0, err
+	}
+	t, err := r.uint8("type")
+	if err != nil {
+		return 0, err
+	}
+	if t < uint8(TypeSignal) || t > uint8(TypeEnvelope) {
+		return 0, r.errf("unknown message type %d", t)
+	}
+	return Type(t), nil
+}
+
+// Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
+// *Assignment, *Cancel, *TermReport or *Envelope.
+func Decode(data []byte, lim Limits) (Message, error) {
+	t, err := PeekType(data)
+	if err != nil {
+		return nil, err
+	}
+	var m interface {
+		Message
+		Decode([]byte, Limits) error
+	}
+	switch t {
+	case TypeSignal:
+		m = new(Signal)
+	case TypeBatch:
+		m = new(Batch)
+	case TypeTaskEvent:
+		m = new(TaskEvent)
+	case TypeAssignment:
+		m = new(Assignment)
+	case TypeCancel:
+		m = new(Cancel)
+	case TypeTermReport:
+		m = new(TermReport)
+	default:
+		m = new(Envelope)
+	}
+	if err := m.Decode(data, lim); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

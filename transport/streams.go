@@ -1,0 +1,220 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamConfig shapes the two JetStream streams.
+type StreamConfig struct {
+	// Replicas per stream (default 1; 3 on a clustered NATS).
+	Replicas int
+	// MaxAge drops messages older than this (default 7 days; runs should be purged
+	// with PurgeRun when they are forgotten anyway).
+	MaxAge time.Duration
+	// MaxBytes caps each stream (default unlimited); the oldest messages go first.
+	MaxBytes int64
+	// Memory keeps the streams in memory instead of files (tests, dev mode).
+	Memory bool
+}
+
+// EnsureStreams creates the record stream (StreamRecord: every signal batch, on
+// hf.run.*.node.*) and the event stream (StreamEvents: every TaskEvent, on
+// hf.evt.*.*), or updates them to cfg. The record stream captures the core NATS
+// signal subjects, so a Batcher's plain publishes are recorded with no second send.
+func (c *Conn) EnsureStreams(ctx context.Context, cfg StreamConfig) error {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 7 * 24 * time.Hour
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = -1
+	}
+	storage := jetstream.FileStorage
+	if cfg.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: StreamRecord, Description: "hetflow: cross-node signal batches (edges and condition outcomes)", Subjects: []string{recordSubjects}},
+		{Name: StreamEvents, Description: "hetflow: per-task progress events", Subjects: []string{eventSubjects}},
+	} {
+		sc.Storage = storage
+		sc.Replicas = cfg.Replicas
+		sc.MaxAge = cfg.MaxAge
+		sc.MaxBytes = cfg.MaxBytes
+		sc.Retention = jetstream.LimitsPolicy
+		sc.Discard = jetstream.DiscardOld
+		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("%w: ensure stream %s: %w", ErrNoJetStream, sc.Name, err)
+		}
+	}
+	return nil
+}
+
+// PublishEvents records evs in the event stream and waits until every one is
+// stored, or ctx ends. Each goes to EventSubject(ev.Run, ev.Node).
+func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	futs := make([]jetstream.PubAckFuture, 0, len(evs))
+	var buf []byte
+	for i := range evs {
+		subj, err := EventSubject(evs[i].Run, evs[i].Node)
+		if err != nil {
+			return errors.Join(fmt.Errorf("transport: task event %d: %w", i, err), waitAcks(ctx, futs))
+		}
+		buf = evs[i].AppendWire(buf[:0])
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: append([]byte(nil), buf...)}, jetstream.WithExpectStream(StreamEvents))
+		if err != nil {
+			return errors.Join(fmt.Errorf("transport: publish task event on %s: %w", subj, err), waitAcks(ctx, futs))
+		}
+		futs = append(futs, f)
+	}
+	return waitAcks(ctx, futs)
+}
+
+// ReplaySignals reads the record of run from its first batch to the last one stored
+// when it catches up, in stream order, and hands each decodable batch to fn with
+// the node it was addressed to. node restricts it to batches for one node ("" for
+// all). Undecodable batches are counted and skipped. The Batch and its Outputs are
+// valid only during the call. fn's error stops the replay and is returned.
+//
+// A new owner of tasks replays the whole run (node "") and keeps the Signals whose
+// Dst it now owns; passing them through its Deduper drops what it already had.
+func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node string, b *Batch) error) error {
+	filter, err := RunSignalsFilter(run)
+	if err != nil {
+		return err
+	}
+	if node != "" {
+		if filter, err = SignalSubject(run, node); err != nil {
+			return err
+		}
+	}
+	var b Batch
+	return c.replay(ctx, StreamRecord, filter, func(m jetstream.Msg) error {
+		r, to, _ := parseSignalSubject(m.Subject())
+		if !c.decodeBatch(&b, m.Data(), r) {
+			return nil
+		}
+		return fn(to, &b)
+	})
+}
+
+// ReplayEvents reads every TaskEvent of run stored so far, in stream order (a
+// task's later events supersede its earlier ones). Undecodable events are counted
+// and skipped. fn's error stops the replay and is returned.
+func (c *Conn) ReplayEvents(ctx context.Context, run string, fn func(*TaskEvent) error) error {
+	filter, err := RunEventsFilter(run)
+	if err != nil {
+		return err
+	}
+	var e TaskEvent
+	return c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
+		if err := e.Decode(m.Data(), c.limits); err != nil {
+			c.countBad(err)
+			return nil
+		}
+		if e.Run != run {
+			c.stats.mismatched.Add(1)
+			return nil
+		}
+		return fn(&e)
+	})
+}
+
+// replay reads every message of stream matching filter through an ephemeral
+// consumer, until none is pending (caught up) or ctx ends.
+func (c *Conn) replay(ctx context.Context, stream, filter string, fn func(jetstream.Msg) error) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %w", ErrNoJetStream, stream, err)
+	}
+	cons, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject:     filter,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+	})
+	if err != nil {
+		return fmt.Errorf("transport: replay %s from %s: %w", filter, stream, err)
+	}
+	name := cons.CachedInfo().Name
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.DeleteConsumer(dctx, name) // else the server drops it after InactiveThreshold
+	}()
+	// Ask for exactly what is pending, so a fetch returns as soon as it is filled
+	// instead of waiting out its expiry.
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 {
+		wait := 2 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			if left := time.Until(dl); left < wait {
+				wait = left
+			}
+		}
+		if err := ctx.Err(); err != nil || wait <= time.Millisecond {
+			return fmt.Errorf("transport: replay %s: %d messages not read: %w", filter, pending, context.DeadlineExceeded)
+		}
+		batch, err := cons.Fetch(int(min(pending, 512)), jetstream.FetchMaxWait(wait))
+		if err != nil {
+			return fmt.Errorf("transport: replay %s: %w", filter, err)
+		}
+		var ferr error
+		for m := range batch.Messages() {
+			if ferr != nil {
+				continue // drain the batch
+			}
+			meta, err := m.Metadata()
+			if err != nil {
+				ferr = fmt.Errorf("transport: replay %s: %w", filter, err)
+				continue
+			}
+			if err := fn(m); err != nil {
+				ferr = err
+				continue
+			}
+			pending = meta.NumPending
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("transport: replay %s: %w", filter, err)
+		}
+	}
+	return nil
+}
+
+// PurgeRun deletes the record and the events of run from both streams.
+func (c *Conn) PurgeRun(ctx context.Context, run string) error {
+	sig, err := RunSignalsFilter(run)
+	if err != nil {
+		return err
+	}
+	evt, _ := RunEventsFilter(run)
+	for _, p := range []struct{ stream, filter string }{{StreamRecord, sig}, {StreamEvents, evt}} {
+		s, err := c.js.Stream(ctx, p.stream)
+		if err != nil {
+			return fmt.Errorf("%w: stream %s: %w", ErrNoJetStream, p.stream, err)
+		}
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(p.filter)); err != nil {
+			return fmt.Errorf("transport: purge %s from %s: %w", p.filter, p.stream, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+func TestReplaySignals(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	must(t, c.EnsureStreams(ctx, StreamConfig{MaxAge: time.Hour})) // idempotent, updates
+	// Nothing recorded yet: replay returns at once.
+	n := 0
+	must(t, c.ReplaySignals(ctx, "r1", "", func(string, *Batch) error { n++; return nil }))
+	if n != 0 {
+		t.Fatalf("empty replay saw %d", n)
+	}
+	b, err := c.NewBatcher("n1", WithLinger(0), WithMaxSignals(10), WithAck())
+	must(t, err)
+	for i := 0; i < 1200; i++ {
+		s := Signal{Run: "r1", Gen: 1, Src: 1, Dst: uint32(i % 3), Act: uint64(i/3 + 1), Kind: SignalEdge, Output: []byte("o")}
+		must(t, b.Add(ctx, fmt.Sprintf("n%d", 2+i%3), &s))
+	}
+	other := sigN("r2", 5)
+	for _, s := range other {
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	must(t, b.Close(ctx))
+	// Everything of r1, across several fetches, in order per destination.
+	per := map[string]uint64{}
+	total := 0
+	must(t, c.ReplaySignals(ctx, "r1", "", func(node string, bt *Batch) error {
+		for _, s := range bt.Signals {
+			if s.Run != "r1" || s.Act != per[node]+1 {
+				return fmt.Errorf("node %s: %+v after act %d", node, s, per[node])
+			}
+			per[node] = s.Act
+			total++
+		}
+		return nil
+	}))
+	if total != 1200 || per["n2"] != 400 || per["n3"] != 400 || per["n4"] != 400 {
+		t.Fatalf("replayed %d: %v", total, per)
+	}
+	// Only what was addressed to one node.
+	total = 0
+	must(t, c.ReplaySignals(ctx, "r1", "n3", func(node string, bt *Batch) error {
+		if node != "n3" {
+			return fmt.Errorf("batch for %s", node)
+		}
+		total += len(bt.Signals)
+		return nil
+	}))
+	if total != 400 {
+		t.Fatalf("n3 got %d", total)
+	}
+	// fn's error stops the replay.
+	stop := errors.New("stop")
+	if err := c.ReplaySignals(ctx, "r1", "", func(string, *Batch) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("err %v", err)
+	}
+	// Purging r1 leaves r2.
+	must(t, c.PurgeRun(ctx, "r1"))
+	total = 0
+	must(t, c.ReplaySignals(ctx, "r1", "", func(_ string, bt *Batch) error { total++; return nil }))
+	must(t, c.ReplaySignals(ctx, "r2", "", func(_ string, bt *Batch) error { total += 100 * len(bt.Signals); return nil }))
+	if total != 500 {
+		t.Fatalf("after purge: %d", total)
+	}
+	if err := c.ReplaySignals(ctx, "bad.run", "", nil); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("bad run: %v", err)
+	}
+}
+
+// A node takes over tasks after a failure: it replays the run's record for its
+// new tasks; its Deduper drops what it had already received live.
+func TestNewOwnerReplaysThroughDedup(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	b, err := c.NewBatcher("n1", WithLinger(0), WithAck())
+	must(t, err)
+	// Gen 1: task 2 lives on n2, task 3 on n3.
+	for act := uint64(1); act <= 5; act++ {
+		must(t, b.Add(ctx, "n2", &Signal{Run: "r", Gen: 1, Src: 1, Dst: 2, Act: act, Kind: SignalEdge}))
+		must(t, b.Add(ctx, "n3", &Signal{Run: "r", Gen: 1, Src: 1, Dst: 3, Act: act, Kind: SignalChoice}))
+	}
+	must(t, b.Flush(ctx))
+	// n3 dies; gen 2 moves task 3 to n2, which had seen all of task 2's edges.
+	d := NewDeduper()
+	for act := uint64(1); act <= 5; act++ {
+		d.Admit(&Signal{Run: "r", Gen: 1, Src: 1, Dst: 2, Act: act, Kind: SignalEdge})
+	}
+	d.SetGen("r", 2)
+	mine := map[uint32]bool{2: true, 3: true}
+	var got []Signal
+	must(t, c.ReplaySignals(ctx, "r", "", func(_ string, bt *Batch) error {
+		for i := range bt.Signals {
+			s := &bt.Signals[i]
+			if !mine[s.Dst] {
+				continue
+			}
+			// Replayed history is older than the fence; admit it as of now.
+			s.Gen = 2
+			if d.Admit(s) == Accept {
+				got = append(got, *s)
+			}
+		}
+		return nil
+	}))
+	if len(got) != 5 {
+		t.Fatalf("new owner accepted %d signals, want the 5 for task 3", len(got))
+	}
+	for _, s := range got {
+		if s.Dst != 3 || s.Kind != SignalChoice {
+			t.Fatalf("unexpected %+v", s)
+		}
+	}
+	// Task 1 re-runs under gen 2 and repeats its edges: all duplicates.
+	must(t, b.Add(ctx, "n2", &Signal{Run: "r", Gen: 2, Src: 1, Dst: 3, Act: 4, Kind: SignalChoice}))
+	must(t, b.Close(ctx))
+	if v := d.Admit(&Signal{Run: "r", Gen: 2, Src: 1, Dst: 3, Act: 4, Kind: SignalChoice}); v != Duplicate {
+		t.Fatalf("repeat after takeover: %v", v)
+	}
+}
+
+func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	start := time.Unix(1700000000, 0)
+	var evs []TaskEvent
+	for i := 0; i < 50; i++ {
+		evs = append(evs, TaskEvent{Run: "r1", Gen: 1, Task: uint32(i % 5), Node: "n1", State: TaskDone,
+			Act: uint64(i/5 + 1), Executions: uint64(i/5 + 1), Start: start, End: start.Add(time.Millisecond)})
+	}
+	evs[49].Output = []byte("sink")
+	must(t, c.PublishEvents(ctx, evs...))
+	must(t, c.PublishEvents(ctx, TaskEvent{Run: "r2", Node: "n2", State: TaskRunning}))
+	if err := c.PublishEvents(ctx, TaskEvent{Run: "r1", Node: "bad node"}); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("bad node: %v", err)
+	}
+	ts.restart()
+	eventually(t, "reconnect", func() bool { return c.Connected() })
+	// Rebuild the status of r1: the latest event per task wins.
+	latest := map[uint32]TaskEvent{}
+	count := 0
+	eventually(t, "replay after restart", func() bool {
+		count = 0
+		err := c.ReplayEvents(ctx, "r1", func(e *TaskEvent) error {
+			ev := *e
+			ev.Output = append([]byte(nil), e.Output...)
+			latest[e.Task] = ev
+			count++
+			return nil
+		})
+		return err == nil && count == 50
+	})
+	if len(latest) != 5 || latest[4].Act != 10 || string(latest[4].Output) != "sink" || !latest[0].Start.Equal(start) {
+		t.Fatalf("rebuilt status %+v", latest)
+	}
+}
+
+func TestNoJetStream(t *testing.T) {
+	ts := startServer(t, func(o *server.Options) { o.JetStream = false })
+	c := connect(t, ts.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.EnsureStreams(ctx, StreamConfig{}); !errors.Is(err, ErrNoJetStream) {
+		t.Errorf("EnsureStreams: %v", err)
+	}
+	if err := c.ReplaySignals(ctx, "r", "", func(string, *Batch) error { return nil }); !errors.Is(err, ErrNoJetStream) {
+		t.Errorf("ReplaySignals: %v", err)
+	}
+}
+
+func TestReplayCountsMalformed(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
+	subj, _ := SignalSubject("r1", "n2")
+	_, err := c.JetStream().Publish(ctx, subj, []byte("junk"))
+	must(t, err)
+	_, err = c.JetStream().Publish(ctx, subj, Encode(&Batch{From: "n1", Signals: sigN("r1", 2)}))
+	must(t, err)
+	evSubj, _ := EventSubject("r1", "n2")
+	_, err = c.JetStream().Publish(ctx, evSubj, []byte{0x91})
+	must(t, err)
+	n := 0
+	must(t, c.ReplaySignals(ctx, "r1", "", func(_ string, b *Batch) error { n += len(b.Signals); return nil }))
+	must(t, c.ReplayEvents(ctx, "r1", func(*TaskEvent) error { n += 100; return nil }))
+	if n != 2 || c.Stats().Malformed != 2 {
+		t.Fatalf("n=%d stats %+v", n, c.Stats())
+	}
+}

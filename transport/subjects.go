@@ -1,0 +1,135 @@
+package transport
+
+import "fmt"
+
+// Subject layout. Every id that becomes a subject token passes ValidateID.
+//
+//	hf.run.<run>.node.<node>   signal batches for one node in one run (core NATS;
+//	                           captured by the record stream, StreamRecord)
+//	hf.evt.<run>.<node>        TaskEvents a node publishes for a run (StreamEvents)
+//	hf.ctl.<node>              control messages to one node (core NATS)
+//	hf.ctl.all                 control messages to every node (core NATS)
+const (
+	subjectRoot = "hf"
+	// StreamRecord is the JetStream stream holding every signal batch: the durable
+	// record of inbound edges and condition outcomes.
+	StreamRecord = "HF_RECORD"
+	// StreamEvents is the JetStream stream holding every TaskEvent.
+	StreamEvents = "HF_EVENTS"
+
+	recordSubjects = subjectRoot + ".run.*.node.*"
+	eventSubjects  = subjectRoot + ".evt.*.*"
+	// BroadcastSubject reaches every node's control subscription.
+	BroadcastSubject = subjectRoot + ".ctl.all"
+)
+
+// MaxIDLen is the longest id ValidateID accepts, in bytes.
+const MaxIDLen = 128
+
+// ValidateID checks that id can be one subject token: 1..MaxIDLen bytes, no ASCII
+// control characters or spaces, no '.', '*' or '>'. what names the id in the error
+// ("run", "node").
+func ValidateID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: %s id is empty", ErrInvalidID, what)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w: %s id %.32q... is %d bytes, limit %d", ErrInvalidID, what, id, len(id), MaxIDLen)
+	}
+	if i := badIDByte(id); i >= 0 {
+		return fmt.Errorf("%w: %s id %q has %q at byte %d (no spaces, control characters, '.', '*' or '>')",
+			ErrInvalidID, what, id, id[i], i)
+	}
+	if what == "node" && id == "all" {
+		return fmt.Errorf("%w: node id %q is reserved for broadcast", ErrInvalidID, id)
+	}
+	return nil
+}
+
+func badIDByte[T string | []byte](id T) int {
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c <= ' ', c == 0x7f, c == '.', c == '*', c == '>':
+			return i
+		}
+	}
+	return -1
+}
+
+func validIDBytes(id []byte) bool {
+	return len(id) > 0 && len(id) <= MaxIDLen && badIDByte(id) < 0
+}
+
+// SignalSubject is the subject carrying signal batches of run to node.
+func SignalSubject(run, node string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run." + run + ".node." + node, nil
+}
+
+// RunSignalsFilter matches the signal batches of run to every node.
+func RunSignalsFilter(run string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run." + run + ".node.*", nil
+}
+
+// NodeSignalsFilter matches the signal batches of every run to node.
+func NodeSignalsFilter(node string) (string, error) {
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run.*.node." + node, nil
+}
+
+// EventSubject is the subject node publishes run's TaskEvents on.
+func EventSubject(run, node string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".evt." + run + "." + node, nil
+}
+
+// RunEventsFilter matches the TaskEvents of run from every node.
+func RunEventsFilter(run string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".evt." + run + ".*", nil
+}
+
+// ControlSubject is the subject control messages to node travel on.
+func ControlSubject(node string) (string, error) {
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".ctl." + node, nil
+}
+
+// parseSignalSubject returns the run and node tokens of a signal subject.
+func parseSignalSubject(subj string) (run, node string, ok bool) {
+	const pre = subjectRoot + ".run."
+	if len(subj) <= len(pre) || subj[:len(pre)] != pre {
+		return "", "", false
+	}
+	rest := subj[len(pre):]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '.' {
+			run, rest = rest[:i], rest[i+1:]
+			const mid = "node."
+			if len(rest) <= len(mid) || rest[:len(mid)] != mid {
+				return "", "", false
+			}
+			return run, rest[len(mid):], true
+		}
+	}
+	return "", "", false
+}

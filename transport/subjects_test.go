@@ -1,0 +1,85 @@
+package transport
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateID(t *testing.T) {
+	for _, tc := range []struct {
+		what, id string
+		ok       bool
+		msg      string
+	}{
+		{"run", "r-1_A", true, ""},
+		{"node", "n1", true, ""},
+		{"run", "ünïcode", true, ""},
+		{"run", "", false, "run id is empty"},
+		{"run", "a.b", false, `'.' at byte 1`},
+		{"node", "a b", false, `' ' at byte 1`},
+		{"node", "a*", false, `'*' at byte 1`},
+		{"node", ">", false, `'>' at byte 0`},
+		{"node", "a\tb", false, `'\t'`},
+		{"node", "all", false, "reserved"},
+		{"run", "all", true, ""},
+		{"run", strings.Repeat("x", MaxIDLen+1), false, "limit 128"},
+	} {
+		err := ValidateID(tc.what, tc.id)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateID(%q, %q) = %v, want ok=%v", tc.what, tc.id, err, tc.ok)
+			continue
+		}
+		if err != nil && (!errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tc.msg)) {
+			t.Errorf("ValidateID(%q, %q) = %q, want ErrInvalidID mentioning %q", tc.what, tc.id, err, tc.msg)
+		}
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	must := func(s string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := must(SignalSubject("r1", "n2")); got != "hf.run.r1.node.n2" {
+		t.Errorf("SignalSubject = %q", got)
+	}
+	if got := must(RunSignalsFilter("r1")); got != "hf.run.r1.node.*" {
+		t.Errorf("RunSignalsFilter = %q", got)
+	}
+	if got := must(NodeSignalsFilter("n2")); got != "hf.run.*.node.n2" {
+		t.Errorf("NodeSignalsFilter = %q", got)
+	}
+	if got := must(EventSubject("r1", "n2")); got != "hf.evt.r1.n2" {
+		t.Errorf("EventSubject = %q", got)
+	}
+	if got := must(RunEventsFilter("r1")); got != "hf.evt.r1.*" {
+		t.Errorf("RunEventsFilter = %q", got)
+	}
+	if got := must(ControlSubject("n2")); got != "hf.ctl.n2" {
+		t.Errorf("ControlSubject = %q", got)
+	}
+	for _, f := range []func() (string, error){
+		func() (string, error) { return SignalSubject("r.1", "n") },
+		func() (string, error) { return SignalSubject("r", "") },
+		func() (string, error) { return EventSubject("r", "n*") },
+		func() (string, error) { return ControlSubject("all") },
+		func() (string, error) { return RunSignalsFilter(">") },
+	} {
+		if _, err := f(); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("want ErrInvalidID, got %v", err)
+		}
+	}
+	run, node, ok := parseSignalSubject("hf.run.r1.node.n2")
+	if !ok || run != "r1" || node != "n2" {
+		t.Errorf("parse = %q %q %v", run, node, ok)
+	}
+	for _, bad := range []string{"hf.run.", "hf.run.r1", "hf.run.r1.nod.n2", "hf.evt.r.n", "x"} {
+		if _, _, ok := parseSignalSubject(bad); ok {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}

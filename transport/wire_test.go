@@ -1,0 +1,247 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func sampleMessages() []Message {
+	big := bytes.Repeat([]byte{0xab}, 70000) // bin32
+	return []Message{
+		&Signal{Run: "r1", Gen: 3, Src: 7, Dst: 9, Act: 1, Kind: SignalEdge, Output: []byte("out")},
+		&Signal{Run: "r1", Gen: math.MaxUint64, Src: math.MaxUint32, Dst: 0, Act: math.MaxUint64, Kind: SignalChoice},
+		&Signal{Run: strings.Repeat("x", MaxIDLen), Gen: 0, Src: 1, Dst: 2, Act: 300, Kind: SignalEdge, Output: []byte{}},
+		&Signal{Run: "r", Gen: 1 << 40, Src: 70000, Dst: 200, Act: 65536, Kind: SignalEdge, Output: big},
+		&Batch{From: "n1", Seq: 1},
+		&Batch{From: "n1", Seq: 99, Signals: []Signal{
+			{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge, Output: []byte{1, 2, 3}},
+			{Run: "r1", Gen: 1, Src: 1, Dst: 3, Act: 1, Kind: SignalChoice},
+			{Run: "r2", Gen: 2, Src: 4, Dst: 5, Act: 2, Kind: SignalEdge, Output: bytes.Repeat([]byte{9}, 300)},
+		}},
+		&TaskEvent{Run: "r1", Gen: 2, Task: 5, Name: "body/child", Node: "n2", State: TaskDone, Act: 10, Executions: 11,
+			Output: []byte("sum"), Error: "", Start: time.Unix(100, 5), End: time.Unix(-5, 0)},
+		&TaskEvent{Run: "r1", Node: "n2", State: TaskFailed, Error: strings.Repeat("e", 40000)},
+		&Assignment{Run: "r1", Gen: 4, Nodes: []string{"n1", "n2"}, Owner: []uint32{0, 1, 1, 0}, Flow: []byte("{flow}")},
+		&Assignment{Run: "r1", Gen: 4},
+		&Cancel{Run: "r1", Gen: 2, Reason: "user asked"},
+		&TermReport{Run: "r1", Gen: 2, Node: "n3", Wave: 17, Sent: 1 << 33, Received: 12, Idle: true},
+		&Envelope{Kind: "hello", Node: "n1", Body: []byte{0}},
+		&Envelope{Kind: "drain", Run: "r9"},
+	}
+}
+
+func decodeInto(t *testing.T, m Message, data []byte) Message {
+	t.Helper()
+	out := reflect.New(reflect.TypeOf(m).Elem()).Interface().(interface {
+		Message
+		Decode([]byte, Limits) error
+	})
+	if err := out.Decode(data, Limits{}); err != nil {
+		t.Fatalf("%T: decode: %v", m, err)
+	}
+	return out
+}
+
+// normalize makes times comparable with reflect.DeepEqual (locations differ).
+func normalize(m Message) Message {
+	if e, ok := m.(*TaskEvent); ok {
+		c := *e
+		if !c.Start.IsZero() {
+			c.Start = time.Unix(0, c.Start.UnixNano())
+		}
+		if !c.End.IsZero() {
+			c.End = time.Unix(0, c.End.UnixNano())
+		}
+		return &c
+	}
+	return m
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range sampleMessages() {
+		data := Encode(m)
+		got := decodeInto(t, m, data)
+		if !reflect.DeepEqual(normalize(got), normalize(m)) {
+			t.Errorf("%T round trip:\n got %+v\nwant %+v", m, got, m)
+		}
+		// The generic decoder agrees.
+		any, err := Decode(data, Limits{})
+		if err != nil {
+			t.Fatalf("%T: Decode: %v", m, err)
+		}
+		if any.Type() != m.Type() || !reflect.DeepEqual(normalize(any), normalize(m)) {
+			t.Errorf("%T: Decode gave %T %+v", m, any, any)
+		}
+		if typ, err := PeekType(data); err != nil || typ != m.Type() {
+			t.Errorf("%T: PeekType = %v, %v", m, typ, err)
+		}
+	}
+}
+
+func TestNilAndEmptyOutputsStayDistinct(t *testing.T) {
+	for _, out := range [][]byte{nil, {}} {
+		s := Signal{Run: "r", Act: 1, Kind: SignalEdge, Output: out}
+		got, err := DecodeSignal(Encode(&s), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.Output == nil) != (out == nil) {
+			t.Errorf("output %#v came back as %#v", out, got.Output)
+		}
+	}
+}
+
+// The encoding is standard msgpack: a generic decoder reads the same fields.
+func TestWireIsStandardMsgpack(t *testing.T) {
+	s := &Signal{Run: "r1", Gen: 3, Src: 7, Dst: 9, Act: 1000, Kind: SignalChoice, Output: []byte("o")}
+	var v []any
+	if err := msgpack.Unmarshal(Encode(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	want := []any{int8(1), int8(1), "r1", int8(3), int8(7), int8(9), uint16(1000), int8(2), []byte("o")}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("generic msgpack sees %#v, want %#v", v, want)
+	}
+	// And the msgpack hooks use the hand-written codec.
+	data, err := msgpack.Marshal(s)
+	if err != nil || !bytes.Equal(data, Encode(s)) {
+		t.Fatalf("msgpack.Marshal = %x, %v; want %x", data, err, Encode(s))
+	}
+	var back Signal
+	if err := msgpack.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, s) {
+		t.Fatalf("msgpack.Unmarshal = %+v, %v", back, err)
+	}
+	bt := &Batch{From: "n", Seq: 2, Signals: []Signal{*s, *s}}
+	data, err = msgpack.Marshal(bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bback Batch
+	if err := msgpack.Unmarshal(data, &bback); err != nil || !reflect.DeepEqual(&bback, bt) {
+		t.Fatalf("batch via msgpack = %+v, %v", bback, err)
+	}
+	if err := msgpack.Unmarshal([]byte{0x93, 1, 1}, &back); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short signal through msgpack.Unmarshal: %v", err)
+	}
+}
+
+// Every strict prefix of every valid message is rejected as malformed, and so is
+// any valid message with a byte appended.
+func TestTruncatedAndTrailing(t *testing.T) {
+	for _, m := range sampleMessages() {
+		data := Encode(m)
+		step := 1
+		if len(data) > 2000 {
+			step = 97
+		}
+		for n := 0; n < len(data); n += step {
+			if _, err := Decode(data[:n], Limits{}); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%T truncated to %d of %d bytes: err %v", m, n, len(data), err)
+			}
+		}
+		if _, err := Decode(append(append([]byte{}, data...), 0), Limits{}); !errors.Is(err, ErrMalformed) ||
+			!strings.Contains(err.Error(), "trailing") {
+			t.Fatalf("%T with a trailing byte: %v", m, err)
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	sig := func(mut func(*Signal)) []byte {
+		s := Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge, Output: []byte("x")}
+		mut(&s)
+		return Encode(&s)
+	}
+	raw := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	cases := []struct {
+		name     string
+		data     []byte
+		lim      Limits
+		oversize bool
+		want     string
+	}{
+		{name: "empty", data: nil, want: "truncated"},
+		{name: "not an array", data: []byte{0xa1, 'x'}, want: "want an array"},
+		{name: "unknown type", data: []byte{0x92, 42, 1}, want: "unknown message type 42"},
+		{name: "unknown version", data: raw([]byte{0x99, 1, 2}, sig(func(*Signal) {})[3:]), want: "unsupported version 2"},
+		{name: "wrong field count", data: []byte{0x93, 1, 1, 0xa1, 'r'}, want: "want 9 fields, found 3"},
+		{name: "act zero", data: sig(func(s *Signal) { s.Act = 0 }), want: "activation 0"},
+		{name: "bad kind", data: sig(func(s *Signal) { s.Kind = 9 }), want: "unknown signal kind 9"},
+		{name: "run with dot", data: sig(func(s *Signal) { s.Run = "a.b" }), want: "not a valid id"},
+		{name: "empty run", data: sig(func(s *Signal) { s.Run = "" }), want: "not a valid id"},
+		{name: "run too long", data: sig(func(s *Signal) { s.Run = strings.Repeat("r", MaxIDLen+1) }), oversize: true},
+		{name: "output over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 11) }), lim: Limits{MaxOutput: 10}, oversize: true},
+		{name: "message over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 100) }), lim: Limits{MaxMessage: 50}, oversize: true},
+		{name: "batch over limit", data: Encode(&Batch{From: "n", Signals: make([]Signal, 3)}), lim: Limits{MaxBatch: 2}, oversize: true},
+		{name: "batch claims huge length", data: []byte{0x95, 2, 1, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
+		{name: "bin claims huge length", data: raw(sig(func(s *Signal) { s.Output = nil })[:len(sig(func(s *Signal) { s.Output = nil }))-1], []byte{0xc6, 0x7f, 0, 0, 0}), lim: Limits{MaxOutput: math.MaxInt32, MaxMessage: math.MaxInt32}, want: "truncated"},
+		{name: "negative gen", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0xff}, make([]byte, 8)), want: "negative"},
+		{name: "src over 32 bits", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}), want: "32 bits"},
+		{name: "string where int", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0xa1, 'g'}, make([]byte, 8)), want: "want an unsigned integer"},
+		{name: "owner out of range", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0, 1}}), want: "only 1 nodes"},
+		{name: "bad state", data: raw(Encode(&TaskEvent{Run: "r", Node: "n"})[:10], []byte{9}, Encode(&TaskEvent{Run: "r", Node: "n"})[11:]), want: "unknown task state"},
+		{name: "envelope without kind", data: Encode(&Envelope{}), want: "kind: empty"},
+		{name: "bool expected", data: raw(Encode(&TermReport{Run: "r", Node: "n"})[:len(Encode(&TermReport{Run: "r", Node: "n"}))-1], []byte{1}), want: "want a bool"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.data, tc.lim)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("err %v, want ErrMalformed", err)
+			}
+			if errors.Is(err, ErrOversized) != tc.oversize {
+				t.Errorf("ErrOversized = %v, want %v (%v)", !tc.oversize, tc.oversize, err)
+			}
+			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Non-minimal but legal encodings are accepted (the Batcher writes some).
+func TestNonMinimalEncodings(t *testing.T) {
+	// [1, 1, "r", gen=int8 5, src=uint32 1, dst=uint16 2, act=int64 3, kind, nil]
+	data := []byte{0xdc, 0, 9, 0xcc, 1, 1, 0xd9, 1, 'r', 0xd0, 5, 0xce, 0, 0, 0, 1, 0xcd, 0, 2,
+		0xd3, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0xc0}
+	s, err := DecodeSignal(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Signal{Run: "r", Gen: 5, Src: 1, Dst: 2, Act: 3, Kind: SignalEdge}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("got %+v want %+v", s, want)
+	}
+}
+
+func TestAssignmentHelpers(t *testing.T) {
+	a := Assignment{Run: "r", Nodes: []string{"a", "b"}, Owner: []uint32{1, 0, 1}}
+	if got := a.TasksOf("b"); !reflect.DeepEqual(got, []uint32{0, 2}) {
+		t.Errorf("TasksOf(b) = %v", got)
+	}
+	if got := a.TasksOf("zz"); got != nil {
+		t.Errorf("TasksOf(zz) = %v", got)
+	}
+	if a.NodeOf(1) != "a" || a.NodeOf(3) != "" {
+		t.Errorf("NodeOf wrong: %q %q", a.NodeOf(1), a.NodeOf(3))
+	}
+}
+
+func TestDecodeIntoReusedBatch(t *testing.T) {
+	var b Batch
+	big := Encode(&Batch{From: "n", Signals: []Signal{{Run: "a", Act: 1, Kind: 1}, {Run: "a", Act: 2, Kind: 1}}})
+	small := Encode(&Batch{From: "m", Seq: 2, Signals: []Signal{{Run: "b", Act: 5, Kind: 2}}})
+	if err := b.Decode(big, Limits{}); err != nil || len(b.Signals) != 2 {
+		t.Fatal(err, b)
+	}
+	if err := b.Decode(small, Limits{}); err != nil || len(b.Signals) != 1 || b.Signals[0].Run != "b" || b.From != "m" {
+		t.Fatalf("%v %+v", err, b)
+	}
+}
