@@ -212,14 +212,19 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 	k := len(ready)
 	if k == 0 {
 		w.flush()
+		// Read what idle needs before giving the count back: once it is
+		// back, the frame may finish and a root frame be reused by the
+		// taskflow's next run.
+		var open *OpenRun
+		if f.kind == frameRoot {
+			open = f.topo.open
+		}
 		v := f.pending.Add(-1)
 		if v == 0 {
 			return w.frameDone(f)
 		}
-		if v == 1 && f.kind == frameRoot {
-			if o := f.topo.open; o != nil {
-				o.idle()
-			}
+		if v == 1 && open != nil {
+			open.idle()
 		}
 		return nil
 	}
@@ -334,12 +339,11 @@ func (w *worker) startIteration(t *topology) *node {
 				return w.finalize(t)
 			}
 		}
+		t.root.topo = t
 		if t.open != nil {
-			t.root.kind, t.root.topo = frameRoot, t
 			return w.startOpen(t)
 		}
 		if len(t.tf.graph.nodes) > 0 {
-			t.root.kind, t.root.topo = frameRoot, t
 			return w.scheduleGraph(t.root, &t.tf.graph, true)
 		}
 		if t.remaining > 0 {
