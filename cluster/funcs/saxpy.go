@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"sync/atomic"
 )
-
-// spinSink keeps spin's arithmetic from being optimised away.
-var spinSink atomic.Uint64
 
 // SaxpyArgs reads saxpy's arguments: n (default DefaultSaxpyN, at most
 // MaxSaxpyN) and a (default DefaultSaxpyA, a finite float32).

@@ -60,7 +60,7 @@ type Edge struct {
 func (v *Vertex) Name() string { return v.Task.Name }
 
 // MaxVertices bounds the size of an expanded graph.
-const MaxVertices = 1 << 22
+const MaxVertices = 1 << 20
 
 // Expand validates the file's structure and returns the graph of its first
 // flow with every module task's flow inlined, recursively, as tasks named
@@ -88,6 +88,11 @@ func (f *File) build(name string, expand bool) (*Graph, error) {
 	if fl == nil {
 		return nil, Errors{{File: f.Path, Flow: name, Msg: fmt.Sprintf("no flow %q in the file", name), Kind: ErrUnknownFlow}}
 	}
+	if expand {
+		if n := f.expandedSize(fl.Name, map[string]int{}); n > MaxVertices {
+			return nil, Errors{{File: f.Path, Flow: name, Msg: fmt.Sprintf("expanding modules gives over %d tasks", MaxVertices), Kind: ErrTooLarge}}
+		}
+	}
 	g := &Graph{Name: fl.Name, Timeout: fl.Timeout, byPath: map[string]int{}}
 	graphs := map[string]*flowGraph{}
 	if err := g.instantiate(f, fl, "", -1, expand, graphs); err != nil {
@@ -109,6 +114,27 @@ func (fl *Flow) Graph() (*Graph, error) {
 	return g, nil
 }
 
+// expandedSize counts the vertices Expand would make (saturating above
+// MaxVertices); the file has no module cycles.
+func (f *File) expandedSize(name string, memo map[string]int) int {
+	if n, ok := memo[name]; ok {
+		return n
+	}
+	fl := f.Flow(name)
+	n := len(fl.Tasks)
+	for i := range fl.Tasks {
+		if fl.Tasks[i].Kind == KindModule {
+			n += f.expandedSize(fl.Tasks[i].Flow, memo)
+			if n > MaxVertices {
+				n = MaxVertices + 1
+				break
+			}
+		}
+	}
+	memo[name] = n
+	return n
+}
+
 func (g *Graph) instantiate(f *File, fl *Flow, prefix string, parent int, expand bool, graphs map[string]*flowGraph) error {
 	fg := graphs[fl.Name]
 	if fg == nil {
@@ -119,6 +145,7 @@ func (g *Graph) instantiate(f *File, fl *Flow, prefix string, parent int, expand
 		return Errors{{Flow: fl.Name, Msg: fmt.Sprintf("expanding modules gives over %d tasks", MaxVertices), Kind: ErrTooLarge}}
 	}
 	base := len(g.Vertices)
+	g.Vertices = slices.Grow(g.Vertices, len(fl.Tasks))
 	for i := range fl.Tasks {
 		t := fl.Tasks[i]
 		t.Kind = t.Kind.Or()

@@ -43,7 +43,7 @@ const (
 	// MaxFileSize is the largest flow file Parse accepts.
 	MaxFileSize = 32 << 20
 	maxDepth    = 64
-	maxNodes    = 1 << 20
+	maxAliased  = 1 << 18 // nodes produced by expanding aliases
 )
 
 func (n *node) describe() string {
@@ -73,8 +73,8 @@ func (n *node) describe() string {
 // --- YAML ---
 
 type yamlConv struct {
-	nodes  int
-	active map[*yaml.Node]bool // aliases being expanded (cycle guard)
+	aliased int                 // nodes produced under aliases so far
+	active  map[*yaml.Node]bool // aliases being expanded (cycle guard)
 }
 
 func treeFromYAML(data []byte) (root *node, err error) {
@@ -109,9 +109,11 @@ type lineError struct {
 func (e *lineError) Error() string { return e.msg }
 
 func (c *yamlConv) conv(y *yaml.Node, depth int) (*node, error) {
-	c.nodes++
-	if c.nodes > maxNodes {
-		return nil, &lineError{line: y.Line, msg: "document too large (aliases expand to over a million nodes)"}
+	if len(c.active) > 0 {
+		c.aliased++
+		if c.aliased > maxAliased {
+			return nil, &lineError{line: y.Line, msg: fmt.Sprintf("aliases expand to over %d nodes", maxAliased)}
+		}
 	}
 	if depth > maxDepth {
 		return nil, &lineError{line: y.Line, msg: fmt.Sprintf("nested deeper than %d levels", maxDepth)}
@@ -252,7 +254,6 @@ func (c *yamlConv) scalar(y *yaml.Node) (*node, error) {
 type jsonConv struct {
 	dec   *json.Decoder
 	lines []int // offsets of '\n'
-	nodes int
 }
 
 func treeFromJSON(data []byte) (*node, error) {
@@ -304,11 +305,7 @@ func (c *jsonConv) value(depth int) (*node, error) {
 }
 
 func (c *jsonConv) from(tok json.Token, depth int) (*node, error) {
-	c.nodes++
 	line := c.lineAt(c.dec.InputOffset())
-	if c.nodes > maxNodes {
-		return nil, &lineError{line: line, msg: "document too large"}
-	}
 	if depth > maxDepth {
 		return nil, &lineError{line: line, msg: fmt.Sprintf("nested deeper than %d levels", maxDepth)}
 	}

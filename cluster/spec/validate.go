@@ -437,7 +437,7 @@ func checkStrongCycles(c *collector, g *flowGraph) {
 		names = append(names, names[0])
 		t := &g.flow.Tasks[decl.declTask]
 		c.add(&Error{Flow: g.flow.Name, Task: t.Name, Index: taskIndex(t, decl.declTask), Field: decl.field, Line: t.pos.item(decl.field, decl.item),
-			Msg: "cycle with no condition task on it: " + strings.Join(names, " -> "), Kind: ErrCycle})
+			Msg: "cycle with no condition task on it: " + cyclePath(names), Kind: ErrCycle})
 	}
 }
 
@@ -475,11 +475,23 @@ func checkModuleCycles(c *collector, f *File, flows map[string]*Flow) {
 			t := &from.Tasks[i]
 			if t.Kind == KindModule && t.Flow == next {
 				c.add(&Error{Flow: from.Name, Task: t.Name, Index: taskIndex(t, i), Field: "flow", Line: t.pos.field("flow"),
-					Msg: "flows compose each other in a cycle: " + strings.Join(names, " -> "), Kind: ErrModuleCycle})
+					Msg: "flows compose each other in a cycle: " + cyclePath(names), Kind: ErrModuleCycle})
 				break
 			}
 		}
 	}
+}
+
+// cyclePath spells a cycle (its first name repeated at the end), eliding the
+// middle of a long one.
+func cyclePath(names []string) string {
+	const keep = 5
+	if len(names) <= 2*keep+1 {
+		return strings.Join(names, " -> ")
+	}
+	head := strings.Join(names[:keep], " -> ")
+	tail := strings.Join(names[len(names)-keep:], " -> ")
+	return fmt.Sprintf("%s -> ... (%d more) -> %s", head, len(names)-2*keep, tail)
 }
 
 // components returns the strongly connected components of a graph of n

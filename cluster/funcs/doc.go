@@ -1,0 +1,76 @@
+// Package funcs is the registry of functions hetflow nodes run, and the
+// built-ins every node has (DESIGN §5a). A node binary is built with the
+// user's functions: it starts from Default() and registers its own.
+//
+// # Registering
+//
+//	reg := funcs.Default()
+//	reg.MustRegister(funcs.Entry{
+//		Name:  "resize",
+//		Kind:  spec.KindStatic,                      // or condition, multicondition, subflow
+//		CPU:   func(ctx context.Context, c *funcs.Call) (funcs.Result, error) { ... },
+//		Check: func(a funcs.Args) error { _, err := a.NonNeg("width", 0); return err },
+//	})
+//	reg.SetGPU("saxpy", deviceBody)                 // attach a GPU body (the node's gpu glue)
+//
+// A *Registry is a spec.Catalog: spec validation uses it to check that every
+// func exists, fits the task's kind and domain, and accepts its arguments.
+//
+// # Calling
+//
+// The node runs a task's function with Registry.Invoke(ctx, name, call):
+//
+//   - ctx is cancelled when the run is cancelled or times out (and carries
+//     the task's per-activation timeout);
+//   - Call.Args are the task's arguments, read with the Args getters, which
+//     fail with errors like `task "body": args: "us" must be a non-negative
+//     integer, got "abc"`;
+//   - Call.Inputs holds the outputs of the task's strong predecessors (by
+//     declared name, each from its latest activation);
+//   - Call.Activation counts the task's activations in the run (1 first);
+//     Call.Attempt counts re-executions of one activation;
+//   - Call.State is the Result.State of the task's previous activation.
+//
+// A function returns a Result: Output bytes (static), Choice (condition),
+// Choices (multicondition) or Children (subflow), and optional State.
+// Invoke drops the fields the function's kind does not use.
+//
+// # Replay and per-run state
+//
+// Functions must be deterministic in (Task, Args, Inputs, Activation, State)
+// (coin without a seed is the exception; its outcomes are recorded). The
+// runtime records Result.State with each activation's outcome and hands it
+// to the next activation, on whatever node that runs, so a task replayed
+// after a failover continues exactly where it was. loop is built this way:
+// its state counts the activations since it last returned 1.
+//
+// # Subflows
+//
+// A subflow function returns Children, static tasks naming registered
+// functions, with Succeed edges among them. The node turns them into a
+// localexec Subflow of the subflow task (joined: the parent's successors
+// wait for every child), each child called with Task = child name, Path =
+// "parent/child", the parent's Activation, and its Succeed children's
+// outputs as Inputs. Invoke checks them with CheckChildren.
+//
+// # Built-ins
+//
+//	noop                 nothing
+//	spin {us}            busy CPU work for us microseconds (honours ctx)
+//	sleep {ms}           sleeps (honours ctx)
+//	hash                 SHA-256(task name ‖ strong predecessors' outputs in ascending byte order of their names); 32 bytes
+//	loop {n}             condition: 0 on n activations in a row, then 1 (state in Result.State)
+//	coin {p, seed}       condition: 0 with probability p (default 0.5), else 1; seeded draw = CoinDraw(seed, task, activation)
+//	fail {msg, times}    returns an error (ErrFailed); with times: k only while Attempt < k
+//	panic {msg}          panics
+//	saxpy {n, a}         y = a·x + y over float32 x[i]=(i mod 97)/97, y[i]=(i mod 89)/89; output the float64 sum of y, 8 bytes LE
+//	fanout {n, us}       subflow: n spin {us} children named "0".."n-1"
+//	pick {choices}       multicondition: returns the given indices
+//	blob {n}             outputs n bytes (byte i = i mod 256), for traffic tests
+//
+// Only hash, saxpy and blob produce output. saxpy's GPU body in Default() is
+// the host computation (so flows with domain gpu run before a device body
+// is attached with SetGPU); a device body must round a·x to float32 before
+// adding (no fused multiply-add) and sum y on the host in index order, to
+// give the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
+package funcs

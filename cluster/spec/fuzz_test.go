@@ -1,0 +1,75 @@
+package spec_test
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+func seeds(f *testing.F, ext string) {
+	for _, dir := range []string{"testdata/valid", "testdata/invalid", "examples"} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
+		for _, p := range m {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+}
+
+// fuzzOne checks that parsing never panics, that every error is a spec
+// error, and that whatever parses survives validation, expansion, DOT output
+// and a round trip through both formats unchanged.
+func fuzzOne(t *testing.T, data []byte, format spec.Format) {
+	file, err := spec.ParseFormat("fuzz", data, format)
+	if err != nil {
+		if !errors.Is(err, spec.ErrInvalid) {
+			t.Fatalf("parse error is not ErrInvalid: %v", err)
+		}
+		return
+	}
+	res := &spec.Resources{Nodes: map[string]spec.NodeRes{"n1": {CPUs: 1}, "n2": {CPUs: 2, GPUs: 2}}}
+	if err := file.Validate(spec.Options{Funcs: funcs.Default(), Resources: res}); err != nil && !errors.Is(err, spec.ErrInvalid) {
+		t.Fatalf("validate error is not ErrInvalid: %v", err)
+	}
+	if g, err := file.Expand(); err == nil {
+		g.LoopGroups()
+		if err := g.Dump(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec.StripPositions(file)
+	for _, out := range []spec.Format{spec.FormatYAML, spec.FormatJSON} {
+		text, err := spec.Marshal(file, out)
+		if err != nil {
+			t.Fatalf("marshal %v: %v", out, err)
+		}
+		back, err := spec.ParseFormat("fuzz", text, out)
+		if err != nil {
+			t.Fatalf("reparse %v: %v\n%s", out, err, text)
+		}
+		spec.StripPositions(back)
+		if !reflect.DeepEqual(back.Flows, file.Flows) {
+			t.Fatalf("round trip through %v changed the file:\n%s\n%#v\n%#v", out, text, back.Flows, file.Flows)
+		}
+	}
+}
+
+func FuzzParseYAML(f *testing.F) {
+	seeds(f, ".yaml")
+	f.Fuzz(func(t *testing.T, data []byte) { defer watchdog(data)(); fuzzOne(t, data, spec.FormatYAML) })
+}
+
+func FuzzParseJSON(f *testing.F) {
+	seeds(f, ".json")
+	f.Add([]byte(`{"flows":[{"name":"a","tasks":[{"name":"x","func":"noop","args":{"k":[1,2.5,"s",null,{"z":true}]}}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) { defer watchdog(data)(); fuzzOne(t, data, spec.FormatJSON) })
+}
