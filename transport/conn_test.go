@@ -89,7 +89,12 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	ts := startServer(t)
 	c := connect(t, ts.url)
+	sub, err := c.SubscribeSignals("n1", nil, func(string, []Signal) {})
+	must(t, err)
 	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(testCtx(t)); err != nil { // already ended with the Conn
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {

@@ -116,20 +116,17 @@ func (l Limits) withDefaults() Limits {
 	return d
 }
 
-// newReader checks the message size and the [type, version, ...] header.
-func newReader(data []byte, lim Limits, t Type, fields int) (*reader, error) {
-	lim = lim.withDefaults()
-	r := &reader{b: data, lim: &lim, msg: t.String()}
-	if len(data) > lim.MaxMessage {
-		return nil, r.oversized("message size", len(data), lim.MaxMessage)
+// init checks the message size and the [type, version, ...] header. The reader
+// lives on the caller's stack.
+func (r *reader) init(data []byte, lim Limits, t Type, fields int) error {
+	*r = reader{b: data, lim: lim.withDefaults(), msg: t.String()}
+	if len(data) > r.lim.MaxMessage {
+		return r.oversized("message size", len(data), r.lim.MaxMessage)
 	}
 	if err := r.fields(t.String(), 2+fields); err != nil {
-		return nil, err
+		return err
 	}
-	if err := r.header(t); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r.header(t)
 }
 
 func (r *reader) header(t Type) error {
@@ -306,11 +303,11 @@ func (s *Signal) decodeFields(r *reader, prevRun string) error {
 
 // Decode decodes a Signal message into s. Output aliases data.
 func (s *Signal) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeSignal, signalFields)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeSignal, signalFields); err != nil {
 		return err
 	}
-	if err := s.decodeFields(r, ""); err != nil {
+	if err := s.decodeFields(&r, ""); err != nil {
 		return err
 	}
 	return r.end()
@@ -369,10 +366,11 @@ func (bt *Batch) AppendWire(b []byte) []byte {
 // Decode decodes a Batch message into bt, reusing bt.Signals' storage. Outputs
 // alias data.
 func (bt *Batch) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeBatch, batchFields)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeBatch, batchFields); err != nil {
 		return err
 	}
+	var err error
 	if bt.From, err = r.id("from"); err != nil {
 		return err
 	}
@@ -393,7 +391,7 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 		if err := r.fields("signal", signalFields); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
-		if err := bt.Signals[i].decodeFields(r, prev); err != nil {
+		if err := bt.Signals[i].decodeFields(&r, prev); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
 		prev = bt.Signals[i].Run
@@ -498,10 +496,11 @@ func (e *TaskEvent) AppendWire(b []byte) []byte {
 
 // Decode decodes a TaskEvent into e. Output aliases data.
 func (e *TaskEvent) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeTaskEvent, taskEventFields)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeTaskEvent, taskEventFields); err != nil {
 		return err
 	}
+	var err error
 	if e.Run, err = r.id("run"); err != nil {
 		return err
 	}
@@ -612,10 +611,11 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 // Decode decodes an Assignment into a (Flow is copied). Every owner must name one of
 // Nodes.
 func (a *Assignment) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeAssignment, assignmentFields)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeAssignment, assignmentFields); err != nil {
 		return err
 	}
+	var err error
 	if a.Run, err = r.id("run"); err != nil {
 		return err
 	}
@@ -679,10 +679,11 @@ func (c *Cancel) AppendWire(b []byte) []byte {
 
 // Decode decodes a Cancel into c.
 func (c *Cancel) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeCancel, 3)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeCancel, 3); err != nil {
 		return err
 	}
+	var err error
 	if c.Run, err = r.id("run"); err != nil {
 		return err
 	}
@@ -729,10 +730,11 @@ func (t *TermReport) AppendWire(b []byte) []byte {
 
 // Decode decodes a TermReport into t.
 func (t *TermReport) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeTermReport, 7)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeTermReport, 7); err != nil {
 		return err
 	}
+	var err error
 	if t.Run, err = r.id("run"); err != nil {
 		return err
 	}
@@ -782,10 +784,11 @@ func (e *Envelope) AppendWire(b []byte) []byte {
 
 // Decode decodes an Envelope into e (Body is copied).
 func (e *Envelope) Decode(data []byte, lim Limits) error {
-	r, err := newReader(data, lim, TypeEnvelope, 4)
-	if err != nil {
+	var r reader
+	if err := r.init(data, lim, TypeEnvelope, 4); err != nil {
 		return err
 	}
+	var err error
 	if e.Kind, err = r.str("kind", r.lim.MaxText); err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func appendBin(b []byte, v []byte) []byte {
 type reader struct {
 	b   []byte
 	off int
-	lim *Limits
+	lim Limits
 	msg string // message type being decoded, for error text
 }
 
