@@ -148,6 +148,20 @@ func (d *Deduper) Filter(sigs []Signal) []Signal {
 	return out
 }
 
+// AdmitReplayed is Admit without the generation fence, for Signals read back from
+// the durable record (ReplaySignals) when a node takes over tasks: that history was
+// sent under older generations and is still true. Duplicates and ended runs are
+// dropped as usual, and the run's generation is not raised.
+func (d *Deduper) AdmitReplayed(s *Signal) Verdict {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, gone := d.ended[s.Run]; gone {
+		d.stats.Ended++
+		return Ended
+	}
+	return d.record(d.run(s.Run), s)
+}
+
 func (d *Deduper) admit(s *Signal) Verdict {
 	if _, gone := d.ended[s.Run]; gone {
 		d.stats.Ended++
@@ -158,6 +172,17 @@ func (d *Deduper) admit(s *Signal) Verdict {
 		d.stats.Fenced++
 		return Fenced
 	}
+	if v := d.record(r, s); v != Accept {
+		return v
+	}
+	if s.Gen > r.gen {
+		r.gen = s.Gen
+	}
+	return Accept
+}
+
+// record enters s's key in r, reporting Duplicate when it was there.
+func (d *Deduper) record(r *dedupRun, s *Signal) Verdict {
 	e := edgeID{s.Src, s.Dst}
 	iv, fresh := insertAct(r.edges[e], s.Act)
 	if !fresh {
@@ -165,9 +190,6 @@ func (d *Deduper) admit(s *Signal) Verdict {
 		return Duplicate
 	}
 	r.edges[e] = iv
-	if s.Gen > r.gen {
-		r.gen = s.Gen
-	}
 	d.stats.Accepted++
 	return Accept
 }

@@ -79,8 +79,8 @@
 // (StreamEvents), on the file store. PublishEvents records TaskEvents and waits
 // for the acks. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and
-// condition outcomes (passing them through its Deduper drops what it already
-// has); ReplayEvents lets any coordinator rebuild a run's status; PurgeRun
+// condition outcomes (Deduper.AdmitReplayed drops what it already has, without
+// fencing the older generations that history was sent under); ReplayEvents lets any coordinator rebuild a run's status; PurgeRun
 // forgets a run. Core NATS is at most once: after a reconnect, replaying the
 // record through the Deduper recovers what the outage lost.
 package transport

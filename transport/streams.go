@@ -88,7 +88,8 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 // valid only during the call. fn's error stops the replay and is returned.
 //
 // A new owner of tasks replays the whole run (node "") and keeps the Signals whose
-// Dst it now owns; passing them through its Deduper drops what it already had.
+// Dst it now owns; Deduper.AdmitReplayed drops what it already had (Admit would
+// fence the history, which was sent under older generations).
 func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node string, b *Batch) error) error {
 	filter, err := RunSignalsFilter(run)
 	if err != nil {

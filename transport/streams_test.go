@@ -108,14 +108,18 @@ func TestNewOwnerReplaysThroughDedup(t *testing.T) {
 			if !mine[s.Dst] {
 				continue
 			}
-			// Replayed history is older than the fence; admit it as of now.
-			s.Gen = 2
-			if d.Admit(s) == Accept {
+			if d.Admit(s) != Fenced { // gen-1 history is behind the live fence...
+				return fmt.Errorf("replayed %+v not fenced by Admit", s)
+			}
+			if d.AdmitReplayed(s) == Accept { // ...but true, so a replay admits it
 				got = append(got, *s)
 			}
 		}
 		return nil
 	}))
+	if d.Gen("r") != 2 {
+		t.Fatalf("replay moved the fence to %d", d.Gen("r"))
+	}
 	if len(got) != 5 {
 		t.Fatalf("new owner accepted %d signals, want the 5 for task 3", len(got))
 	}
