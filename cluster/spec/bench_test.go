@@ -1,0 +1,71 @@
+package spec_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+// bigFlow is a 100K-task flow: 1000 chains of 100 hash tasks under one
+// source, each chain closed by a loop condition back to its head.
+func bigFlow(b *testing.B) *spec.File {
+	fb := spec.NewFlow("big")
+	src := fb.Task("src").Func("noop")
+	for c := 0; c < 1000; c++ {
+		head := fb.Task(fmt.Sprintf("c%d-0", c)).Func("hash").Succeed(src)
+		prev := head
+		for i := 1; i < 99; i++ {
+			prev = fb.Task(fmt.Sprintf("c%d-%d", c, i)).Func("hash").Succeed(prev)
+		}
+		fb.Condition(fmt.Sprintf("c%d-loop", c)).Func("loop").Arg("n", 3).Succeed(prev).Precede(head)
+	}
+	fl, err := fb.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &spec.File{Path: "big.yaml", Flows: []spec.Flow{*fl}}
+}
+
+func BenchmarkParse100K(b *testing.B) {
+	f := bigFlow(b)
+	for _, format := range []spec.Format{spec.FormatYAML, spec.FormatJSON} {
+		data, err := spec.Marshal(f, format)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(strings.ToUpper(format.String()), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := spec.ParseFormat("big", data, format); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkValidate100K(b *testing.B) {
+	f := bigFlow(b)
+	opts := spec.Options{Funcs: funcs.Default(), Resources: &spec.Resources{Nodes: map[string]spec.NodeRes{"n1": {CPUs: 8}}}}
+	for b.Loop() {
+		if err := f.Validate(opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkExpand100K(b *testing.B) {
+	f := bigFlow(b)
+	for b.Loop() {
+		g, err := f.Expand()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(g.LoopGroups()) != 1000 {
+			b.Fatal("groups")
+		}
+	}
+}
