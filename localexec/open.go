@@ -112,6 +112,15 @@ func (o *OpenRun) Cancel() bool {
 	return ok
 }
 
+// Idle reports whether the run has nothing scheduled or running: only the
+// hold remains. It is a snapshot; a Schedule call may change it at once.
+func (o *OpenRun) Idle() bool {
+	o.mu.Lock()
+	started := o.start
+	o.mu.Unlock()
+	return started && o.held.Load() && o.t.root.pending.Load() == 1
+}
+
 func (o *OpenRun) idle() {
 	if o.onIdle != nil && o.held.Load() {
 		o.onIdle()

@@ -50,6 +50,9 @@ func TestOpenRunDrivenFromOutside(t *testing.T) {
 	if got.Load() != 13 {
 		t.Fatalf("got %d", got.Load())
 	}
+	if !o.Idle() {
+		t.Fatal("Idle() false after the idle callback")
+	}
 	select {
 	case <-o.Done():
 		t.Fatal("open run ended before Close")
