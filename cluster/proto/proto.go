@@ -1,0 +1,218 @@
+// Package proto holds what the coordinator, the nodes and the clients of a
+// hetflow cluster share beyond the wire types of package transport: the
+// coordinator's subjects, the HTTP API's JSON shapes, membership metadata,
+// the cluster secret's derived credentials and the errors every layer
+// names. docs/cluster-protocol.md tells the whole protocol.
+package proto
+
+import (
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Subjects the leader subscribes to (core NATS).
+const (
+	SubjectTerm = "hf.coord.term" // transport.TermReport from nodes
+	SubjectFail = "hf.coord.fail" // transport.Envelope{Kind: KindFail} from nodes
+)
+
+// Envelope kinds.
+const (
+	KindFail  = "fail"  // node → leader: a task failed for good; Body is a FailBody as JSON
+	KindProbe = "probe" // leader → node: termination probe; Body is the wave, 8 bytes little-endian
+)
+
+// FailBody is the body of a KindFail envelope.
+type FailBody struct {
+	Task  string `json:"task"`
+	Error string `json:"error"`
+}
+
+// Errors every layer names; wrapped with %w where they are returned.
+var (
+	ErrNotLeader    = errors.New("cluster: not the leader")
+	ErrNoLeader     = errors.New("cluster: no leader")
+	ErrNotFound     = errors.New("cluster: no such run or node")
+	ErrUnauthorized = errors.New("cluster: not authorised")
+	ErrUnreachable  = errors.New("cluster: cannot be reached")
+	ErrInvalid      = errors.New("cluster: invalid input")
+	ErrRunFailed    = errors.New("cluster: run failed")
+)
+
+// Run states.
+const (
+	RunPending   = "pending"
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// Finished reports whether a run state is final.
+func Finished(state string) bool {
+	return state == RunSucceeded || state == RunFailed || state == RunCancelled
+}
+
+// Task states (as transport.TaskState prints them).
+const (
+	TaskPending   = "pending"
+	TaskRunning   = "running"
+	TaskDone      = "done"
+	TaskFailed    = "failed"
+	TaskSkipped   = "skipped"
+	TaskCancelled = "cancelled"
+)
+
+// Node states.
+const (
+	NodeAlive   = "alive"
+	NodeSuspect = "suspect"
+	NodeDead    = "dead"
+	NodeLeft    = "left"
+)
+
+// SubmitRequest is the body of POST /v1/runs.
+type SubmitRequest struct {
+	Path string `json:"path"` // the flow file's name, for error messages and the format
+	Flow string `json:"flow"` // the flow file's text (YAML or JSON)
+}
+
+// SubmitResponse is the answer to POST /v1/runs.
+type SubmitResponse struct {
+	ID string `json:"id"`
+}
+
+// ErrorResponse is the body of every non-2xx answer.
+type ErrorResponse struct {
+	Error    string   `json:"error"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// RunStatus is GET /v1/runs/{id}, `status --json`, `submit --wait --json`
+// and one line of `dev --json` (DESIGN §5a).
+type RunStatus struct {
+	ID    string       `json:"id"`
+	Flow  string       `json:"flow"`
+	State string       `json:"state"`
+	Error string       `json:"error,omitempty"`
+	Tasks []TaskStatus `json:"tasks,omitempty"`
+}
+
+// TaskStatus is one task of a RunStatus.
+type TaskStatus struct {
+	Name        string `json:"name"`
+	Node        string `json:"node,omitempty"`
+	State       string `json:"state"`
+	Activations uint64 `json:"activations"`
+	Executions  uint64 `json:"executions"`
+	Output      string `json:"output,omitempty"` // lowercase hex
+}
+
+// RunSummary is one entry of GET /v1/runs.
+type RunSummary struct {
+	ID        string     `json:"id"`
+	Flow      string     `json:"flow"`
+	State     string     `json:"state"`
+	Submitted time.Time  `json:"submitted"`
+	Finished  *time.Time `json:"finished,omitempty"`
+}
+
+// NodeInfo is one entry of GET /v1/nodes.
+type NodeInfo struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	State   string `json:"state"`
+	CPUs    int    `json:"cpus"`
+	GPUs    int    `json:"gpus"`
+}
+
+// PeerInfo is one entry of GET /v1/peers.
+type PeerInfo struct {
+	ID       string `json:"id"`
+	Raft     string `json:"raft"`
+	HTTP     string `json:"http,omitempty"`
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// LeaderInfo is GET /v1/leader.
+type LeaderInfo struct {
+	ID   string `json:"id"`
+	HTTP string `json:"http"`
+	Raft string `json:"raft"`
+	Term uint64 `json:"term"`
+}
+
+// Member roles in memberlist metadata.
+const (
+	RoleCoordinator = "coordinator"
+	RoleNode        = "node"
+)
+
+// Meta is a member's memberlist metadata (JSON, under 512 bytes).
+type Meta struct {
+	Role string `json:"role"`
+	ID   string `json:"id"`
+	Raft string `json:"raft,omitempty"`
+	HTTP string `json:"http,omitempty"`
+	CPUs int    `json:"cpus,omitempty"`
+	GPUs int    `json:"gpus,omitempty"`
+}
+
+// Secret is what a cluster secret yields.
+type Secret struct {
+	NATSUser     string
+	NATSPassword string
+	GossipKey    []byte // 32 bytes: memberlist's SecretKey (AES-256)
+	APIToken     string
+}
+
+// DeriveSecret derives the credentials from a cluster secret with
+// HKDF-SHA256. An empty secret gives the zero Secret (no security).
+func DeriveSecret(secret []byte) (Secret, error) {
+	if len(secret) == 0 {
+		return Secret{}, nil
+	}
+	if len(secret) < 16 {
+		return Secret{}, fmt.Errorf("%w: the cluster secret must be at least 16 bytes, got %d", ErrInvalid, len(secret))
+	}
+	key := func(info string, n int) ([]byte, error) {
+		return hkdf.Key(sha256.New, secret, []byte("hetflow"), info, n)
+	}
+	nats, err := key("nats", 24)
+	if err != nil {
+		return Secret{}, err
+	}
+	gossip, err := key("gossip", 32)
+	if err != nil {
+		return Secret{}, err
+	}
+	api, err := key("api", 24)
+	if err != nil {
+		return Secret{}, err
+	}
+	return Secret{NATSUser: "hetflow", NATSPassword: hex.EncodeToString(nats), GossipKey: gossip, APIToken: hex.EncodeToString(api)}, nil
+}
+
+// ReadSecretFile reads a cluster secret (surrounding white space trimmed).
+// An empty path gives an empty secret.
+func ReadSecretFile(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: secret file: %v", ErrInvalid, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil, fmt.Errorf("%w: secret file %s is empty", ErrInvalid, path)
+	}
+	return []byte(s), nil
+}
