@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/nats-io/nats.go"
 )
 
@@ -49,7 +49,7 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, "natsd: --addr %q: want host:port\n", *addr)
 		return 2
 	}
-	opts := &server.Options{Host: host, Port: port, JetStream: true, StoreDir: *store, ServerName: "hetflow-nats"}
+	o := natsembed.Options{Host: host, Port: port, StoreDir: *store, Logs: true}
 	if *httpAddr != "" {
 		h, p, err := net.SplitHostPort(*httpAddr)
 		pp, perr := strconv.Atoi(p)
@@ -57,34 +57,24 @@ func serve(args []string) int {
 			fmt.Fprintf(os.Stderr, "natsd: --http %q: want host:port\n", *httpAddr)
 			return 2
 		}
-		opts.HTTPHost, opts.HTTPPort = h, pp
+		o.HTTPHost, o.HTTPPort = h, pp
 	}
 	sec, err := readSecret(*secretFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 2
 	}
-	if sec.NATSUser != "" {
-		opts.Username, opts.Password = sec.NATSUser, sec.NATSPassword
-	}
-	s, err := server.NewServer(opts)
+	o.User, o.Password = sec.NATSUser, sec.NATSPassword
+	s, err := natsembed.Start(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 1
 	}
-	s.ConfigureLogger()
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		fmt.Fprintln(os.Stderr, "natsd: server not ready after 30s")
-		s.Shutdown()
-		return 1
-	}
-	fmt.Printf("natsd: listening on %s, JetStream store %s\n", s.ClientURL(), *store)
+	fmt.Printf("natsd: listening on %s, JetStream store %s\n", s.URL(), *store)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
 	s.Shutdown()
-	s.WaitForShutdown()
 	return 0
 }
 

@@ -1,0 +1,76 @@
+// Package natsembed starts an in-process NATS server with JetStream on disk:
+// the real server from the nats-server module, for hetflow's all-in-one dev
+// mode, cmd/natsd and tests.
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configure a server. Port -1 picks a free port.
+type Options struct {
+	Host     string // default 127.0.0.1
+	Port     int    // 0 = 4222, -1 = random
+	StoreDir string // JetStream store (required)
+	User     string // with Password: require these credentials
+	Password string
+	HTTPHost string // monitoring (optional)
+	HTTPPort int
+	Logs     bool // print the server's log to stderr
+}
+
+// Server is a running NATS server.
+type Server struct {
+	s *server.Server
+}
+
+// ErrNotReady is returned when the server did not accept connections in time.
+var ErrNotReady = errors.New("natsembed: server not ready")
+
+// Start starts a server and waits until it accepts connections.
+func Start(o Options) (*Server, error) {
+	if o.StoreDir == "" {
+		return nil, errors.New("natsembed: StoreDir is required")
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Port == 0 {
+		o.Port = 4222
+	}
+	so := &server.Options{
+		Host: o.Host, Port: o.Port, JetStream: true, StoreDir: o.StoreDir,
+		ServerName: "hetflow-nats", Username: o.User, Password: o.Password,
+		HTTPHost: o.HTTPHost, HTTPPort: o.HTTPPort, NoSigs: true,
+	}
+	s, err := server.NewServer(so)
+	if err != nil {
+		return nil, fmt.Errorf("natsembed: %w", err)
+	}
+	if o.Logs {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, ErrNotReady
+	}
+	return &Server{s: s}, nil
+}
+
+// URL returns the client URL (nats://host:port).
+func (s *Server) URL() string { return s.s.ClientURL() }
+
+// Shutdown stops the server and waits for its goroutines.
+func (s *Server) Shutdown() {
+	s.s.Shutdown()
+	s.s.WaitForShutdown()
+}
+
+// WaitForShutdown blocks until the server has stopped.
+func (s *Server) WaitForShutdown() { s.s.WaitForShutdown() }
