@@ -140,6 +140,9 @@ func (b *Builder) Build() (*Graph, error) {
 	if n > math.MaxInt32-1 {
 		return nil, fmt.Errorf("%w: %d vertices, at most %d", ErrInvalid, n, math.MaxInt32-1)
 	}
+	if 2*len(b.ew) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d edges, at most %d", ErrInvalid, len(b.ew), math.MaxInt32/2)
+	}
 	for _, p := range b.pins {
 		if p.v < 0 || p.v >= n {
 			return nil, &VertexError{Vertex: p.v, Err: ErrInvalid,

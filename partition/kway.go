@@ -165,6 +165,7 @@ type kref struct {
 	heap   *iheap
 	lock   []int32 // per vertex: the fm pass that moved it
 	pass   int32
+	slack  [2]int64 // how far fm may overfill a part during a pass
 }
 
 func newKref(pr *problem, g *graph, where []int32, locked []bool) *kref {
@@ -178,6 +179,8 @@ func newKref(pr *problem, g *graph, where []int32, locked []bool) *kref {
 		p := where[v]
 		r.load[2*p] += g.cw[v]
 		r.load[2*p+1] += g.gw[v]
+		r.slack[0] = max(r.slack[0], g.cw[v])
+		r.slack[1] = max(r.slack[1], g.gw[v])
 		var i, x int64
 		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
 			if where[g.adj[e]] == p {
@@ -190,6 +193,19 @@ func newKref(pr *problem, g *graph, where []int32, locked []bool) *kref {
 		r.bpos[v] = -1
 		if x > 0 {
 			r.bndAdd(int32(v))
+		}
+	}
+	// The slack is needed only where the tolerance leaves less room than a
+	// vertex weighs.
+	for c := 0; c < 2; c++ {
+		room := int64(math.MaxInt64)
+		for p := 0; p < pr.k; p++ {
+			if t := pr.target[2*p+c]; t > 0 {
+				room = min(room, pr.maxw[2*p+c]-int64(math.Ceil(t)))
+			}
+		}
+		if room >= r.slack[c] {
+			r.slack[c] = 0
 		}
 	}
 	return r
@@ -422,17 +438,47 @@ func (r *kref) balance() {
 	}
 }
 
-// bestMove returns the adjacent part with room that v gains most by moving
-// to, and that gain; ok is false when there is none.
+// fitsSlack is fits with the FM slack added to the maxima.
+func (r *kref) fitsSlack(v int32, p int32) bool {
+	cw, gw := r.g.cw[v], r.g.gw[v]
+	return (cw == 0 || r.load[2*p]+cw <= r.pr.maxw[2*p]+r.slack[0]) &&
+		(gw == 0 || r.load[2*p+1]+gw <= r.pr.maxw[2*p+1]+r.slack[1])
+}
+
+// overDelta is the change in total overload (load above the maxima) that
+// moving weights (cw, gw) from part from to part to makes.
+func (r *kref) overDelta(from, to int32, cw, gw int64) int64 {
+	var d int64
+	over := func(i int, l int64) int64 { return max(0, l-r.pr.maxw[i]) }
+	for c, w := range [2]int64{cw, gw} {
+		if w == 0 {
+			continue
+		}
+		i, j := 2*int(from)+c, 2*int(to)+c
+		d += over(i, r.load[i]-w) - over(i, r.load[i]) + over(j, r.load[j]+w) - over(j, r.load[j])
+	}
+	return d
+}
+
+// bestMove returns the adjacent part with room (up to the FM slack) that v
+// gains most by moving to, and that gain; ok is false when there is none.
 func (r *kref) bestMove(v int32) (to int32, gain int64, ok bool) {
 	g := r.g
 	from := r.where[v]
+	if r.pr.k == 2 {
+		// The other side is the only move, ed-id its gain: no gathering.
+		to = 1 - from
+		if r.ed[v] == 0 || !r.pr.eligible(g, v, to) || !r.fitsSlack(v, to) {
+			return -1, 0, false
+		}
+		return to, r.ed[v] - r.id[v], true
+	}
 	r.gather(v)
 	own := r.connTo(from)
 	to = -1
 	bestRel := 0.0
 	for _, p := range r.parts {
-		if p == from || !r.pr.eligible(g, v, p) || !r.fits(v, p) {
+		if p == from || !r.pr.eligible(g, v, p) || !r.fitsSlack(v, p) {
 			continue
 		}
 		gn := r.conn[p] - own
@@ -449,8 +495,10 @@ func (r *kref) bestMove(v int32) (to int32, gain int64, ok bool) {
 
 // fm is k-way Fiduccia–Mattheyses: boundary vertices move best gain first,
 // negative gains included, each at most once per pass, to an adjacent part
-// with room; each pass is rolled back to its best prefix (least cut, then
-// most even loads). Greedy refinement stops at the first local minimum; this
+// with room, where room includes a slack of one heaviest vertex (without it
+// a partition at exact balance could not move at all: FM needs to swap);
+// each pass is rolled back to its best prefix (least overload, then least
+// cut, then most even loads). Greedy refinement stops at the first local minimum; this
 // climbs out of shallow ones, which is what a mesh's staircase boundaries
 // need. It returns whether the cut improved.
 func (r *kref) fm(limit int) bool {
@@ -462,12 +510,15 @@ func (r *kref) fm(limit int) bool {
 	r.pass++
 	h := r.heap
 	h.clear()
+	// Keys are ed-id, an upper bound of a vertex's best gain (exact for
+	// k = 2), kept up to date in O(1) per neighbour move; the exact gain is
+	// computed when a vertex comes to the top, and if it is lower the vertex
+	// goes back with it. So the vertex moved always has the best exact gain,
+	// at O(degree) per move instead of O(degree²), which matters on the
+	// dense coarse levels of irregular graphs.
 	for _, v := range r.bnd {
-		if !r.movable(v) {
-			continue
-		}
-		if _, gain, ok := r.bestMove(v); ok {
-			h.push(v, gain)
+		if r.movable(v) {
+			h.push(v, r.ed[v]-r.id[v])
 		}
 	}
 	type mv struct {
@@ -478,6 +529,11 @@ func (r *kref) fm(limit int) bool {
 	var delta, bestDelta int64
 	spread := r.spread()
 	bestSpread := spread
+	var over int64
+	for i, l := range r.load {
+		over += max(0, l-r.pr.maxw[i])
+	}
+	bestOver, startOver := over, over
 	bestLen := 0
 	for h.len() > 0 {
 		v, key := h.pop()
@@ -491,6 +547,7 @@ func (r *kref) fm(limit int) bool {
 		}
 		from := r.where[v]
 		spread += r.spreadDelta(from, to, g.cw[v], g.gw[v])
+		over += r.overDelta(from, to, g.cw[v], g.gw[v])
 		r.move(v, to)
 		r.lock[v] = r.pass
 		delta -= gain
@@ -504,14 +561,10 @@ func (r *kref) fm(limit int) bool {
 				h.remove(u)
 				continue
 			}
-			if _, gu, ok := r.bestMove(u); ok {
-				h.set(u, gu)
-			} else {
-				h.remove(u)
-			}
+			h.set(u, r.ed[u]-r.id[u])
 		}
-		if delta < bestDelta || delta == bestDelta && spread < bestSpread-1e-12 {
-			bestDelta, bestSpread, bestLen = delta, spread, len(moves)
+		if over < bestOver || over == bestOver && (delta < bestDelta || delta == bestDelta && spread < bestSpread-1e-12) {
+			bestOver, bestDelta, bestSpread, bestLen = over, delta, spread, len(moves)
 		} else if len(moves)-bestLen > limit {
 			break
 		}
@@ -519,7 +572,7 @@ func (r *kref) fm(limit int) bool {
 	for i := len(moves) - 1; i >= bestLen; i-- {
 		r.move(moves[i].v, moves[i].from)
 	}
-	return bestDelta < 0
+	return bestLen > 0 && (bestDelta < 0 || bestOver < startOver)
 }
 
 // spread is the sum of squared relative loads, a measure of unevenness.

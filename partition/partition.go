@@ -293,6 +293,20 @@ func (pr *problem) contractGroups(G *Graph, g0 *graph) ([]int32, int) {
 		group int
 		pin   int32
 	}
+	// A group whose pinned members agree on one node goes there whole; one
+	// whose pins disagree is kept together per pin, its unpinned members
+	// apart from the pinned ones.
+	groupPin := map[int]int32{}
+	for v, grp := range G.group {
+		if grp == 0 || g0.pin[v] < 0 {
+			continue
+		}
+		if p, ok := groupPin[grp]; !ok {
+			groupPin[grp] = g0.pin[v]
+		} else if p != g0.pin[v] {
+			groupPin[grp] = -2
+		}
+	}
 	idx := map[key]int32{}
 	var members [][]int32
 	for v, grp := range G.group {
@@ -300,6 +314,9 @@ func (pr *problem) contractGroups(G *Graph, g0 *graph) ([]int32, int) {
 			continue
 		}
 		kk := key{grp, g0.pin[v]}
+		if p, ok := groupPin[grp]; ok && p >= 0 {
+			kk.pin = p
+		}
 		i, ok := idx[kk]
 		if !ok {
 			i = int32(len(members))
@@ -319,11 +336,12 @@ func (pr *problem) contractGroups(G *Graph, g0 *graph) ([]int32, int) {
 		}
 		var cw, gw int64
 		var need uint8
-		pin := g0.pin[ms[0]]
+		pin := int32(-1)
 		for _, v := range ms {
 			cw += g0.cw[v]
 			gw += g0.gw[v]
 			need |= g0.need[v]
+			pin = max(pin, g0.pin[v])
 		}
 		fit := false
 		for p := int32(0); p < int32(pr.k) && !fit; p++ {
@@ -417,12 +435,17 @@ func (pr *problem) splitGroups(r *kref, groupOf []int32) {
 		free := map[int32]bool{}
 		for _, x := range cand {
 			p := x.part
-			if over[2*p] <= 0 && over[2*p+1] <= 0 {
+			// Free a group only for a resource it carries and its node has
+			// too much of.
+			if (over[2*p] <= 0 || x.weight[0] == 0) && (over[2*p+1] <= 0 || x.weight[1] == 0) {
 				continue
 			}
 			free[x.id] = true
 			over[2*p] -= x.weight[0]
 			over[2*p+1] -= x.weight[1]
+		}
+		if len(free) == 0 {
+			return
 		}
 		for v, gi := range groupOf {
 			if gi >= 0 && free[gi] {
@@ -528,6 +551,9 @@ func evaluate(G *Graph, nodes []Node, assign []int, tol float64) *Result {
 // capacity. It returns the first violation as a *VertexError wrapping
 // ErrInfeasible.
 func Check(g *Graph, nodes []Node, assign []int) error {
+	if g == nil {
+		return fmt.Errorf("%w: nil graph", ErrInvalid)
+	}
 	if len(assign) != g.g.n {
 		return fmt.Errorf("%w: assignment has %d entries, graph %d vertices", ErrInvalid, len(assign), g.g.n)
 	}
@@ -553,8 +579,11 @@ func Check(g *Graph, nodes []Node, assign []int) error {
 }
 
 // Cut returns the total weight of the edges of g whose ends assign puts on
-// different nodes (assign must have one entry per vertex).
-func (g *Graph) Cut(assign []int) int64 {
+// different nodes; assign must have one entry per vertex.
+func (g *Graph) Cut(assign []int) (int64, error) {
+	if len(assign) != g.g.n {
+		return 0, fmt.Errorf("%w: assignment has %d entries, graph %d vertices", ErrInvalid, len(assign), g.g.n)
+	}
 	var cut int64
 	gg := g.g
 	for v := 0; v < gg.n; v++ {
@@ -564,5 +593,5 @@ func (g *Graph) Cut(assign []int) int64 {
 			}
 		}
 	}
-	return cut
+	return cut, nil
 }

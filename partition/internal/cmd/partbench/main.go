@@ -73,6 +73,8 @@ func main() {
 			{"dag-500x200", 4, func() *partition.Graph { return dag(500, 200, 3, 11) }},
 			{"dag-1000x1000", 8, func() *partition.Graph { return dag(1000, 1000, 3, 11) }},
 			{"grid2d-316x316", 100, func() *partition.Graph { return grid2d(316, 316) }},
+			{"rgg-100K", 1000, func() *partition.Graph { return rgg(100_000, 10, 7) }},
+			{"grid2d-1000x1000", 1000, func() *partition.Graph { return grid2d(1000, 1000) }},
 		}
 	default:
 		fatal(fmt.Errorf("unknown -set %q", *set))
