@@ -249,7 +249,10 @@ func (pr *problem) run(G *Graph, g0 *graph) []int32 {
 		levels = append(levels, gl)
 		top = gl
 	}
-	coarsenTo := max(30*pr.k, int(float64(top.n)/(40*math.Max(1, math.Log2(float64(pr.k))))))
+	// Coarsen to about 60 vertices a part (for large k; for small k the
+	// second term rules). 30 a part, METIS's figure, cut 5% more than METIS
+	// on a random geometric graph in 1000 parts; 60 matched it.
+	coarsenTo := max(60*pr.k, int(float64(top.n)/(40*math.Max(1, math.Log2(float64(pr.k))))))
 	if top.n > coarsenTo {
 		more := coarsen(top, pr.ps, coarsenTo, pr.rng)
 		levels = append(levels, more[1:]...)
