@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the static binaries and the hetflow:dev image that docker-compose.yml runs.
+# No image is pulled: the image is FROM scratch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build/docker
+mkdir -p "$out"
+for b in coordinator node natsd; do
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/$b" "./cmd/$b"
+done
+# the default cluster secret for the compose cluster (override with HETFLOW_SECRET_FILE)
+if [ -n "${HETFLOW_SECRET_FILE:-}" ]; then
+  cp "$HETFLOW_SECRET_FILE" "$out/secret"
+elif [ ! -f "$out/secret" ]; then
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$out/secret"
+fi
+# the API token clients on the host use: build/docker/token (--token-file)
+"$out/coordinator" token --secret-file "$out/secret" > "$out/token"
+cp docker/Dockerfile "$out/Dockerfile"
+docker build -q -t hetflow:dev "$out" >/dev/null
+echo "built hetflow:dev"
