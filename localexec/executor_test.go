@@ -532,3 +532,44 @@ func TestBurstUsesEveryWorker(t *testing.T) {
 		t.Fatalf("only %d of 4 workers ran tasks of a 200 ms burst", n)
 	}
 }
+
+// A DAG cut short by a panic leaves partial join counters; the next run must
+// reset them (the clean-run shortcut must not apply).
+func TestRerunAfterPanicResetsCounters(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	var count atomic.Int32
+	armed := true
+	tf := NewTaskflow("wave")
+	n := 30
+	grid := make([]Task, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			i, j := i, j
+			grid[i*n+j] = tf.Emplace(func() {
+				if armed && i == n/2 && j == n/2 {
+					panic("mid")
+				}
+				count.Add(1)
+			})
+			if i > 0 {
+				grid[(i-1)*n+j].Precede(grid[i*n+j])
+			}
+			if j > 0 {
+				grid[i*n+j-1].Precede(grid[i*n+j])
+			}
+		}
+	}
+	if err := ex.RunN(tf, 2).Wait(); err == nil {
+		t.Fatal("want the panic")
+	}
+	armed = false
+	for rep := 0; rep < 3; rep++ {
+		count.Store(0)
+		if err := ex.Run(tf).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if int(count.Load()) != n*n {
+			t.Fatalf("rep %d: %d of %d tasks ran", rep, count.Load(), n*n)
+		}
+	}
+}

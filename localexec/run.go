@@ -42,7 +42,8 @@ type topology struct {
 	remaining int // iterations left; -1 with pred
 	pred      func() bool
 	cancelled atomic.Bool
-	open      *OpenRun // set for RunOpen
+	dirty     atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
+	open      *OpenRun    // set for RunOpen
 
 	errMu sync.Mutex
 	err   error
@@ -262,7 +263,11 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	c := &g.sched
 	if !c.valid || c.version != g.version || c.frame != f {
 		c.sources, c.multi = c.sources[:0], c.multi[:0]
+		c.clean, c.dagOnly = false, g.conds == 0
 		for _, n := range g.nodes {
+			if n.external {
+				c.dagOnly = false
+			}
 			n.frame = f
 			if n.nPreds == 0 && !n.external {
 				c.sources = append(c.sources, n)
@@ -276,9 +281,12 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	// Counters of nodes with one strong predecessor are never touched
 	// (see complete); the others may hold partial counts from a run that
 	// a condition or a cancel cut short.
-	for _, n := range c.multi {
-		n.join.Store(n.nStrong)
+	if !c.clean {
+		for _, n := range c.multi {
+			n.join.Store(n.nStrong)
+		}
 	}
+	c.clean = false // until this run proves it (iterationDone)
 	srcs := c.sources
 	if len(srcs) == 0 {
 		f.pending.Store(1 + extra)
@@ -353,6 +361,9 @@ func (w *worker) startIteration(t *topology) *node {
 }
 
 func (w *worker) iterationDone(t *topology) *node {
+	if c := &t.tf.graph.sched; c.dagOnly && c.frame == t.root && !t.dirty.Load() && !t.cancelled.Load() {
+		c.clean = true
+	}
 	if t.remaining > 0 {
 		t.remaining--
 	}

@@ -32,6 +32,7 @@ func (rt *Runtime) Schedule(t Task) {
 		f = rt.n.frame
 		t.n.frame = f
 	}
+	rt.topo.dirty.Store(true)
 	f.pending.Add(1)
 	rt.w.push(t.n)
 }

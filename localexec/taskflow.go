@@ -94,6 +94,7 @@ type graph struct {
 	// special lists the run-start check walks instead of every node
 	modules []*node
 	gpus    []*node
+	conds   int // condition and multi-condition tasks
 
 	// sched caches what scheduleGraph derives from the structure, valid
 	// while version == sched.version and the nodes point at sched.frame.
@@ -103,6 +104,13 @@ type graph struct {
 		frame   *frame
 		sources []*node
 		multi   []*node // nodes with more than one strong predecessor
+		// clean: the last run through this frame completed every node,
+		// so each reset its own join counter (see resetJoin) and the
+		// multi resets can be skipped. Only DAGs without condition or
+		// external tasks qualify, and only after a run that was not
+		// cancelled or steered by Runtime.Schedule.
+		clean   bool
+		dagOnly bool
 	}
 }
 
@@ -141,6 +149,7 @@ func (g *graph) release() {
 	g.nodes = g.nodes[:0]
 	g.modules = g.modules[:0]
 	g.gpus = g.gpus[:0]
+	g.conds = 0
 	g.sched.valid = false
 	g.version++
 }
@@ -297,6 +306,8 @@ func (b *builder) add(k kind) *node {
 		b.g.modules = append(b.g.modules, n)
 	case kindGPU:
 		b.g.gpus = append(b.g.gpus, n)
+	case kindCondition, kindMultiCondition:
+		b.g.conds++
 	}
 	return n
 }
