@@ -1,0 +1,141 @@
+package coord
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestFSMScenarios runs testdata/fsm_*.txt. Each line is one of
+//
+//	apply {json command}          apply it; the result is kept for expect ok/error
+//	expect ok                     the last apply succeeded
+//	expect error TEXT             the last apply was refused with TEXT in its message
+//	expect run ID FIELD VALUE     a field of run ID (its JSON name) prints as VALUE
+//	expect no run ID              run ID is not there
+//	expect node ID FIELD VALUE    likewise for a node
+//	expect runs N / nodes N       how many there are
+//	roundtrip                     snapshot, restore into a fresh FSM, compare
+//
+// Blank lines and lines starting with # are skipped.
+func TestFSMScenarios(t *testing.T) {
+	files, _ := filepath.Glob("testdata/fsm_*.txt")
+	if len(files) == 0 {
+		t.Fatal("no scenarios")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) { runScenario(t, file) })
+	}
+}
+
+func runScenario(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	var last error
+	applied := false
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		at := fmt.Sprintf("%s:%d", file, n)
+		verb, rest, _ := strings.Cut(line, " ")
+		switch verb {
+		case "apply":
+			last, applied = f.ApplyJSON([]byte(rest)), true
+		case "roundtrip":
+			snap, err := f.Snapshot()
+			if err != nil {
+				t.Fatalf("%s: snapshot: %v", at, err)
+			}
+			g := NewFSM()
+			if err := g.Restore(snap); err != nil {
+				t.Fatalf("%s: restore: %v", at, err)
+			}
+			again, _ := g.Snapshot()
+			if !bytes.Equal(snap, again) {
+				t.Fatalf("%s: snapshot changed across restore:\n%s\n%s", at, snap, again)
+			}
+			f = g
+		case "expect":
+			expect(t, at, f, rest, last, applied)
+		default:
+			t.Fatalf("%s: unknown verb %q", at, verb)
+		}
+	}
+}
+
+func expect(t *testing.T, at string, f *FSM, rest string, last error, applied bool) {
+	t.Helper()
+	w := strings.Fields(rest)
+	if len(w) == 0 {
+		t.Fatalf("%s: empty expect", at)
+	}
+	switch {
+	case w[0] == "ok":
+		if !applied || last != nil {
+			t.Fatalf("%s: want ok, got %v", at, last)
+		}
+	case w[0] == "error":
+		want := strings.TrimSpace(strings.TrimPrefix(rest, "error"))
+		if last == nil || !strings.Contains(last.Error(), want) {
+			t.Fatalf("%s: want error containing %q, got %v", at, want, last)
+		}
+	case w[0] == "no" && len(w) == 3 && w[1] == "run":
+		if _, ok := f.Run(w[2]); ok {
+			t.Fatalf("%s: run %s should not exist", at, w[2])
+		}
+	case (w[0] == "runs" || w[0] == "nodes") && len(w) == 2:
+		n := len(f.Runs())
+		if w[0] == "nodes" {
+			n = len(f.Nodes())
+		}
+		if strconv.Itoa(n) != w[1] {
+			t.Fatalf("%s: %s: got %d, want %s", at, w[0], n, w[1])
+		}
+	case (w[0] == "run" || w[0] == "node") && len(w) >= 3:
+		var obj any
+		var ok bool
+		if w[0] == "run" {
+			obj, ok = f.Run(w[1])
+		} else {
+			for _, n := range f.Nodes() {
+				if n.ID == w[1] {
+					obj, ok = n, true
+				}
+			}
+		}
+		if !ok {
+			t.Fatalf("%s: no %s %s", at, w[0], w[1])
+		}
+		b, _ := json.Marshal(obj)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		want := strings.Join(w[3:], " ")
+		got := ""
+		if v, ok := m[w[2]]; ok {
+			if s, isStr := v.(string); isStr {
+				got = s
+			} else {
+				vb, _ := json.Marshal(v)
+				got = string(vb)
+			}
+		}
+		if got != want {
+			t.Fatalf("%s: %s %s %s = %q, want %q", at, w[0], w[1], w[2], got, want)
+		}
+	default:
+		t.Fatalf("%s: bad expect %q", at, rest)
+	}
+}
