@@ -1,0 +1,173 @@
+package coord
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+func expand(t *testing.T, text string) *spec.Graph {
+	t.Helper()
+	f, err := spec.Parse("flow.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func onNode(t *testing.T, g *spec.Graph, assign []string, path string) string {
+	t.Helper()
+	v, ok := g.Lookup(path)
+	if !ok {
+		t.Fatalf("no vertex %s", path)
+	}
+	return assign[v]
+}
+
+var threeNodes = []Node{{ID: "n1", CPUs: 2}, {ID: "n2", CPUs: 2}, {ID: "n3", CPUs: 2, GPUs: 1}}
+
+const modulesFlow = `
+flows:
+  - name: main
+    tasks:
+      - {name: a, func: spin, args: {us: 100}, node: n1}
+      - {name: m1, kind: module, flow: inner, succeed: [a]}
+      - {name: m2, kind: module, flow: inner, succeed: [a]}
+      - {name: m3, kind: module, flow: outer, succeed: [a]}
+      - {name: z, func: hash, succeed: [m1, m2, m3], node: n2}
+  - name: inner
+    tasks:
+      - {name: x, func: spin, args: {us: 5000}}
+      - {name: y, func: spin, args: {us: 5000}, succeed: [x]}
+      - {name: w, func: spin, args: {us: 5000}, succeed: [x]}
+  - name: outer
+    tasks:
+      - {name: p, func: spin, args: {us: 3000}}
+      - {name: q, kind: module, flow: inner, succeed: [p]}
+`
+
+func TestPlanKeepsModuleInstancesWhole(t *testing.T) {
+	g := expand(t, modulesFlow)
+	for seed := uint64(0); seed < 20; seed++ {
+		assign, err := Plan(g, threeNodes, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if onNode(t, g, assign, "a") != "n1" || onNode(t, g, assign, "z") != "n2" {
+			t.Fatalf("seed %d: pins not honoured: %v", seed, assign)
+		}
+		for _, m := range []string{"m1", "m2", "m3"} {
+			mv, _ := g.Lookup(m)
+			for _, d := range g.Descendants(mv) {
+				if assign[d] != assign[mv] {
+					t.Fatalf("seed %d: %s is on %s, its module %s on %s", seed, g.Vertices[d].Path, assign[d], m, assign[mv])
+				}
+			}
+		}
+	}
+}
+
+func TestPlanPinsAndGPUInsideAnInstance(t *testing.T) {
+	g := expand(t, `
+flows:
+  - name: main
+    tasks:
+      - {name: a, func: noop}
+      - {name: m, kind: module, flow: inner, succeed: [a]}
+      - {name: k, kind: module, flow: gpu, succeed: [a]}
+  - name: inner
+    tasks:
+      - {name: x, func: noop, node: n2}
+      - {name: y, func: spin, args: {us: 100000}, succeed: [x]}
+  - name: gpu
+    tasks:
+      - {name: s, func: saxpy, args: {n: 1000}, domain: gpu}
+      - {name: t, func: spin, args: {us: 100000}, succeed: [s]}
+`)
+	for seed := uint64(0); seed < 10; seed++ {
+		assign, err := Plan(g, threeNodes, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := onNode(t, g, assign, "m/y"); n != "n2" || onNode(t, g, assign, "m") != "n2" {
+			t.Fatalf("the instance with a pin to n2 is on %s", n)
+		}
+		if n := onNode(t, g, assign, "k"); n != "n3" || onNode(t, g, assign, "k/t") != "n3" {
+			t.Fatalf("the instance with a GPU task is on %s, the GPU node is n3", n)
+		}
+	}
+
+	conflict := expand(t, `
+flows:
+  - name: main
+    tasks:
+      - {name: m, kind: module, flow: inner}
+  - name: inner
+    tasks:
+      - {name: x, func: noop, node: n1}
+      - {name: y, func: noop, node: n2, succeed: [x]}
+`)
+	if _, err := Plan(conflict, threeNodes, 1); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `module instance "m"`) {
+		t.Fatalf("conflicting pins: %v", err)
+	}
+}
+
+func TestPlanLoopsStayTogether(t *testing.T) {
+	g := expand(t, `
+name: loops
+tasks:
+  - {name: init, func: noop}
+  - {name: body, func: spin, args: {us: 10}, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body], precede: [body, done]}
+  - {name: done, func: hash}
+  - {name: other1, func: spin, args: {us: 10}, succeed: [init]}
+  - {name: other2, func: spin, args: {us: 10}, succeed: [init]}
+`)
+	assign, err := Plan(g, threeNodes, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onNode(t, g, assign, "body") != onNode(t, g, assign, "cond") {
+		t.Fatalf("the loop was split: %v", assign)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	g := expand(t, "name: f\ntasks:\n  - {name: a, func: noop, node: n9}\n")
+	if _, err := Plan(g, threeNodes, 1); !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `"n9"`) {
+		t.Fatalf("pin to a missing node: %v", err)
+	}
+	if _, err := Plan(g, nil, 1); !errors.Is(err, ErrPlan) {
+		t.Fatalf("no nodes: %v", err)
+	}
+	gpu := expand(t, "name: f\ntasks:\n  - {name: a, func: saxpy, domain: gpu}\n")
+	if _, err := Plan(gpu, threeNodes[:2], 1); !errors.Is(err, ErrPlan) {
+		t.Fatalf("GPU task without a GPU node: %v", err)
+	}
+}
+
+func TestPlanSpreadsWork(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: wide\ntasks:\n  - {name: s, func: noop}\n")
+	for i := range 30 {
+		b.WriteString("  - {name: t" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + ", func: spin, args: {us: 1000}, succeed: [s]}\n")
+	}
+	g := expand(t, b.String())
+	assign, err := Plan(g, threeNodes, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, n := range assign {
+		count[n]++
+	}
+	if len(count) != 3 {
+		t.Fatalf("30 independent tasks on %d nodes: %v", len(count), count)
+	}
+}
