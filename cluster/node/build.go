@@ -1,0 +1,302 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/localexec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// vstate is what the node keeps about one vertex of a run: counters and the
+// last activation's state for local vertices, the latest output for every
+// vertex whose output a local task reads.
+type vstate struct {
+	acts  atomic.Uint64 // activations so far (local vertices)
+	execs atomic.Uint64 // function executions so far (local vertices)
+
+	mu     sync.Mutex
+	ran    bool   // an activation's output is recorded
+	outAct uint64 // the activation out belongs to
+	out    []byte
+	state  []byte // Result.State of the last activation
+
+	preds       []int        // strong predecessors (distinct), for Inputs
+	strongSends []*sendEdge  // one per remote target of a strong out-edge
+	condSends   []*sendEdge  // conditions: per out-edge index, nil where local
+	childExecs  map[string]*atomic.Uint64
+}
+
+func (s *vstate) setOut(act uint64, out []byte) {
+	s.mu.Lock()
+	if !s.ran || act >= s.outAct {
+		s.ran, s.outAct, s.out = true, act, out
+	}
+	s.mu.Unlock()
+}
+
+func (s *vstate) output() ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out, s.ran
+}
+
+func (s *vstate) setState(b []byte) {
+	s.mu.Lock()
+	s.state = b
+	s.mu.Unlock()
+}
+
+func (s *vstate) getState() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *vstate) childCounter(path string) *atomic.Uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.childExecs == nil {
+		s.childExecs = map[string]*atomic.Uint64{}
+	}
+	c := s.childExecs[path]
+	if c == nil {
+		c = new(atomic.Uint64)
+		s.childExecs[path] = c
+	}
+	return c
+}
+
+// item is one traversal of a cross-node edge: the producer's activation and
+// output.
+type item struct {
+	act uint64
+	out []byte
+}
+
+// fifo queues traversals between the producer's completion and its proxy's
+// run: the producer may run again before the proxy does.
+type fifo struct {
+	mu    sync.Mutex
+	items []item
+	head  int
+}
+
+func (q *fifo) push(it item) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+}
+
+func (q *fifo) pop() (item, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.items) {
+		return item{}, false
+	}
+	it := q.items[q.head]
+	q.items[q.head] = item{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return it, true
+}
+
+// sendEdge is a cross-node out-edge src → dst: its send proxy pops the
+// traversal and hands a Signal to the Batcher.
+type sendEdge struct {
+	src, dst int
+	node     string
+	kind     transport.SignalKind
+	fifo     fifo
+}
+
+// recvEdge is a cross-node in-edge src → dst: an External proxy task that
+// an accepted Signal schedules.
+type recvEdge struct {
+	src, dst int
+	kind     transport.SignalKind
+	task     localexec.Task
+	fifo     fifo
+}
+
+// build checks that this node can run its part and builds the local
+// taskflow: the top-level scope, module instances as nested taskflows.
+func (r *run) build() error {
+	g := r.g
+	devs := len(r.n.ex.Devices())
+	for v := range g.Vertices {
+		vx := &g.Vertices[v]
+		if int(r.owner[v]) >= len(r.nodes) {
+			return &assignError{vx.Path, fmt.Errorf("owner %d names no node of the assignment", r.owner[v])}
+		}
+		if !r.local(v) {
+			continue
+		}
+		r.nLocal++
+		if p := vx.Parent; p >= 0 && !r.local(p) {
+			return &assignError{vx.Path, fmt.Errorf("module instance split: the task is on node %s but its module task %q is on node %s; a module instance runs wholly on its module task's node", r.n.id, g.Vertices[p].Path, r.nodeOf(p))}
+		}
+		if vx.Task.Kind.Or() == spec.KindModule {
+			for _, d := range g.Descendants(v) {
+				if !r.local(d) {
+					return &assignError{vx.Path, fmt.Errorf("module instance split: its task %q is on node %s, not here (%s); a module instance runs wholly on its module task's node", g.Vertices[d].Path, r.nodeOf(d), r.n.id)}
+				}
+			}
+		}
+		if vx.Task.Domain.Or() == spec.DomainGPU && gpuBuilders[vx.Task.Func] != nil {
+			dev := 0
+			if vx.Task.Device != nil {
+				dev = *vx.Task.Device
+			}
+			if dev >= devs {
+				return &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
+			}
+		}
+		seen := map[int]bool{}
+		for _, p := range g.StrongPreds(v) {
+			if !seen[p] {
+				seen[p] = true
+				r.vs[v].preds = append(r.vs[v].preds, p)
+			}
+		}
+	}
+	r.tf = localexec.NewTaskflow(r.id)
+	return r.buildScope(r.tf, -1)
+}
+
+// buildScope adds the local vertices of one scope to tf, with a task (or an
+// entry and an exit task) each, the local edges, and proxies for the edges
+// to and from other nodes.
+func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
+	g := r.g
+	ids := g.Scope(scope)
+	entry := make(map[int]localexec.Task, len(ids))
+	exit := make(map[int]localexec.Task, len(ids))
+	for _, v := range ids {
+		if !r.local(v) {
+			continue
+		}
+		en, ex, err := r.task(tf, v)
+		if err != nil {
+			return err
+		}
+		entry[v], exit[v] = en, ex
+	}
+	// Out-edges in Succ order: a condition's k-th successor stays its k-th.
+	for _, v := range ids {
+		if !r.local(v) {
+			continue
+		}
+		vx := &g.Vertices[v]
+		vs := &r.vs[v]
+		weak := vx.Task.Kind.IsCondition()
+		if weak {
+			vs.condSends = make([]*sendEdge, len(vx.Succ))
+		}
+		strong := map[int]bool{}
+		for k, e := range vx.Succ {
+			u := e.To
+			if r.local(u) {
+				exit[v].Precede(entry[u])
+				continue
+			}
+			if weak {
+				se := &sendEdge{src: v, dst: u, node: r.nodeOf(u), kind: transport.SignalChoice}
+				exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
+				vs.condSends[k] = se
+				continue
+			}
+			if strong[u] {
+				continue // one Signal per (src, dst, act); the receiver restores the multiplicity
+			}
+			strong[u] = true
+			se := &sendEdge{src: v, dst: u, node: r.nodeOf(u), kind: transport.SignalEdge}
+			exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
+			vs.strongSends = append(vs.strongSends, se)
+		}
+	}
+	// In-edges from other nodes: one External proxy per (src, dst).
+	for _, u := range ids {
+		if !r.local(u) {
+			continue
+		}
+		mult := map[int]int{}
+		var order []int
+		for _, e := range g.Vertices[u].Pred {
+			if r.local(e.From) {
+				continue
+			}
+			if mult[e.From] == 0 {
+				order = append(order, e.From)
+			}
+			mult[e.From]++
+		}
+		for _, src := range order {
+			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
+			re := &recvEdge{src: src, dst: u}
+			if g.Vertices[src].Task.Kind.IsCondition() {
+				re.kind = transport.SignalChoice
+				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
+				re.task.Precede(entry[u])
+			} else {
+				re.kind = transport.SignalEdge
+				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(name).External()
+				for range mult[src] {
+					re.task.Precede(entry[u])
+				}
+			}
+			r.recv[edgeKey{uint32(src), uint32(u)}] = re
+		}
+	}
+	return nil
+}
+
+// task adds vertex v to tf and returns the task its in-edges enter and the
+// task its out-edges leave.
+func (r *run) task(tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
+	vx := &r.g.Vertices[v]
+	path := vx.Path
+	switch vx.Task.Kind.Or() {
+	case spec.KindModule:
+		inner := localexec.NewTaskflow(path)
+		if err := r.buildScope(inner, v); err != nil {
+			return entry, exit, err
+		}
+		entry = tf.ComposedOf(inner).Name(path)
+		exit = tf.Emplace(func() { r.moduleDone(v) }).Name(path + "#done")
+		entry.Precede(exit)
+		return entry, exit, nil
+	case spec.KindSubflow:
+		t := tf.EmplaceSubflow(func(sf *localexec.Subflow) { r.runSubflow(v, sf) }).Name(path)
+		return t, t, nil
+	case spec.KindCondition:
+		t := tf.EmplaceCondition(func() int { return r.runCondition(v) }).Name(path)
+		return t, t, nil
+	case spec.KindMultiCondition:
+		t := tf.EmplaceMultiCondition(func() []int { return r.runMulti(v) }).Name(path)
+		return t, t, nil
+	}
+	if vx.Task.Domain.Or() == spec.DomainGPU {
+		if b := gpuBuilders[vx.Task.Func]; b != nil {
+			job, err := b(vx.Task.Args)
+			if err != nil {
+				return entry, exit, &assignError{path, err}
+			}
+			r.jobs = append(r.jobs, job)
+			dev := 0
+			if vx.Task.Device != nil {
+				dev = *vx.Task.Device
+			}
+			entry = tf.EmplaceGPU(job.build).On(dev).Name(path)
+			exit = tf.Emplace(func() { r.gpuDone(v, job) }).Name(path + "#done")
+			entry.Precede(exit)
+			return entry, exit, nil
+		}
+	}
+	t := tf.Emplace(func() { r.runStatic(v) }).Name(path)
+	return t, t, nil
+}

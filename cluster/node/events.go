@@ -1,0 +1,149 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetflow/hetflow/transport"
+)
+
+// eventPub batches the node's TaskEvents: a batch leaves EventLinger after
+// its first event, when it holds EventBatch events, or on flush.
+type eventPub struct {
+	conn   *transport.Conn
+	linger time.Duration
+	max    int
+	log    *slog.Logger
+
+	mu  sync.Mutex
+	buf []transport.TaskEvent
+
+	kick     chan struct{}
+	full     chan struct{}
+	flushReq chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	started  atomic.Bool
+
+	published, errors atomic.Uint64
+}
+
+func newEventPub(c *transport.Conn, linger time.Duration, max int, log *slog.Logger) *eventPub {
+	return &eventPub{
+		conn: c, linger: linger, max: max, log: log,
+		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		flushReq: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+func (p *eventPub) start() {
+	if p.started.CompareAndSwap(false, true) {
+		go p.loop()
+	}
+}
+
+// close publishes what is waiting and stops the goroutine.
+func (p *eventPub) close() {
+	if p.started.Load() {
+		close(p.stop)
+		<-p.done
+	}
+}
+
+func (p *eventPub) emit(ev transport.TaskEvent) {
+	p.mu.Lock()
+	p.buf = append(p.buf, ev)
+	n := len(p.buf)
+	p.mu.Unlock()
+	if n == 1 {
+		nudge(p.kick)
+	}
+	if n >= p.max {
+		nudge(p.full)
+	}
+}
+
+func nudge(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// flush publishes every event emitted so far and waits until they are
+// stored (or ctx ends, or the publisher stops).
+func (p *eventPub) flush(ctx context.Context) {
+	if !p.started.Load() {
+		return
+	}
+	ch := make(chan struct{})
+	select {
+	case p.flushReq <- ch:
+	case <-p.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ch:
+	case <-p.done:
+	case <-ctx.Done():
+	}
+}
+
+func (p *eventPub) loop() {
+	defer close(p.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	for {
+		select {
+		case <-p.kick:
+			if !armed {
+				timer.Reset(p.linger)
+				armed = true
+			}
+		case <-p.full:
+			p.publish()
+		case <-timer.C:
+			armed = false
+			p.publish()
+		case ch := <-p.flushReq:
+			p.publish()
+			close(ch)
+		case <-p.stop:
+			timer.Stop()
+			p.publish()
+			return
+		}
+	}
+}
+
+func (p *eventPub) publish() {
+	for {
+		p.mu.Lock()
+		evs := p.buf
+		if len(evs) > p.max {
+			evs = evs[:p.max]
+			p.buf = p.buf[p.max:]
+		} else {
+			p.buf = nil
+		}
+		p.mu.Unlock()
+		if len(evs) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := p.conn.PublishEvents(ctx, evs...)
+		cancel()
+		if err != nil {
+			p.errors.Add(uint64(len(evs)))
+			p.log.Warn("task events not stored", "events", len(evs), "err", err)
+		} else {
+			p.published.Add(uint64(len(evs)))
+		}
+	}
+}

@@ -1,0 +1,557 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/gpu"
+	"github.com/hetflow/hetflow/localexec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// Errors of the node agent, wrapped with %w where they are returned.
+var (
+	// ErrConfig: New was given an unusable Config.
+	ErrConfig = errors.New("node: bad configuration")
+	// ErrClosed: the node was closed (or Start was called twice).
+	ErrClosed = errors.New("node: closed")
+	// ErrRefused: an Assignment could not be run here; the node sends a fail
+	// envelope with the reason.
+	ErrRefused = errors.New("node: assignment refused")
+	// ErrTimeout: one activation of a task ran past its `timeout:`.
+	ErrTimeout = errors.New("node: task timed out")
+)
+
+// Defaults of the Config fields left zero.
+const (
+	DefaultHeartbeat   = 500 * time.Millisecond
+	DefaultEventLinger = 20 * time.Millisecond
+	DefaultEventBatch  = 256
+)
+
+// Bounds on what the node keeps for runs it does not run (yet).
+const (
+	maxEarlyRuns    = 256     // runs with Signals that arrived before their Assignment
+	maxEarlySignals = 1 << 16 // such Signals per run
+	maxEndedRuns    = 4096    // runs remembered as released (late Assignments ignored)
+)
+
+// Membership is the part of the gossip ring the node drives: Drain leaves it
+// before closing. *member.List satisfies it.
+type Membership interface {
+	Leave(timeout time.Duration) error
+}
+
+// Config configures a Node. ID and Conn are required.
+type Config struct {
+	// ID is the node's id: its control subject, its signal subject and the
+	// name Assignments use (transport.ValidateID).
+	ID string
+	// Conn is the node's NATS connection. The node does not close it.
+	Conn *transport.Conn
+	// Registry holds the functions the node runs (nil: funcs.Default()).
+	Registry *funcs.Registry
+	// CPUs is the number of CPU workers (0: GOMAXPROCS).
+	CPUs int
+	// GPUs is the number of GPU devices the executor opens from the build's
+	// backend (sim: that many simulated devices). 0: none. Ignored when
+	// Devices is set.
+	GPUs int
+	// Devices are GPU devices opened by the caller, who closes them after
+	// the node.
+	Devices []*gpu.Device
+	// ExecutorOptions are appended to the executor's options.
+	ExecutorOptions []localexec.Option
+	// BatchOptions configure the node's Signal batcher.
+	BatchOptions []transport.BatchOption
+	// Streams, when set, makes Start create (or update) the JetStream
+	// streams; otherwise the coordinator is expected to have made them.
+	Streams *transport.StreamConfig
+	// HTTP is the node's HTTP address, advertised in Meta.
+	HTTP string
+	// Membership, when set, is left by Drain.
+	Membership Membership
+	// Logger receives the node's log (nil: discarded).
+	Logger *slog.Logger
+	// Now stamps events (nil: time.Now).
+	Now func() time.Time
+	// Heartbeat is the TermReport period of an active run (0: 500ms).
+	Heartbeat time.Duration
+	// EventLinger and EventBatch bound how long a TaskEvent waits and how
+	// many are published together (0: 20ms, 256).
+	EventLinger time.Duration
+	EventBatch  int
+}
+
+// Stats are the node's counters.
+type Stats struct {
+	RunsActive       int    // runs held now
+	Assignments      uint64 // Assignments taken (a re-sent one is not counted again)
+	Refused          uint64 // Assignments refused
+	TasksExecuted    uint64 // function executions, retries included
+	SignalsSent      uint64 // Signals handed to the Batcher
+	SignalsReceived  uint64 // Signals accepted and scheduled into a run
+	SignalsDuplicate uint64 // Signals the Deduper dropped as seen before
+	SignalsFenced    uint64 // Signals of an older generation
+	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
+	EventsPublished  uint64 // TaskEvents stored in JetStream
+	EventErrors      uint64 // TaskEvents that could not be stored
+	Failures         uint64 // fail envelopes sent
+}
+
+type counters struct {
+	assignments, refused, tasks      atomic.Uint64
+	sent, received, dropped, failure atomic.Uint64
+}
+
+// Node is a hetflow node agent: it takes Assignments from the leader, runs
+// its part of each run on a localexec executor, trades Signals with the
+// other nodes of the run and reports progress and termination counters.
+type Node struct {
+	cfg     Config
+	id      string
+	conn    *transport.Conn
+	reg     *funcs.Registry
+	ex      *localexec.Executor
+	dedup   *transport.Deduper
+	batcher *transport.Batcher
+	events  *eventPub
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu       sync.Mutex
+	runs     map[string]*run
+	early    map[string][]transport.Signal
+	ended    map[string]uint64 // run → last generation released
+	endedQ   []string
+	refused  map[runGen]error
+	started  bool
+	closed   bool
+	draining bool
+	drained  chan struct{}
+	drainEnd bool // drained is closed
+
+	ctlSub, sigSub *transport.Subscription
+	wg             sync.WaitGroup // run goroutines
+	closeOnce      sync.Once
+	closeErr       error
+	stats          counters
+}
+
+type runGen struct {
+	run string
+	gen uint64
+}
+
+// New builds a node: its executor (workers start now), its batcher and its
+// event publisher. Call Start to take work, and Close (or Drain) to stop.
+func New(cfg Config) (*Node, error) {
+	if err := transport.ValidateID("node", cfg.ID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.Conn == nil {
+		return nil, fmt.Errorf("%w: node %s: no NATS connection", ErrConfig, cfg.ID)
+	}
+	if cfg.CPUs < 0 || cfg.GPUs < 0 || cfg.EventBatch < 0 || cfg.Heartbeat < 0 || cfg.EventLinger < 0 {
+		return nil, fmt.Errorf("%w: node %s: negative CPUs, GPUs, heartbeat or event settings", ErrConfig, cfg.ID)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = funcs.Default()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.EventLinger == 0 {
+		cfg.EventLinger = DefaultEventLinger
+	}
+	if cfg.EventBatch == 0 {
+		cfg.EventBatch = DefaultEventBatch
+	}
+	b, err := cfg.Conn.NewBatcher(cfg.ID, cfg.BatchOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %s: %w", ErrConfig, cfg.ID, err)
+	}
+	var opts []localexec.Option
+	if cfg.CPUs > 0 {
+		opts = append(opts, localexec.WithWorkers(cfg.CPUs))
+	}
+	if len(cfg.Devices) > 0 {
+		opts = append(opts, localexec.WithDevices(cfg.Devices...))
+	} else {
+		opts = append(opts, localexec.WithGPUs(cfg.GPUs))
+	}
+	opts = append(opts, cfg.ExecutorOptions...)
+	ex := localexec.NewExecutor(opts...)
+	if err := ex.Err(); err != nil {
+		ex.Close()
+		b.Close(context.Background())
+		return nil, fmt.Errorf("%w: node %s: executor: %w", ErrConfig, cfg.ID, err)
+	}
+	n := &Node{
+		cfg:     cfg,
+		id:      cfg.ID,
+		conn:    cfg.Conn,
+		reg:     cfg.Registry,
+		ex:      ex,
+		dedup:   transport.NewDeduper(),
+		batcher: b,
+		log:     cfg.Logger.With("node", cfg.ID),
+		now:     cfg.Now,
+		runs:    map[string]*run{},
+		early:   map[string][]transport.Signal{},
+		ended:   map[string]uint64{},
+		refused: map[runGen]error{},
+		drained: make(chan struct{}),
+	}
+	n.events = newEventPub(cfg.Conn, cfg.EventLinger, cfg.EventBatch, n.log)
+	return n, nil
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.id }
+
+// Executor returns the node's executor (for observers and stats).
+func (n *Node) Executor() *localexec.Executor { return n.ex }
+
+// Meta is what the node advertises in the membership ring.
+func (n *Node) Meta() proto.Meta {
+	return proto.Meta{Role: proto.RoleNode, ID: n.id, HTTP: n.cfg.HTTP, CPUs: n.ex.NumCPUWorkers(), GPUs: len(n.ex.Devices())}
+}
+
+// Start subscribes to the node's control and signal subjects: from now on
+// the node takes Assignments. It fails after Close or on a second call.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closed || n.started {
+		n.mu.Unlock()
+		return fmt.Errorf("%w: node %s: Start after Close or Start", ErrClosed, n.id)
+	}
+	n.started = true
+	n.mu.Unlock()
+	if n.cfg.Streams != nil {
+		if err := n.conn.EnsureStreams(ctx, *n.cfg.Streams); err != nil {
+			return fmt.Errorf("node %s: %w", n.id, err)
+		}
+	}
+	n.events.start()
+	sig, err := n.conn.SubscribeSignals(n.id, n.dedup, n.onSignals)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
+	ctl, err := n.conn.SubscribeControl(n.id, n.onControl)
+	if err != nil {
+		sig.Close(ctx)
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
+	n.mu.Lock()
+	n.sigSub, n.ctlSub = sig, ctl
+	n.mu.Unlock()
+	// Make sure the server has the interest before anyone is told we are up.
+	if err := n.conn.Sync(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
+	n.log.Info("node started", "cpus", n.ex.NumCPUWorkers(), "gpus", len(n.ex.Devices()))
+	return nil
+}
+
+// Drain stops taking new runs, waits until every run the node holds has
+// been released by the leader (its Cancel, "finished" or not) or ctx ends,
+// leaves the membership ring when one is configured, and closes the node.
+func (n *Node) Drain(ctx context.Context) error {
+	n.mu.Lock()
+	n.draining = true
+	n.checkDrainedLocked()
+	ch := n.drained
+	n.mu.Unlock()
+	n.log.Info("draining")
+	var err error
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		err = fmt.Errorf("node %s: drain: %w", n.id, ctx.Err())
+	}
+	if m := n.cfg.Membership; m != nil {
+		if lerr := m.Leave(time.Second); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("node %s: leaving the ring: %w", n.id, lerr))
+		}
+	}
+	return errors.Join(err, n.Close())
+}
+
+func (n *Node) checkDrainedLocked() {
+	if n.draining && len(n.runs) == 0 && !n.drainEnd {
+		n.drainEnd = true
+		close(n.drained)
+	}
+}
+
+// Close cancels every run the node holds, waits for them, stops the
+// subscriptions, the publisher, the batcher and the executor. It does not
+// close the Conn. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.close() })
+	return n.closeErr
+}
+
+func (n *Node) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.mu.Lock()
+	n.closed = true
+	ctl, sig := n.ctlSub, n.sigSub
+	n.mu.Unlock()
+	var errs []error
+	if ctl != nil {
+		errs = append(errs, ctl.Close(ctx))
+	}
+	n.mu.Lock()
+	runs := make([]*run, 0, len(n.runs))
+	for _, r := range n.runs {
+		runs = append(runs, r)
+	}
+	n.mu.Unlock()
+	for _, r := range runs {
+		r.requestStop("node closing")
+	}
+	n.wg.Wait()
+	if sig != nil {
+		errs = append(errs, sig.Close(ctx))
+	}
+	n.events.close()
+	errs = append(errs, n.batcher.Close(ctx))
+	errs = append(errs, n.ex.Close())
+	n.log.Info("node closed")
+	return errors.Join(errs...)
+}
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	active := len(n.runs)
+	n.mu.Unlock()
+	d := n.dedup.Stats()
+	return Stats{
+		RunsActive:       active,
+		Assignments:      n.stats.assignments.Load(),
+		Refused:          n.stats.refused.Load(),
+		TasksExecuted:    n.stats.tasks.Load(),
+		SignalsSent:      n.stats.sent.Load(),
+		SignalsReceived:  n.stats.received.Load(),
+		SignalsDuplicate: d.Duplicate,
+		SignalsFenced:    d.Fenced,
+		SignalsDropped:   n.stats.dropped.Load(),
+		EventsPublished:  n.events.published.Load(),
+		EventErrors:      n.events.errors.Load(),
+		Failures:         n.stats.failure.Load(),
+	}
+}
+
+// onControl handles one control message (the subscription serialises them).
+func (n *Node) onControl(m transport.Message) {
+	switch m := m.(type) {
+	case *transport.Assignment:
+		n.assign(m)
+	case *transport.Cancel:
+		n.cancel(m)
+	case *transport.Envelope:
+		if m.Kind == proto.KindProbe {
+			n.probe(m)
+		}
+	}
+}
+
+func (n *Node) assign(a *transport.Assignment) {
+	me := -1
+	for i, id := range a.Nodes {
+		if id == n.id {
+			me = i
+			break
+		}
+	}
+	if me < 0 {
+		return // not ours (a broadcast, or a stray message)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	old := n.runs[a.Run]
+	if old != nil && a.Gen <= old.gen {
+		n.mu.Unlock()
+		return // already running it (the leader re-sends until it hears from us)
+	}
+	if g, ok := n.ended[a.Run]; ok && a.Gen <= g {
+		n.mu.Unlock()
+		return // released already: a late re-send
+	}
+	if err, ok := n.refused[runGen{a.Run, a.Gen}]; ok {
+		n.mu.Unlock()
+		n.sendFail(a.Run, "", err) // the leader may have missed it
+		return
+	}
+	if n.draining && old == nil {
+		n.mu.Unlock()
+		n.log.Info("draining: assignment ignored", "run", a.Run, "gen", a.Gen)
+		return
+	}
+	if old != nil {
+		old.superseded = true // under n.mu; its teardown then leaves the dedup state alone
+	}
+	n.mu.Unlock()
+	if old != nil {
+		n.log.Info("newer generation: restarting the run", "run", a.Run, "old", old.gen, "gen", a.Gen)
+		old.requestStop("superseded")
+		<-old.done
+	}
+
+	r, err := newRun(n, a, uint32(me))
+	if err == nil {
+		err = r.build()
+	}
+	n.mu.Lock()
+	if err == nil && n.closed {
+		err = ErrClosed
+	}
+	var open *localexec.OpenRun
+	if err == nil {
+		n.dedup.SetGen(a.Run, a.Gen)
+		open, err = n.ex.RunOpen(r.tf, r.onIdle)
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: node %s, run %s gen %d: %w", ErrRefused, n.id, a.Run, a.Gen, err)
+		if len(n.refused) > maxEndedRuns {
+			clear(n.refused)
+		}
+		n.refused[runGen{a.Run, a.Gen}] = err
+		n.mu.Unlock()
+		r.cleanup()
+		n.stats.refused.Add(1)
+		n.log.Warn("assignment refused", "run", a.Run, "gen", a.Gen, "err", err)
+		n.sendFail(a.Run, taskOf(err), err)
+		return
+	}
+	r.setOpen(open)
+	n.runs[a.Run] = r
+	early := n.early[a.Run]
+	delete(n.early, a.Run)
+	for i := range early {
+		r.deliver(&early[i])
+	}
+	n.wg.Add(1)
+	go r.loop()
+	n.mu.Unlock()
+	n.stats.assignments.Add(1)
+	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(early))
+}
+
+func (n *Node) cancel(c *transport.Cancel) {
+	n.mu.Lock()
+	r := n.runs[c.Run]
+	if r == nil {
+		delete(n.early, c.Run)
+		if _, ok := n.ended[c.Run]; !ok {
+			n.dedup.EndRun(c.Run)
+			n.markEndedLocked(c.Run, c.Gen)
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	if c.Gen != 0 && c.Gen < r.gen {
+		return // a cancel of a generation we no longer run
+	}
+	r.requestStop(c.Reason)
+}
+
+func (n *Node) markEndedLocked(run string, gen uint64) {
+	if _, ok := n.ended[run]; !ok {
+		n.endedQ = append(n.endedQ, run)
+		if len(n.endedQ) > maxEndedRuns {
+			delete(n.ended, n.endedQ[0])
+			n.endedQ = n.endedQ[1:]
+		}
+	}
+	if gen > n.ended[run] {
+		n.ended[run] = gen
+	}
+}
+
+func (n *Node) probe(e *transport.Envelope) {
+	wave, err := proto.ProbeWave(e.Body)
+	if err != nil {
+		n.log.Warn("bad probe", "run", e.Run, "err", err)
+		return
+	}
+	n.mu.Lock()
+	r := n.runs[e.Run]
+	n.mu.Unlock()
+	if r != nil {
+		r.probe(wave)
+	}
+}
+
+// onSignals handles one batch of accepted Signals (the subscription
+// serialises batches). A Signal of a run the node has not been assigned yet
+// is kept until its Assignment comes.
+func (n *Node) onSignals(from string, sigs []transport.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := range sigs {
+		s := &sigs[i]
+		if r := n.runs[s.Run]; r != nil {
+			r.deliver(s)
+			continue
+		}
+		if n.closed {
+			n.stats.dropped.Add(1)
+			continue
+		}
+		buf, ok := n.early[s.Run]
+		if (!ok && len(n.early) >= maxEarlyRuns) || len(buf) >= maxEarlySignals {
+			n.stats.dropped.Add(1)
+			n.log.Warn("signal before its assignment dropped: buffer full", "run", s.Run, "from", from)
+			continue
+		}
+		c := *s
+		c.Output = clone(s.Output)
+		n.early[s.Run] = append(buf, c)
+	}
+}
+
+// sendFail tells the leader that task (a path; "" for the whole
+// assignment) of run failed for good.
+func (n *Node) sendFail(run, task string, err error) {
+	n.stats.failure.Add(1)
+	body, _ := jsonMarshal(proto.FailBody{Task: task, Error: err.Error()})
+	env := &transport.Envelope{Kind: proto.KindFail, Run: run, Node: n.id, Body: body}
+	if perr := n.conn.Publish(proto.SubjectFail, transport.Encode(env)); perr != nil {
+		n.log.Error("fail envelope not sent", "run", run, "task", task, "err", perr)
+	}
+}
+
+func (n *Node) sendReport(rep *transport.TermReport) {
+	if err := n.conn.Publish(proto.SubjectTerm, transport.Encode(rep)); err != nil {
+		n.log.Warn("term report not sent", "run", rep.Run, "err", err)
+	}
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,306 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/localexec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// errStopped: the run is being cancelled; the wrapper gives up quietly.
+var errStopped = errors.New("node: run stopped")
+
+// call prepares activation act of vertex v.
+func (r *run) call(v int, act uint64) *funcs.Call {
+	vx := &r.g.Vertices[v]
+	vs := &r.vs[v]
+	c := &funcs.Call{
+		Run: r.id, Task: vx.Name(), Path: vx.Path, Args: funcs.Args(vx.Task.Args),
+		Activation: act, Domain: vx.Task.Domain.Or(), State: vs.getState(),
+	}
+	if vx.Task.Device != nil {
+		c.Device = *vx.Task.Device
+	}
+	if len(vs.preds) > 0 {
+		c.Inputs = make(map[string][]byte, len(vs.preds))
+		for _, p := range vs.preds {
+			if out, ok := r.vs[p].output(); ok {
+				c.Inputs[r.g.Vertices[p].Name()] = out
+			}
+		}
+	}
+	return c
+}
+
+// invoke runs fn for c: up to 1+retries executions on application errors
+// (panics are not retried), each under the per-activation timeout.
+func (r *run) invoke(fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64) (funcs.Result, error) {
+	for attempt := 0; ; attempt++ {
+		if r.ctx.Err() != nil {
+			return funcs.Result{}, errStopped
+		}
+		c.Attempt = attempt
+		execs.Add(1)
+		r.n.stats.tasks.Add(1)
+		res, err := r.execute(fn, timeout, c)
+		if err == nil {
+			return res, nil
+		}
+		if r.ctx.Err() != nil {
+			return funcs.Result{}, errStopped
+		}
+		var pe *localexec.PanicError
+		if errors.As(err, &pe) || attempt >= retries {
+			return funcs.Result{}, err
+		}
+	}
+}
+
+func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
+	ctx := r.ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	res, err = r.n.reg.Invoke(ctx, fn, c)
+	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
+		err = fmt.Errorf("%w after %s: %w", ErrTimeout, spec.FormatDuration(timeout), err)
+	}
+	return res, err
+}
+
+// begin counts a new activation of v, or reports that the run is stopping.
+func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
+	if r.ctx.Err() != nil {
+		return 0, time.Time{}, false
+	}
+	return r.vs[v].acts.Add(1), r.n.now(), true
+}
+
+func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
+	act, start, ok := r.begin(v)
+	if !ok {
+		return funcs.Result{}, 0, start, false
+	}
+	t := &r.g.Vertices[v].Task
+	res, err := r.invoke(t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs)
+	if err != nil {
+		if !errors.Is(err, errStopped) {
+			r.fail(v, "", act, r.vs[v].execs.Load(), start, err)
+		}
+		return res, act, start, false
+	}
+	r.vs[v].setState(res.State)
+	return res, act, start, true
+}
+
+func (r *run) runStatic(v int) {
+	res, act, start, ok := r.runTask(v)
+	if ok {
+		r.complete(v, act, res.Output, start)
+	}
+}
+
+func (r *run) runCondition(v int) int {
+	res, act, start, ok := r.runTask(v)
+	if !ok {
+		return -1
+	}
+	k := res.Choice
+	if cs := r.vs[v].condSends; k >= 0 && k < len(cs) && cs[k] != nil {
+		cs[k].fifo.push(item{act: act})
+	}
+	r.complete(v, act, nil, start)
+	return k
+}
+
+func (r *run) runMulti(v int) []int {
+	res, act, start, ok := r.runTask(v)
+	if !ok {
+		return nil
+	}
+	cs := r.vs[v].condSends
+	picks := make([]int, 0, len(res.Choices))
+	var remote []int // remote targets picked: each gets one Signal per activation
+pick:
+	for _, k := range res.Choices {
+		if k < 0 || k >= len(cs) {
+			continue
+		}
+		if se := cs[k]; se != nil {
+			for _, d := range remote {
+				if d == se.dst {
+					continue pick
+				}
+			}
+			remote = append(remote, se.dst)
+			se.fifo.push(item{act: act})
+		}
+		picks = append(picks, k)
+	}
+	r.complete(v, act, nil, start)
+	return picks
+}
+
+// runSubflow runs a subflow task's function and spawns its children, and a
+// hidden last child that completes the task once every child has run.
+func (r *run) runSubflow(v int, sf *localexec.Subflow) {
+	res, act, start, ok := r.runTask(v)
+	if !ok {
+		return
+	}
+	path := r.g.Vertices[v].Path
+	outs := &childOutputs{m: map[string][]byte{}}
+	tasks := make(map[string]localexec.Task, len(res.Children))
+	hasSucc := map[string]bool{}
+	for _, ch := range res.Children {
+		for _, p := range ch.Succeed {
+			hasSucc[p] = true
+		}
+	}
+	for _, ch := range res.Children {
+		tasks[ch.Name] = sf.Emplace(func() { r.runChild(v, act, ch, outs, !hasSucc[ch.Name]) }).Name(path + "/" + ch.Name)
+	}
+	fin := sf.Emplace(func() {
+		if r.ctx.Err() == nil {
+			r.complete(v, act, nil, start)
+		}
+	}).Name(path + "#done")
+	for _, ch := range res.Children {
+		t := tasks[ch.Name]
+		for _, p := range ch.Succeed {
+			t.Succeed(tasks[p])
+		}
+		t.Precede(fin)
+	}
+}
+
+type childOutputs struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, sink bool) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	start := r.n.now()
+	vx := &r.g.Vertices[v]
+	path := vx.Path + "/" + ch.Name
+	c := &funcs.Call{Run: r.id, Task: ch.Name, Path: path, Args: ch.Args, Activation: act, Domain: spec.DomainCPU}
+	if len(ch.Succeed) > 0 {
+		c.Inputs = make(map[string][]byte, len(ch.Succeed))
+		outs.mu.Lock()
+		for _, p := range ch.Succeed {
+			c.Inputs[p] = outs.m[p]
+		}
+		outs.mu.Unlock()
+	}
+	execs := r.vs[v].childCounter(path)
+	res, err := r.invoke(ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs)
+	if err != nil {
+		if !errors.Is(err, errStopped) {
+			r.fail(v, path, act, execs.Load(), start, err)
+		}
+		return
+	}
+	outs.mu.Lock()
+	outs.m[ch.Name] = res.Output
+	outs.mu.Unlock()
+	var out []byte
+	if sink {
+		out = res.Output
+	}
+	r.event(v, path, transport.TaskDone, act, execs.Load(), out, "", start)
+}
+
+// moduleDone completes a module task: its instance has run.
+func (r *run) moduleDone(v int) {
+	act, start, ok := r.begin(v)
+	if !ok {
+		return
+	}
+	r.vs[v].execs.Add(1)
+	r.complete(v, act, nil, start)
+}
+
+// gpuDone is the hidden CPU task after a GPU task: it reads the result the
+// GPU graph copied back and completes the task.
+func (r *run) gpuDone(v int, job *gpuJob) {
+	act, start, ok := r.begin(v)
+	if !ok {
+		return
+	}
+	r.vs[v].execs.Add(1)
+	r.n.stats.tasks.Add(1)
+	r.complete(v, act, job.output(), start)
+}
+
+// complete records activation act of v: its output (for local successors'
+// Inputs), the traversals of its strong cross-node edges, and a done event.
+func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
+	vs := &r.vs[v]
+	vs.setOut(act, out)
+	for _, se := range vs.strongSends {
+		se.fifo.push(item{act: act, out: out})
+	}
+	vx := &r.g.Vertices[v]
+	var evOut []byte
+	if len(vx.Succ) == 0 {
+		evOut = out
+	}
+	r.event(v, vx.Path, transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
+}
+
+// send is a send proxy: it hands one traversal of a cross-node edge to the
+// Batcher.
+func (r *run) send(se *sendEdge) {
+	it, ok := se.fifo.pop()
+	if !ok || r.ctx.Err() != nil {
+		return
+	}
+	s := transport.Signal{
+		Run: r.id, Gen: r.gen, Src: uint32(se.src), Dst: uint32(se.dst),
+		Act: it.act, Kind: se.kind, Output: it.out,
+	}
+	if err := r.n.batcher.Add(r.ctx, se.node, &s); err != nil {
+		if r.ctx.Err() == nil {
+			v := se.src
+			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.g.Vertices[se.dst].Path, se.node, err))
+		}
+		return
+	}
+	r.sent.Add(1)
+	r.n.stats.sent.Add(1)
+}
+
+// recvEdge is the proxy of a remote strong predecessor: it records the
+// producer's output for the local successor's Inputs.
+func (r *run) recvEdge(re *recvEdge) {
+	if it, ok := re.fifo.pop(); ok {
+		r.vs[re.src].setOut(it.act, it.out)
+	}
+}
+
+// recvChoice is the proxy of a remote condition's pick: it schedules its
+// one successor.
+func (r *run) recvChoice(re *recvEdge) int {
+	if _, ok := re.fifo.pop(); ok && r.ctx.Err() == nil {
+		return 0
+	}
+	return -1
+}
