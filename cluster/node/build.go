@@ -23,9 +23,9 @@ type vstate struct {
 	out    []byte
 	state  []byte // Result.State of the last activation
 
-	preds       []int        // strong predecessors (distinct), for Inputs
-	strongSends []*sendEdge  // one per remote target of a strong out-edge
-	condSends   []*sendEdge  // conditions: per out-edge index, nil where local
+	preds       []int       // strong predecessors (distinct), for Inputs
+	strongSends []*sendEdge // one per remote target of a strong out-edge
+	condSends   []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs  map[string]*atomic.Uint64
 }
 

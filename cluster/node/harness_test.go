@@ -176,11 +176,11 @@ func (f *taskFold) String() string {
 }
 
 type runOpts struct {
-	noRelease bool                     // leave the run held (the caller releases it)
-	before    func(run string)         // after the Assignment is sent the first time
+	noRelease bool                       // leave the run held (the caller releases it)
+	before    func(run string)           // after the Assignment is sent the first time
 	onReport  func(transport.TermReport) // every report seen
-	sendTo    []int                    // nodes to send the Assignment to at first (default all)
-	stopAfter time.Duration            // cancel the run this long after start ("user cancel")
+	sendTo    []int                      // nodes to send the Assignment to at first (default all)
+	stopAfter time.Duration              // cancel the run this long after start ("user cancel")
 }
 
 // runFlow runs file's flow on the cluster with the given owners and waits
@@ -310,7 +310,8 @@ loop:
 	return out
 }
 
-// release sends Cancel until no node holds the run.
+// release sends Cancel until every node has handled one: it holds the run
+// no longer and remembers it as released.
 func (c *cluster) release(ctx context.Context, runID, reason string) {
 	t := c.t
 	cancel := &transport.Cancel{Run: runID, Gen: 1, Reason: reason}
@@ -327,8 +328,9 @@ func (c *cluster) release(ctx context.Context, runID, reason string) {
 			for _, n := range c.nodes {
 				n.mu.Lock()
 				_, ok := n.runs[runID]
+				_, ended := n.ended[runID]
 				n.mu.Unlock()
-				held = held || ok
+				held = held || ok || !ended
 			}
 			if !held {
 				return
@@ -404,4 +406,13 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+func specJSON(t testing.TB, f *spec.File) ([]byte, error) {
+	t.Helper()
+	b, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, nil
 }

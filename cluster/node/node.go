@@ -101,6 +101,7 @@ type Stats struct {
 	SignalsDuplicate uint64 // Signals the Deduper dropped as seen before
 	SignalsFenced    uint64 // Signals of an older generation
 	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
+	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
 	EventsPublished  uint64 // TaskEvents stored in JetStream
 	EventErrors      uint64 // TaskEvents that could not be stored
 	Failures         uint64 // fail envelopes sent
@@ -109,6 +110,7 @@ type Stats struct {
 type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
+	early                            atomic.Uint64
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -353,6 +355,7 @@ func (n *Node) Stats() Stats {
 		SignalsDuplicate: d.Duplicate,
 		SignalsFenced:    d.Fenced,
 		SignalsDropped:   n.stats.dropped.Load(),
+		SignalsEarly:     n.stats.early.Load(),
 		EventsPublished:  n.events.published.Load(),
 		EventErrors:      n.events.errors.Load(),
 		Failures:         n.stats.failure.Load(),
@@ -529,6 +532,7 @@ func (n *Node) onSignals(from string, sigs []transport.Signal) {
 		c := *s
 		c.Output = clone(s.Output)
 		n.early[s.Run] = append(buf, c)
+		n.stats.early.Add(1)
 	}
 }
 

@@ -32,9 +32,9 @@ type run struct {
 	cancel context.CancelFunc
 	openP  atomic.Pointer[localexec.OpenRun]
 
-	vs   []vstate               // per vertex of g
-	recv map[edgeKey]*recvEdge  // proxies of remote predecessors, by (src, dst)
-	jobs []*gpuJob              // GPU work to free when the run ends
+	vs   []vstate              // per vertex of g
+	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
+	jobs []*gpuJob             // GPU work to free when the run ends
 
 	sent, received atomic.Uint64
 	inflight       atomic.Int64 // accepted Signals being scheduled

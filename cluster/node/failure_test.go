@@ -1,0 +1,350 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/transport"
+	"github.com/nats-io/nats.go"
+)
+
+// two-node flows: init on n0, the task under test on n1, after on n0.
+func chainFlow(task string) string {
+	return `
+name: chain
+tasks:
+  - {name: init, func: hash}
+  - ` + task + `
+  - {name: after, func: hash, succeed: [t]}
+`
+}
+
+func chainOwners(t *testing.T, text string) []uint32 {
+	_, g := parseFlow(t, text)
+	own := make([]uint32, len(g.Vertices))
+	own[byName(g, "t")] = 1
+	return own
+}
+
+func TestTaskFailureNamesTheTask(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	cases := []struct {
+		name, task, errPart string
+		acts, execs         uint64
+	}{
+		{"fail", `{name: t, func: fail, args: {msg: boom}, succeed: [init]}`, "boom", 1, 1},
+		{"retries-exhausted", `{name: t, func: fail, args: {msg: boom}, retries: 2, succeed: [init]}`, "boom", 1, 3},
+		{"panic", `{name: t, func: panic, args: {msg: kaboom}, retries: 3, succeed: [init]}`, "kaboom", 1, 1},
+		{"timeout", `{name: t, func: sleep, args: {ms: 60000}, timeout: 50ms, succeed: [init]}`, "timed out after 50ms", 1, 1},
+	}
+	for _, tc := range cases {
+		text := chainFlow(tc.task)
+		file, _ := parseFlow(t, text)
+		out := c.runFlow(ctx, file, chainOwners(t, text), runOpts{})
+		if out.failed == nil {
+			t.Fatalf("%s: the run did not fail:\n%s", tc.name, summary(out.tasks))
+		}
+		if out.failed.Task != "t" || out.failNode != "n1" || !strings.Contains(out.failed.Error, tc.errPart) {
+			t.Fatalf("%s: fail envelope %+v from %s", tc.name, out.failed, out.failNode)
+		}
+		f := out.tasks["t"]
+		if f == nil || f.state != transport.TaskFailed || f.acts != tc.acts || f.executions() != tc.execs || f.node != "n1" {
+			t.Fatalf("%s: task t: %v\n%s", tc.name, f, summary(out.tasks))
+		}
+		if out.tasks["after"] != nil {
+			t.Fatalf("%s: after ran: %s", tc.name, summary(out.tasks))
+		}
+	}
+	// the nodes stay healthy: a good run afterwards
+	text := chainFlow(`{name: t, func: fail, args: {times: 2}, retries: 2, succeed: [init]}`)
+	file, _ := parseFlow(t, text)
+	out := c.runFlow(ctx, file, chainOwners(t, text), runOpts{})
+	if out.failed != nil {
+		t.Fatalf("retried run failed: %+v", out.failed)
+	}
+	if f := out.tasks["t"]; f.state != transport.TaskDone || f.acts != 1 || f.executions() != 3 {
+		t.Fatalf("retried task: %v", f)
+	}
+	if out.tasks["after"] == nil || out.tasks["after"].state != transport.TaskDone {
+		t.Fatalf("after: %s", summary(out.tasks))
+	}
+}
+
+func TestRefusedAssignments(t *testing.T) {
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, mixedFlow)
+	// a module instance split from its module task
+	own := placement(g, 2, []int{0}, func(int) int { return 0 })
+	own[byName(g, "mod/q")] = 1
+	out := c.runFlow(ctx, file, own, runOpts{})
+	if out.failed == nil || !strings.Contains(out.failed.Error, "module instance split") ||
+		(out.failed.Task != "mod" && out.failed.Task != "mod/q") {
+		t.Fatalf("split module: %+v", out.failed)
+	}
+	// a GPU task on a node without a GPU
+	own = placement(g, 2, []int{0}, func(int) int { return 0 })
+	own[byName(g, "gsax")] = 1
+	out = c.runFlow(ctx, file, own, runOpts{})
+	if out.failed == nil || out.failed.Task != "gsax" || out.failNode != "n1" || !strings.Contains(out.failed.Error, "needs GPU device 0; node n1 has 0") {
+		t.Fatalf("gpu on n1: %+v from %s", out.failed, out.failNode)
+	}
+	// garbage instead of a flow
+	asg := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Flow: []byte("{not a flow")}
+	if err := c.leader.conn.SendControl("n0", asg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-c.leader.fail:
+		if e.Run != "rbad" || !strings.Contains(string(e.Body), "refused") {
+			t.Fatalf("garbage flow: %s %s", e.Run, e.Body)
+		}
+	case <-ctx.Done():
+		t.Fatal("no fail envelope for a garbage flow")
+	}
+	for _, n := range c.nodes {
+		if s := n.Stats(); s.RunsActive != 0 || s.Refused == 0 {
+			n.mu.Lock()
+			for id, r := range n.runs {
+				t.Logf("held: %s gen %d reason %q", id, r.gen, r.reason)
+			}
+			n.mu.Unlock()
+			t.Fatalf("%s: %+v", n.ID(), s)
+		}
+	}
+}
+
+// loopFlow loops forever across two nodes, next to a long sleep.
+const loopFlow = `
+name: forever
+tasks:
+  - {name: init, func: noop}
+  - {name: body, func: spin, args: {us: 50}, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: 1000000000}, succeed: [body], precede: [body, done]}
+  - {name: done, func: noop}
+  - {name: nap, func: sleep, args: {ms: 600000}, succeed: [init]}
+`
+
+func TestCancelStopsALongRun(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, loopFlow)
+	own := make([]uint32, len(g.Vertices))
+	own[byName(g, "cond")] = 1
+	own[byName(g, "nap")] = 1
+	start := time.Now()
+	out := c.runFlow(ctx, file, own, runOpts{stopAfter: 300 * time.Millisecond, noRelease: true})
+	if out.failed != nil || out.waves != 0 {
+		t.Fatalf("the endless run ended by itself: %+v, waves %d", out.failed, out.waves)
+	}
+	before := c.nodes[0].Stats().TasksExecuted
+	if before < 10 {
+		t.Fatalf("the loop hardly ran: %d tasks", before)
+	}
+	c.release(ctx, out.run, "cancelled")
+	// released well before the 10-minute sleep: the sleep saw its context end
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("release took %v", d)
+	}
+	after := c.nodes[0].Stats().TasksExecuted + c.nodes[1].Stats().TasksExecuted
+	time.Sleep(20 * time.Millisecond) // nothing may run after the release
+	if again := c.nodes[0].Stats().TasksExecuted + c.nodes[1].Stats().TasksExecuted; again != after {
+		t.Fatalf("tasks ran after the release: %d then %d", after, again)
+	}
+	// a late re-sent Assignment of the released run does not start it again
+	flow, _ := specJSON(t, file)
+	asg := &transport.Assignment{Run: out.run, Gen: 1, Nodes: c.ids, Owner: own, Flow: flow}
+	for _, id := range c.ids {
+		if err := c.leader.conn.SendControl(id, asg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a run sent after it on the same subjects: once it is done, the late
+	// Assignment has been handled
+	text := chainFlow(`{name: t, func: noop, succeed: [init]}`)
+	chain, _ := parseFlow(t, text)
+	if next := c.runFlow(ctx, chain, chainOwners(t, text), runOpts{}); next.failed != nil {
+		t.Fatalf("next run: %+v", next.failed)
+	}
+	for _, n := range c.nodes {
+		if s := n.Stats(); s.RunsActive != 0 || s.Assignments != 2 {
+			t.Fatalf("%s after a late assignment: %+v", n.ID(), s)
+		}
+	}
+}
+
+// Every Signal batch of a run published a second time: the Deduper drops
+// them and nothing runs twice.
+func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, mixedFlow)
+	own := placement(g, 2, []int{0}, func(v int) int { return v })
+	var mu sync.Mutex
+	var batches []*nats.Msg
+	sub, err := c.leader.conn.Subscribe("hf.run.>", func(m *nats.Msg) {
+		mu.Lock()
+		batches = append(batches, m)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	if err := c.leader.conn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
+	if first.failed != nil {
+		t.Fatalf("failed: %+v", first.failed)
+	}
+	stats := func() (exec, recv, dup uint64) {
+		for _, n := range c.nodes {
+			s := n.Stats()
+			exec += s.TasksExecuted
+			recv += s.SignalsReceived
+			dup += s.SignalsDuplicate
+		}
+		return
+	}
+	exec0, recv0, dup0 := stats()
+	mu.Lock()
+	replay := batches
+	mu.Unlock()
+	nsig := 0
+	for _, m := range replay {
+		b, err := transport.DecodeBatch(m.Data, transport.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsig += len(b.Signals)
+		if err := c.leader.conn.Publish(m.Subject, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nsig == 0 {
+		t.Fatal("no signal crossed nodes")
+	}
+	waitFor(t, 10*time.Second, "duplicates dropped", func() bool {
+		_, _, dup := stats()
+		return dup == dup0+uint64(nsig)
+	})
+	if exec, recv, _ := stats(); exec != exec0 || recv != recv0 {
+		t.Fatalf("after the replay: executed %d→%d, received %d→%d", exec0, exec, recv0, recv)
+	}
+	c.release(ctx, first.run, "finished")
+	again := c.fold(ctx, first.run)
+	compare(t, "after duplicates", first.tasks, again)
+}
+
+// A node that gets Signals before its Assignment keeps them.
+func TestSignalsBeforeAssignment(t *testing.T) {
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, mixedFlow)
+	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
+	// n1 owns what n0's source feeds; n1 hears of the run only on the leader's re-send
+	own := placement(g, 2, []int{0}, func(v int) int {
+		if v == byName(g, "init") || v == byName(g, "gsax") {
+			return 0
+		}
+		return 1
+	})
+	got := c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}})
+	if got.failed != nil {
+		t.Fatalf("failed: %+v", got.failed)
+	}
+	compare(t, "late assignment", base.tasks, got.tasks)
+	if s := c.nodes[1].Stats(); s.SignalsEarly == 0 {
+		t.Fatalf("n1 saw no signal before its assignment: %+v", s)
+	}
+}
+
+func TestDrainFinishesHeldRuns(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, loopFlow)
+	own := make([]uint32, len(g.Vertices))
+	own[byName(g, "cond")] = 1
+	out := c.runFlow(ctx, file, own, runOpts{stopAfter: 100 * time.Millisecond, noRelease: true})
+	n1 := c.nodes[1]
+	drained := make(chan error, 1)
+	go func() { drained <- n1.Drain(ctx) }()
+	waitFor(t, 5*time.Second, "draining", func() bool {
+		n1.mu.Lock()
+		defer n1.mu.Unlock()
+		return n1.draining
+	})
+	// a new run is not taken while draining
+	text := chainFlow(`{name: t, func: noop, succeed: [init]}`)
+	chain, _ := parseFlow(t, text)
+	flow, _ := specJSON(t, chain)
+	asg := &transport.Assignment{Run: "rdrain", Gen: 1, Nodes: c.ids, Owner: chainOwners(t, text), Flow: flow}
+	if err := c.leader.conn.SendControl("n1", asg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.leader.conn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned while holding a run: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.release(ctx, out.run, "cancelled")
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Drain did not return after the release")
+	}
+	if s := n1.Stats(); s.Assignments != 1 || s.RunsActive != 0 {
+		t.Fatalf("n1 after drain: %+v", s)
+	}
+	if err := n1.Start(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Drain: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	url := startNATS(t)
+	conn := connect(t, url, "cfg")
+	for _, cfg := range []Config{
+		{ID: "", Conn: conn},
+		{ID: "a.b", Conn: conn},
+		{ID: "n1"},
+		{ID: "n1", Conn: conn, CPUs: -1},
+	} {
+		if n, err := New(cfg); !errors.Is(err, ErrConfig) {
+			if n != nil {
+				n.Close()
+			}
+			t.Fatalf("New(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+	n, err := New(Config{ID: "n1", Conn: conn, CPUs: 1, GPUs: 2, HTTP: "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := n.Meta(); m != (proto.Meta{Role: proto.RoleNode, ID: "n1", HTTP: "127.0.0.1:8080", CPUs: 1, GPUs: 2}) {
+		t.Fatalf("Meta = %+v", m)
+	}
+	// Close without Start, twice
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Close: %v", err)
+	}
+}
