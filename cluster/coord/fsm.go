@@ -39,8 +39,8 @@ type Run struct {
 	Nodes      []string      `json:"nodes"`      // the nodes of Assignment, sorted
 }
 
-// Config is the cluster-wide settings in the FSM.
-type Config struct {
+// Settings are the cluster-wide settings in the FSM.
+type Settings struct {
 	Retention time.Duration `json:"retention"`
 }
 
@@ -63,7 +63,7 @@ type Command struct {
 	Reassign *Reassign `json:"reassign,omitempty"` // run_reassign
 	Finish   *Finish   `json:"finish,omitempty"`   // run_finish
 	Before   time.Time `json:"before,omitzero"`    // prune
-	Config   *Config   `json:"config,omitempty"`   // config
+	Config   *Settings `json:"config,omitempty"`   // config
 }
 
 // Reassign gives a running run a new generation and assignment (a node was
@@ -86,7 +86,7 @@ type Finish struct {
 type State struct {
 	Nodes  map[string]*Node `json:"nodes"`
 	Runs   map[string]*Run  `json:"runs"`
-	Config Config           `json:"config"`
+	Config Settings         `json:"config"`
 }
 
 // FSM is the coordinator's pure state machine: commands in, state out. Time
@@ -258,8 +258,8 @@ func (f *FSM) Nodes() []Node {
 	return out
 }
 
-// Config returns the cluster settings.
-func (f *FSM) Config() Config { return f.st.Config }
+// Settings returns the cluster settings.
+func (f *FSM) Settings() Settings { return f.st.Config }
 
 // Snapshot writes the whole state as JSON.
 func (f *FSM) Snapshot() ([]byte, error) { return json.Marshal(&f.st) }

@@ -1,0 +1,461 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+// HeaderForwardedBy names the follower that forwarded a request to the leader.
+const HeaderForwardedBy = "X-Hetflow-Forwarded-By"
+
+// maxBody bounds a request body: a flow file of spec.MaxFileSize as a JSON
+// string, with room for escapes.
+const maxBody = 2*spec.MaxFileSize + 4096
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	lead := s.leaderOnly
+	mux.HandleFunc("POST /v1/runs", lead(s.handleSubmit))
+	mux.HandleFunc("GET /v1/runs", s.handleRuns)
+	mux.HandleFunc("GET /v1/runs/{id}", lead(s.handleStatus))
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", lead(s.handleCancel))
+	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	mux.HandleFunc("GET /v1/peers", s.handlePeers)
+	mux.HandleFunc("DELETE /v1/peers/{id}", lead(s.handleRemovePeer))
+	mux.HandleFunc("GET /v1/leader", s.handleLeader)
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rw := &recorder{ResponseWriter: w, code: http.StatusOK}
+		if s.authorised(r) {
+			mux.ServeHTTP(rw, r)
+		} else {
+			writeError(rw, http.StatusUnauthorized, proto.ErrUnauthorized.Error(), nil)
+		}
+		route := r.Pattern
+		if route == "" {
+			route = "other"
+		}
+		s.http.WithLabelValues(r.Method, route, strconv.Itoa(rw.code)).Inc()
+	})
+}
+
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+func (s *Server) authorised(r *http.Request) bool {
+	tok := s.cfg.Secret.APIToken
+	if tok == "" || r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string, problems []string) {
+	writeJSON(w, code, proto.ErrorResponse{Error: msg, Problems: problems})
+}
+
+// writeErr maps an error to its status code.
+func writeErr(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, proto.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error(), nil)
+	case errors.Is(err, proto.ErrNotLeader), errors.Is(err, proto.ErrNoLeader):
+		writeError(w, http.StatusServiceUnavailable, err.Error(), nil)
+	case errors.Is(err, ErrCommand):
+		writeError(w, http.StatusConflict, err.Error(), nil)
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error(), nil)
+	}
+}
+
+// leaderOnly runs h on the leader and forwards the request to it elsewhere.
+func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.Leader() {
+			h(w, r)
+			return
+		}
+		li, ok := s.leaderInfo()
+		if !ok || li.HTTP == "" || r.Header.Get(HeaderForwardedBy) != "" {
+			writeError(w, http.StatusServiceUnavailable, "no leader", nil)
+			return
+		}
+		s.forward(w, r, li.HTTP)
+	}
+}
+
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body: "+err.Error(), nil)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error(), nil)
+		return
+	}
+	for _, h := range []string{"Authorization", "Content-Type"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(HeaderForwardedBy, s.cfg.ID)
+	resp, err := s.fwd.Do(req)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no leader: forwarding to "+leader+": "+err.Error(), nil)
+		return
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.Header().Set(HeaderForwardedBy, s.cfg.ID)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var req proto.SubmitRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error(), []string{"request body: " + err.Error()})
+		return
+	}
+	id, err := s.Submit(req.Path, []byte(req.Flow))
+	if err != nil {
+		var inv *InvalidError
+		if errors.As(err, &inv) {
+			writeError(w, http.StatusBadRequest, err.Error(), inv.Problems)
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, proto.SubmitResponse{ID: id})
+}
+
+// InvalidError is a flow Submit refused; Problems has one line per problem
+// ("file:line: ...").
+type InvalidError struct {
+	Problems []string
+}
+
+func (e *InvalidError) Error() string {
+	return proto.ErrInvalid.Error() + ": " + strings.Join(e.Problems, "; ")
+}
+
+func (e *InvalidError) Unwrap() error { return proto.ErrInvalid }
+
+func invalid(err error) *InvalidError {
+	var es spec.Errors
+	if errors.As(err, &es) {
+		p := make([]string, len(es))
+		for i, e := range es {
+			p[i] = e.Error()
+		}
+		return &InvalidError{Problems: p}
+	}
+	return &InvalidError{Problems: []string{err.Error()}}
+}
+
+// Submit parses, validates and partitions a flow file and commits it as a new
+// run; it must be called on the leader (proto.ErrNotLeader otherwise). An
+// invalid flow, or one the alive nodes cannot run, is an *InvalidError.
+func (s *Server) Submit(path string, text []byte) (string, error) {
+	if !s.Leader() {
+		return "", proto.ErrNotLeader
+	}
+	if path == "" {
+		path = "flow.yaml"
+	}
+	f, err := spec.Parse(path, text)
+	if err != nil {
+		return "", invalid(err)
+	}
+	var alive []Node
+	res := &spec.Resources{Nodes: map[string]spec.NodeRes{}}
+	s.fsm.read(func(fsm *FSM) {
+		for _, n := range fsm.Nodes() {
+			if n.State == proto.NodeAlive {
+				alive = append(alive, n)
+				res.Nodes[n.ID] = spec.NodeRes{CPUs: n.CPUs, GPUs: n.GPUs}
+			}
+		}
+	})
+	if err := f.Validate(spec.Options{Funcs: s.cfg.Catalog, Resources: res}); err != nil {
+		return "", invalid(err)
+	}
+	// Every process expands the same canonical bytes, so indices agree.
+	canon, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		return "", fmt.Errorf("coord: marshal flow: %w", err)
+	}
+	cf, err := spec.ParseJSON(path, canon)
+	if err != nil {
+		return "", fmt.Errorf("coord: canonical flow does not parse back: %w", err)
+	}
+	g, err := cf.Expand()
+	if err != nil {
+		return "", invalid(err)
+	}
+	now := time.Now()
+	id := newRunID(now)
+	assign, err := Plan(g, alive, Seed(id))
+	if err != nil {
+		return "", invalid(err)
+	}
+	run := &Run{ID: id, Flow: canon, FlowName: g.Name, State: proto.RunRunning, Submitted: now,
+		Timeout: g.Timeout, Gen: 1, Assignment: assign}
+	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// newRunID: "r" + 13 hex digits of the time in ms + "-" + 6 random hex digits.
+func newRunID(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("r%013x-%s", now.UnixMilli(), hex.EncodeToString(b[:]))
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.runStatus(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// Cancel ends a running run as cancelled (leader only). Cancelling a run
+// that already ended changes nothing.
+func (s *Server) Cancel(ctx context.Context, id string) (proto.RunStatus, error) {
+	if !s.Leader() {
+		return proto.RunStatus{}, proto.ErrNotLeader
+	}
+	r, ok := s.run(id)
+	if !ok {
+		return proto.RunStatus{}, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
+	}
+	if !proto.Finished(r.State) {
+		err := s.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunCancelled, At: time.Now()}})
+		if err != nil && !errors.Is(err, ErrCommand) { // ErrCommand: it ended meanwhile
+			return proto.RunStatus{}, err
+		}
+	}
+	return s.runStatus(ctx, id)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	st, err := s.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
+	out := []proto.RunSummary{}
+	s.fsm.read(func(f *FSM) {
+		for _, run := range f.Runs() {
+			rs := proto.RunSummary{ID: run.ID, Flow: run.FlowName, State: run.State, Submitted: run.Submitted}
+			if !run.Finished.IsZero() {
+				t := run.Finished
+				rs.Finished = &t
+			}
+			out = append(out, rs)
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
+	out := []proto.NodeInfo{}
+	s.fsm.read(func(f *FSM) {
+		for _, n := range f.Nodes() {
+			out = append(out, proto.NodeInfo{ID: n.ID, Address: n.Address, State: n.State, CPUs: n.CPUs, GPUs: n.GPUs})
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// Peers lists raft's configuration.
+func (s *Server) Peers() ([]proto.PeerInfo, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("coord: raft configuration: %w", err)
+	}
+	_, leader := s.raft.LeaderWithID()
+	out := []proto.PeerInfo{}
+	for _, sv := range f.Configuration().Servers {
+		p := proto.PeerInfo{ID: string(sv.ID), Raft: string(sv.Address), Suffrage: strings.ToLower(sv.Suffrage.String()), Leader: sv.ID == leader}
+		if string(sv.ID) == s.cfg.ID {
+			p.HTTP = s.HTTPAddr()
+		} else if m, ok := s.members.Member(string(sv.ID)); ok {
+			p.HTTP = m.Meta.HTTP
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.Peers()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
+// RemovePeer removes a coordinator from raft's configuration (leader only).
+// A coordinator the ring still holds alive is refused (the leader would add
+// it back): stop it first.
+func (s *Server) RemovePeer(id string) error {
+	if !s.Leader() {
+		return proto.ErrNotLeader
+	}
+	ps, err := s.Peers()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, p := range ps {
+		found = found || p.ID == id
+	}
+	if !found {
+		return fmt.Errorf("peer %s: %w", id, proto.ErrNotFound)
+	}
+	if m, ok := s.members.Member(id); ok && id != s.cfg.ID && (m.State == proto.NodeAlive || m.State == proto.NodeSuspect) {
+		return fmt.Errorf("%w: coordinator %s is still alive; stop it first", ErrCommand, id)
+	}
+	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second).Error(); err != nil {
+		return fmt.Errorf("coord: remove peer %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
+	if err := s.RemovePeer(r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	ps, err := s.Peers()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
+func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
+	li, ok := s.leaderInfo()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, "no leader", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, li)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	li, ok := s.leaderInfo()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, "no leader", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "id": s.cfg.ID, "leader": li.ID, "state": strings.ToLower(s.raft.State().String())})
+}
+
+// metrics
+
+func (s *Server) initMetrics() {
+	s.reg = prometheus.NewRegistry()
+	s.http = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_coord_http_requests_total",
+		Help: "API requests by method, route and status code."}, []string{"method", "route", "code"})
+	s.reg.MustRegister(s.http, (*collector)(s), prometheus.NewGoCollector())
+}
+
+type collector Server
+
+var (
+	descRuns   = prometheus.NewDesc("hetflow_coord_runs", "Runs in the FSM by state.", []string{"state"}, nil)
+	descNodes  = prometheus.NewDesc("hetflow_coord_nodes", "Nodes in the FSM by state.", []string{"state"}, nil)
+	descRaft   = prometheus.NewDesc("hetflow_coord_raft_state", "1 for this server's raft state.", []string{"state"}, nil)
+	descLeader = prometheus.NewDesc("hetflow_coord_leader", "1 when this server is the leader.", nil, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRuns
+	ch <- descNodes
+	ch <- descRaft
+	ch <- descLeader
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := (*Server)(c)
+	runs := map[string]int{proto.RunPending: 0, proto.RunRunning: 0, proto.RunSucceeded: 0, proto.RunFailed: 0, proto.RunCancelled: 0}
+	nodes := map[string]int{proto.NodeAlive: 0, proto.NodeSuspect: 0, proto.NodeDead: 0, proto.NodeLeft: 0}
+	s.fsm.read(func(f *FSM) {
+		for _, r := range f.Runs() {
+			runs[r.State]++
+		}
+		for _, n := range f.Nodes() {
+			nodes[n.State]++
+		}
+	})
+	for st, n := range runs {
+		ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(n), st)
+	}
+	for st, n := range nodes {
+		ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(n), st)
+	}
+	state := raft.Shutdown
+	if s.raft != nil {
+		state = s.raft.State()
+	}
+	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRaft, prometheus.GaugeValue, v, strings.ToLower(st.String()))
+	}
+	v := 0.0
+	if state == raft.Leader {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, v)
+}

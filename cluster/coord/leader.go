@@ -1,0 +1,411 @@
+package coord
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// Leader loop timings.
+const (
+	resendEvery  = 500 * time.Millisecond // Assignment re-send to nodes that have not reported
+	tickEvery    = 100 * time.Millisecond
+	syncEvery    = time.Second // membership reconcile, even without events
+	probeTimeout = 2 * time.Second
+	cancelEvery  = 500 * time.Millisecond // Cancel answers to reports of ended runs, per (run, node)
+)
+
+// tracker is the leader's view of one running run.
+type tracker struct {
+	run      Run
+	asg      *transport.Assignment
+	det      *Detector
+	lastSend time.Time
+}
+
+// leader is the state of one term of leadership; only lead's goroutine
+// touches it.
+type leader struct {
+	s          *Server
+	runs       map[string]*tracker
+	cancelSent map[string]time.Time // "run/node" → last Cancel sent in answer to a report
+	lastSync   time.Time
+	lastPrune  time.Time
+}
+
+type inbound struct {
+	term *transport.TermReport
+	fail *transport.Envelope
+}
+
+// lead is the leader loop: it runs until ctx ends (leadership lost or Close).
+func (s *Server) lead(ctx context.Context) {
+	s.log.Info("leading")
+	defer s.log.Info("no longer leading")
+	l := &leader{s: s, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{}}
+
+	// Make sure every entry of earlier terms is applied before acting on the FSM.
+	if err := s.raft.Barrier(5 * time.Second).Error(); err != nil {
+		s.log.Warn("barrier", "err", err)
+		return
+	}
+	if s.fsmConfig().Retention != s.cfg.Retention {
+		if err := s.apply(&Command{Op: OpConfig, Config: &Settings{Retention: s.cfg.Retention}}); err != nil {
+			s.log.Warn("set retention", "err", err)
+		}
+	}
+
+	in := make(chan inbound, 1024)
+	if s.nc != nil {
+		deliver := func(m inbound) {
+			select {
+			case in <- m:
+			case <-ctx.Done():
+			}
+		}
+		lim := s.nc.Limits()
+		term, err := s.nc.Subscribe(proto.SubjectTerm, func(m *nats.Msg) {
+			var r transport.TermReport
+			if r.Decode(m.Data, lim) == nil {
+				deliver(inbound{term: &r})
+			}
+		})
+		if err != nil {
+			s.log.Error("subscribe term reports", "err", err)
+			return
+		}
+		fail, err := s.nc.Subscribe(proto.SubjectFail, func(m *nats.Msg) {
+			var e transport.Envelope
+			if e.Decode(m.Data, lim) == nil && e.Kind == proto.KindFail {
+				deliver(inbound{fail: &e})
+			}
+		})
+		if err != nil {
+			s.log.Error("subscribe fail reports", "err", err)
+			closeSub(term)
+			return
+		}
+		defer closeSub(fail)
+		defer closeSub(term)
+	}
+
+	t := time.NewTicker(tickEvery)
+	defer t.Stop()
+	l.syncMembers(time.Now())
+	l.reconcile(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-in:
+			now := time.Now()
+			if m.term != nil {
+				l.report(now, m.term)
+			} else {
+				l.fail(now, m.fail)
+			}
+		case <-s.kick:
+			l.reconcile(time.Now())
+		case <-s.memberKick:
+			l.syncMembers(time.Now())
+		case now := <-t.C:
+			if now.Sub(l.lastSync) >= syncEvery {
+				l.syncMembers(now)
+			}
+			l.reconcile(now)
+			l.tick(now)
+			l.prune(now)
+		}
+	}
+}
+
+func closeSub(sub *transport.Subscription) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = sub.Close(ctx)
+}
+
+func (s *Server) fsmConfig() (c Settings) {
+	s.fsm.read(func(f *FSM) { c = f.Settings() })
+	return c
+}
+
+// syncMembers writes node membership into the FSM and adds coordinator
+// members raft does not know as voters.
+func (l *leader) syncMembers(now time.Time) {
+	s := l.s
+	l.lastSync = now
+	var known map[string]Node
+	s.fsm.read(func(f *FSM) {
+		known = map[string]Node{}
+		for _, n := range f.Nodes() {
+			known[n.ID] = n
+		}
+	})
+	seen := map[string]bool{}
+	var voters map[raft.ServerID]raft.ServerAddress
+	for _, m := range s.members.Members() {
+		switch m.Meta.Role {
+		case proto.RoleNode:
+			seen[m.ID] = true
+			n := Node{ID: m.ID, Address: m.Addr, State: m.State, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs}
+			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs {
+				continue
+			}
+			n.Updated = now
+			if err := s.apply(&Command{Op: OpNodeUpsert, Node: &n}); err != nil {
+				s.log.Warn("node upsert", "node", n.ID, "err", err)
+			}
+		case proto.RoleCoordinator:
+			if m.State != proto.NodeAlive || m.Meta.Raft == "" || m.ID == s.cfg.ID {
+				continue
+			}
+			if voters == nil {
+				voters = map[raft.ServerID]raft.ServerAddress{}
+				f := s.raft.GetConfiguration()
+				if err := f.Error(); err != nil {
+					s.log.Warn("raft configuration", "err", err)
+					continue
+				}
+				for _, sv := range f.Configuration().Servers {
+					voters[sv.ID] = sv.Address
+				}
+			}
+			if addr, ok := voters[raft.ServerID(m.ID)]; ok && string(addr) == m.Meta.Raft {
+				continue
+			}
+			s.log.Info("adding voter", "id", m.ID, "raft", m.Meta.Raft)
+			if err := s.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Meta.Raft), 0, 5*time.Second).Error(); err != nil {
+				s.log.Warn("add voter", "id", m.ID, "err", err)
+			}
+		}
+	}
+	// Nodes the FSM knows but the ring has never shown this server (the
+	// cluster restarted without them) are dead, once gossip had time to sync.
+	if now.Sub(s.started) > 5*time.Second {
+		for id, k := range known {
+			if !seen[id] && k.State != proto.NodeDead && k.State != proto.NodeLeft {
+				k.State, k.Updated = proto.NodeDead, now
+				_ = s.apply(&Command{Op: OpNodeUpsert, Node: &k})
+			}
+		}
+	}
+}
+
+// reconcile starts tracking every running run of the FSM and ends the
+// trackers of runs that finished (by cancel, say).
+func (l *leader) reconcile(now time.Time) {
+	var runs map[string]Run
+	l.s.fsm.read(func(f *FSM) {
+		runs = map[string]Run{}
+		for _, r := range f.Runs() {
+			if r.State == proto.RunRunning {
+				runs[r.ID] = r
+			} else if _, ok := l.runs[r.ID]; ok {
+				runs[r.ID] = r
+			}
+		}
+	})
+	for id, r := range runs {
+		t := l.runs[id]
+		switch {
+		case r.State != proto.RunRunning:
+			l.release(t, r.State)
+		case t == nil || t.run.Gen != r.Gen:
+			l.track(now, r)
+		}
+	}
+	for id, t := range l.runs {
+		if _, ok := runs[id]; !ok { // pruned meanwhile
+			l.release(t, proto.RunCancelled)
+		}
+	}
+}
+
+// track starts (or, for a new generation, restarts) following a run: the
+// Assignment goes out to every node of the run now and again until each
+// reports.
+func (l *leader) track(now time.Time, r Run) {
+	idx := map[string]uint32{}
+	for i, n := range r.Nodes {
+		idx[n] = uint32(i)
+	}
+	owner := make([]uint32, len(r.Assignment))
+	for v, n := range r.Assignment {
+		owner[v] = idx[n]
+	}
+	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout),
+		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow}}
+	l.runs[r.ID] = t
+	l.sendAssignment(now, t)
+}
+
+func (l *leader) sendAssignment(now time.Time, t *tracker) {
+	t.lastSend = now
+	for _, n := range t.run.Nodes {
+		if !t.det.Reported(n) {
+			l.send(n, t.asg)
+		}
+	}
+}
+
+func (l *leader) send(node string, m transport.Message) {
+	if l.s.nc == nil {
+		return
+	}
+	if err := l.s.nc.SendControl(node, m); err != nil {
+		l.s.log.Warn("send control", "node", node, "err", err)
+	}
+}
+
+func (l *leader) probe(t *tracker, wave uint64) {
+	body := binary.LittleEndian.AppendUint64(nil, wave)
+	for _, n := range t.run.Nodes {
+		l.send(n, &transport.Envelope{Kind: proto.KindProbe, Run: t.run.ID, Body: body})
+	}
+}
+
+func (l *leader) report(now time.Time, r *transport.TermReport) {
+	t := l.runs[r.Run]
+	if t == nil {
+		l.reconcile(now) // a run submitted an instant ago, or one that ended
+		t = l.runs[r.Run]
+	}
+	if t == nil {
+		// Ended or unknown: tell the node to let go, at most every cancelEvery.
+		key := r.Run + "/" + r.Node
+		if now.Sub(l.cancelSent[key]) >= cancelEvery {
+			l.cancelSent[key] = now
+			reason := "finished"
+			if run, ok := l.s.run(r.Run); ok && run.State != proto.RunSucceeded {
+				reason = run.State
+			}
+			l.send(r.Node, &transport.Cancel{Run: r.Run, Gen: r.Gen, Reason: reason})
+		}
+		return
+	}
+	l.act(now, t, t.det.Report(now, *r))
+}
+
+func (l *leader) act(now time.Time, t *tracker, a Action) {
+	if a.Probe != 0 {
+		l.probe(t, a.Probe)
+	}
+	if a.Terminated {
+		l.finish(now, t, proto.RunSucceeded, "")
+	}
+}
+
+func (l *leader) fail(now time.Time, e *transport.Envelope) {
+	t := l.runs[e.Run]
+	if t == nil {
+		return
+	}
+	var body proto.FailBody
+	msg := "a task failed"
+	if err := json.Unmarshal(e.Body, &body); err == nil && body.Task != "" {
+		msg = fmt.Sprintf("task %s: %s", body.Task, body.Error)
+	} else if e.Node != "" {
+		msg = "a task failed on node " + e.Node
+	}
+	l.finish(now, t, proto.RunFailed, msg)
+}
+
+func (l *leader) tick(now time.Time) {
+	for _, t := range l.runs {
+		if to := t.run.Timeout; to > 0 && now.Sub(t.run.Submitted) > to {
+			l.finish(now, t, proto.RunFailed, "timed out after "+spec.FormatDuration(to))
+			continue
+		}
+		if now.Sub(t.lastSend) >= resendEvery {
+			l.sendAssignment(now, t)
+		}
+		l.act(now, t, t.det.Tick(now))
+	}
+	for k, at := range l.cancelSent {
+		if now.Sub(at) > time.Minute {
+			delete(l.cancelSent, k)
+		}
+	}
+}
+
+// finish commits a run's end and releases its nodes.
+func (l *leader) finish(now time.Time, t *tracker, state, msg string) {
+	err := l.s.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: t.run.ID, State: state, Error: msg, At: now}})
+	if err != nil {
+		l.s.log.Warn("finish run", "run", t.run.ID, "state", state, "err", err)
+		if errors.Is(err, proto.ErrNotLeader) {
+			return // the next leader takes over
+		}
+	}
+	if run, ok := l.s.run(t.run.ID); ok {
+		state = run.State
+	}
+	l.release(t, state)
+}
+
+// release sends Cancel to every node of the run and stops tracking it.
+func (l *leader) release(t *tracker, state string) {
+	if t == nil {
+		return
+	}
+	reason := state
+	if state == proto.RunSucceeded {
+		reason = "finished"
+	}
+	for _, n := range t.run.Nodes {
+		l.send(n, &transport.Cancel{Run: t.run.ID, Gen: t.run.Gen, Reason: reason})
+	}
+	delete(l.runs, t.run.ID)
+}
+
+// prune drops finished runs past the retention, and their events.
+func (l *leader) prune(now time.Time) {
+	s := l.s
+	every := min(max(s.cfg.Retention/4, 100*time.Millisecond), 10*time.Second)
+	if now.Sub(l.lastPrune) < every {
+		return
+	}
+	l.lastPrune = now
+	before := now.Add(-s.cfg.Retention)
+	var old []string
+	s.fsm.read(func(f *FSM) {
+		for _, r := range f.Runs() {
+			if proto.Finished(r.State) && r.Finished.Before(before) {
+				old = append(old, r.ID)
+			}
+		}
+	})
+	if len(old) == 0 {
+		return
+	}
+	if err := s.apply(&Command{Op: OpPrune, Before: before}); err != nil {
+		s.log.Warn("prune", "err", err)
+		return
+	}
+	if s.nc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, id := range old {
+			if err := s.nc.PurgeRun(ctx, id); err != nil {
+				s.log.Warn("purge run", "run", id, "err", err)
+			}
+		}
+		cancel()
+	}
+}
+
+// run returns a copy of a run from the local FSM.
+func (s *Server) run(id string) (r Run, ok bool) {
+	s.fsm.read(func(f *FSM) { r, ok = f.Run(id) })
+	return r, ok
+}

@@ -1,0 +1,488 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// ErrConfig is matched by a Config that New or Start refuse.
+var ErrConfig = errors.New("coord: bad config")
+
+// Config configures a coordinator Server.
+type Config struct {
+	ID         string   // coordinator id (transport.ValidateID); raft server id and member name
+	DataDir    string   // raft log, stable store and snapshots (created if missing)
+	RaftAddr   string   // host:port raft listens on; port 0 picks one
+	HTTPAddr   string   // host:port of the API; port 0 picks one
+	GossipAddr string   // host:port memberlist listens on; port 0 picks one
+	Join       []string // gossip seeds
+	Bootstrap  bool     // form a new cluster of this one server (a no-op when DataDir holds state)
+	Advertise  string   // host others reach this server at; "" means each bind address's host
+
+	NATSURL string          // NATS to connect to, or
+	NATS    *transport.Conn // an existing connection (not closed by Close)
+	// Streams, when set, is applied with EnsureStreams at Start; otherwise
+	// the JetStream streams are created with defaults when missing.
+	Streams *transport.StreamConfig
+
+	Secret    proto.Secret  // NATS credentials, gossip key, API token; zero: no security
+	Catalog   spec.Catalog  // functions a flow may name; nil: funcs.Default()
+	Retention time.Duration // how long finished runs are kept; 0: 1h
+	// RaftTimeout is raft's heartbeat and election timeout (default 1s).
+	RaftTimeout time.Duration
+	Logger      *slog.Logger // nil: discard
+}
+
+// Server is one coordinator: a raft replica of the FSM, a member of the
+// gossip ring, the HTTP API and, while it leads, the leader loop.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	fsm  *raftFSM
+	reg  *prometheus.Registry
+	http *prometheus.CounterVec
+
+	raft    *raft.Raft
+	store   *boltStore
+	members *member.List
+	nc      *transport.Conn
+	ownNC   bool
+	httpLn  net.Listener
+	httpSrv *http.Server
+	fwd     *http.Client
+	started time.Time
+
+	kick       chan struct{} // wakes the leader loop (a run changed)
+	memberKick chan struct{} // wakes the leader loop (membership changed)
+	stop       chan struct{}
+	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	status   map[string]*statusCache
+	raftAddr string
+	httpAddr string
+}
+
+// New checks cfg and returns a Server that is not started.
+func New(cfg Config) (*Server, error) {
+	if err := transport.ValidateID("coordinator", cfg.ID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	for what, a := range map[string]string{"raft": cfg.RaftAddr, "http": cfg.HTTPAddr, "gossip": cfg.GossipAddr} {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("%w: %s address %q: %v", ErrConfig, what, a, err)
+		}
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = funcs.Default()
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = time.Hour
+	}
+	if cfg.RaftTimeout <= 0 {
+		cfg.RaftTimeout = time.Second
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), memberKick: make(chan struct{}, 1),
+		stop: make(chan struct{}), status: map[string]*statusCache{}, fwd: &http.Client{Timeout: 30 * time.Second}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("coordinator", cfg.ID)
+	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick) }}
+	s.initMetrics()
+	return s, nil
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// advertised returns host:port others reach a listener at.
+func (s *Server) advertised(bind string, ln net.Addr) (string, error) {
+	_, port, _ := net.SplitHostPort(ln.String())
+	host := s.cfg.Advertise
+	if host == "" {
+		host, _, _ = net.SplitHostPort(bind)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return "", fmt.Errorf("%w: %s listens on every interface: give an advertise host", ErrConfig, bind)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// Start opens the data directory, starts raft (bootstrapping when asked
+// and the directory is empty), the API, NATS and the gossip ring, and
+// returns. It does not wait for a leader (see WaitLeader).
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	if s.closed || s.raft != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: started twice or after Close", ErrConfig)
+	}
+	s.mu.Unlock()
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.started = time.Now()
+	if err := s.startRaft(); err != nil {
+		return err
+	}
+	if err := s.startNATS(ctx); err != nil {
+		return err
+	}
+	if err := s.startHTTP(); err != nil {
+		return err
+	}
+	if err := s.startMembers(ctx); err != nil {
+		return err
+	}
+	s.serveHTTP()
+	s.wg.Add(1)
+	go s.watchLeadership()
+	return nil
+}
+
+func (s *Server) startRaft() error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("coord: data directory: %w", err)
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: &slogWriter{s.log}})
+	store, err := openBoltStore(filepath.Join(s.cfg.DataDir, "raft.db"))
+	if err != nil {
+		return fmt.Errorf("coord: open raft store in %s: %w", s.cfg.DataDir, err)
+	}
+	s.mu.Lock()
+	s.store = store
+	s.mu.Unlock()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, hl)
+	if err != nil {
+		return fmt.Errorf("coord: snapshot store: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("coord: raft listen: %w", err)
+	}
+	adv, err := s.advertised(s.cfg.RaftAddr, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.raftAddr = adv
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: newStreamLayer(ln, adv), MaxPool: 3, Timeout: 10 * time.Second, Logger: hl})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(s.cfg.ID)
+	rc.HeartbeatTimeout = s.cfg.RaftTimeout
+	rc.ElectionTimeout = s.cfg.RaftTimeout
+	rc.LeaderLeaseTimeout = s.cfg.RaftTimeout / 2
+	rc.Logger = hl
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("coord: log cache: %w", err)
+	}
+	if s.cfg.Bootstrap {
+		has, err := raft.HasExistingState(logs, store, snaps)
+		if err != nil {
+			trans.Close()
+			return fmt.Errorf("coord: read raft state: %w", err)
+		}
+		if !has {
+			conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: raft.ServerAddress(adv)}}}
+			if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
+				trans.Close()
+				return fmt.Errorf("coord: bootstrap: %w", err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("coord: start raft: %w", err)
+	}
+	s.mu.Lock()
+	s.raft = r
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) startNATS(ctx context.Context) error {
+	switch {
+	case s.cfg.NATS != nil:
+		s.nc = s.cfg.NATS
+	case s.cfg.NATSURL != "":
+		opts := []transport.Option{transport.WithName(s.cfg.ID)}
+		if s.cfg.Secret.NATSPassword != "" {
+			opts = append(opts, transport.WithUserPassword(s.cfg.Secret.NATSUser, s.cfg.Secret.NATSPassword))
+		}
+		nc, err := transport.Connect(ctx, s.cfg.NATSURL, opts...)
+		if err != nil {
+			return fmt.Errorf("coord: %w", err)
+		}
+		s.nc, s.ownNC = nc, true
+	default:
+		s.log.Warn("no NATS: runs are committed but not executed")
+		return nil
+	}
+	if s.cfg.Streams != nil {
+		return s.nc.EnsureStreams(ctx, *s.cfg.Streams)
+	}
+	js := s.nc.JetStream()
+	for _, name := range []string{transport.StreamRecord, transport.StreamEvents} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return s.nc.EnsureStreams(ctx, transport.StreamConfig{})
+		}
+	}
+	return nil
+}
+
+func (s *Server) startHTTP() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("coord: http listen: %w", err)
+	}
+	adv, err := s.advertised(s.cfg.HTTPAddr, ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.httpLn, s.httpAddr = ln, adv
+	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) serveHTTP() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+}
+
+func (s *Server) startMembers(ctx context.Context) error {
+	ml, err := member.New(member.Config{
+		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise, Join: s.cfg.Join,
+		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr},
+		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
+		OnEvent: func(member.Event) { wake(s.memberKick) },
+	})
+	if err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	s.mu.Lock()
+	s.members = ml
+	s.mu.Unlock()
+	if err := ml.Start(ctx); err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	return nil
+}
+
+// watchLeadership runs the leader loop while this server leads.
+func (s *Server) watchLeadership() {
+	defer s.wg.Done()
+	var term *leaderTerm
+	defer func() { term.end() }()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.raft.LeaderCh():
+		case <-t.C:
+		}
+		leading := s.raft.State() == raft.Leader
+		switch {
+		case leading && term == nil:
+			term = s.startTerm()
+		case !leading && term != nil:
+			term.end()
+			term = nil
+		}
+	}
+}
+
+// leaderTerm is one run of the leader loop.
+type leaderTerm struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Server) startTerm() *leaderTerm {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &leaderTerm{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		s.lead(ctx)
+	}()
+	return t
+}
+
+// end stops the loop and waits for it; a nil term does nothing.
+func (t *leaderTerm) end() {
+	if t != nil {
+		t.cancel()
+		<-t.done
+	}
+}
+
+// Close stops the leader loop, the API, the gossip membership (leaving the
+// ring), raft and the stores, and joins every goroutine. It is safe to call
+// more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	r, srv, ml, store := s.raft, s.httpSrv, s.members, s.store
+	s.mu.Unlock()
+	close(s.stop)
+	var errs []error
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		cancel()
+		_ = s.httpLn.Close() // when Serve never ran
+	}
+	s.wg.Wait() // the leader loop and the HTTP server are gone
+	if ml != nil {
+		_ = ml.Leave(500 * time.Millisecond)
+		errs = append(errs, ml.Shutdown())
+	}
+	if r != nil {
+		if err := r.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("coord: raft shutdown: %w", err))
+		}
+	}
+	if store != nil {
+		errs = append(errs, store.Close())
+	}
+	if s.ownNC && s.nc != nil {
+		errs = append(errs, s.nc.Close())
+	}
+	s.fwd.CloseIdleConnections()
+	return errors.Join(errs...)
+}
+
+// Leader reports whether this server is the raft leader now.
+func (s *Server) Leader() bool { return s.raft != nil && s.raft.State() == raft.Leader }
+
+// ID is the server's id.
+func (s *Server) ID() string { return s.cfg.ID }
+
+// HTTPAddr is the API's advertised address (the bound port when :0 was given).
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddr
+}
+
+// RaftAddr is raft's advertised address.
+func (s *Server) RaftAddr() string { return s.raftAddr }
+
+// GossipAddr is the gossip address to name in other members' Join.
+func (s *Server) GossipAddr() string { return s.members.LocalAddr() }
+
+// WaitLeader waits until raft knows a leader (this server or another), or
+// ctx ends.
+func (s *Server) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if addr, _ := s.raft.LeaderWithID(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: %w", proto.ErrNoLeader, s.cfg.ID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// apply commits one command through raft and returns the FSM's answer.
+func (s *Server) apply(c *Command) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("coord: encode %s: %w", c.Op, err)
+	}
+	f := s.raft.Apply(b, 5*time.Second)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %s: %w", proto.ErrNotLeader, c.Op, err)
+		}
+		return fmt.Errorf("coord: raft apply %s: %w", c.Op, err)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return err
+	}
+	return nil
+}
+
+// leaderInfo names the current leader: its id, raft and HTTP addresses.
+func (s *Server) leaderInfo() (proto.LeaderInfo, bool) {
+	addr, id := s.raft.LeaderWithID()
+	if id == "" {
+		return proto.LeaderInfo{}, false
+	}
+	li := proto.LeaderInfo{ID: string(id), Raft: string(addr), Term: s.raft.CurrentTerm()}
+	if string(id) == s.cfg.ID {
+		li.HTTP = s.HTTPAddr()
+	} else if m, ok := s.members.Member(string(id)); ok {
+		li.HTTP = m.Meta.HTTP
+	}
+	return li, true
+}
+
+// slogWriter turns hclog's lines into slog records.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(b []byte) (int, error) {
+	w.log.Warn(string(trimNL(b)))
+	return len(b), nil
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -1,0 +1,213 @@
+package coord
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// Fold is a run's task progress folded from its TaskEvents, in stream
+// order (docs/cluster-protocol.md, Status). It is pure; Status renders it.
+type Fold struct {
+	tasks map[string]*taskAgg
+	extra []string // names of tasks that are no vertex (subflow children), in first-seen order
+}
+
+type taskAgg struct {
+	state  transport.TaskState
+	node   string
+	act    uint64
+	execs  map[string]uint64 // node → its latest Executions
+	output []byte
+}
+
+// NewFold returns an empty fold.
+func NewFold() *Fold { return &Fold{tasks: map[string]*taskAgg{}} }
+
+// Add folds one event. Tasks are named by e.Name when set, else by the path
+// of vertex e.Task in g; an event naming neither is ignored.
+func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
+	name := e.Name
+	if name == "" {
+		if int(e.Task) >= len(g.Vertices) {
+			return
+		}
+		name = g.Vertices[e.Task].Path
+	}
+	a := f.tasks[name]
+	if a == nil {
+		a = &taskAgg{execs: map[string]uint64{}}
+		f.tasks[name] = a
+		if _, ok := g.Lookup(name); !ok {
+			f.extra = append(f.extra, name)
+		}
+	}
+	a.execs[e.Node] = e.Executions
+	if e.Act < a.act {
+		return // an older activation reported late: it counts only its executions
+	}
+	a.act, a.state, a.node = e.Act, e.State, e.Node
+	if len(e.Output) > 0 || e.State == transport.TaskDone {
+		a.output = append(a.output[:0], e.Output...)
+	}
+}
+
+// Status renders the run and its fold as the API's status object: every
+// vertex in order (each followed by the subflow children seen under it),
+// then any other named task.
+func (f *Fold) Status(r Run, g *spec.Graph) proto.RunStatus {
+	st := proto.RunStatus{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error}
+	none := proto.TaskPending
+	switch r.State {
+	case proto.RunSucceeded, proto.RunFailed:
+		none = proto.TaskSkipped
+	case proto.RunCancelled:
+		none = proto.TaskCancelled
+	}
+	done := map[string]bool{}
+	emit := func(name string, sink bool) {
+		done[name] = true
+		a := f.tasks[name]
+		if a == nil {
+			st.Tasks = append(st.Tasks, proto.TaskStatus{Name: name, State: none})
+			return
+		}
+		ts := proto.TaskStatus{Name: name, Node: a.node, State: a.state.String(), Activations: a.act}
+		for _, x := range a.execs {
+			ts.Executions += x
+		}
+		if sink && len(a.output) > 0 {
+			ts.Output = hex.EncodeToString(a.output)
+		}
+		st.Tasks = append(st.Tasks, ts)
+	}
+	if g != nil {
+		for _, v := range g.Vertices {
+			emit(v.Path, len(v.Succ) == 0)
+			for _, x := range f.extra {
+				if !done[x] && strings.HasPrefix(x, v.Path+"/") {
+					emit(x, true)
+				}
+			}
+		}
+	}
+	for _, x := range f.extra {
+		if !done[x] {
+			emit(x, true)
+		}
+	}
+	return st
+}
+
+// statusCache holds one run's graph and fold, and the stream sequence the
+// fold has read up to, so a status call reads only new events.
+type statusCache struct {
+	mu   sync.Mutex
+	g    *spec.Graph
+	fold *Fold
+	seq  uint64
+}
+
+// runStatus builds a run's status from the FSM and the event stream.
+func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, error) {
+	r, ok := s.run(id)
+	if !ok {
+		return proto.RunStatus{}, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
+	}
+	s.mu.Lock()
+	c := s.status[id]
+	if c == nil {
+		c = &statusCache{fold: NewFold()}
+		s.status[id] = c
+	}
+	for k := range s.status { // forget pruned runs
+		if _, ok := s.run(k); !ok {
+			delete(s.status, k)
+		}
+	}
+	s.mu.Unlock()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.g == nil {
+		f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+		if err == nil {
+			c.g, err = f.Expand()
+		}
+		if err != nil {
+			return proto.RunStatus{}, fmt.Errorf("coord: run %s: its flow does not expand: %w", id, err)
+		}
+	}
+	if s.nc != nil {
+		if err := s.readEvents(ctx, c, id); err != nil {
+			s.log.Warn("read events", "run", id, "err", err)
+		}
+	}
+	return c.fold.Status(r, c.g), nil
+}
+
+// readEvents folds the run's events after c.seq.
+func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) error {
+	filter, err := transport.RunEventsFilter(run)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := s.nc.JetStream().Stream(ctx, transport.StreamEvents)
+	if err != nil {
+		return fmt.Errorf("%w: %w", transport.ErrNoJetStream, err)
+	}
+	cc := jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute, MemoryStorage: true, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if c.seq > 0 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.seq+1
+	}
+	cons, err := st.CreateConsumer(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("coord: events of %s: %w", run, err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
+		dcancel()
+	}()
+	lim := s.nc.Limits()
+	var e transport.TaskEvent
+	for pending := cons.CachedInfo().NumPending; pending > 0; {
+		batch, err := cons.Fetch(int(min(pending, 512)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("coord: events of %s: %w", run, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			c.seq, pending = meta.Sequence.Stream, meta.NumPending
+			if e.Decode(m.Data(), lim) == nil && e.Run == run {
+				c.fold.Add(c.g, &e)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("coord: events of %s: %w", run, err)
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return nil
+}
