@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/hetflow/hetflow/gpu"
+	"github.com/hetflow/hetflow/localexec"
+)
+
+// benchConfig is what one measurement needs.
+type benchConfig struct {
+	seed    uint64
+	gpus    int // devices (sim devices on the default build)
+	workers int // CPU workers
+	reps    int // timed runs after the warm-up run
+}
+
+// domainCounters are one domain's scheduler counters over all runs of a
+// measurement (warm-up included), from localexec.Executor.Stats.
+type domainCounters struct {
+	Domain        string `json:"domain"`
+	Workers       int    `json:"workers"`
+	Executed      uint64 `json:"executed"`
+	StealAttempts uint64 `json:"steal_attempts"`
+	FailedSteals  uint64 `json:"failed_steals"`
+	Parks         uint64 `json:"parks"`
+	Wakeups       uint64 `json:"wakeups"`
+}
+
+// modeResult is one graph size measured in one mode.
+type modeResult struct {
+	Mode     string    `json:"mode"`
+	Tasks    int       `json:"tasks"`
+	CPUTasks int       `json:"cpu_tasks"`
+	GPUTasks int       `json:"gpu_tasks"`
+	Edges    int       `json:"edges"`
+	Layers   int       `json:"layers"`
+	BuildS   float64   `json:"build_s"` // taskflow construction and data allocation
+	FirstS   float64   `json:"first_run_s"`
+	RunsS    []float64 `json:"runs_s"` // timed runs after the first
+	MedianS  float64   `json:"median_s"`
+	MinS     float64   `json:"min_s"`
+	// CPUPerRunS is the process's user+system CPU time per timed run
+	// (getrusage); CPUPerRunS/MedianS is the cores it kept busy.
+	CPUPerRunS float64          `json:"cpu_per_run_s"`
+	Peak       memPeak          `json:"peak"`
+	Runs       int              `json:"runs"` // first + timed
+	Domains    []domainCounters `json:"domains"`
+}
+
+func (r modeResult) total() domainCounters {
+	t := domainCounters{Domain: "all"}
+	for _, d := range r.Domains {
+		t.Workers += d.Workers
+		t.Executed += d.Executed
+		t.StealAttempts += d.StealAttempts
+		t.FailedSteals += d.FailedSteals
+		t.Parks += d.Parks
+		t.Wakeups += d.Wakeups
+	}
+	return t
+}
+
+func (r modeResult) domain(name string) domainCounters {
+	for _, d := range r.Domains {
+		if d.Domain == name {
+			return d
+		}
+	}
+	return domainCounters{Domain: name}
+}
+
+// measure generates the n-task graph of c.seed and runs it 1 + c.reps times
+// in mode m on fresh devices and a fresh executor, checking the result and
+// the counters. barrier, when not nil, is called between the first run and
+// the timed ones (co-run children wait there for their siblings).
+func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, error) {
+	g, err := generate(n, c.seed, c.gpus)
+	if err != nil {
+		return modeResult{}, err
+	}
+	res := modeResult{Mode: string(m), Tasks: n, GPUTasks: g.nGPU, CPUTasks: n - g.nGPU, Edges: g.edges, Layers: g.layers}
+	runtime.GC()
+	devs, err := gpu.Open(c.gpus)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		for _, d := range devs {
+			_ = d.Close()
+		}
+	}()
+	mem := startMem(2 * time.Millisecond)
+	peakDone := false
+	defer func() {
+		if !peakDone {
+			mem.stop()
+		}
+	}()
+
+	t0 := time.Now()
+	in, err := build(g, m, devs)
+	if err != nil {
+		return res, err
+	}
+	res.BuildS = time.Since(t0).Seconds()
+	ex := in.executor(c.workers)
+	defer ex.Close()
+	if err := ex.Err(); err != nil {
+		return res, err
+	}
+
+	t0 = time.Now()
+	if err := in.run(ex); err != nil {
+		return res, fmt.Errorf("%s, %d tasks, first run: %w", m, n, err)
+	}
+	res.FirstS = time.Since(t0).Seconds()
+	if barrier != nil {
+		if err := barrier(); err != nil {
+			return res, err
+		}
+	}
+
+	durs := make([]time.Duration, c.reps)
+	cpu0 := cpuTime()
+	for i := range durs {
+		t0 = time.Now()
+		if err := in.run(ex); err != nil {
+			return res, fmt.Errorf("%s, %d tasks, run %d: %w", m, n, i+2, err)
+		}
+		durs[i] = time.Since(t0)
+	}
+	cpu := cpuTime() - cpu0
+	res.Peak = mem.stop()
+	peakDone = true
+	res.Runs = 1 + c.reps
+	for _, d := range durs {
+		res.RunsS = append(res.RunsS, d.Seconds())
+	}
+	if c.reps > 0 {
+		res.MedianS = median(durs).Seconds()
+		res.MinS = minDur(durs).Seconds()
+		res.CPUPerRunS = cpu.Seconds() / float64(c.reps)
+	}
+	res.Domains = counters(ex.Stats())
+	if err := in.verify(res.Runs); err != nil {
+		return res, err
+	}
+	if err := checkCounters(g, m, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func minDur(d []time.Duration) time.Duration {
+	m := d[0]
+	for _, x := range d[1:] {
+		m = min(m, x)
+	}
+	return m
+}
+
+func counters(st localexec.Stats) []domainCounters {
+	var out []domainCounters
+	for _, d := range st.Domains {
+		out = append(out, domainCounters{Domain: d.Domain, Workers: d.Workers, Executed: d.Executed,
+			StealAttempts: d.StealAttempts, FailedSteals: d.FailedSteals, Parks: d.Parks, Wakeups: d.Wakeups})
+	}
+	return out
+}
+
+// checkCounters checks that every task ran exactly once per run, in its
+// domain: in hetflow mode CPU tasks on "cpu" and each GPU task on its
+// device's "gpuD"; in the baseline every task on "cpu".
+func checkCounters(g *htdg, m mode, r modeResult) error {
+	runs := uint64(r.Runs)
+	want := map[string]uint64{"cpu": uint64(g.n) * runs}
+	if m == modeHetflow {
+		want["cpu"] = uint64(g.n-g.nGPU) * runs
+		for i, isGPU := range g.gpu {
+			if isGPU {
+				want[fmt.Sprintf("gpu%d", g.device[i])] += runs
+			}
+		}
+	}
+	var total uint64
+	for _, d := range r.Domains {
+		total += d.Executed
+		if d.Executed != want[d.Domain] {
+			return fmt.Errorf("htdg: %s, %d tasks, %d runs: domain %s executed %d tasks, want %d",
+				m, g.n, r.Runs, d.Domain, d.Executed, want[d.Domain])
+		}
+	}
+	if total != uint64(g.n)*runs {
+		return fmt.Errorf("htdg: %s: %d tasks executed in %d runs of %d tasks", m, total, r.Runs, g.n)
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hetflow/hetflow/gpu"
+	"github.com/hetflow/hetflow/localexec"
+	"go.uber.org/goleak"
+)
+
+// TestMain doubles as the co-run child: corun re-executes this test binary
+// with HTDG_CORUN_CHILD=1 and the child's flags.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(cli(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func TestGenerate(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 10, 1000} {
+		g, err := generate(n, 7, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.n != n || g.nGPU != n/2 {
+			t.Fatalf("n=%d: %d tasks, %d GPU", n, g.n, g.nGPU)
+		}
+		nGPU, perDev := 0, make([]int, 3)
+		layerOf := make([]int, n)
+		edges := 0
+		for i := range n {
+			if g.gpu[i] {
+				nGPU++
+				perDev[g.device[i]]++
+			}
+			seen := map[int32]bool{}
+			for _, p := range g.preds[i] {
+				if p >= int32(i) || seen[p] {
+					t.Fatalf("n=%d: task %d has predecessor %d (dup %v)", n, i, p, seen[p])
+				}
+				seen[p] = true
+				layerOf[i] = layerOf[p] + 1
+			}
+			edges += len(g.preds[i])
+			if len(g.preds[i]) > 3 {
+				t.Fatalf("task %d has %d predecessors", i, len(g.preds[i]))
+			}
+		}
+		// every edge goes from one layer to the next
+		for i := range n {
+			for _, p := range g.preds[i] {
+				if layerOf[p] != layerOf[i]-1 {
+					t.Fatalf("edge %d→%d spans layers %d→%d", p, i, layerOf[p], layerOf[i])
+				}
+			}
+		}
+		if nGPU != g.nGPU || edges != g.edges || max(perDev[0], perDev[1], perDev[2])-min(perDev[0], perDev[1], perDev[2]) > 1 {
+			t.Fatalf("n=%d: %d GPU tasks, per device %v, %d edges (g says %d)", n, nGPU, perDev, edges, g.edges)
+		}
+		if n == 1000 && (g.layers < 10 || g.layers > 100) {
+			t.Fatalf("%d layers for 1000 tasks", g.layers)
+		}
+	}
+	a, _ := generate(500, 1, 2)
+	b, _ := generate(500, 1, 2)
+	c, _ := generate(500, 2, 2)
+	if fmt.Sprint(a.preds, a.gpu) != fmt.Sprint(b.preds, b.gpu) {
+		t.Fatal("same seed, different graphs")
+	}
+	if fmt.Sprint(a.preds, a.gpu) == fmt.Sprint(c.preds, c.gpu) {
+		t.Fatal("different seeds, same graph")
+	}
+	if _, err := generate(0, 1, 1); err == nil {
+		t.Fatal("0 tasks accepted")
+	}
+	if _, err := generate(10, 1, 0); err == nil {
+		t.Fatal("0 devices accepted")
+	}
+}
+
+// orderObserver records, per task name, how often it started and the
+// sequence numbers of its (last) start and end.
+type orderObserver struct {
+	mu         sync.Mutex
+	seq        int
+	starts     map[string]int
+	start, end map[string]int
+}
+
+func newOrderObserver() *orderObserver {
+	return &orderObserver{starts: map[string]int{}, start: map[string]int{}, end: map[string]int{}}
+}
+
+func (o *orderObserver) TaskStart(_ localexec.WorkerInfo, t localexec.TaskInfo) {
+	o.mu.Lock()
+	o.seq++
+	o.starts[t.Name]++
+	o.start[t.Name] = o.seq
+	o.mu.Unlock()
+}
+
+func (o *orderObserver) TaskEnd(_ localexec.WorkerInfo, t localexec.TaskInfo) {
+	o.mu.Lock()
+	o.seq++
+	o.end[t.Name] = o.seq
+	o.mu.Unlock()
+}
+
+// Every task of a random HTDG runs exactly once per run, after all its
+// predecessors, in both modes, and computes the right vector.
+func TestRunOrderAndResults(t *testing.T) {
+	for _, m := range []mode{modeHetflow, modeBaseline} {
+		t.Run(string(m), func(t *testing.T) {
+			g, err := generate(300, 3, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs, err := gpu.Open(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, d := range devs {
+					_ = d.Close()
+				}
+			}()
+			in, err := build(g, m, devs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex := in.executor(2)
+			defer ex.Close()
+			for run := 1; run <= 2; run++ {
+				o := newOrderObserver()
+				ex.AddObserver(o)
+				if err := in.run(ex); err != nil {
+					t.Fatal(err)
+				}
+				ex.RemoveObserver(o)
+				for i := range g.n {
+					name := fmt.Sprintf("t%d", i)
+					if o.starts[name] != 1 {
+						t.Fatalf("run %d: %s started %d times", run, name, o.starts[name])
+					}
+					for _, p := range g.preds[i] {
+						pn := fmt.Sprintf("t%d", p)
+						if o.end[pn] > o.start[name] {
+							t.Fatalf("run %d: %s started before its predecessor %s ended", run, name, pn)
+						}
+					}
+				}
+				if err := in.verify(run); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := modeResult{Runs: 2, Domains: counters(ex.Stats())}
+			if err := checkCounters(g, m, r); err != nil {
+				t.Fatal(err)
+			}
+			// the checks can fail: a wrong element, a wrong count
+			in.y[17][5]++
+			if err := in.verify(2); err == nil || !strings.Contains(err.Error(), "t17") {
+				t.Fatalf("verify missed a corrupted element: %v", err)
+			}
+			r.Runs = 3
+			if err := checkCounters(g, m, r); err == nil {
+				t.Fatal("checkCounters accepted counts of 2 runs as 3")
+			}
+		})
+	}
+}
+
+// The quick path on a tiny graph, through the command line, with -json:
+// both modes, every task executed once per run in its domain.
+func TestQuickCLI(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "out.json")
+	var out, errb bytes.Buffer
+	code := cli([]string{"-quick", "-sizes", "40,101", "-gpus", "2", "-workers", "2", "-json", file}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "baseline/hetflow median runtime") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	var rep report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reps != 3 || len(rep.Sizes) != 2 || rep.Sizes[1].Tasks != 101 || rep.Corun != nil {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, s := range rep.Sizes {
+		if len(s.Modes) != 2 {
+			t.Fatalf("%d tasks: modes %+v", s.Tasks, s.Modes)
+		}
+		for _, r := range s.Modes {
+			if r.Runs != 4 || len(r.RunsS) != 3 || r.MedianS <= 0 || r.Peak.HeapInuse == 0 {
+				t.Fatalf("%+v", r)
+			}
+			var gpuExec uint64
+			for _, d := range r.Domains {
+				if strings.HasPrefix(d.Domain, "gpu") {
+					gpuExec += d.Executed
+				}
+			}
+			cpu := r.domain("cpu").Executed
+			switch mode(r.Mode) {
+			case modeHetflow:
+				if cpu != uint64(4*r.CPUTasks) || gpuExec != uint64(4*r.GPUTasks) || len(r.Domains) != 3 {
+					t.Fatalf("hetflow counters %+v", r.Domains)
+				}
+			case modeBaseline:
+				if cpu != uint64(4*r.Tasks) || gpuExec != 0 || len(r.Domains) != 1 {
+					t.Fatalf("baseline counters %+v", r.Domains)
+				}
+			}
+		}
+	}
+}
+
+// Co-run re-executes the (test) binary: k = 1, 2 children per mode.
+func TestCorun(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("co-run children use pipes the way unix does")
+	}
+	file := filepath.Join(t.TempDir(), "out.json")
+	var out, errb bytes.Buffer
+	code := cli([]string{"-sizes", "30", "-reps", "1", "-corun", "2", "-corun-size", "200", "-corun-reps", "1", "-json", file}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rep report
+	b, _ := os.ReadFile(file)
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Corun == nil || rep.Corun.Tasks != 200 || len(rep.Corun.Rows) != 4 {
+		t.Fatalf("corun %+v", rep.Corun)
+	}
+	for _, r := range rep.Corun.Rows {
+		if len(r.Procs) != r.K || r.WeightedSpeedup <= 0 {
+			t.Fatalf("row %+v", r)
+		}
+		if r.K == 1 && r.WeightedSpeedup != 1 {
+			t.Fatalf("k=1 weighted speedup %v", r.WeightedSpeedup)
+		}
+		for _, p := range r.Procs {
+			if p.Tasks != 200 || p.Mode != r.Mode || p.TotalS <= 0 || p.MaxRSS == 0 {
+				t.Fatalf("proc %+v", p)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "weighted speedup") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestCorunChildFailure(t *testing.T) {
+	// a child that cannot start is an error naming it, not a hang
+	cc := corunConfig{self: filepath.Join(t.TempDir(), "missing"), n: 10, maxK: 1, modes: []mode{modeHetflow},
+		bench: benchConfig{seed: 1, gpus: 1, workers: 1, reps: 1}}
+	if _, err := corun(t.Context(), cc, nil); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("got %v", err)
+	}
+	// a child that exits before it is ready: its stderr comes back
+	if runtime.GOOS != "windows" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.self = self
+		cc.n = 0 // the child rejects -n 0
+		_, err = corun(t.Context(), cc, nil)
+		if err == nil || !strings.Contains(err.Error(), "bad -n 0") {
+			t.Fatalf("got %v", err)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-sizes", "0"}, {"-sizes", "1,x"}, {"-reps", "0"}, {"-gpus", "0"}, {"-workers", "0"},
+		{"-corun", "9"}, {"-modes", "fast"}, {"-corun-size", "0"}, {"extra"}, {"-nosuch"},
+		{"-corun-child", "-mode", "hetflow"}, {"-corun-child", "-n", "5", "-mode", "x"},
+	} {
+		var out, errb bytes.Buffer
+		if code := cli(args, nil, &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := cli([]string{"-h"}, nil, &out, &errb); code != 0 || strings.Contains(errb.String(), "corun-child") || !strings.Contains(errb.String(), "-corun") {
+		t.Errorf("-h: exit %d, usage:\n%s", code, errb.String())
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("1K, 2k,500")
+	if err != nil || fmt.Sprint(got) != "[1000 2000 500]" {
+		t.Fatalf("%v %v", got, err)
+	}
+}
