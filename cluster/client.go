@@ -1,0 +1,292 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+)
+
+// Errors every layer names (re-exported from cluster/proto).
+var (
+	ErrNotLeader    = proto.ErrNotLeader
+	ErrNoLeader     = proto.ErrNoLeader
+	ErrNotFound     = proto.ErrNotFound
+	ErrUnauthorized = proto.ErrUnauthorized
+	ErrUnreachable  = proto.ErrUnreachable
+	ErrInvalid      = proto.ErrInvalid
+	ErrRunFailed    = proto.ErrRunFailed
+)
+
+// InvalidError is a flow the cluster refused; Problems has one line per
+// problem ("file:line: flow ... task ... field ...: message"). It matches
+// ErrInvalid.
+type InvalidError struct {
+	Problems []string
+}
+
+func (e *InvalidError) Error() string {
+	if len(e.Problems) == 0 {
+		return ErrInvalid.Error()
+	}
+	return ErrInvalid.Error() + ": " + strings.Join(e.Problems, "; ")
+}
+
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+// Client talks to a cluster's coordinators over their HTTP API. It follows
+// the leader by itself: a connection error or a 503 (no leader) moves on to
+// the next server, and a round of failures is retried with backoff until
+// Retry has passed or the context ends. Safe for concurrent use.
+type Client struct {
+	servers []string
+	token   string
+
+	// HTTP is the client used for every call.
+	HTTP *http.Client
+	// Retry bounds how long one call keeps retrying (default 15s; the
+	// context's deadline, when sooner, wins).
+	Retry time.Duration
+	// Poll is Wait's polling interval (default 200ms).
+	Poll time.Duration
+
+	mu   sync.Mutex
+	next int // the server that answered last
+}
+
+// NewClient returns a client for the given coordinator URLs
+// ("http://host:port"; a bare "host:port" means http) and API token ("" when
+// the cluster has no secret).
+func NewClient(servers []string, token string) *Client {
+	c := &Client{token: token, HTTP: &http.Client{Timeout: 60 * time.Second}, Retry: 15 * time.Second, Poll: 200 * time.Millisecond}
+	for _, s := range servers {
+		s = strings.TrimRight(strings.TrimSpace(s), "/")
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "http://" + s
+		}
+		c.servers = append(c.servers, s)
+	}
+	return c
+}
+
+// retryable is a server's answer that sends the client to the next one.
+type retryable struct{ err error }
+
+func (r *retryable) Error() string { return r.err.Error() }
+
+// do sends one call and decodes a 2xx answer into out.
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	if len(c.servers) == 0 {
+		return fmt.Errorf("%w: no server given", ErrUnreachable)
+	}
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("cluster: encode request: %w", err)
+		}
+	}
+	deadline := time.Now().Add(c.Retry)
+	backoff := 50 * time.Millisecond
+	var last error
+	for {
+		c.mu.Lock()
+		start := c.next
+		c.mu.Unlock()
+		for i := range c.servers {
+			k := (start + i) % len(c.servers)
+			err := c.once(ctx, c.servers[k], method, path, payload, out)
+			var r *retryable
+			if !errors.As(err, &r) {
+				if err == nil {
+					c.mu.Lock()
+					c.next = k
+					c.mu.Unlock()
+				}
+				return err
+			}
+			last = r.err
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		wait := min(backoff, time.Until(deadline))
+		if wait <= 0 || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	if errors.Is(last, ErrNoLeader) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, last)
+	}
+	return fmt.Errorf("%w: %v", ErrUnreachable, last)
+}
+
+func (c *Client) once(ctx context.Context, server, method, path string, payload []byte, out any) error {
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, server+path, rd)
+	if err != nil {
+		return fmt.Errorf("cluster: %s %s: %w", method, path, err)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return &retryable{fmt.Errorf("%s: %w", server, err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return &retryable{fmt.Errorf("%s: read answer: %w", server, err)}
+	}
+	if resp.StatusCode/100 == 2 {
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("cluster: %s %s: bad answer from %s: %w", method, path, server, err)
+			}
+		}
+		return nil
+	}
+	var er proto.ErrorResponse
+	_ = json.Unmarshal(data, &er)
+	if er.Error == "" {
+		er.Error = strings.TrimSpace(string(data))
+	}
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return &retryable{fmt.Errorf("%s: %w (%s)", server, ErrNoLeader, er.Error)}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("%w: %s", ErrUnauthorized, server)
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %s", ErrNotFound, er.Error)
+	case http.StatusBadRequest:
+		if len(er.Problems) > 0 {
+			return &InvalidError{Problems: er.Problems}
+		}
+		return &InvalidError{Problems: []string{er.Error}}
+	}
+	return fmt.Errorf("cluster: %s %s: %s: %d %s", method, path, server, resp.StatusCode, er.Error)
+}
+
+// Submit submits a flow file's text (path names it in error messages and
+// picks YAML or JSON by extension) and returns the run id. An invalid flow
+// is an *InvalidError.
+func (c *Client) Submit(ctx context.Context, path string, flowText []byte) (string, error) {
+	var r proto.SubmitResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/runs", proto.SubmitRequest{Path: path, Flow: string(flowText)}, &r); err != nil {
+		return "", err
+	}
+	return r.ID, nil
+}
+
+func runPath(id string) string { return "/v1/runs/" + url.PathEscape(id) }
+
+// Status returns a run's status.
+func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error) {
+	var st proto.RunStatus
+	err := c.do(ctx, http.MethodGet, runPath(id), nil, &st)
+	return st, err
+}
+
+// Wait polls a run until it ends, calling onProgress (when not nil) with
+// every status that differs from the one before. It returns the final
+// status; a run that did not succeed also returns an error matching
+// ErrRunFailed that carries the run's error.
+func (c *Client) Wait(ctx context.Context, id string, onProgress func(proto.RunStatus)) (proto.RunStatus, error) {
+	var prev []byte
+	for {
+		st, err := c.Status(ctx, id)
+		if err != nil {
+			return st, err
+		}
+		if onProgress != nil {
+			if b, _ := json.Marshal(st); !bytes.Equal(b, prev) {
+				prev = b
+				onProgress(st)
+			}
+		}
+		if proto.Finished(st.State) {
+			if st.State != proto.RunSucceeded {
+				msg := st.State
+				if st.Error != "" {
+					msg += ": " + st.Error
+				}
+				return st, fmt.Errorf("%w: run %s %s", ErrRunFailed, id, msg)
+			}
+			return st, nil
+		}
+		t := time.NewTimer(c.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, fmt.Errorf("cluster: waiting for run %s: %w", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Runs lists the runs the cluster holds.
+func (c *Client) Runs(ctx context.Context) ([]proto.RunSummary, error) {
+	var out []proto.RunSummary
+	err := c.do(ctx, http.MethodGet, "/v1/runs", nil, &out)
+	return out, err
+}
+
+// Nodes lists the cluster's nodes.
+func (c *Client) Nodes(ctx context.Context) ([]proto.NodeInfo, error) {
+	var out []proto.NodeInfo
+	err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &out)
+	return out, err
+}
+
+// Cancel cancels a run and returns its status.
+func (c *Client) Cancel(ctx context.Context, id string) (proto.RunStatus, error) {
+	var st proto.RunStatus
+	err := c.do(ctx, http.MethodPost, runPath(id)+"/cancel", nil, &st)
+	return st, err
+}
+
+// Peers lists the coordinators in raft's configuration.
+func (c *Client) Peers(ctx context.Context) ([]proto.PeerInfo, error) {
+	var out []proto.PeerInfo
+	err := c.do(ctx, http.MethodGet, "/v1/peers", nil, &out)
+	return out, err
+}
+
+// RemovePeer removes a coordinator that is gone for good from raft's
+// configuration; a coordinator still alive is refused.
+func (c *Client) RemovePeer(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/peers/"+url.PathEscape(id), nil, nil)
+}
+
+// Leader names the current leader.
+func (c *Client) Leader(ctx context.Context) (proto.LeaderInfo, error) {
+	var li proto.LeaderInfo
+	err := c.do(ctx, http.MethodGet, "/v1/leader", nil, &li)
+	return li, err
+}

@@ -1,0 +1,220 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/goleak"
+
+	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func timeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fakeNode stands in for the node agent in this test of the client: it joins
+// the ring, answers an Assignment with a done event per task (a failure for
+// a task named "x") and an idle TermReport, and answers probes.
+func fakeNode(t *testing.T, id, natsURL, seed string) {
+	nc, err := transport.Connect(timeout(t, 10*time.Second), natsURL)
+	must(t, err)
+	gens := map[string]uint64{} // only the control goroutine touches it
+	term := func(run string, gen, wave uint64) {
+		r := transport.TermReport{Run: run, Gen: gen, Node: id, Wave: wave, Idle: true}
+		_ = nc.Publish(proto.SubjectTerm, transport.Encode(&r))
+	}
+	sub, err := nc.SubscribeControl(id, func(m transport.Message) {
+		switch m := m.(type) {
+		case *transport.Assignment:
+			if gens[m.Run] == m.Gen {
+				return
+			}
+			gens[m.Run] = m.Gen
+			f, _ := spec.ParseJSON("run.json", m.Flow)
+			g, _ := f.Expand()
+			var evs []transport.TaskEvent
+			for _, task := range m.TasksOf(id) {
+				if g.Vertices[task].Name() == "x" {
+					body, _ := json.Marshal(proto.FailBody{Task: "x", Error: "boom"})
+					_ = nc.Publish(proto.SubjectFail, transport.Encode(&transport.Envelope{Kind: proto.KindFail, Run: m.Run, Node: id, Body: body}))
+					continue
+				}
+				evs = append(evs, transport.TaskEvent{Run: m.Run, Gen: m.Gen, Task: task, Node: id, State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte{7}})
+			}
+			if len(evs) > 0 {
+				_ = nc.PublishEvents(context.Background(), evs...)
+			}
+			term(m.Run, m.Gen, 0)
+		case *transport.Envelope:
+			if m.Kind == proto.KindProbe && len(m.Body) == 8 {
+				term(m.Run, gens[m.Run], binary.LittleEndian.Uint64(m.Body))
+			}
+		}
+	})
+	must(t, err)
+	ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: []string{seed}, Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: 2}})
+	must(t, err)
+	must(t, ml.Start(timeout(t, 10*time.Second)))
+	t.Cleanup(func() {
+		_ = ml.Shutdown()
+		_ = sub.Close(context.Background())
+		_ = nc.Close()
+	})
+}
+
+func startCluster(t *testing.T, token string) ([]*coord.Server, string) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	must(t, err)
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	var servers []*coord.Server
+	var seed []string
+	for i, id := range []string{"c1", "c2", "c3"} {
+		s, err := coord.New(coord.Config{ID: id, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+			GossipAddr: "127.0.0.1:0", Join: seed, Bootstrap: i == 0, NATSURL: ns.ClientURL(),
+			Streams: &transport.StreamConfig{}, Secret: proto.Secret{APIToken: token}})
+		must(t, err)
+		must(t, s.Start(timeout(t, 20*time.Second)))
+		t.Cleanup(func() { _ = s.Close() })
+		servers = append(servers, s)
+		seed = []string{servers[0].GossipAddr()}
+	}
+	must(t, servers[0].WaitLeader(timeout(t, 20*time.Second)))
+	return servers, ns.ClientURL()
+}
+
+func urls(servers []*coord.Server) []string {
+	var out []string
+	for _, s := range servers {
+		out = append(out, "http://"+s.HTTPAddr())
+	}
+	return out
+}
+
+const okFlow = "name: ok\ntasks:\n  - {name: a, func: hash}\n  - {name: b, func: hash, succeed: [a]}\n"
+
+func TestClient(t *testing.T) {
+	servers, natsURL := startCluster(t, "tok")
+	fakeNode(t, "n1", natsURL, servers[0].GossipAddr())
+	ctx := timeout(t, 60*time.Second)
+	c := cluster.NewClient(urls(servers), "tok")
+	eventually(t, 20*time.Second, "three peers and a node", func() bool {
+		ps, err1 := c.Peers(ctx)
+		ns, err2 := c.Nodes(ctx)
+		return err1 == nil && err2 == nil && len(ps) == 3 && len(ns) == 1 && ns[0].State == proto.NodeAlive
+	})
+
+	id, err := c.Submit(ctx, "ok.yaml", []byte(okFlow))
+	must(t, err)
+	var seen []string
+	st, err := c.Wait(ctx, id, func(s proto.RunStatus) { seen = append(seen, s.State) })
+	must(t, err)
+	if st.State != proto.RunSucceeded || len(st.Tasks) != 2 || st.Tasks[1].Output != "07" || len(seen) == 0 || seen[len(seen)-1] != proto.RunSucceeded {
+		t.Fatalf("final %+v, progress %v", st, seen)
+	}
+	runs, err := c.Runs(ctx)
+	if err != nil || len(runs) != 1 || runs[0].ID != id || runs[0].Finished == nil {
+		t.Fatalf("runs %+v %v", runs, err)
+	}
+	li, err := c.Leader(ctx)
+	must(t, err)
+
+	// A failing run: Wait reports ErrRunFailed with the task's error.
+	bad, err := c.Submit(ctx, "bad.yaml", []byte("name: bad\ntasks:\n  - {name: a, func: noop}\n  - {name: x, func: fail, succeed: [a]}\n"))
+	must(t, err)
+	st, err = c.Wait(ctx, bad, nil)
+	if !errors.Is(err, cluster.ErrRunFailed) || !strings.Contains(err.Error(), "task x: boom") || st.State != proto.RunFailed {
+		t.Fatalf("failed run: %+v %v", st, err)
+	}
+	if st, err := c.Cancel(ctx, bad); err != nil || st.State != proto.RunFailed {
+		t.Fatalf("cancel of an ended run changes nothing: %+v %v", st, err)
+	}
+
+	// Errors.
+	_, err = c.Submit(ctx, "inv.yaml", []byte("name: inv\ntasks:\n  - {name: a, func: nosuch}\n"))
+	var inv *cluster.InvalidError
+	if !errors.As(err, &inv) || !errors.Is(err, cluster.ErrInvalid) || len(inv.Problems) != 1 || !strings.HasPrefix(inv.Problems[0], "inv.yaml:3:") {
+		t.Fatalf("invalid flow: %v", err)
+	}
+	if _, err := c.Status(ctx, "rnosuchrun"); !errors.Is(err, cluster.ErrNotFound) {
+		t.Fatalf("unknown run: %v", err)
+	}
+	if err := c.RemovePeer(ctx, "nobody"); !errors.Is(err, cluster.ErrNotFound) {
+		t.Fatalf("unknown peer: %v", err)
+	}
+	if _, err := cluster.NewClient(urls(servers), "wrong").Runs(ctx); !errors.Is(err, cluster.ErrUnauthorized) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+	nobody := cluster.NewClient([]string{dead}, "tok")
+	nobody.Retry = 300 * time.Millisecond
+	if _, err := nobody.Runs(ctx); !errors.Is(err, cluster.ErrUnreachable) {
+		t.Fatalf("nothing listening: %v", err)
+	}
+
+	// The leader goes away: the client, listing it first, finds the new one.
+	var rest []*coord.Server
+	var leaderURL string
+	for _, s := range servers {
+		if s.ID() == li.ID {
+			leaderURL = "http://" + s.HTTPAddr()
+			must(t, s.Close())
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	follow := cluster.NewClient(append([]string{leaderURL}, urls(rest)...), "tok")
+	id2, err := follow.Submit(ctx, "ok.yaml", []byte(okFlow))
+	must(t, err)
+	if _, err := follow.Wait(ctx, id2, nil); err != nil {
+		t.Fatal(err)
+	}
+	li2, err := follow.Leader(ctx)
+	if err != nil || li2.ID == li.ID {
+		t.Fatalf("new leader %+v %v", li2, err)
+	}
+	if st, err := follow.Status(ctx, id); err != nil || st.State != proto.RunSucceeded {
+		t.Fatalf("the first run after failover: %+v %v", st, err)
+	}
+}
