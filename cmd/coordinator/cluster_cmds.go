@@ -1,7 +1,554 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
-// addClusterCommands adds the commands that talk to a cluster (filled in as
-// the coordinator lands).
-func addClusterCommands(root *cobra.Command) {}
+	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/spf13/cobra"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	server    string
+	tokenFile string
+	json      bool
+}
+
+func (f *clientFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "API token file (default $HETFLOW_TOKEN)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "machine-readable output")
+}
+
+func (f *clientFlags) client() (*cluster.Client, error) {
+	servers := f.server
+	if servers == "" {
+		servers = os.Getenv("HETFLOW_SERVER")
+	}
+	if servers == "" {
+		servers = "http://127.0.0.1:7070"
+	}
+	token := os.Getenv("HETFLOW_TOKEN")
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, withCode(exitInvalid, fmt.Errorf("--token-file: %w", err))
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return cluster.NewClient(strings.Split(servers, ","), token), nil
+}
+
+// codeOf maps a client error to the exit code DESIGN §5a gives it.
+func codeOf(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, proto.ErrInvalid):
+		return withCode(exitInvalid, err)
+	case errors.Is(err, proto.ErrUnauthorized):
+		return withCode(exitUnauthorized, err)
+	case errors.Is(err, proto.ErrNotFound):
+		return withCode(exitNotFound, err)
+	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
+		return withCode(exitUnreachable, err)
+	}
+	return withCode(exitRunFailed, err)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}
+
+func signalCtx() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func addClusterCommands(root *cobra.Command) {
+	root.AddCommand(devCmd(), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
+		peersCmd(), healthCmd(), tokenCmd())
+}
+
+// printStatus writes a run's status for people.
+func printStatus(w io.Writer, st proto.RunStatus) {
+	fmt.Fprintf(w, "run %s  flow %s  %s", st.ID, st.Flow, st.State)
+	if st.Error != "" {
+		fmt.Fprintf(w, "  error: %s", st.Error)
+	}
+	fmt.Fprintln(w)
+	for _, t := range st.Tasks {
+		out := ""
+		if t.Output != "" {
+			out = "  output " + t.Output
+		}
+		fmt.Fprintf(w, "  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", t.Name, t.State, t.Node, t.Activations, t.Executions, out)
+	}
+}
+
+// progress draws a progress bar of tasks done / total and the current
+// activations on a terminal line.
+func progress(w io.Writer) func(proto.RunStatus) {
+	return func(st proto.RunStatus) {
+		done, acts := 0, uint64(0)
+		for _, t := range st.Tasks {
+			if t.State == proto.TaskDone || t.State == proto.TaskFailed || t.State == proto.TaskSkipped {
+				done++
+			}
+			acts += t.Activations
+		}
+		total := len(st.Tasks)
+		const width = 30
+		fill := 0
+		if total > 0 {
+			fill = done * width / total
+		}
+		fmt.Fprintf(w, "\r[%s%s] %d/%d tasks  %d activations  %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, acts, st.State)
+	}
+}
+
+// waitRun follows a run to its end and reports it; a run that did not
+// succeed gives exit code 1.
+func waitRun(ctx context.Context, c *cluster.Client, id string, asJSON bool, out, errw io.Writer) error {
+	var onProgress func(proto.RunStatus)
+	if !asJSON {
+		onProgress = progress(errw)
+	}
+	st, err := c.Wait(ctx, id, onProgress)
+	if !asJSON {
+		fmt.Fprintln(errw)
+	}
+	if err != nil && st.ID == "" {
+		return codeOf(err)
+	}
+	if asJSON {
+		if err := printJSON(out, st); err != nil {
+			return err
+		}
+	} else {
+		printStatus(out, st)
+	}
+	if st.State != proto.RunSucceeded {
+		return withCode(exitRunFailed, errSilent)
+	}
+	return nil
+}
+
+func submitCmd() *cobra.Command {
+	var f clientFlags
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "submit FLOW",
+		Short: "submit a flow file; prints the run id (--wait follows it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text, err := os.ReadFile(args[0])
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if _, err := spec.Parse(args[0], text); err != nil {
+				return withCode(exitInvalid, err)
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalCtx()
+			defer cancel()
+			id, err := c.Submit(ctx, args[0], text)
+			if err != nil {
+				return codeOf(err)
+			}
+			if !wait {
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), proto.SubmitResponse{ID: id})
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+				return nil
+			}
+			return waitRun(ctx, c, id, f.json, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends")
+	return cmd
+}
+
+func statusCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "status RUN",
+		Short: "show a run's state and its tasks",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st, err := c.Status(ctx, args[0])
+			if err != nil {
+				return codeOf(err)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func runsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "list runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			runs, err := c.Runs(ctx)
+			if err != nil {
+				return codeOf(err)
+			}
+			if f.json {
+				if runs == nil {
+					runs = []proto.RunSummary{}
+				}
+				return printJSON(cmd.OutOrStdout(), runs)
+			}
+			for _, r := range runs {
+				fin := ""
+				if r.Finished != nil {
+					fin = r.Finished.Format(time.RFC3339)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %-20s %-10s %s %s\n", r.ID, r.Flow, r.State, r.Submitted.Format(time.RFC3339), fin)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func nodesCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "list cluster nodes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ns, err := c.Nodes(ctx)
+			if err != nil {
+				return codeOf(err)
+			}
+			if f.json {
+				if ns == nil {
+					ns = []proto.NodeInfo{}
+				}
+				return printJSON(cmd.OutOrStdout(), ns)
+			}
+			for _, n := range ns {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-10s %-22s %-8s cpus %d gpus %d\n", n.ID, n.Address, n.State, n.CPUs, n.GPUs)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func cancelCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "cancel a run on every node",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := c.Cancel(ctx, args[0]); err != nil {
+				return codeOf(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "cancelled", args[0])
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func peersCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "peers [remove ID]",
+		Short: "list coordinators (raft peers), or remove one gone for good",
+		Args:  cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if len(args) > 0 {
+				if args[0] != "remove" || len(args) != 2 {
+					return withCode(exitInvalid, fmt.Errorf("usage: peers [remove ID]"))
+				}
+				if err := c.RemovePeer(ctx, args[1]); err != nil {
+					return codeOf(err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", args[1])
+				return nil
+			}
+			ps, err := c.Peers(ctx)
+			if err != nil {
+				return codeOf(err)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ps)
+			}
+			for _, p := range ps {
+				l := ""
+				if p.Leader {
+					l = "leader"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-8s %-22s %-22s %-8s %s\n", p.ID, p.Raft, p.HTTP, p.Suffrage, l)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func healthCmd() *cobra.Command {
+	var url string
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "exit 0 when the coordinator at --url answers /healthz",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hc := &http.Client{Timeout: 2 * time.Second}
+			resp, err := hc.Get(strings.TrimSuffix(url, "/") + "/healthz")
+			if err != nil {
+				return withCode(exitUnreachable, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return withCode(exitRunFailed, fmt.Errorf("healthz: %s", resp.Status))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "coordinator HTTP address")
+	return cmd
+}
+
+func tokenCmd() *cobra.Command {
+	var secretFile string
+	cmd := &cobra.Command{
+		Use:   "token --secret-file F",
+		Short: "print the API token a cluster secret derives",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sec, err := readSecret(secretFile)
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if sec.APIToken == "" {
+				return withCode(exitInvalid, errors.New("--secret-file is required"))
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sec.APIToken)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	return cmd
+}
+
+func readSecret(path string) (proto.Secret, error) {
+	raw, err := proto.ReadSecretFile(path)
+	if err != nil {
+		return proto.Secret{}, err
+	}
+	return proto.DeriveSecret(raw)
+}
+
+func serveCmd() *cobra.Command {
+	var cfg coord.Config
+	var join, secretFile string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run one coordinator replica",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.ID == "" || cfg.DataDir == "" {
+				return withCode(exitInvalid, errors.New("--id and --data are required"))
+			}
+			if join != "" {
+				cfg.Join = strings.Split(join, ",")
+			}
+			sec, err := readSecret(secretFile)
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			cfg.Secret = sec
+			if verbose {
+				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			}
+			ctx, cancel := signalCtx()
+			defer cancel()
+			s, err := coord.New(cfg)
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if err := s.Start(ctx); err != nil {
+				return withCode(exitUnreachable, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "coordinator %s: http %s raft %s gossip %s\n", cfg.ID, s.HTTPAddr(), s.RaftAddr(), s.GossipAddr())
+			<-ctx.Done()
+			return s.Close()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.ID, "id", "", "coordinator id (required)")
+	fl.StringVar(&cfg.DataDir, "data", "", "data directory: raft log, stable store, snapshots (required)")
+	fl.StringVar(&cfg.RaftAddr, "raft", "127.0.0.1:7000", "raft listen address")
+	fl.StringVar(&cfg.HTTPAddr, "http", "127.0.0.1:7070", "API listen address")
+	fl.StringVar(&cfg.GossipAddr, "gossip", "127.0.0.1:7946", "gossip listen address")
+	fl.StringVar(&cfg.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS URL")
+	fl.StringVar(&join, "join", "", "gossip seeds host:port,...")
+	fl.BoolVar(&cfg.Bootstrap, "bootstrap", false, "form a new cluster (a no-op when --data holds state)")
+	fl.StringVar(&cfg.Advertise, "advertise", "", "host others reach this coordinator at")
+	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
+	return cmd
+}
+
+func devCmd() *cobra.Command {
+	var cfg cluster.DevConfig
+	var asJSON, serve, verbose bool
+	cmd := &cobra.Command{
+		Use:   "dev [FLOW...]",
+		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			type flow struct {
+				path string
+				text []byte
+			}
+			var flows []flow
+			if len(args) == 0 {
+				for _, e := range spec.Examples() {
+					flows = append(flows, flow{e.Path, e.Data})
+				}
+			}
+			for _, p := range args {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return withCode(exitInvalid, err)
+				}
+				if _, err := spec.Parse(p, b); err != nil {
+					return withCode(exitInvalid, err)
+				}
+				flows = append(flows, flow{p, b})
+			}
+			if verbose {
+				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			}
+			ctx, cancel := signalCtx()
+			defer cancel()
+			sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
+			d, err := cluster.StartDev(sctx, cfg)
+			scancel()
+			if err != nil {
+				return withCode(exitUnreachable, fmt.Errorf("starting the dev cluster: %w", err))
+			}
+			defer d.Close()
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if !asJSON {
+				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s\n", cfg.Nodes, d.URL())
+			}
+			c := d.Client()
+			failed := false
+			for _, f := range flows {
+				id, err := c.Submit(ctx, filepath.Base(f.path), f.text)
+				if err != nil {
+					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
+					failed = true
+					continue
+				}
+				st, err := c.Wait(ctx, id, nil)
+				if err != nil && st.ID == "" {
+					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
+					failed = true
+					continue
+				}
+				if st.State != proto.RunSucceeded {
+					failed = true
+				}
+				if asJSON {
+					_ = printJSON(out, st)
+				} else {
+					fmt.Fprintf(out, "== %s\n", f.path)
+					printStatus(out, st)
+				}
+			}
+			if serve {
+				fmt.Fprintf(errw, "serving the API on %s until interrupted\n", d.URL())
+				<-ctx.Done()
+			}
+			if failed {
+				return withCode(exitRunFailed, errSilent)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Nodes, "nodes", 3, "in-process nodes")
+	fl.IntVar(&cfg.SimGPUs, "sim-gpus", 1, "sim GPUs on the last node")
+	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
+	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
+	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
+	cmd.PreRun = func(cmd *cobra.Command, args []string) {
+		if serve && cfg.HTTPAddr == "" {
+			cfg.HTTPAddr = "127.0.0.1:7070"
+		}
+	}
+	return cmd
+}

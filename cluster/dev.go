@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/node"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/natsembed"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// DevConfig configures an all-in-one cluster in one process.
+type DevConfig struct {
+	Nodes    int    // in-process nodes (default 3)
+	CPUs     int    // CPU workers per node (default 2)
+	SimGPUs  int    // sim GPUs on the last node (default 1; -1 none)
+	HTTPAddr string // coordinator API address (default 127.0.0.1:0)
+	Dir      string // data directory (default: a temporary one, removed by Close)
+	Logger   *slog.Logger
+}
+
+// Dev is an all-in-one cluster: an embedded NATS server with JetStream, one
+// coordinator (raft with a durable store) and in-process nodes, each with its
+// own executor, NATS connection and gossip member, all on loopback.
+type Dev struct {
+	nats    *natsembed.Server
+	coord   *coord.Server
+	nodes   []*node.Node
+	members []*member.List
+	conns   []*transport.Conn
+	dir     string
+	ownDir  bool
+}
+
+// StartDev starts the all-in-one cluster and returns when the coordinator
+// leads and every node has joined.
+func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.CPUs <= 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.SimGPUs == 0 {
+		cfg.SimGPUs = 1
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	d = &Dev{dir: cfg.Dir}
+	if d.dir == "" {
+		if d.dir, err = os.MkdirTemp("", "hetflow-dev-"); err != nil {
+			return nil, err
+		}
+		d.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats")}); err != nil {
+		return nil, err
+	}
+	d.coord, err = coord.New(coord.Config{
+		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
+		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err = d.coord.Start(ctx); err != nil {
+		return nil, err
+	}
+	if err = d.coord.WaitLeader(ctx); err != nil {
+		return nil, err
+	}
+	seed := []string{d.coord.GossipAddr()}
+	for i := 0; i < cfg.Nodes; i++ {
+		id := "n" + strconv.Itoa(i+1)
+		conn, err := transport.Connect(ctx, d.nats.URL(), transport.WithName("dev "+id))
+		if err != nil {
+			return nil, err
+		}
+		d.conns = append(d.conns, conn)
+		gpus := 0
+		if i == cfg.Nodes-1 && cfg.SimGPUs > 0 {
+			gpus = cfg.SimGPUs
+		}
+		n, err := node.New(node.Config{ID: id, Conn: conn, CPUs: cfg.CPUs, GPUs: gpus, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		d.nodes = append(d.nodes, n)
+		if err := n.Start(ctx); err != nil {
+			return nil, err
+		}
+		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.Meta(), Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		d.members = append(d.members, ml)
+		if err := ml.Start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c := d.Client()
+	for {
+		nodes, err := c.Nodes(ctx)
+		if err == nil && alive(nodes) == cfg.Nodes {
+			return d, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("dev cluster: waiting for %d nodes: %w", cfg.Nodes, ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func alive(ns []proto.NodeInfo) int {
+	k := 0
+	for _, n := range ns {
+		if n.State == proto.NodeAlive {
+			k++
+		}
+	}
+	return k
+}
+
+// URL is the coordinator's API address (http://host:port).
+func (d *Dev) URL() string { return "http://" + d.coord.HTTPAddr() }
+
+// Client returns a client of the dev cluster.
+func (d *Dev) Client() *Client { return NewClient([]string{d.URL()}, "") }
+
+// Close stops everything and removes a temporary data directory.
+func (d *Dev) Close() error {
+	var errs []error
+	for _, m := range d.members {
+		_ = m.Leave(200 * time.Millisecond)
+		errs = append(errs, m.Shutdown())
+	}
+	for _, n := range d.nodes {
+		errs = append(errs, n.Close())
+	}
+	for _, c := range d.conns {
+		c.Close()
+	}
+	if d.coord != nil {
+		errs = append(errs, d.coord.Close())
+	}
+	if d.nats != nil {
+		d.nats.Shutdown()
+	}
+	if d.ownDir {
+		errs = append(errs, os.RemoveAll(d.dir))
+	}
+	return errors.Join(errs...)
+}
