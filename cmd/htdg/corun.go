@@ -60,8 +60,10 @@ type corunRow struct {
 	Mode  string        `json:"mode"`
 	K     int           `json:"k"`
 	Procs []childResult `json:"procs"`
-	// WeightedSpeedup is Σ over processes of solo/corun, solo being the
-	// k = 1 process's time of the same mode.
+	// WeightedSpeedup is Σ over processes of solo/corun, each the median
+	// of a process's timed runs, solo that of the k = 1 process of the
+	// same mode (medians, not totals: one run slowed by another program
+	// on the machine moves a total more than a median).
 	WeightedSpeedup float64 `json:"weighted_speedup"`
 }
 
@@ -85,12 +87,12 @@ func corun(ctx context.Context, c corunConfig, progress io.Writer) ([]corunRow, 
 				return rows, err
 			}
 			if k == 1 {
-				solo = procs[0].TotalS
+				solo = procs[0].MedianS
 			}
 			row := corunRow{Mode: string(m), K: k, Procs: procs}
 			for _, p := range procs {
-				if p.TotalS > 0 {
-					row.WeightedSpeedup += solo / p.TotalS
+				if p.MedianS > 0 {
+					row.WeightedSpeedup += solo / p.MedianS
 				}
 			}
 			rows = append(rows, row)

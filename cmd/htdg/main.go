@@ -137,7 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	sizes := fs.String("sizes", "1K,2K,5K,10K,20K", "graph sizes in tasks, comma-separated (K = 1000)")
 	modes := fs.String("modes", "hetflow,baseline", "modes to run: hetflow (GPU domain), baseline (GPU work inside CPU tasks)")
-	fs.IntVar(&o.reps, "reps", 5, "timed runs per size and mode, after one untimed warm-up run")
+	fs.IntVar(&o.reps, "reps", 9, "timed runs per size and mode, after one untimed warm-up run")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random graphs")
 	fs.IntVar(&o.gpus, "gpus", 2, "GPU devices (sim devices on the default build); GPU tasks are spread over them")
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "CPU workers")
@@ -145,7 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "CI-sized run: sizes 500,1K,2K, 3 reps, co-run on 2K tasks with 2 reps")
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
 	fs.IntVar(&o.corunSize, "corun-size", 20_000, "tasks of the co-run graph")
-	fs.IntVar(&o.corunReps, "corun-reps", 3, "timed runs of each co-run process")
+	fs.IntVar(&o.corunReps, "corun-reps", 5, "timed runs of each co-run process")
 	// hidden: a co-run child (see corun.go)
 	fs.BoolVar(&o.child, "corun-child", false, "")
 	childMode := fs.String("mode", "", "")
@@ -353,14 +353,14 @@ func writeSizeTable(w io.Writer, sizes []sizeResult) {
 func writeCorunTable(w io.Writer, c *corunReport) {
 	fmt.Fprintf(w, "co-run: k processes each running the same %d-task graph %d times at once\n", c.Tasks, c.Reps)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tk\tper-process total ms\tmean ms\tcpu s (all)\tmax rss MiB\tweighted speedup\t")
+	fmt.Fprintln(tw, "mode\tk\tper-process median ms/run\tmean\tcpu s (all)\tmax rss MiB\tweighted speedup\t")
 	for _, r := range c.Rows {
 		var each []string
 		var sum, cpu float64
 		var rss uint64
 		for _, p := range r.Procs {
-			each = append(each, ms(p.TotalS))
-			sum += p.TotalS
+			each = append(each, ms(p.MedianS))
+			sum += p.MedianS
 			cpu += p.CPUS
 			rss = max(rss, p.MaxRSS)
 		}
