@@ -1,0 +1,61 @@
+// Package coord is the hetflow coordinator: the raft-replicated control plane
+// of docs/cluster-protocol.md. Three coordinators hold the same FSM (nodes,
+// runs with their assignment and generation, settings); the leader partitions
+// submitted flows, sends Assignments to the nodes over NATS, detects
+// termination, and ends runs; any coordinator answers the HTTP API, followers
+// by forwarding to the leader.
+//
+// # Running a coordinator
+//
+//	s, err := coord.New(coord.Config{
+//		ID: "c1", DataDir: "/var/lib/hetflow/c1",
+//		RaftAddr: "0.0.0.0:7000", HTTPAddr: "0.0.0.0:7070", GossipAddr: "0.0.0.0:7946",
+//		Advertise: "c1", Bootstrap: true,          // exactly one server bootstraps
+//		Join: []string{"c2:7946"},                 // the others join gossip seeds
+//		NATSURL: "nats://nats:4222", Secret: secret,
+//	})
+//	err = s.Start(ctx)      // raft, NATS, API, gossip; returns without waiting for a leader
+//	err = s.WaitLeader(ctx) // until raft knows a leader
+//	defer s.Close()         // joins every goroutine
+//
+// Bootstrap is a no-op when DataDir already holds raft state, so a restarted
+// coordinator keeps its flags. The leader adds every coordinator it sees alive
+// in the gossip ring (metadata role coordinator with a raft address) as a
+// voter; RemovePeer (DELETE /v1/peers/{id}) removes one that is gone for good.
+// The raft log and stable store are one bbolt file (raft.db) in DataDir, next
+// to raft's file snapshots.
+//
+// # The pieces, each usable alone
+//
+//   - FSM: the pure state machine. Commands are JSON (Command, with the time
+//     inside), applied one per raft entry; Snapshot/Restore write the whole
+//     state as JSON. testdata/fsm_*.txt are its scenarios.
+//   - Detector: the four-counter termination detector of one run generation;
+//     TermReports and time in, probe waves and the verdict out.
+//   - Plan: partitions an expanded flow over the alive nodes (module
+//     instances whole, loops kept together, pins and GPU affinity).
+//   - Fold: a run's TaskEvents folded into the API's status object.
+//
+// # The leader loop
+//
+// While a server leads it: writes gossip membership of nodes into the FSM;
+// adds coordinator voters; for every running run re-sends the Assignment every
+// 500ms to each node that has not reported for the generation, feeds
+// TermReports (hf.coord.term) to the run's Detector and sends probes; ends the
+// run on termination (succeeded), a fail envelope (hf.coord.fail: failed,
+// "task X: error"), its timeout (failed, "timed out after D") or a user cancel
+// (cancelled), then sends Cancel to its nodes, and again to any node that
+// still reports for an ended run; prunes finished runs older than the
+// retention (and purges their streams). A new leader picks up every running
+// run from the FSM. Reassignment after a node loss (RunReassign) is in the
+// FSM; the leader does not issue it yet.
+//
+// # HTTP API
+//
+// POST /v1/runs, GET /v1/runs, GET /v1/runs/{id}, POST /v1/runs/{id}/cancel,
+// GET /v1/nodes, GET /v1/peers, DELETE /v1/peers/{id}, GET /v1/leader,
+// GET /healthz, GET /metrics, JSON shapes of cluster/proto. With a secret,
+// every call but /healthz and /metrics needs "Authorization: Bearer <token>".
+// Submit, status, cancel and peer removal run on the leader; a follower
+// forwards them (X-Hetflow-Forwarded-By) or answers 503 with no leader.
+package coord
