@@ -267,4 +267,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-

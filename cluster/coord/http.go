@@ -306,7 +306,11 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 	out := []proto.NodeInfo{}
 	s.fsm.read(func(f *FSM) {
 		for _, n := range f.Nodes() {
-			out = append(out, proto.NodeInfo{ID: n.ID, Address: n.Address, State: n.State, CPUs: n.CPUs, GPUs: n.GPUs})
+			st := n.State
+			if m, ok := s.members.Member(n.ID); ok && st == proto.NodeAlive && m.State == proto.NodeSuspect {
+				st = proto.NodeSuspect
+			}
+			out = append(out, proto.NodeInfo{ID: n.ID, Address: n.Address, State: st, CPUs: n.CPUs, GPUs: n.GPUs})
 		}
 	})
 	writeJSON(w, http.StatusOK, out)

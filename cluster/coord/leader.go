@@ -158,7 +158,11 @@ func (l *leader) syncMembers(now time.Time) {
 		switch m.Meta.Role {
 		case proto.RoleNode:
 			seen[m.ID] = true
-			n := Node{ID: m.ID, Address: m.Addr, State: m.State, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs}
+			state := m.State
+			if state == proto.NodeSuspect {
+				state = proto.NodeAlive // the FSM does not follow suspicion (it flaps); GET /v1/nodes shows it live
+			}
+			n := Node{ID: m.ID, Address: m.Addr, State: state, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs}
 			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs {
 				continue
 			}

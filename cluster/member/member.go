@@ -337,10 +337,16 @@ func (l *List) Members() []Member {
 }
 
 // suspectAfter: a member is probed about once per (members-1) probe
-// intervals; missing two rounds makes it suspect.
+// intervals; missing two rounds makes it suspect. l.mu is held.
 func (l *List) suspectAfter() time.Duration {
 	n := max(len(l.members)-1, 1)
-	return time.Duration(2*n+1)*l.cfg.Timing.ProbeInterval + l.cfg.Timing.ProbeTimeout
+	// memberlist stretches its probe interval by its health score when the
+	// process is slow; so does the limit.
+	health := 1
+	if l.ml != nil {
+		health += l.ml.GetHealthScore()
+	}
+	return time.Duration((2*n+1)*health)*l.cfg.Timing.ProbeInterval + l.cfg.Timing.ProbeTimeout
 }
 
 // Member returns one member by id.
