@@ -142,7 +142,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 2
 	}
-	if err := n.Start(ctx); err != nil {
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	err = n.Start(sctx)
+	scancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		n.Close()
 		return 1
