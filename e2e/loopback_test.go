@@ -46,7 +46,11 @@ type lockedBuf struct {
 	b  *bytes.Buffer
 }
 
-func (l lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
