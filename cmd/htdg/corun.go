@@ -60,10 +60,13 @@ type corunRow struct {
 	Mode  string        `json:"mode"`
 	K     int           `json:"k"`
 	Procs []childResult `json:"procs"`
-	// WeightedSpeedup is Σ over processes of solo/corun, each the median
-	// of a process's timed runs, solo that of the k = 1 process of the
-	// same mode (medians, not totals: one run slowed by another program
-	// on the machine moves a total more than a median).
+	// SoloS is the median run time of one process of the same mode run
+	// alone just before this row (for k = 1, this row's own process).
+	SoloS float64 `json:"solo_s"`
+	// WeightedSpeedup is Σ over processes of SoloS / the process's median
+	// run time. Medians, not totals: one run slowed by another program on
+	// the machine moves a total more than a median; and the solo run is
+	// measured next to the co-run because the machine's load drifts.
 	WeightedSpeedup float64 `json:"weighted_speedup"`
 }
 
@@ -75,24 +78,27 @@ type corunConfig struct {
 	modes []mode
 }
 
-// corun starts k = 1…maxK children per mode, each running the same n-task
-// graph at once (after all are ready), and returns one row per (mode, k).
+// corun, for k = 1…maxK and each mode, runs one process alone and then k
+// processes at once, each the same n-task graph (started together once all
+// are ready), and returns one row per (k, mode).
 func corun(ctx context.Context, c corunConfig, progress io.Writer) ([]corunRow, error) {
 	var rows []corunRow
-	for _, m := range c.modes {
-		var solo float64
-		for k := 1; k <= c.maxK; k++ {
-			procs, err := corunOnce(ctx, c, m, k)
+	for k := 1; k <= c.maxK; k++ {
+		for _, m := range c.modes {
+			solo, err := corunOnce(ctx, c, m, 1)
 			if err != nil {
 				return rows, err
 			}
-			if k == 1 {
-				solo = procs[0].MedianS
+			procs := solo
+			if k > 1 {
+				if procs, err = corunOnce(ctx, c, m, k); err != nil {
+					return rows, err
+				}
 			}
-			row := corunRow{Mode: string(m), K: k, Procs: procs}
+			row := corunRow{Mode: string(m), K: k, Procs: procs, SoloS: solo[0].MedianS}
 			for _, p := range procs {
 				if p.MedianS > 0 {
-					row.WeightedSpeedup += solo / p.MedianS
+					row.WeightedSpeedup += row.SoloS / p.MedianS
 				}
 			}
 			rows = append(rows, row)

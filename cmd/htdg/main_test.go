@@ -254,7 +254,7 @@ func TestCorun(t *testing.T) {
 		if len(r.Procs) != r.K || r.WeightedSpeedup <= 0 {
 			t.Fatalf("row %+v", r)
 		}
-		if r.K == 1 && r.WeightedSpeedup != 1 {
+		if r.SoloS <= 0 || r.K == 1 && r.WeightedSpeedup != 1 {
 			t.Fatalf("k=1 weighted speedup %v", r.WeightedSpeedup)
 		}
 		for _, p := range r.Procs {
