@@ -136,6 +136,7 @@ func (p *eventPub) publish() {
 		if len(evs) == 0 {
 			return
 		}
+		evs = coalesce(evs)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := p.conn.PublishEvents(ctx, evs...)
 		cancel()
@@ -146,4 +147,35 @@ func (p *eventPub) publish() {
 			p.published.Add(uint64(len(evs)))
 		}
 	}
+}
+
+type eventKey struct {
+	run  string
+	task uint32
+	name string
+}
+
+// coalesce keeps, of the events of one batch, the latest per task (run,
+// index and name): a task's later event supersedes its earlier ones, and
+// everything a status reads from them (state, activations, executions,
+// output) is in the latest, so a loop publishes one event per task per
+// batch rather than one per activation. Order follows the kept events.
+func coalesce(evs []transport.TaskEvent) []transport.TaskEvent {
+	if len(evs) < 2 {
+		return evs
+	}
+	last := make(map[eventKey]int, len(evs))
+	for i := range evs {
+		last[eventKey{evs[i].Run, evs[i].Task, evs[i].Name}] = i
+	}
+	if len(last) == len(evs) {
+		return evs
+	}
+	out := make([]transport.TaskEvent, 0, len(last))
+	for i := range evs {
+		if last[eventKey{evs[i].Run, evs[i].Task, evs[i].Name}] == i {
+			out = append(out, evs[i])
+		}
+	}
+	return out
 }

@@ -85,7 +85,11 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		n, err := New(Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus})
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus}
+		if i == 0 {
+			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
+		}
+		n, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

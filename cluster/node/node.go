@@ -141,6 +141,9 @@ type Node struct {
 	drainEnd bool // drained is closed
 
 	ctlSub, sigSub *transport.Subscription
+	flushKick      chan struct{} // a run went idle: publish the waiting Signals now
+	flushStop      chan struct{}
+	flushDone      chan struct{}
 	wg             sync.WaitGroup // run goroutines
 	closeOnce      sync.Once
 	closeErr       error
@@ -217,6 +220,10 @@ func New(cfg Config) (*Node, error) {
 		ended:   map[string]uint64{},
 		refused: map[runGen]error{},
 		drained: make(chan struct{}),
+
+		flushKick: make(chan struct{}, 1),
+		flushStop: make(chan struct{}),
+		flushDone: make(chan struct{}),
 	}
 	n.events = newEventPub(cfg.Conn, cfg.EventLinger, cfg.EventBatch, n.log)
 	return n, nil
@@ -243,6 +250,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.started = true
 	n.mu.Unlock()
+	go n.flusher() // runs iff started; Close stops it
 	if n.cfg.Streams != nil {
 		if err := n.conn.EnsureStreams(ctx, *n.cfg.Streams); err != nil {
 			return fmt.Errorf("node %s: %w", n.id, err)
@@ -333,6 +341,13 @@ func (n *Node) close() error {
 		errs = append(errs, sig.Close(ctx))
 	}
 	n.events.close()
+	n.mu.Lock()
+	started := n.started
+	n.mu.Unlock()
+	if started {
+		close(n.flushStop)
+		<-n.flushDone
+	}
 	errs = append(errs, n.batcher.Close(ctx))
 	errs = append(errs, n.ex.Close())
 	n.log.Info("node closed")
@@ -359,6 +374,25 @@ func (n *Node) Stats() Stats {
 		EventsPublished:  n.events.published.Load(),
 		EventErrors:      n.events.errors.Load(),
 		Failures:         n.stats.failure.Load(),
+	}
+}
+
+// flusher publishes the Batcher's waiting Signals as soon as a run goes
+// idle, without waiting for the linger, and apart from the run's report
+// (which waits for its events to be stored).
+func (n *Node) flusher() {
+	defer close(n.flushDone)
+	for {
+		select {
+		case <-n.flushStop:
+			return
+		case <-n.flushKick:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := n.batcher.Flush(ctx); err != nil && !errors.Is(err, transport.ErrClosed) {
+				n.log.Warn("flushing signals", "err", err)
+			}
+			cancel()
+		}
 	}
 }
 

@@ -113,6 +113,7 @@ func (r *run) setOpen(o *localexec.OpenRun) {
 
 // onIdle is the open run's idle callback (on a worker: it must not block).
 func (r *run) onIdle() {
+	nudge(r.n.flushKick)
 	select {
 	case r.idleCh <- struct{}{}:
 	default:

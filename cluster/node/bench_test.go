@@ -1,0 +1,176 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/localexec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// pingPong is a do-while whose body and condition can sit on two nodes:
+// with them split, every iteration crosses twice (body→cond edge, cond→body
+// pick).
+func pingPong(n int) string {
+	return fmt.Sprintf(`
+name: pingpong
+tasks:
+  - {name: init, func: noop}
+  - {name: body, func: noop, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: %d}, succeed: [body], precede: [body, done]}
+  - {name: done, func: noop}
+`, n)
+}
+
+// BenchmarkCrossNodeHop measures cross-node activation latency: a task
+// done on one node → its successor starting on the other, through NATS on
+// loopback. ns/op is the wall time of one hop (a run of b.N iterations has
+// 2·b.N hops); p50-us and p99-us are the distribution of the hops from the
+// executors' observers (end of the producer's task → start of the
+// consumer's, one clock since both nodes share the process). "local" runs the same
+// loop on one node, for the ratio.
+func BenchmarkCrossNodeHop(b *testing.B) {
+	for _, split := range []bool{false, true} {
+		name := "local"
+		if split {
+			name = "split"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := newCluster(b, nodeSpec{}, nodeSpec{})
+			ctx := testCtx(b, 10*time.Minute)
+			file, g := parseFlow(b, pingPong(b.N-1))
+			own := make([]uint32, len(g.Vertices))
+			if split {
+				own[byName(g, "cond")] = 1
+			}
+			obs := &hopObserver{}
+			for _, n := range c.nodes {
+				n.Executor().AddObserver(obs)
+			}
+			b.ResetTimer()
+			out := c.runFlow(ctx, file, own, runOpts{noRelease: true})
+			b.StopTimer()
+			for _, n := range c.nodes {
+				n.Executor().RemoveObserver(obs)
+			}
+			if out.failed != nil {
+				b.Fatalf("failed: %+v", out.failed)
+			}
+			if f := out.tasks["body"]; f.acts != uint64(b.N) {
+				b.Fatalf("body ran %d times, want %d", f.acts, b.N)
+			}
+			hops := b.N * 2 // body→cond and cond→body per iteration, local or not
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(hops), "ns/hop")
+			lat := obs.hops()
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-us")
+			}
+			c.release(ctx, out.run, "finished")
+		})
+	}
+}
+
+// BenchmarkCrossNodeEdges measures cross-node edge throughput between one
+// pair of nodes: a source on n0 with `width` successors on n1, each with an
+// edge back to a sink on n0 (2·width cross-node edges a run). The figure
+// includes the run's start, its TaskEvents (published to JetStream) and the
+// termination check.
+func BenchmarkCrossNodeEdges(b *testing.B) {
+	const width = 2000
+	var text, sink strings.Builder
+	text.WriteString("name: wide\ntasks:\n  - {name: src, func: noop}\n")
+	sink.WriteString("  - {name: sink, func: noop, succeed: [")
+	for i := range width {
+		fmt.Fprintf(&text, "  - {name: w%d, func: noop, succeed: [src]}\n", i)
+		if i > 0 {
+			sink.WriteString(", ")
+		}
+		fmt.Fprintf(&sink, "w%d", i)
+	}
+	text.WriteString(sink.String() + "]}\n")
+	c := newCluster(b, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(b, 10*time.Minute)
+	file, g := parseFlow(b, text.String())
+	own := make([]uint32, len(g.Vertices))
+	for i := range width {
+		own[byName(g, fmt.Sprintf("w%d", i))] = 1
+	}
+	var exec time.Duration
+	b.ResetTimer()
+	for range b.N {
+		out := c.runFlow(ctx, file, own, runOpts{})
+		if out.failed != nil {
+			b.Fatalf("failed: %+v", out.failed)
+		}
+		b.StopTimer()
+		var first, last time.Time
+		err := c.leader.conn.ReplayEvents(ctx, out.run, func(e *transport.TaskEvent) error {
+			if first.IsZero() || e.Start.Before(first) {
+				first = e.Start
+			}
+			if e.End.After(last) {
+				last = e.End
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		exec += last.Sub(first)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(2*width*b.N)/b.Elapsed().Seconds(), "edges/s")
+	// from the source's start to the sink's end: without parsing the flow
+	// and building the graph on each node, and without termination
+	b.ReportMetric(float64(2*width*b.N)/exec.Seconds(), "exec-edges/s")
+}
+
+// hopObserver records the start and end times of body and cond on every
+// worker of both nodes; hops pairs the k-th end of one with the next start
+// of the other (the loop alternates them strictly).
+type hopObserver struct {
+	mu     sync.Mutex
+	events []hopEvent
+}
+
+type hopEvent struct {
+	at    time.Time
+	start bool
+}
+
+func (o *hopObserver) record(t localexec.TaskInfo, start bool) {
+	if t.Name != "body" && t.Name != "cond" {
+		return
+	}
+	now := time.Now()
+	o.mu.Lock()
+	o.events = append(o.events, hopEvent{now, start})
+	o.mu.Unlock()
+}
+
+func (o *hopObserver) TaskStart(_ localexec.WorkerInfo, t localexec.TaskInfo) { o.record(t, true) }
+func (o *hopObserver) TaskEnd(_ localexec.WorkerInfo, t localexec.TaskInfo)   { o.record(t, false) }
+
+func (o *hopObserver) hops() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	evs := slices.Clone(o.events)
+	slices.SortFunc(evs, func(a, b hopEvent) int { return a.at.Compare(b.at) })
+	var lat []time.Duration
+	var end time.Time
+	for _, e := range evs {
+		if !e.start {
+			end = e.at
+		} else if !end.IsZero() {
+			lat = append(lat, e.at.Sub(end))
+			end = time.Time{}
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}

@@ -1,0 +1,101 @@
+// Package node is hetflow's node agent: it takes its part of a run from the
+// leader, runs it on a localexec executor (CPU and GPU domains), trades
+// cross-node edge completions and condition outcomes with the other nodes
+// over NATS, and reports progress and termination counters. The protocol it
+// speaks is docs/cluster-protocol.md; the wire types are package transport's.
+//
+// # Driving it
+//
+//	n, err := node.New(node.Config{ID: "n1", Conn: conn, CPUs: 4, GPUs: 1})
+//	err = n.Start(ctx)   // subscribes: from now on it takes Assignments
+//	meta := n.Meta()     // what to advertise in the membership ring
+//	...
+//	err = n.Drain(ctx)   // SIGTERM: no new runs, wait for held ones, leave, Close
+//	// or n.Close():        cancel everything held, join every goroutine
+//
+// The node does not join memberlist itself (give Config.Membership for
+// Drain to leave it) and does not close its Conn. Stats gives its counters.
+//
+// # A run on one node
+//
+// An Assignment (control subject) names the run, its generation, the nodes
+// and each task's owner, and carries the flow's canonical JSON. The node
+// ignores one it already runs (same Run and Gen) or has released; a newer
+// generation replaces the run (started afresh: replay is not done yet). It
+// parses, validates and expands the flow (spec.File.Expand) and builds one
+// localexec taskflow from the vertices it owns:
+//
+//   - static → Emplace, condition → EmplaceCondition, multicondition →
+//     EmplaceMultiCondition, each running the registry function;
+//   - subflow → EmplaceSubflow: the function's Result.Children become
+//     children (named "parent/child" in events) and a hidden last child that
+//     completes the parent once all have run;
+//   - module → ComposedOf(instance) then a hidden "#done" task: the
+//     instance's scope (Graph.Scope, nested modules recursively) is its own
+//     taskflow. An instance must sit wholly on its module task's node (the
+//     partitioner's hard group); otherwise the assignment is refused;
+//   - domain gpu with a GPU builder (saxpy) → EmplaceGPU on its device (copy
+//     in, kernel, copy out, built once and relaunched) then a hidden CPU
+//     "#done" task that computes the output (funcs.SaxpySum: the same 8
+//     bytes as the CPU body) and does the bookkeeping. A gpu function
+//     without a builder runs its registry body on a CPU worker. A GPU task
+//     on a device the node lacks is refused.
+//
+// A refusal is a fail envelope (proto.SubjectFail) naming the task and the
+// reason; it is repeated if the leader re-sends the Assignment.
+//
+// Each task body is a wrapper: it counts the vertex's activation (from 1,
+// per run), gathers Inputs (latest outputs of its strong predecessors, local
+// ones from memory, remote ones from Signals), hands over the previous
+// activation's Result.State, and calls the function under the run's context
+// (cancelled on Cancel) and the task's `timeout:`, again on an error up to
+// `retries:` times (panics are recovered and not retried). Then it records
+// the output and state and emits a done TaskEvent (Output only for tasks
+// without successors). A final failure emits a failed event and a fail
+// envelope and cancels the local run.
+//
+// # Cross-node edges
+//
+// Local edges are localexec edges and never touch NATS. For an edge v→u
+// with u elsewhere, a send proxy task follows v: a strong edge when v is
+// not a condition (one proxy per distinct remote target; the receiver puts
+// back the multiplicity), a weak edge at the edge's own index among a
+// condition's successors, so indices keep their meaning. v's completion
+// pushes (activation, output) into the edge's FIFO (v may run again before
+// the proxy does); the proxy pops it and hands a transport.Signal (Edge
+// with the output, or Choice) to the Batcher. For an edge v→u with v
+// elsewhere, an External receive proxy precedes u: static (strong edge) or a
+// condition returning 0 (weak edge). An accepted Signal (after the Deduper's
+// fencing and dedup) is pushed to that edge's FIFO and the proxy scheduled
+// with OpenRun.Schedule; the proxy records v's output for u's Inputs.
+// Signals of a run whose Assignment has not arrived yet are kept (bounded)
+// and delivered when it does. A multicondition that picks one remote task
+// twice in an activation sends one Signal (as localexec runs a local one
+// once).
+//
+// # Termination and reports
+//
+// Each run is a localexec open run; the node counts Sent (Signals given to
+// the Batcher) and Received (accepted and scheduled). It sends a TermReport
+// to proto.SubjectTerm when the run goes idle (the idle callback only nudges
+// the run's goroutine), on every probe (Wave = the probe's), and every
+// Heartbeat while it holds the run; the first one acknowledges the
+// Assignment. Before each report it flushes the Batcher and waits until its
+// TaskEvents are stored, so a leader that sees every node idle finds every
+// event in JetStream. Received is read before Idle and Sent after it: a
+// counted Signal has been scheduled, so the run is either not idle or its
+// consequences are counted. Cancel (any reason, "finished" included)
+// cancels what still runs, waits for it, frees GPU memory, ends the run in
+// the Deduper and forgets it; a late Assignment of a released run is
+// ignored.
+//
+// # Events
+//
+// TaskEvents go to JetStream with PublishEvents, batched (EventLinger, 20 ms,
+// or EventBatch, 256); of a task's events in one batch only the latest is
+// published (it supersedes the others and carries the highest Act and
+// Executions), so a tight loop costs one event per task per batch. Task is the vertex index, Name its path ("mod/task";
+// subflow children "parent/child" with the parent's index), Node this node,
+// Act the activation, Executions the function's executions of that task on
+// this node in this run (retries count).
+package node
