@@ -79,6 +79,8 @@ package localexec
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/hetflow/hetflow/gpu"
 )
 
 const (
@@ -165,8 +167,14 @@ func (w *worker) rand() uint64 {
 func (w *worker) loop() {
 	defer w.ex.wg.Done()
 	if w.dom.kind == domGPU {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		// A CUDA context is current per OS thread, so a GPU worker keeps
+		// its thread. The sim backend has no thread state, and a locked
+		// thread makes every hand-off to the device's goroutines an OS
+		// thread wake-up (a sim launch costs ~20× more), so it does not.
+		if gpu.Backend() != "sim" {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
 		w.ex.bindDevice(w)
 	}
 	for {
