@@ -23,6 +23,9 @@ type Options struct {
 	Logs     bool // print the server's log to stderr
 }
 
+// MaxPayload is the largest message the server accepts (NATS's own ceiling).
+const MaxPayload = 64 << 20
+
 // Server is a running NATS server.
 type Server struct {
 	s *server.Server
@@ -46,6 +49,9 @@ func Start(o Options) (*Server, error) {
 		Host: o.Host, Port: o.Port, JetStream: true, StoreDir: o.StoreDir,
 		ServerName: "hetflow-nats", Username: o.User, Password: o.Password,
 		HTTPHost: o.HTTPHost, HTTPPort: o.HTTPPort, NoSigs: true,
+		// A run's Assignment carries its whole flow; NATS's default 1 MiB
+		// payload stops flows at a few thousand tasks.
+		MaxPayload: MaxPayload,
 	}
 	s, err := server.NewServer(so)
 	if err != nil {
