@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Assembles BENCHMARKS.md from the per-package figures in docs/benchmarks/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+{
+  cat <<'HEAD'
+# Benchmarks
+
+Every figure below comes with the command that produced it. Machine: the project's build machine,
+2 cores, 24 GiB, Go 1.26.8, shared with other builds and noisy: quote medians and the ratios
+between benchmarks of one run, not absolute numbers. No GPU was available: every GPU figure is on
+the `sim` backend and **the CUDA path is unverified** (`gpu/cuda/check.sh` is the script to run
+on a GPU machine; its output goes here when one is available).
+
+Sections: localexec, htdg (the seed's HTDG and co-run experiments), gpu, transport, node, cluster,
+partition, spec. Sources: `docs/benchmarks/*.md` (this file is made by `scripts/benchmarks-md.sh`).
+
+HEAD
+  for f in localexec htdg gpu transport node cluster partition spec; do
+    echo
+    cat "docs/benchmarks/$f.md"
+  done
+} > BENCHMARKS.md
