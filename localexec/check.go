@@ -55,12 +55,10 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 	}
 	stack = append(stack, tf)
 	for _, n := range tf.graph.modules {
-		m := n.ext.(*nodeExt).module
-		if m == nil {
-			return fmt.Errorf("%w: module task %q in taskflow %q composes a nil taskflow", ErrModuleConflict, n.name, tf.name)
-		}
-		if err := ex.checkTaskflow(m, stack); err != nil {
-			return err
+		if m := n.ext.(*nodeExt).module; m != nil { // checkGraph reports a nil one
+			if err := ex.checkTaskflow(m, stack); err != nil {
+				return err
+			}
 		}
 	}
 	return ex.checkGraph(fmt.Sprintf("taskflow %q", tf.name), &tf.graph)
