@@ -54,6 +54,18 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 	return cluster.NewClient(strings.Split(servers, ","), token), nil
 }
 
+// call runs fn with a client and a 30 s deadline, mapping its error to an
+// exit code.
+func (f *clientFlags) call(fn func(ctx context.Context, c *cluster.Client) error) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return codeOf(fn(ctx, c))
+}
+
 // codeOf maps a client error to the exit code DESIGN §5a gives it.
 func codeOf(err error) error {
 	switch {
@@ -196,21 +208,17 @@ func statusCmd() *cobra.Command {
 		Short: "show a run's state and its tasks",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			st, err := c.Status(ctx, args[0])
-			if err != nil {
-				return codeOf(err)
-			}
-			if f.json {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				st, err := c.Status(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), st)
+				}
+				printStatus(cmd.OutOrStdout(), st)
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
@@ -224,30 +232,26 @@ func runsCmd() *cobra.Command {
 		Short: "list runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			runs, err := c.Runs(ctx)
-			if err != nil {
-				return codeOf(err)
-			}
-			if f.json {
-				if runs == nil {
-					runs = []proto.RunSummary{}
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				runs, err := c.Runs(ctx)
+				if err != nil {
+					return err
 				}
-				return printJSON(cmd.OutOrStdout(), runs)
-			}
-			for _, r := range runs {
-				fin := ""
-				if r.Finished != nil {
-					fin = r.Finished.Format(time.RFC3339)
+				if f.json {
+					if runs == nil {
+						runs = []proto.RunSummary{}
+					}
+					return printJSON(cmd.OutOrStdout(), runs)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %-20s %-10s %s %s\n", r.ID, r.Flow, r.State, r.Submitted.Format(time.RFC3339), fin)
-			}
-			return nil
+				for _, r := range runs {
+					fin := ""
+					if r.Finished != nil {
+						fin = r.Finished.Format(time.RFC3339)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%-22s %-20s %-10s %s %s\n", r.ID, r.Flow, r.State, r.Submitted.Format(time.RFC3339), fin)
+				}
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
@@ -261,26 +265,22 @@ func nodesCmd() *cobra.Command {
 		Short: "list cluster nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			ns, err := c.Nodes(ctx)
-			if err != nil {
-				return codeOf(err)
-			}
-			if f.json {
-				if ns == nil {
-					ns = []proto.NodeInfo{}
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				ns, err := c.Nodes(ctx)
+				if err != nil {
+					return err
 				}
-				return printJSON(cmd.OutOrStdout(), ns)
-			}
-			for _, n := range ns {
-				fmt.Fprintf(cmd.OutOrStdout(), "%-10s %-22s %-8s cpus %d gpus %d\n", n.ID, n.Address, n.State, n.CPUs, n.GPUs)
-			}
-			return nil
+				if f.json {
+					if ns == nil {
+						ns = []proto.NodeInfo{}
+					}
+					return printJSON(cmd.OutOrStdout(), ns)
+				}
+				for _, n := range ns {
+					fmt.Fprintf(cmd.OutOrStdout(), "%-10s %-22s %-8s cpus %d gpus %d\n", n.ID, n.Address, n.State, n.CPUs, n.GPUs)
+				}
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
@@ -294,17 +294,13 @@ func cancelCmd() *cobra.Command {
 		Short: "cancel a run on every node",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := c.Cancel(ctx, args[0]); err != nil {
-				return codeOf(err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "cancelled", args[0])
-			return nil
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				if _, err := c.Cancel(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "cancelled", args[0])
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
