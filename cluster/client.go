@@ -195,10 +195,14 @@ func (c *Client) once(ctx context.Context, server, method, path string, payload 
 
 // Submit submits a flow file's text (path names it in error messages and
 // picks YAML or JSON by extension) and returns the run id. An invalid flow
-// is an *InvalidError.
+// is an *InvalidError. The client proposes the run id itself, so the
+// retries it makes across coordinators (a lost answer, a leader that died
+// after committing) find the run the first attempt made: one submit is at
+// most one run.
 func (c *Client) Submit(ctx context.Context, path string, flowText []byte) (string, error) {
 	var r proto.SubmitResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/runs", proto.SubmitRequest{Path: path, Flow: string(flowText)}, &r); err != nil {
+	req := proto.SubmitRequest{Path: path, Flow: string(flowText), ID: proto.NewRunID(time.Now())}
+	if err := c.do(ctx, http.MethodPost, "/v1/runs", req, &r); err != nil {
 		return "", err
 	}
 	return r.ID, nil

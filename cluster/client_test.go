@@ -1,11 +1,13 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,26 @@ func startCluster(t *testing.T, token string) ([]*coord.Server, string) {
 	return servers, ns.ClientURL()
 }
 
+// postSubmit posts a raw SubmitRequest and checks the status code.
+func postSubmit(t *testing.T, url, token string, req proto.SubmitRequest, want int) (out struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+}) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequest(http.MethodPost, url+"/v1/runs", bytes.NewReader(body))
+	must(t, err)
+	hr.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(hr)
+	must(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s/v1/runs: %d, want %d", url, resp.StatusCode, want)
+	}
+	must(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
 func urls(servers []*coord.Server) []string {
 	var out []string
 	for _, s := range servers {
@@ -156,6 +178,31 @@ func TestClient(t *testing.T) {
 	}
 	li, err := c.Leader(ctx)
 	must(t, err)
+
+	// A retried submit (the answer was lost, or the leader changed) carries
+	// the id the client proposed: every server answers with the one run.
+	retry := proto.SubmitRequest{Path: "ok.yaml", Flow: okFlow, ID: proto.NewRunID(time.Now())}
+	for _, u := range append(urls(servers), urls(servers)...) {
+		if got := postSubmit(t, u, "tok", retry, http.StatusCreated); got.ID != retry.ID {
+			t.Fatalf("%s: retried submit answered %+v, want id %s", u, got, retry.ID)
+		}
+	}
+	if runs, err := c.Runs(ctx); err != nil || len(runs) != 2 {
+		t.Fatalf("six attempts of one submit made %d runs (%v), want 1 more", len(runs)-1, err)
+	}
+	if _, err := c.Wait(ctx, retry.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	taken := retry
+	taken.Flow = strings.Replace(okFlow, "name: ok", "name: other", 1)
+	if got := postSubmit(t, urls(servers)[0], "tok", taken, http.StatusBadRequest); !strings.Contains(got.Error, "taken by another flow") {
+		t.Fatalf("same id, other flow: %+v", got)
+	}
+	bogus := retry
+	bogus.ID = "r-not-an-id"
+	if got := postSubmit(t, urls(servers)[1], "tok", bogus, http.StatusBadRequest); !strings.Contains(got.Error, "is not a run id") {
+		t.Fatalf("bad id: %+v", got)
+	}
 
 	// A failing run: Wait reports ErrRunFailed with the task's error.
 	bad, err := c.Submit(ctx, "bad.yaml", []byte("name: bad\ntasks:\n  - {name: a, func: noop}\n  - {name: x, func: fail, succeed: [a]}\n"))

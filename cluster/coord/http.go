@@ -3,9 +3,7 @@ package coord
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,7 +150,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request body: "+err.Error(), []string{"request body: " + err.Error()})
 		return
 	}
-	id, err := s.Submit(req.Path, []byte(req.Flow))
+	id, err := s.SubmitID(req.ID, req.Path, []byte(req.Flow))
 	if err != nil {
 		var inv *InvalidError
 		if errors.As(err, &inv) {
@@ -193,6 +191,17 @@ func invalid(err error) *InvalidError {
 // run; it must be called on the leader (proto.ErrNotLeader otherwise). An
 // invalid flow, or one the alive nodes cannot run, is an *InvalidError.
 func (s *Server) Submit(path string, text []byte) (string, error) {
+	return s.SubmitID("", path, text)
+}
+
+// SubmitID is Submit with the run id the client proposed (proto.NewRunID;
+// "" lets the leader pick one). A run of that id holding the same flow is
+// the one a retried request made: its id comes back and nothing starts
+// again. The same id with another flow is an *InvalidError.
+func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
+	if id != "" && !proto.ValidRunID(id) {
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
+	}
 	if !s.Leader() {
 		return "", proto.ErrNotLeader
 	}
@@ -230,7 +239,11 @@ func (s *Server) Submit(path string, text []byte) (string, error) {
 		return "", invalid(err)
 	}
 	now := time.Now()
-	id := newRunID(now)
+	if id == "" {
+		id = proto.NewRunID(now)
+	} else if done, err := s.submitted(id, canon); done || err != nil {
+		return id, err
+	}
 	assign, err := Plan(g, alive, Seed(id))
 	if err != nil {
 		return "", invalid(err)
@@ -238,16 +251,28 @@ func (s *Server) Submit(path string, text []byte) (string, error) {
 	run := &Run{ID: id, Flow: canon, FlowName: g.Name, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign}
 	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
+		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
+			if done, err2 := s.submitted(id, canon); done || err2 != nil {
+				return id, err2
+			}
+		}
 		return "", err
 	}
 	return id, nil
 }
 
-// newRunID: "r" + 13 hex digits of the time in ms + "-" + 6 random hex digits.
-func newRunID(now time.Time) string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("r%013x-%s", now.UnixMilli(), hex.EncodeToString(b[:]))
+// submitted reports whether run id exists already: with the same canonical
+// flow it is an earlier attempt of this submit (done); with another flow
+// the id is taken (an *InvalidError).
+func (s *Server) submitted(id string, canon []byte) (done bool, err error) {
+	r, ok := s.run(id)
+	if !ok {
+		return false, nil
+	}
+	if !bytes.Equal(r.Flow, canon) {
+		return true, &InvalidError{Problems: []string{fmt.Sprintf("request body: run id %s is taken by another flow", id)}}
+	}
+	return true, nil
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ package proto
 
 import (
 	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -81,6 +82,35 @@ const (
 type SubmitRequest struct {
 	Path string `json:"path"` // the flow file's name, for error messages and the format
 	Flow string `json:"flow"` // the flow file's text (YAML or JSON)
+	// ID, when given, is the run id the client proposes (NewRunID). It makes
+	// a submit idempotent: a retry of the same request, after a lost answer
+	// or a leader change, finds the run the first attempt made instead of
+	// starting a second one. Empty: the leader picks the id.
+	ID string `json:"id,omitempty"`
+}
+
+// NewRunID returns a fresh run id: "r" + 13 lowercase hex digits of now in
+// milliseconds + "-" + 6 random hex digits (subject-safe, sorts by time).
+func NewRunID(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("r%013x-%s", now.UnixMilli(), hex.EncodeToString(b[:]))
+}
+
+// ValidRunID reports whether id has NewRunID's shape.
+func ValidRunID(id string) bool {
+	if len(id) != 1+13+1+6 || id[0] != 'r' || id[14] != '-' {
+		return false
+	}
+	for i, c := range id {
+		if i == 0 || i == 14 {
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // SubmitResponse is the answer to POST /v1/runs.
