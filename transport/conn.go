@@ -114,6 +114,41 @@ type Conn struct {
 	mu      sync.Mutex
 	closing bool
 	lastErr error
+	hooks   map[int]func() // OnReconnect's, by registration
+	hookSeq int
+}
+
+// OnReconnect registers f to be called (on the client's callback goroutine:
+// it must not block) each time the connection is re-established, after the
+// option's WithReconnectHandler. The returned func removes it. Messages
+// published to a subscriber while it was away are not redelivered by core
+// NATS; a subscriber uses this to read what it missed from a stream.
+func (c *Conn) OnReconnect(f func()) (remove func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hooks == nil {
+		c.hooks = map[int]func(){}
+	}
+	c.hookSeq++
+	k := c.hookSeq
+	c.hooks[k] = f
+	return func() {
+		c.mu.Lock()
+		delete(c.hooks, k)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Conn) reconnected() {
+	c.mu.Lock()
+	fs := make([]func(), 0, len(c.hooks))
+	for _, f := range c.hooks {
+		fs = append(fs, f)
+	}
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 // Connect dials url (one or more comma-separated nats:// URLs) and returns once
@@ -147,6 +182,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 			if o.onReconnect != nil {
 				o.onReconnect()
 			}
+			c.reconnected()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {

@@ -102,6 +102,7 @@ type Stats struct {
 	SignalsFenced    uint64 // Signals of an older generation
 	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
 	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
+	SignalsReplayed  uint64 // Signals missed during a NATS outage and read back from the record
 	EventsPublished  uint64 // TaskEvents stored in JetStream
 	EventErrors      uint64 // TaskEvents that could not be stored
 	Failures         uint64 // fail envelopes sent
@@ -111,6 +112,7 @@ type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
 	early                            atomic.Uint64
+	replayed                         atomic.Uint64
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -142,8 +144,10 @@ type Node struct {
 
 	ctlSub, sigSub *transport.Subscription
 	flushKick      chan struct{} // a run went idle: publish the waiting Signals now
+	replayKick     chan struct{} // NATS reconnected: read what was missed from the record
 	flushStop      chan struct{}
 	flushDone      chan struct{}
+	unhook         func()         // removes the OnReconnect hook
 	wg             sync.WaitGroup // run goroutines
 	closeOnce      sync.Once
 	closeErr       error
@@ -221,9 +225,10 @@ func New(cfg Config) (*Node, error) {
 		refused: map[runGen]error{},
 		drained: make(chan struct{}),
 
-		flushKick: make(chan struct{}, 1),
-		flushStop: make(chan struct{}),
-		flushDone: make(chan struct{}),
+		flushKick:  make(chan struct{}, 1),
+		replayKick: make(chan struct{}, 1),
+		flushStop:  make(chan struct{}),
+		flushDone:  make(chan struct{}),
 	}
 	n.events = newEventPub(cfg.Conn, cfg.EventLinger, cfg.EventBatch, n.log)
 	return n, nil
@@ -249,6 +254,12 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: node %s: Start after Close or Start", ErrClosed, n.id)
 	}
 	n.started = true
+	n.unhook = n.conn.OnReconnect(func() {
+		select {
+		case n.replayKick <- struct{}{}:
+		default:
+		}
+	})
 	n.mu.Unlock()
 	go n.flusher() // runs iff started; Close stops it
 	if n.cfg.Streams != nil {
@@ -345,6 +356,7 @@ func (n *Node) close() error {
 	started := n.started
 	n.mu.Unlock()
 	if started {
+		n.unhook()
 		close(n.flushStop)
 		<-n.flushDone
 	}
@@ -371,6 +383,7 @@ func (n *Node) Stats() Stats {
 		SignalsFenced:    d.Fenced,
 		SignalsDropped:   n.stats.dropped.Load(),
 		SignalsEarly:     n.stats.early.Load(),
+		SignalsReplayed:  n.stats.replayed.Load(),
 		EventsPublished:  n.events.published.Load(),
 		EventErrors:      n.events.errors.Load(),
 		Failures:         n.stats.failure.Load(),
@@ -382,6 +395,9 @@ func (n *Node) Stats() Stats {
 // (which waits for its events to be stored).
 func (n *Node) flusher() {
 	defer close(n.flushDone)
+	again := time.NewTimer(time.Hour)
+	again.Stop()
+	defer again.Stop()
 	for {
 		select {
 		case <-n.flushStop:
@@ -392,6 +408,52 @@ func (n *Node) flusher() {
 				n.log.Warn("flushing signals", "err", err)
 			}
 			cancel()
+		case <-n.replayKick:
+			n.replayMissed()
+			again.Reset(replayAgain)
+		case <-again.C:
+			n.replayMissed()
+		}
+	}
+}
+
+// replayAgain is when the record is read a second time after a reconnect:
+// a peer that reconnected later may have published, from its reconnect
+// buffer, Signals that reached the server before this node's interest did.
+const replayAgain = time.Second
+
+// replayMissed reads, after NATS came back, the record (JetStream) of the
+// Signals addressed to this node for every run it holds, and hands them to
+// the runs as if they had arrived: core NATS does not redeliver what was
+// published while this node was away, the record has it, and the Deduper
+// drops what did arrive. Runs on the flusher goroutine.
+func (n *Node) replayMissed() {
+	n.mu.Lock()
+	runs := make([]string, 0, len(n.runs))
+	for id := range n.runs {
+		runs = append(runs, id)
+	}
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return
+	}
+	for _, run := range runs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var got uint64
+		err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
+			if sigs := n.dedup.Filter(b.Signals); len(sigs) > 0 {
+				got += uint64(len(sigs))
+				n.onSignals(b.From, sigs)
+			}
+			return nil
+		})
+		cancel()
+		n.stats.replayed.Add(got)
+		if err != nil {
+			n.log.Warn("reading missed signals from the record", "run", run, "err", err)
+		} else if got > 0 {
+			n.log.Info("signals missed while NATS was away, read from the record", "run", run, "signals", got)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(s.RunsActive))
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.CounterValue, float64(s.TasksExecuted))
 	for k, v := range map[string]uint64{"sent": s.SignalsSent, "received": s.SignalsReceived, "duplicate": s.SignalsDuplicate,
-		"fenced": s.SignalsFenced, "dropped": s.SignalsDropped} {
+		"fenced": s.SignalsFenced, "dropped": s.SignalsDropped, "replayed": s.SignalsReplayed} {
 		ch <- prometheus.MustNewConstMetric(descSignals, prometheus.CounterValue, float64(v), k)
 	}
 	ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.EventsPublished))
