@@ -29,6 +29,7 @@ type eventPub struct {
 	started  atomic.Bool
 
 	published, errors atomic.Uint64
+	retries           atomic.Uint64 // batches JetStream did not store at the first try
 }
 
 func newEventPub(c *transport.Conn, linger time.Duration, max int, log *slog.Logger) *eventPub {
@@ -55,6 +56,25 @@ func (p *eventPub) close() {
 
 func (p *eventPub) emit(ev transport.TaskEvent) {
 	p.mu.Lock()
+	p.buf = append(p.buf, ev)
+	n := len(p.buf)
+	p.mu.Unlock()
+	if n == 1 {
+		nudge(p.kick)
+	}
+	if n >= p.max {
+		nudge(p.full)
+	}
+}
+
+// emitUnless emits ev unless stopped is set; stopped is set under p.mu (see
+// runningWatch), so an event emitted here precedes what follows the stop.
+func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
+	p.mu.Lock()
+	if stopped.Load() {
+		p.mu.Unlock()
+		return
+	}
 	p.buf = append(p.buf, ev)
 	n := len(p.buf)
 	p.mu.Unlock()
@@ -94,58 +114,92 @@ func (p *eventPub) flush(ctx context.Context) {
 	}
 }
 
+// retryEvery is how soon a batch JetStream did not store is tried again
+// (NATS restarting, JetStream recovering): events are kept, in order, until
+// stored or the publisher stops.
+const retryEvery = 250 * time.Millisecond
+
 func (p *eventPub) loop() {
 	defer close(p.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
+	arm := func(d time.Duration) {
+		if !armed {
+			timer.Reset(d)
+			armed = true
+		}
+	}
+	var waiting []chan struct{} // flushes answered once what they asked for is stored
+	publish := func() {
+		if err := p.publish(false); err != nil {
+			arm(retryEvery)
+			return
+		}
+		for _, ch := range waiting {
+			close(ch)
+		}
+		waiting = nil
+	}
 	for {
 		select {
 		case <-p.kick:
-			if !armed {
-				timer.Reset(p.linger)
-				armed = true
-			}
+			arm(p.linger)
 		case <-p.full:
-			p.publish()
+			publish()
 		case <-timer.C:
 			armed = false
-			p.publish()
+			publish()
 		case ch := <-p.flushReq:
-			p.publish()
-			close(ch)
+			waiting = append(waiting, ch)
+			publish()
 		case <-p.stop:
 			timer.Stop()
-			p.publish()
+			_ = p.publish(true)
+			for _, ch := range waiting {
+				close(ch)
+			}
 			return
 		}
 	}
 }
 
-func (p *eventPub) publish() {
+// publish stores the waiting events, a batch at a time. A batch that fails
+// goes back to the front of the buffer and publish returns the error, unless
+// final: then it is counted as lost.
+func (p *eventPub) publish(final bool) error {
 	for {
 		p.mu.Lock()
 		evs := p.buf
 		if len(evs) > p.max {
-			evs = evs[:p.max]
+			evs = evs[:p.max:p.max]
 			p.buf = p.buf[p.max:]
 		} else {
 			p.buf = nil
 		}
 		p.mu.Unlock()
 		if len(evs) == 0 {
-			return
+			return nil
 		}
 		evs = coalesce(evs)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := p.conn.PublishEvents(ctx, evs...)
 		cancel()
-		if err != nil {
+		if err == nil {
+			p.published.Add(uint64(len(evs)))
+			continue
+		}
+		if final {
 			p.errors.Add(uint64(len(evs)))
 			p.log.Warn("task events not stored", "events", len(evs), "err", err)
-		} else {
-			p.published.Add(uint64(len(evs)))
+			continue
 		}
+		p.retries.Add(1)
+		p.log.Debug("task events not stored yet; retrying", "events", len(evs), "err", err)
+		p.mu.Lock()
+		p.buf = append(evs, p.buf...)
+		p.mu.Unlock()
+		return err
 	}
 }
 

@@ -42,7 +42,9 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 
 // invoke runs fn for c: up to 1+retries executions on application errors
 // (panics are not retried), each under the per-activation timeout.
-func (r *run) invoke(fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64) (funcs.Result, error) {
+func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64) (funcs.Result, error) {
+	w := r.watch(v, c.Path, c.Activation, execs)
+	defer w.stop()
 	for attempt := 0; ; attempt++ {
 		if r.ctx.Err() != nil {
 			return funcs.Result{}, errStopped
@@ -62,6 +64,39 @@ func (r *run) invoke(fn string, retries int, timeout time.Duration, c *funcs.Cal
 			return funcs.Result{}, err
 		}
 	}
+}
+
+// RunningAfter is how long an activation runs before the node publishes a
+// running event for it (a shorter one shows only as done or failed).
+const RunningAfter = 50 * time.Millisecond
+
+// runningWatch publishes one running event for an activation still running
+// RunningAfter after it began. stop orders itself with that event through
+// the event publisher's lock: once stop returns, the event is either in the
+// batch already (before the activation's done or failed event) or never.
+type runningWatch struct {
+	p       *eventPub
+	t       *time.Timer
+	stopped atomic.Bool
+}
+
+func (r *run) watch(v int, path string, act uint64, execs *atomic.Uint64) *runningWatch {
+	w := &runningWatch{p: r.n.events}
+	start := r.n.now()
+	w.t = time.AfterFunc(RunningAfter, func() {
+		w.p.emitUnless(&w.stopped, transport.TaskEvent{
+			Run: r.id, Gen: r.gen, Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,
+			Act: act, Executions: execs.Load(), Start: start, End: r.n.now(),
+		})
+	})
+	return w
+}
+
+func (w *runningWatch) stop() {
+	w.t.Stop()
+	w.p.mu.Lock()
+	w.stopped.Store(true)
+	w.p.mu.Unlock()
 }
 
 func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
@@ -97,7 +132,7 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 		return funcs.Result{}, 0, start, false
 	}
 	t := &r.g.Vertices[v].Task
-	res, err := r.invoke(t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs)
+	res, err := r.invoke(v, t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, "", act, r.vs[v].execs.Load(), start, err)
@@ -211,7 +246,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		outs.mu.Unlock()
 	}
 	execs := r.vs[v].childCounter(path)
-	res, err := r.invoke(ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs)
+	res, err := r.invoke(v, ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, path, act, execs.Load(), start, err)
