@@ -47,7 +47,9 @@ type Config struct {
 	Secret    proto.Secret  // NATS credentials, gossip key, API token; zero: no security
 	Catalog   spec.Catalog  // functions a flow may name; nil: funcs.Default()
 	Retention time.Duration // how long finished runs are kept; 0: 1h
-	// RaftTimeout is raft's heartbeat and election timeout (default 1s).
+	// RaftTimeout is raft's heartbeat and election timeout (default 500ms:
+	// a follower misses the leader after 0.5–1 s and a new leader is elected
+	// well within the 3 s the failover target allows; see the README).
 	RaftTimeout time.Duration
 	Logger      *slog.Logger // nil: discard
 }
@@ -103,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Retention = time.Hour
 	}
 	if cfg.RaftTimeout <= 0 {
-		cfg.RaftTimeout = time.Second
+		cfg.RaftTimeout = 500 * time.Millisecond
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), memberKick: make(chan struct{}, 1),
 		stop: make(chan struct{}), status: map[string]*statusCache{}, fwd: &http.Client{Timeout: 30 * time.Second}}
