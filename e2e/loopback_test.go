@@ -63,7 +63,11 @@ func start(t *testing.T, name string, args ...string) *proc {
 	}
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		began := time.Now()
 		p.stop(syscall.SIGTERM, 20*time.Second)
+		if d := time.Since(began); d > 5*time.Second {
+			t.Logf("%s took %v to stop after SIGTERM", name, d)
+		}
 		if t.Failed() {
 			p.mu.Lock()
 			t.Logf("---- %s log ----\n%s", name, p.log.String())
@@ -134,9 +138,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 type cluster struct {
-	servers string // comma-separated coordinator URLs, a follower first
-	coords  []*proc
-	nodes   []*proc
+	servers  string   // comma-separated coordinator URLs, a follower first
+	https    []string // coordinator URLs, c1 first
+	coords   []*proc
+	nodes    []*proc
+	nodeHTTP []string // the nodes' --http URLs, n1 first
+	nats     *proc
+	natsArgs []string // natsd's command line, to start it again on the same port and store
 }
 
 // startCluster starts natsd, three coordinators (c1 bootstraps, c2 and c3
@@ -146,8 +154,8 @@ func startCluster(t *testing.T) *cluster {
 	dir := t.TempDir()
 	natsPort := freePort(t)
 	natsURL := "nats://" + addr(natsPort)
-	start(t, "natsd", "natsd", "--addr", addr(natsPort), "--store", filepath.Join(dir, "nats"))
-	c := &cluster{}
+	c := &cluster{natsArgs: []string{"natsd", "--addr", addr(natsPort), "--store", filepath.Join(dir, "nats")}}
+	c.nats = start(t, "natsd", c.natsArgs...)
 	var gossip, https []string
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("c%d", i)
@@ -171,13 +179,16 @@ func startCluster(t *testing.T) *cluster {
 	}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
+		nh := addr(freePort(t))
+		c.nodeHTTP = append(c.nodeHTTP, "http://"+nh)
 		args := []string{"node", "--id", id, "--nats", natsURL, "--gossip", addr(freePort(t)),
-			"--join", strings.Join(gossip, ","), "--http", addr(freePort(t)), "--cpus", "2"}
+			"--join", strings.Join(gossip, ","), "--http", nh, "--cpus", "2"}
 		if i == 3 {
 			args = append(args, "--sim-gpus", "2")
 		}
 		c.nodes = append(c.nodes, start(t, id, args...))
 	}
+	c.https = https
 	// a follower first: the CLI must find the leader itself
 	c.servers = strings.Join([]string{https[2], https[1], https[0]}, ",")
 	eventually(t, 60*time.Second, "3 alive nodes and 3 raft peers", func() bool {
