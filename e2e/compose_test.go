@@ -115,7 +115,97 @@ func composeStatus(t *testing.T, out string) proto.RunStatus {
 	return st
 }
 
-func TestComposeClusterRunsExamplesAndSeesAKilledNode(t *testing.T) {
+// composeEnv is a running compose cluster and the ways the test drives it.
+type composeEnv struct {
+	root    string
+	cli     string   // the CLI binary
+	urls    []string // c1, c2, c3's API on the host
+	servers string
+	compose func(d time.Duration, args ...string) (string, error) // scripts/compose.sh -p composeProject ...
+	run     func(d time.Duration, args ...string) (string, error) // the CLI against the cluster, with the token
+}
+
+// container returns the id of a service's container.
+func (e *composeEnv) container(t *testing.T, service string) string {
+	t.Helper()
+	id, err := e.compose(time.Minute, "ps", "-q", service)
+	id = strings.TrimSpace(id)
+	if err != nil || id == "" {
+		t.Fatalf("container of %s: %q %v", service, id, err)
+	}
+	return id
+}
+
+func (e *composeEnv) docker(t *testing.T, args ...string) {
+	t.Helper()
+	if _, err := composeExec(e.root, nil, 2*time.Minute, "docker", args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodes maps node id to state as `nodes --json` gives it.
+func (e *composeEnv) nodes() (map[string]string, string) {
+	out, err := e.run(10*time.Second, "nodes", "--json")
+	if err != nil {
+		return nil, err.Error()
+	}
+	var ns []proto.NodeInfo
+	if err := json.Unmarshal([]byte(out), &ns); err != nil {
+		return nil, fmt.Sprintf("decoding %q: %v", out, err)
+	}
+	m := map[string]string{}
+	for _, n := range ns {
+		m[n.ID] = n.State
+	}
+	return m, strings.TrimSpace(out)
+}
+
+// leader is the id of the coordinator leading now ("" when none answers).
+func (e *composeEnv) leader() string {
+	out, err := e.run(5*time.Second, "peers", "--json")
+	if err != nil {
+		return ""
+	}
+	var ps []proto.PeerInfo
+	if json.Unmarshal([]byte(out), &ps) != nil {
+		return ""
+	}
+	for _, p := range ps {
+		if p.Leader {
+			return p.ID
+		}
+	}
+	return ""
+}
+
+// status polls a run until fn accepts it.
+func (e *composeEnv) status(t *testing.T, id string, d time.Duration, what string, fn func(proto.RunStatus) bool) proto.RunStatus {
+	t.Helper()
+	var st proto.RunStatus
+	composeEventually(t, d, what, func() (bool, string) {
+		out, _ := e.run(10*time.Second, "status", "--json", id) // exit 1 for a failed run still prints it
+		if json.Unmarshal([]byte(strings.TrimSpace(out)), &st) != nil {
+			return false, out
+		}
+		return fn(st), fmt.Sprintf("%+v", st)
+	})
+	return st
+}
+
+func (e *composeEnv) submit(t *testing.T, path string) string {
+	t.Helper()
+	out, err := e.run(time.Minute, "submit", "--json", path)
+	var r proto.SubmitResponse
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.ID == "" {
+		t.Fatalf("submit %s: %v %q", path, err, out)
+	}
+	return r.ID
+}
+
+// composeUp builds the CLI and the image, brings docker-compose.yml's
+// cluster up on free host ports and waits for three alive nodes; the
+// cluster goes down with the test. It skips where docker cannot be reached.
+func composeUp(t *testing.T) *composeEnv {
 	if _, err := composeExec("", nil, 30*time.Second, "docker", "info"); err != nil {
 		t.Skipf("docker daemon unreachable: %v", err)
 	}
@@ -143,28 +233,29 @@ func TestComposeClusterRunsExamplesAndSeesAKilledNode(t *testing.T) {
 		"HETFLOW_C2_PORT=" + strconv.Itoa(ports[1]),
 		"HETFLOW_C3_PORT=" + strconv.Itoa(ports[2]),
 	}
-	compose := func(d time.Duration, args ...string) (string, error) {
+	e := &composeEnv{root: root}
+	e.compose = func(d time.Duration, args ...string) (string, error) {
 		return composeExec(root, env, d, "bash", append([]string{"scripts/compose.sh", "-p", composeProject}, args...)...)
 	}
 	logs := func() {
-		if out, err := compose(time.Minute, "logs", "--no-color", "--tail", "40"); err == nil {
+		if out, err := e.compose(time.Minute, "logs", "--no-color", "--tail", "60"); err == nil {
 			t.Logf("cluster logs:\n%s", out)
 		}
 	}
 	// A cluster a crashed earlier run left behind goes first.
-	if _, err := compose(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
+	if _, err := e.compose(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs()
 		}
-		if _, err := compose(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
+		if _, err := e.compose(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
 			t.Errorf("tearing the cluster down: %v", err)
 		}
 	})
 	t1 := time.Now()
-	if _, err := compose(3*time.Minute, "up", "-d"); err != nil {
+	if _, err := e.compose(3*time.Minute, "up", "-d"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -173,30 +264,26 @@ func TestComposeClusterRunsExamplesAndSeesAKilledNode(t *testing.T) {
 	for i, p := range ports {
 		urls[i] = fmt.Sprintf("http://127.0.0.1:%d", p)
 	}
-	servers := strings.Join(urls, ",")
-	run := func(d time.Duration, args ...string) (string, error) {
-		return composeExec(root, nil, d, cli, append(args, "--server", servers, "--token-file", token)...)
-	}
-	nodes := func() (map[string]string, string) {
-		out, err := run(10*time.Second, "nodes", "--json")
-		if err != nil {
-			return nil, err.Error()
-		}
-		var ns []proto.NodeInfo
-		if err := json.Unmarshal([]byte(out), &ns); err != nil {
-			return nil, fmt.Sprintf("decoding %q: %v", out, err)
-		}
-		m := map[string]string{}
-		for _, n := range ns {
-			m[n.ID] = n.State
-		}
-		return m, strings.TrimSpace(out)
+	e.servers, e.urls, e.cli = strings.Join(urls, ","), urls, cli
+	e.run = func(d time.Duration, args ...string) (string, error) {
+		return composeExec(root, nil, d, cli, append(args, "--server", e.servers, "--token-file", token)...)
 	}
 	composeEventually(t, 90*time.Second, "three alive nodes", func() (bool, string) {
-		m, last := nodes()
+		m, last := e.nodes()
 		return m["n1"] == proto.NodeAlive && m["n2"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
 	})
 	t.Logf("cluster up with 3 alive nodes in %v", time.Since(t1).Round(time.Millisecond))
+	return e
+}
+
+// TestComposeCluster runs, on docker-compose.yml's cluster, the bundled
+// examples and then each failure of the loopback tier with real containers:
+// the leader's container killed mid-run, NATS's container restarted mid-run,
+// a cancel, and a node killed.
+func TestComposeCluster(t *testing.T) {
+	e := composeUp(t)
+	root := e.root
+	t0 := time.Now()
 
 	// Every bundled example runs to success through the three coordinators.
 	examples, err := filepath.Glob(filepath.Join(root, "cluster", "spec", "examples", "*.yaml"))
@@ -204,9 +291,8 @@ func TestComposeClusterRunsExamplesAndSeesAKilledNode(t *testing.T) {
 		t.Fatalf("no bundled examples (%v)", err)
 	}
 	got := map[string]proto.RunStatus{}
-	t2 := time.Now()
 	for _, ex := range examples {
-		out, err := run(2*time.Minute, "submit", "--wait", "--json", ex)
+		out, err := e.run(2*time.Minute, "submit", "--wait", "--json", ex)
 		if err != nil {
 			t.Fatalf("%s: %v\nstdout: %s", filepath.Base(ex), err, out)
 		}
@@ -216,42 +302,100 @@ func TestComposeClusterRunsExamplesAndSeesAKilledNode(t *testing.T) {
 		}
 		got[filepath.Base(ex)] = st
 	}
-	t.Logf("%d examples succeeded in %v", len(examples), time.Since(t2).Round(time.Millisecond))
+	t.Logf("%d examples succeeded in %v", len(examples), time.Since(t0).Round(time.Millisecond))
 
 	// The do-while sink gives what the in-process dev cluster gives.
 	const loop = "listing5-dowhile.yaml"
-	devOut, err := composeExec(root, nil, 2*time.Minute, cli, "dev", "--json", filepath.Join("cluster", "spec", "examples", loop))
-	if err != nil {
-		t.Fatal(err)
+	out, code := cli(t, "dev", "--json", filepath.Join(root, "cluster", "spec", "examples", loop))
+	if code != 0 {
+		t.Fatalf("dev run of %s: exit %d", loop, code)
 	}
-	want := composeSinks(composeStatus(t, devOut))
+	want := composeSinks(composeStatus(t, out))
 	if len(want) == 0 {
-		t.Fatalf("dev run of %s reported no sink output: %s", loop, devOut)
+		t.Fatalf("dev run of %s reported no sink output: %s", loop, out)
 	}
 	if sinks := composeSinks(got[loop]); !reflect.DeepEqual(sinks, want) {
 		t.Fatalf("%s sink outputs: compose %v, dev %v", loop, sinks, want)
 	}
 
-	// A node killed while idle is seen gone.
-	id, err := compose(time.Minute, "ps", "-q", "n2")
-	id = strings.TrimSpace(id)
-	if err != nil || id == "" {
-		t.Fatalf("container of n2: %q %v", id, err)
-	}
-	t3 := time.Now()
-	if _, err := composeExec(root, nil, time.Minute, "docker", "kill", id); err != nil {
-		t.Fatal(err)
-	}
-	seen := ""
-	composeEventually(t, 60*time.Second, "n2 not alive after docker kill", func() (bool, string) {
-		m, last := nodes()
-		s, ok := m["n2"]
-		seen = s
-		if !ok {
-			seen = "absent"
+	slow := writeFlow(t, "slow.yaml", slowFlow)
+	ref := reference(t, slow)
+	started := func(st proto.RunStatus) bool { return taskState(st, "a") == proto.TaskDone }
+
+	t.Run("leader killed mid-run", func(t *testing.T) {
+		id := e.submit(t, slow)
+		e.status(t, id, time.Minute, "the run under way", started)
+		old := e.leader()
+		if old == "" {
+			t.Fatal("no leader")
 		}
-		return m != nil && (!ok || s == proto.NodeSuspect || s == proto.NodeDead) &&
-			m["n1"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
+		c := e.container(t, old)
+		killed := time.Now()
+		e.docker(t, "kill", c)
+		var elected time.Duration
+		composeEventually(t, 30*time.Second, "a new leader", func() (bool, string) {
+			l := e.leader()
+			elected = time.Since(killed)
+			return l != "" && l != old, l
+		})
+		t.Logf("leader %s killed; new leader seen after %v (polled through the CLI)", old, elected.Round(time.Millisecond))
+		st := e.status(t, id, 2*time.Minute, "the run ended", ended)
+		if st.State != proto.RunSucceeded {
+			t.Fatalf("run after the leader died: %+v", st)
+		}
+		sameAsReference(t, st, ref)
+		e.docker(t, "start", c) // back, with its raft data, for what follows
+		i, _ := strconv.Atoi(strings.TrimPrefix(old, "c"))
+		composeEventually(t, time.Minute, old+" healthy again", func() (bool, string) {
+			_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--url", e.urls[i-1])
+			return err == nil && e.leader() != "", fmt.Sprint(err)
+		})
 	})
-	t.Logf("killed n2 seen %s in %v; whole test %v", seen, time.Since(t3).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+
+	t.Run("NATS restarted mid-run", func(t *testing.T) {
+		id := e.submit(t, slow)
+		e.status(t, id, time.Minute, "the run under way", started)
+		e.docker(t, "restart", "-t", "5", e.container(t, "nats"))
+		st := e.status(t, id, 2*time.Minute, "the run ended", ended)
+		if st.State != proto.RunSucceeded {
+			t.Fatalf("run after NATS restarted: %+v", st)
+		}
+		sameAsReference(t, st, ref)
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		long := writeFlow(t, "long.yaml", "name: long\ntasks:\n  - {name: a, func: noop, node: n1}\n"+
+			"  - {name: s1, func: sleep, args: {ms: 60000}, succeed: [a], node: n1}\n"+
+			"  - {name: s2, func: sleep, args: {ms: 60000}, succeed: [a], node: n2}\n"+
+			"  - {name: s3, func: sleep, args: {ms: 60000}, succeed: [a], node: n3}\n")
+		id := e.submit(t, long)
+		e.status(t, id, time.Minute, "every node busy", func(st proto.RunStatus) bool {
+			return taskState(st, "s1") == proto.TaskRunning && taskState(st, "s2") == proto.TaskRunning && taskState(st, "s3") == proto.TaskRunning
+		})
+		if out, err := e.run(30*time.Second, "cancel", id); err != nil {
+			t.Fatalf("cancel: %v %s", err, out)
+		}
+		st := e.status(t, id, 30*time.Second, "cancelled", ended)
+		if st.State != proto.RunCancelled {
+			t.Fatalf("cancelled run: %+v", st)
+		}
+	})
+
+	t.Run("node killed", func(t *testing.T) {
+		c := e.container(t, "n2")
+		killed := time.Now()
+		e.docker(t, "kill", c)
+		seen := ""
+		composeEventually(t, 60*time.Second, "n2 not alive after docker kill", func() (bool, string) {
+			m, last := e.nodes()
+			s, ok := m["n2"]
+			seen = s
+			if !ok {
+				seen = "absent"
+			}
+			return m != nil && (!ok || s == proto.NodeSuspect || s == proto.NodeDead) &&
+				m["n1"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
+		})
+		t.Logf("killed n2 seen %s in %v; whole test %v", seen, time.Since(killed).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	})
 }
