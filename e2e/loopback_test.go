@@ -35,6 +35,7 @@ func addr(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 // proc is one started binary; its output goes to a log file kept on failure.
 type proc struct {
 	name string
+	args []string // the command line, to start it again
 	cmd  *exec.Cmd
 	log  *bytes.Buffer
 	mu   *sync.Mutex
@@ -54,7 +55,7 @@ func (l lockedBuf) Write(p []byte) (int, error) {
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	p := &proc{name: name, args: args, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, args[0]), args[1:]...)
 	w := lockedBuf{p.mu, p.log}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
