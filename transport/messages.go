@@ -37,6 +37,7 @@ const (
 	TypeCancel     Type = 5
 	TypeTermReport Type = 6
 	TypeEnvelope   Type = 7
+	TypeEventBatch Type = 8
 )
 
 // Version is the wire format version this package writes and reads.
@@ -58,6 +59,8 @@ func (t Type) String() string {
 		return "termination report"
 	case TypeEnvelope:
 		return "envelope"
+	case TypeEventBatch:
+		return "event batch"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -479,7 +482,10 @@ const taskEventFields = 12
 
 // AppendWire implements Message.
 func (e *TaskEvent) AppendWire(b []byte) []byte {
-	b = appendHeader(b, TypeTaskEvent, taskEventFields)
+	return e.appendFields(appendHeader(b, TypeTaskEvent, taskEventFields))
+}
+
+func (e *TaskEvent) appendFields(b []byte) []byte {
 	b = appendStr(b, e.Run)
 	b = appendUint(b, e.Gen)
 	b = appendUint(b, uint64(e.Task))
@@ -500,6 +506,13 @@ func (e *TaskEvent) Decode(data []byte, lim Limits) error {
 	if err := r.init(data, lim, TypeTaskEvent, taskEventFields); err != nil {
 		return err
 	}
+	if err := e.decodeFields(&r); err != nil {
+		return err
+	}
+	return r.end()
+}
+
+func (e *TaskEvent) decodeFields(r *reader) error {
 	var err error
 	if e.Run, err = r.id("run"); err != nil {
 		return err
@@ -538,10 +551,8 @@ func (e *TaskEvent) Decode(data []byte, lim Limits) error {
 	if e.Start, err = r.time("start"); err != nil {
 		return err
 	}
-	if e.End, err = r.time("end"); err != nil {
-		return err
-	}
-	return r.end()
+	e.End, err = r.time("end")
+	return err
 }
 
 // DecodeTaskEvent decodes a TaskEvent. Output aliases data.
@@ -830,14 +841,14 @@ func PeekType(data []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < uint8(TypeSignal) || t > uint8(TypeEnvelope) {
+	if t < uint8(TypeSignal) || t > uint8(TypeEventBatch) {
 		return 0, r.errf("unknown message type %d", t)
 	}
 	return Type(t), nil
 }
 
 // Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
-// *Assignment, *Cancel, *TermReport or *Envelope.
+// *Assignment, *Cancel, *TermReport, *Envelope or *EventBatch.
 func Decode(data []byte, lim Limits) (Message, error) {
 	t, err := PeekType(data)
 	if err != nil {
@@ -860,6 +871,8 @@ func Decode(data []byte, lim Limits) (Message, error) {
 		m = new(Cancel)
 	case TypeTermReport:
 		m = new(TermReport)
+	case TypeEventBatch:
+		m = new(EventBatch)
 	default:
 		m = new(Envelope)
 	}

@@ -58,25 +58,78 @@ func (c *Conn) EnsureStreams(ctx context.Context, cfg StreamConfig) error {
 	return nil
 }
 
+// eventBatchBytes bounds one stored EventBatch (a batch is cut before it).
+const eventBatchBytes = 256 << 10
+
 // PublishEvents records evs in the event stream and waits until every one is
-// stored, or ctx ends. Each goes to EventSubject(ev.Run, ev.Node).
+// stored, or ctx ends. The events of one (run, node) go to EventSubject(run,
+// node) together, as EventBatch messages of up to Limits.MaxBatch events and
+// about 256 KiB, in their order: one stored message per batch, not per event.
 func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	futs := make([]jetstream.PubAckFuture, 0, len(evs))
-	var buf []byte
+	type group struct {
+		subj string
+		evs  []TaskEvent
+	}
+	var groups []*group
+	bySubj := map[string]*group{}
 	for i := range evs {
 		subj, err := EventSubject(evs[i].Run, evs[i].Node)
 		if err != nil {
-			return errors.Join(fmt.Errorf("transport: task event %d: %w", i, err), waitAcks(ctx, futs))
+			return fmt.Errorf("transport: task event %d: %w", i, err)
 		}
-		buf = evs[i].AppendWire(buf[:0])
-		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: append([]byte(nil), buf...)}, jetstream.WithExpectStream(StreamEvents))
+		g := bySubj[subj]
+		if g == nil {
+			g = &group{subj: subj}
+			bySubj[subj] = g
+			groups = append(groups, g)
+		}
+		g.evs = append(g.evs, evs[i])
+	}
+	var futs []jetstream.PubAckFuture
+	publish := func(subj string, b []byte) error {
+		f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
 		if err != nil {
-			return errors.Join(fmt.Errorf("transport: publish task event on %s: %w", subj, err), waitAcks(ctx, futs))
+			return fmt.Errorf("transport: publish task events on %s: %w", subj, err)
 		}
 		futs = append(futs, f)
+		return nil
+	}
+	for _, g := range groups {
+		var buf []byte // the events of the batch being built, without its header
+		n := 0
+		flush := func() error {
+			if n == 0 {
+				return nil
+			}
+			msg := appendArrayHeader(appendHeader(make([]byte, 0, len(buf)+16), TypeEventBatch, 1), n)
+			msg = append(msg, buf...)
+			buf, n = buf[:0], 0
+			return publish(g.subj, msg)
+		}
+		for i := range g.evs {
+			mark := len(buf)
+			buf = g.evs[i].appendFields(appendArrayHeader(buf, taskEventFields))
+			n++
+			if n > 1 && len(buf) > eventBatchBytes { // this one overflows: it starts the next batch
+				tail := append([]byte(nil), buf[mark:]...)
+				buf, n = buf[:mark], n-1
+				if err := flush(); err != nil {
+					return errors.Join(err, waitAcks(ctx, futs))
+				}
+				buf, n = append(buf, tail...), 1
+			}
+			if n >= c.limits.MaxBatch {
+				if err := flush(); err != nil {
+					return errors.Join(err, waitAcks(ctx, futs))
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return errors.Join(err, waitAcks(ctx, futs))
+		}
 	}
 	return waitAcks(ctx, futs)
 }
@@ -118,17 +171,26 @@ func (c *Conn) ReplayEvents(ctx context.Context, run string, fn func(*TaskEvent)
 	if err != nil {
 		return err
 	}
-	var e TaskEvent
 	return c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
-		if err := e.Decode(m.Data(), c.limits); err != nil {
+		var stop error
+		err := EachEvent(m.Data(), c.limits, func(e *TaskEvent) error {
+			if e.Run != run {
+				c.stats.mismatched.Add(1)
+				return nil
+			}
+			if err := fn(e); err != nil {
+				stop = err
+				return err
+			}
+			return nil
+		})
+		if stop != nil {
+			return stop
+		}
+		if err != nil {
 			c.countBad(err)
-			return nil
 		}
-		if e.Run != run {
-			c.stats.mismatched.Add(1)
-			return nil
-		}
-		return fn(&e)
+		return nil
 	})
 }
 

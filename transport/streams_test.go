@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestReplaySignals(t *testing.T) {
@@ -172,6 +174,51 @@ func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
 	if len(latest) != 5 || latest[4].Act != 10 || string(latest[4].Output) != "sink" || !latest[0].Start.Equal(start) {
 		t.Fatalf("rebuilt status %+v", latest)
 	}
+}
+
+// A node's events of one run are stored as few EventBatch messages, cut
+// at about 256 KiB, and read back one by one in their order.
+func TestEventsAreStoredInBatches(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	var evs []TaskEvent
+	for i := 0; i < 3000; i++ {
+		e := TaskEvent{Run: "r3", Gen: 1, Task: uint32(i), Node: []string{"n1", "n2"}[i%2], State: TaskDone, Act: 1, Executions: 1}
+		if i%1000 == 7 {
+			e.Output = bytes.Repeat([]byte{byte(i)}, 200<<10) // forces cuts
+		}
+		evs = append(evs, e)
+	}
+	must(t, c.PublishEvents(ctx, evs...))
+	var got []uint32
+	must(t, c.ReplayEvents(ctx, "r3", func(e *TaskEvent) error {
+		if e.Output != nil && (len(e.Output) != 200<<10 || e.Output[0] != byte(e.Task)) {
+			t.Errorf("task %d: output of %d bytes", e.Task, len(e.Output))
+		}
+		got = append(got, e.Task)
+		return nil
+	}))
+	if len(got) != len(evs) {
+		t.Fatalf("replayed %d events, want %d", len(got), len(evs))
+	}
+	last := map[uint32]bool{} // per node, tasks come in publication order
+	prev := [2]int{-2, -1}
+	for _, task := range got {
+		k := task % 2
+		if int(task) <= prev[k] || last[task] {
+			t.Fatalf("task %d out of order after %d", task, prev[k])
+		}
+		prev[k], last[task] = int(task), true
+	}
+	filter, _ := RunEventsFilter("r3")
+	msgs := 0
+	must(t, c.replay(ctx, StreamEvents, filter, func(jetstream.Msg) error { msgs++; return nil }))
+	if msgs < 4 || msgs > 8 { // n1: one batch; n2: cut before each 200 KiB output after the first
+		t.Fatalf("%d events stored as %d messages: want a few batches cut at ~256 KiB", len(evs), msgs)
+	}
+	t.Logf("%d events stored as %d messages", len(evs), msgs)
 }
 
 func TestNoJetStream(t *testing.T) {

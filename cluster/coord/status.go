@@ -184,7 +184,6 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) err
 		dcancel()
 	}()
 	lim := s.nc.Limits()
-	var e transport.TaskEvent
 	for pending := cons.CachedInfo().NumPending; pending > 0; {
 		batch, err := cons.Fetch(int(min(pending, 512)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -198,9 +197,12 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) err
 				continue
 			}
 			c.seq, pending = meta.Sequence.Stream, meta.NumPending
-			if e.Decode(m.Data(), lim) == nil && e.Run == run {
-				c.fold.Add(c.g, &e)
-			}
+			_ = transport.EachEvent(m.Data(), lim, func(e *transport.TaskEvent) error { // a malformed message is skipped
+				if e.Run == run {
+					c.fold.Add(c.g, e)
+				}
+				return nil
+			})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("coord: events of %s: %w", run, err)
