@@ -69,7 +69,7 @@ func TestDetector(t *testing.T) {
 			rep(0, "a", 0, 1, 1, true, none),
 			rep(1, "b", 0, 1, 1, true, probe(1)),
 			repFrom(2, "a", 1, 1, 2, map[string]uint64{"a": 1, "b": 1}, true, probe(2)), // a did more (sent itself one): cancel wave 1, balanced again: wave 2
-			rep(3, "b", 1, 1, 1, true, none),     // an answer to the cancelled wave counts for nothing
+			rep(3, "b", 1, 1, 1, true, none),                                            // an answer to the cancelled wave counts for nothing
 			repFrom(4, "a", 1, 2, 2, map[string]uint64{"a": 1, "b": 1}, true, none),
 			rep(5, "b", 2, 1, 1, true, term),
 		}},

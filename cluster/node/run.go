@@ -40,10 +40,10 @@ type run struct {
 
 	// The follow of the run's record, while this node owns tasks taken from
 	// lost nodes (under n.mu, except caught).
-	follow *transport.Follow
+	follow   *transport.Follow
 	caught   atomic.Bool   // the follow has caught up (true when there is none)
 	followID atomic.Uint64 // numbers the follows, so a stopped one's catch-up is ignored
-	taken  map[sigPos]struct{}
+	taken    map[sigPos]struct{}
 
 	vs   []vstate              // per vertex of g
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
@@ -122,10 +122,10 @@ func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 		n: n, id: a.Run, gen: a.Gen,
 		recvFrom: map[string]uint64{},
 		recv:     map[edgeKey]*recvEdge{},
-		idleCh:  make(chan struct{}, 1),
-		probeCh: make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
+		idleCh:   make(chan struct{}, 1),
+		probeCh:  make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	r.genA.Store(a.Gen)
 	r.tab.Store(&ownerTab{nodes: a.Nodes, owner: a.Owner})
