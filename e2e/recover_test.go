@@ -62,7 +62,8 @@ type loss struct {
 
 // runLosingNode submits testdata/recover.yaml, waits until the loop has run
 // 3 rounds, sends sig to the loop's node and follows the run to its end.
-// With SIGSTOP the node is continued once its tasks have moved.
+// With SIGSTOP the node is continued once its tasks have moved; with 0 no
+// node is lost (the baseline).
 func runLosingNode(t *testing.T, c *cluster, sig syscall.Signal) loss {
 	t.Helper()
 	out, code := cli(t, "submit", "--json", "--server", c.servers, "testdata/recover.yaml")
@@ -101,6 +102,19 @@ func runLosingNode(t *testing.T, c *cluster, sig syscall.Signal) loss {
 	}
 	sent := sig
 	t0 := time.Now()
+	if sig == 0 { // undisturbed: the baseline
+		for {
+			if st, ok := status(); ok && proto.Finished(st.State) {
+				l.done, l.final = time.Since(t0), st
+				t.Logf("undisturbed: the run ended %v after the loop's third round", l.done.Round(time.Millisecond))
+				return l
+			}
+			if time.Since(t0) > 60*time.Second {
+				t.Fatal("the undisturbed run did not end in 60s")
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+	}
 	if err := victim.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +198,8 @@ func TestLoopbackRecoversFromLostNodes(t *testing.T) {
 		t.Fatalf("one-process run: %+v", refs)
 	}
 	ref := refs[0]
+	base := runLosingNode(t, c, 0)
+	checkRecovered(t, base, ref)
 
 	t.Run("SIGKILL", func(t *testing.T) {
 		l := runLosingNode(t, c, syscall.SIGKILL)
