@@ -3,6 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,10 +33,19 @@ tasks:
 // recoverPlace: the loop and after on n2, the rest on n0 and n1.
 var recoverPlace = map[string]uint32{"init": 0, "a": 0, "b": 1, "body": 2, "cond": 2, "after": 2, "c": 0, "d": 1, "sink": 0}
 
-// runLosing runs file on c under gen 1, kills node lose once kill says so,
-// moves its tasks to the others under gen 2 as the coordinator's leader does
-// (coord.PlanReassign), and waits for termination by coord.Detector.
-func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph, owner []uint32, lose int, kill func(run string) bool) (runID string, asg2 *transport.Assignment) {
+// lossStep loses a node once when says so (polled every 100 ms): node, or
+// when node < 0 the owner of vertex of in the generation in force.
+type lossStep struct {
+	node int
+	of   int
+	when func(run string, node int) bool
+}
+
+// runLosing runs file on c under gen 1 and, for each step in turn, kills its
+// node once when says so and moves the lost node's tasks to the live nodes
+// under the next generation as the coordinator's leader does
+// (coord.PlanReassign); it waits for termination by coord.Detector.
+func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph, owner []uint32, steps ...lossStep) (runID string, last *transport.Assignment) {
 	t := c.t
 	t.Helper()
 	flow, err := spec.Marshal(file, spec.FormatJSON)
@@ -42,7 +53,7 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 		t.Fatal(err)
 	}
 	l := c.leader
-	runID = "r" + time.Now().Format("20060102150405") + "-recov"
+	runID = fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), l.seq.Add(1))
 	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Flow: flow}
 	det := coord.NewDetector(1, asg.Nodes, time.Second)
 	send := func() {
@@ -68,7 +79,7 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 		}
 		return a.Terminated
 	}
-	lost := false
+	dead := map[int]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -78,35 +89,46 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 				t.Fatalf("run failed on %s: %s", e.Node, e.Body)
 			}
 		case now := <-tick.C:
-			if !lost && kill(runID) {
-				lost = true
+			lose := -1
+			if len(steps) > 0 {
+				lose = steps[0].node
+				if lose < 0 {
+					lose = indexOf(c.ids, asg.NodeOf(uint32(steps[0].of)))
+				}
+			}
+			if lose >= 0 && steps[0].when(runID, lose) {
+				steps = steps[1:]
+				dead[lose] = true
 				victim := c.nodes[lose]
 				c.killed[victim.id] = true
 				victim.conn.NATS().Close() // abrupt: nothing buffered goes out
 				_ = victim.Close()
-				prev := make([]string, len(owner))
-				for v, o := range owner {
-					prev[v] = c.ids[o]
+				prev := make([]string, len(asg.Owner))
+				for v := range asg.Owner {
+					prev[v] = asg.NodeOf(uint32(v))
 				}
 				var alive []coord.Node
 				for i, id := range c.ids {
-					if i != lose {
+					if !dead[i] {
 						alive = append(alive, coord.Node{ID: id, State: proto.NodeAlive, CPUs: 2})
 					}
 				}
-				next, _, err := coord.PlanReassign(g, prev, alive, 1)
+				next, _, err := coord.PlanReassign(g, prev, alive, asg.Gen)
 				if err != nil {
 					t.Fatal(err)
 				}
-				asg = reassignment(runID, 2, next, flow)
-				det = coord.NewDetector(2, asg.Nodes, time.Second)
+				asg = reassignment(runID, asg.Gen+1, next, flow)
+				det = coord.NewDetector(asg.Gen, asg.Nodes, time.Second)
 			}
 			send()
-			if act(det.Tick(now)) {
+			if act(det.Tick(now)) && len(steps) == 0 {
 				return runID, asg
 			}
 		case r := <-l.term:
 			if r.Run == runID && act(det.Report(time.Now(), r)) {
+				if len(steps) > 0 {
+					t.Fatalf("run %s terminated before all its losses", runID)
+				}
 				return runID, asg
 			}
 		}
@@ -156,17 +178,10 @@ func TestRecoveryFromALostNode(t *testing.T) {
 	}
 	body := byName(g, "body")
 	lostAt := uint64(0)
-	runID, asg2 := c.runLosing(ctx, file, g, own, 2, func(run string) bool {
-		n := c.nodes[2]
-		n.mu.Lock()
-		r := n.runs[run]
-		n.mu.Unlock()
-		if r == nil {
-			return false
-		}
-		lostAt = r.vs[body].acts.Load()
+	runID, asg2 := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		lostAt = c.acts(i, run, body)
 		return lostAt >= 5 // mid-loop
-	})
+	}})
 	t.Logf("lost n2 after %d rounds of the loop; gen 2 owners %v of %v", lostAt, asg2.Owner, asg2.Nodes)
 	if lostAt >= 25 {
 		t.Fatalf("the loop had ended (%d rounds) before the loss", lostAt)
@@ -235,4 +250,80 @@ func TestRecoveryFromALostNode(t *testing.T) {
 	if again["sink"].executions() != got["sink"].executions() {
 		t.Fatalf("sink ran again after the stale Signal: %v", again["sink"])
 	}
+}
+
+// acts is how many activations vertex v has had on node i in run (0 when
+// the node does not hold the run).
+func (c *cluster) acts(i int, run string, v int) uint64 {
+	n := c.nodes[i]
+	n.mu.Lock()
+	r := n.runs[run]
+	n.mu.Unlock()
+	if r == nil {
+		return 0
+	}
+	return r.vs[v].acts.Load()
+}
+
+// A second loss: the node that took the loop over dies too, mid-loop; the
+// last node rebuilds it from the record of both lost nodes.
+func TestRecoveryFromTwoLosses(t *testing.T) {
+	hb := nodeSpec{heartbeat: 100 * time.Millisecond}
+	c := newCluster(t, hb, hb, hb)
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, strings.Replace(recoverFlow, "{n: 25}", "{n: 40}", 1))
+	ref := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{})
+	if ref.failed != nil {
+		t.Fatalf("reference run failed: %+v", ref.failed)
+	}
+	own := make([]uint32, len(g.Vertices))
+	for name, o := range recoverPlace {
+		own[byName(g, name)] = o
+	}
+	body := byName(g, "body")
+	var rounds []uint64
+	midLoop := func(run string, i int) bool {
+		if n := c.acts(i, run, body); n >= 5 {
+			rounds = append(rounds, n)
+			return true
+		}
+		return false
+	}
+	runID, last := c.runLosing(ctx, file, g, own,
+		lossStep{node: 2, when: midLoop},
+		lossStep{node: -1, of: body, when: midLoop}, // the loop's new owner
+	)
+	t.Logf("losses after %v rounds; gen %d on %v", rounds, last.Gen, last.Nodes)
+	if last.Gen != 3 || len(last.Nodes) != 1 {
+		t.Fatalf("after two losses: gen %d on %v", last.Gen, last.Nodes)
+	}
+	got := c.fold(ctx, runID)
+	for _, name := range []string{"sink", "after", "d"} {
+		if got[name] == nil || !bytes.Equal(got[name].output, ref.tasks[name].output) {
+			t.Fatalf("%s: output differs from the one-node run\nwant:\n%s\ngot:\n%s", name, summary(ref.tasks), summary(got))
+		}
+	}
+	survivor := last.Nodes[0]
+	for name, f := range got {
+		if f.acts != ref.tasks[name].acts {
+			t.Errorf("%s: %d activations, the one-node run had %d", name, f.acts, ref.tasks[name].acts)
+		}
+		if recoverPlace[name] == uint32(indexOf(c.ids, survivor)) && (f.executions() != f.acts || f.dones != int(f.acts)) {
+			t.Errorf("%s ran on the survivor from the start, yet executions %d, done events %d, activations %d", name, f.executions(), f.dones, f.acts)
+		}
+	}
+	cancel := &transport.Cancel{Run: runID, Gen: last.Gen, Reason: "finished"}
+	if err := c.leader.conn.SendControl(survivor, cancel); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the run released", func() bool { return c.nodes[indexOf(c.ids, survivor)].Stats().RunsActive == 0 })
+}
+
+func indexOf(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
 }
