@@ -706,8 +706,9 @@ func (c *Cancel) Decode(data []byte, lim Limits) error {
 // generation the node runs.
 //
 // Sent counts the Signals the node handed to its Batcher for the run, over every
-// generation. Received counts the Signals it processed after fencing, duplicates
-// included (from its live subscription or read back from the record), and
+// generation. Received counts the Signals it processed after fencing (from its
+// live subscription or read back from the record; duplicates that their sender
+// re-sent, and so counted, included: see cluster/node), and
 // ReceivedFrom splits Received by sending node, so that after a node is lost the
 // leader can balance each live sender's Sent against what the live nodes received
 // from it. ReceivedFrom is encoded as a msgpack map (keys sorted); an empty map

@@ -37,6 +37,12 @@ func (s *vstate) setOut(act uint64, out []byte) {
 	s.mu.Unlock()
 }
 
+func (s *vstate) resetOut() {
+	s.mu.Lock()
+	s.ran, s.outAct, s.out = false, 0, nil
+	s.mu.Unlock()
+}
+
 func (s *vstate) output() ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

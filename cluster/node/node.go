@@ -540,6 +540,9 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 	r.addPart(p, open)
+	if a.Gen == 1 {
+		r.moved = make([]bool, len(r.g.Vertices))
+	}
 	n.runs[a.Run] = r
 	early := n.early[a.Run]
 	delete(n.early, a.Run)

@@ -42,11 +42,15 @@ func (r *run) update(a *transport.Assignment) error {
 	in := make([]bool, len(a.Owner))
 	moved, kept, gone := 0, 0, 0
 	for v := range in {
+		if r.moved != nil && old.nodeOf(v) != tab.nodeOf(v) {
+			r.moved[v] = true
+		}
 		was, now := old.nodeOf(v) == n.id, tab.nodeOf(v) == n.id
 		switch {
 		case now && !was:
 			in[v] = true
 			moved++
+			r.vs[v].resetOut() // what it saw of the task as a remote input; it runs here from its first activation now
 		case now:
 			kept++
 		case was:

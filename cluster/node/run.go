@@ -35,7 +35,7 @@ type run struct {
 
 	// Counters of the termination reports (see doc.go, Recovery).
 	cmu      sync.Mutex
-	recvFrom map[string]uint64 // Signals processed after fencing, duplicates included, by sender
+	recvFrom map[string]uint64 // Signals counted for the leader (accept, replayed), by sender
 	pending  []fromSig         // Signals of a generation newer than gen, until its Assignment (under n.mu)
 
 	// The follow of the run's record, while this node owns tasks taken from
@@ -44,6 +44,10 @@ type run struct {
 	caught   atomic.Bool   // the follow has caught up (true when there is none)
 	followID atomic.Uint64 // numbers the follows, so a stopped one's catch-up is ignored
 	taken    map[sigPos]struct{}
+	// moved marks the vertices whose owner changed in a generation this node
+	// saw (under n.mu); nil on a node that joined the run after a loss (it
+	// cannot tell, and counts every duplicate).
+	moved []bool
 
 	vs   []vstate              // per vertex of g
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
@@ -343,8 +347,9 @@ func (r *run) cleanup() {
 
 // accept takes one Signal from the live subscription (under n.mu). A Signal
 // of a newer generation waits for its Assignment; one whose sender does not
-// own its source in the generation in force is fenced; the rest are counted
-// (duplicates too: the sender counted them) and, when new, delivered.
+// own its source in the generation in force is fenced; a new one is counted
+// and delivered (fresh); a duplicate is counted only when its source moved
+// (see below).
 func (r *run) accept(from string, s *transport.Signal) (fresh bool) {
 	n := r.n
 	if s.Gen > r.gen {
@@ -369,12 +374,21 @@ func (r *run) accept(from string, s *transport.Signal) (fresh bool) {
 		n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
 		return false
 	}
-	r.count(from)
-	if n.dedup.AdmitReplayed(s) != transport.Accept {
-		return false
+	switch n.dedup.AdmitReplayed(s) {
+	case transport.Accept:
+		r.count(from)
+		r.deliver(s, false)
+		return true
+	case transport.Duplicate:
+		// The new owner of a moved source runs it again and re-sends what
+		// its old owner had sent: it counted those in Sent, so they count
+		// here. Any other duplicate was not sent twice by its sender (a
+		// batch published again): counting it would unbalance the run.
+		if r.moved == nil || r.moved[s.Src] {
+			r.count(from)
+		}
 	}
-	r.deliver(s, false)
-	return true
+	return false
 }
 
 // count counts one Signal processed after fencing, from sender.
