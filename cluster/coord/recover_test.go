@@ -10,12 +10,10 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
-// The leader moves a lost node's tasks to live nodes under a new generation,
-// and fails a run whose tasks cannot move, naming the task and the node.
-func TestLeaderRecoversFromALostNode(t *testing.T) {
-	// memberlist's Shutdown does not join a probe in flight; with dead
-	// members its awareness stretches a probe to up to 8 × 200 ms. Registered
-	// first, this runs after every other cleanup: wait for those to end.
+// waitProbesDone waits (registered first, it runs after every other cleanup)
+// for memberlist's probes in flight: its Shutdown does not join them, and
+// with dead members its awareness stretches a probe to up to 8 × 200 ms.
+func waitProbesDone(t *testing.T) {
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
@@ -26,6 +24,51 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // polling interval
 		}
 	})
+}
+
+// A node taken for dead whose tasks moved, but still connected to NATS
+// (frozen, cut off from gossip only), is told to let go when it reports its
+// old generation.
+func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
+	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 10*time.Second, "leader", c.Leader)
+	seeds := []string{c.GossipAddr()}
+	live := startFakeNode(t, "live", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	zombie := startFakeNode(t, "zombie", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+		return nodeState(c, "live") == proto.NodeAlive && nodeState(c, "zombie") == proto.NodeAlive
+	})
+	var sub proto.SubmitResponse
+	flow := "name: two\ntasks:\n  - {name: a, func: spin, args: {us: 1000}}\n  - {name: b, func: spin, args: {us: 1000}}\n"
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
+	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
+	must(t, zombie.ml.Shutdown()) // gone from gossip, still on NATS
+	eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
+	if r, _ := c.run(sub.ID); r.State != proto.RunRunning || len(r.Nodes) != 1 || r.Nodes[0] != "live" {
+		t.Fatalf("run after the loss: %s on %v", r.State, r.Nodes)
+	}
+	eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
+		zombie.term(sub.ID, 1, 0)
+		return zombie.cancelled(sub.ID) == "reassigned"
+	})
+	if live.cancelled(sub.ID) != "" {
+		t.Fatalf("the live node was cancelled too: %q", live.cancelled(sub.ID))
+	}
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs/"+sub.ID+"/cancel", "", nil, nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+}
+
+// The leader moves a lost node's tasks to live nodes under a new generation,
+// and fails a run whose tasks cannot move, naming the task and the node.
+func TestLeaderRecoversFromALostNode(t *testing.T) {
+	waitProbesDone(t)
 	url := startNATS(t)
 	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
 	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
