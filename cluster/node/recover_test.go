@@ -54,7 +54,11 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 	}
 	l := c.leader
 	runID = fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), l.seq.Add(1))
-	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Flow: flow}
+	first := make([]string, len(owner))
+	for v, o := range owner {
+		first[v] = c.ids[o]
+	}
+	asg := reassignment(runID, 1, first, flow) // Nodes: only those with tasks
 	det := coord.NewDetector(1, asg.Nodes, time.Second)
 	send := func() {
 		for _, id := range asg.Nodes {
@@ -162,6 +166,22 @@ func reassignment(run string, gen uint64, assign []string, flow []byte) *transpo
 }
 
 func TestRecoveryFromALostNode(t *testing.T) {
+	t.Run("to nodes of the run", func(t *testing.T) { testRecovery(t, recoverPlace) })
+	// n1 holds nothing under gen 1: it joins the run under gen 2 with only
+	// the lost node's tasks.
+	t.Run("to a node new to the run", func(t *testing.T) {
+		place := map[string]uint32{}
+		for k, v := range recoverPlace {
+			if v == 1 {
+				v = 0
+			}
+			place[k] = v
+		}
+		testRecovery(t, place)
+	})
+}
+
+func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 	c := newCluster(t, nodeSpec{heartbeat: 100 * time.Millisecond}, nodeSpec{heartbeat: 100 * time.Millisecond}, nodeSpec{heartbeat: 100 * time.Millisecond})
 	ctx := testCtx(t, 60*time.Second)
 	file, g := parseFlow(t, recoverFlow)
