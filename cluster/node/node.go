@@ -272,7 +272,7 @@ func (n *Node) Start(ctx context.Context) error {
 	// No Deduper in the subscription: the node fences by ownership and dedups
 	// itself (run.accept), since after a loss a live sender's Signals of an
 	// older generation are still good.
-	sig, err := n.conn.SubscribeSignals(n.id, nil, n.onSignals)
+	sig, err := n.conn.SubscribeBatches(n.id, n.onBatch)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
@@ -447,7 +447,7 @@ func (n *Node) replayMissed() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var got uint64
 		err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
-			got += uint64(n.take(b.From, b.Signals)) // fencing and dedup as if live
+			got += uint64(n.take(b)) // fencing, dedup and counting as if live
 			return nil
 		})
 		cancel()
@@ -547,7 +547,7 @@ func (n *Node) assign(a *transport.Assignment) {
 	early := n.early[a.Run]
 	delete(n.early, a.Run)
 	for i := range early {
-		r.accept(early[i].from, &early[i].s)
+		r.accept(early[i].from, early[i].id, &early[i].s)
 	}
 	n.wg.Add(1)
 	go r.loop()
@@ -624,19 +624,20 @@ func (n *Node) probe(e *transport.Envelope) {
 	}
 }
 
-// onSignals handles one batch of accepted Signals (the subscription
-// serialises batches). A Signal of a run the node has not been assigned yet
-// is kept until its Assignment comes.
-func (n *Node) onSignals(from string, sigs []transport.Signal) { n.take(from, sigs) }
+// onBatch handles one Signal batch of the node's subscription (the
+// subscription serialises batches). A Signal of a run the node has not been
+// assigned yet is kept until its Assignment comes.
+func (n *Node) onBatch(b *transport.Batch) { n.take(b) }
 
-// take is onSignals; it returns how many Signals were new to a run held here.
-func (n *Node) take(from string, sigs []transport.Signal) (fresh int) {
+// take is onBatch; it returns how many Signals were new to a run held here.
+func (n *Node) take(b *transport.Batch) (fresh int) {
+	from, sigs := b.From, b.Signals
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i := range sigs {
 		s := &sigs[i]
 		if r := n.runs[s.Run]; r != nil {
-			if r.accept(from, s) {
+			if r.accept(from, physID{from, s.Gen, b.Seq, i}, s) {
 				fresh++
 			}
 			continue
@@ -653,7 +654,7 @@ func (n *Node) take(from string, sigs []transport.Signal) (fresh int) {
 		}
 		c := *s
 		c.Output = clone(s.Output)
-		n.early[s.Run] = append(buf, fromSig{from, c})
+		n.early[s.Run] = append(buf, fromSig{from, physID{from, s.Gen, b.Seq, i}, c})
 		n.stats.early.Add(1)
 	}
 	return fresh

@@ -87,7 +87,7 @@ func (r *run) update(a *transport.Assignment) error {
 	pend := r.pending
 	r.pending = nil
 	for i := range pend {
-		r.accept(pend[i].from, &pend[i].s)
+		r.accept(pend[i].from, pend[i].id, &pend[i].s)
 	}
 	n.mu.Unlock()
 	if err != nil {

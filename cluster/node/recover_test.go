@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -192,6 +196,22 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 		t.Fatalf("reference run failed: %+v", ref.failed)
 	}
 
+	// Every batch that crosses, to publish them all again at the end.
+	var mu sync.Mutex
+	var batches []*nats.Msg
+	capture, err := c.leader.conn.Subscribe("hf.run.>", func(m *nats.Msg) {
+		mu.Lock()
+		batches = append(batches, m)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capture.Close(ctx)
+	if err := c.leader.conn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	own := make([]uint32, len(g.Vertices))
 	for name, o := range recoverPlace {
 		own[byName(g, name)] = o
@@ -228,10 +248,55 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 	}
 	var replayed uint64
 	for _, n := range c.nodes[:2] {
-		replayed += n.Stats().SignalsReplayed
+		replayed += n.Stats().SignalsTakenOver
 	}
 	if replayed == 0 {
 		t.Fatal("no Signal was read back from the record")
+	}
+
+	// Every batch of the run published again (as a node reading its record
+	// back after a NATS outage sees them, re-sent Signals of the moved tasks
+	// included) changes no counter the leader balances.
+	counted := func() (out [2]map[string]uint64) {
+		for i, n := range c.nodes[:2] {
+			n.mu.Lock()
+			r := n.runs[runID]
+			n.mu.Unlock()
+			r.cmu.Lock()
+			out[i] = map[string]uint64{}
+			for k, v := range r.recvFrom {
+				out[i][k] = v
+			}
+			r.cmu.Unlock()
+		}
+		return out
+	}
+	before := counted()
+	mu.Lock()
+	replay := batches
+	mu.Unlock()
+	dup0 := c.nodes[0].Stats().SignalsDuplicate + c.nodes[1].Stats().SignalsDuplicate
+	var republished uint64
+	for _, m := range replay {
+		b, err := transport.DecodeBatch(m.Data, transport.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Signals) == 0 || b.Signals[0].Run != runID || strings.HasSuffix(m.Subject, ".n2") {
+			continue
+		}
+		republished += uint64(len(b.Signals))
+		if err := c.leader.conn.Publish(m.Subject, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the republished batches seen", func() bool {
+		d := c.nodes[0].Stats().SignalsDuplicate + c.nodes[1].Stats().SignalsDuplicate
+		f := c.nodes[0].Stats().SignalsFenced + c.nodes[1].Stats().SignalsFenced
+		return d+f >= dup0+republished
+	})
+	if after := counted(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("republished batches changed the counts: %v → %v", before, after)
 	}
 
 	// Fencing: a gen-1 Signal from n2, which no longer owns its source, is

@@ -48,6 +48,7 @@ type run struct {
 	// saw (under n.mu); nil on a node that joined the run after a loss (it
 	// cannot tell, and counts every duplicate).
 	moved []bool
+	phys  map[physID]struct{} // physical Signals of moved sources counted (under n.mu)
 
 	vs   []vstate              // per vertex of g
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
@@ -95,7 +96,18 @@ type part struct {
 
 type fromSig struct {
 	from string
+	id   physID
 	s    transport.Signal
+}
+
+// physID names one Signal as it crossed the wire: its batch (sender, batch
+// number) and place in it. Gen keeps a restarted sender's batch numbers,
+// which start again at 1, apart: it is only ever given later generations.
+type physID struct {
+	from string
+	gen  uint64
+	seq  uint64
+	i    int
 }
 
 type sigPos struct {
@@ -350,7 +362,7 @@ func (r *run) cleanup() {
 // own its source in the generation in force is fenced; a new one is counted
 // and delivered (fresh); a duplicate is counted only when its source moved
 // (see below).
-func (r *run) accept(from string, s *transport.Signal) (fresh bool) {
+func (r *run) accept(from string, id physID, s *transport.Signal) (fresh bool) {
 	n := r.n
 	if s.Gen > r.gen {
 		if len(r.pending) >= maxEarlySignals {
@@ -359,7 +371,7 @@ func (r *run) accept(from string, s *transport.Signal) (fresh bool) {
 		}
 		c := *s
 		c.Output = clone(s.Output)
-		r.pending = append(r.pending, fromSig{from, c})
+		r.pending = append(r.pending, fromSig{from, id, c})
 		n.stats.early.Add(1)
 		return false
 	}
@@ -374,21 +386,32 @@ func (r *run) accept(from string, s *transport.Signal) (fresh bool) {
 		n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
 		return false
 	}
-	switch n.dedup.AdmitReplayed(s) {
-	case transport.Accept:
-		r.count(from)
-		r.deliver(s, false)
-		return true
-	case transport.Duplicate:
-		// The new owner of a moved source runs it again and re-sends what
-		// its old owner had sent: it counted those in Sent, so they count
-		// here. Any other duplicate was not sent twice by its sender (a
-		// batch published again): counting it would unbalance the run.
-		if r.moved == nil || r.moved[s.Src] {
+	// What the leader balances is physical Signals: each one its sender
+	// counted in Sent is counted here once. A Signal of a source that never
+	// moved is sent once, so it counts when new; a duplicate of one is a
+	// batch published again (after a NATS outage this node reads its own
+	// record back) and counting it would unbalance the run. The new owner of
+	// a moved source runs it again and re-sends what its old owner had sent:
+	// those duplicates were counted by their sender, so they count here —
+	// once per physical Signal (id), however often it is read.
+	moved := r.moved == nil || r.moved[s.Src]
+	v := n.dedup.AdmitReplayed(s)
+	if moved && v != transport.Ended {
+		if _, seen := r.phys[id]; !seen {
+			if r.phys == nil {
+				r.phys = map[physID]struct{}{}
+			}
+			r.phys[id] = struct{}{}
 			r.count(from)
 		}
+	} else if v == transport.Accept {
+		r.count(from)
 	}
-	return false
+	if v != transport.Accept {
+		return false
+	}
+	r.deliver(s, false)
+	return true
 }
 
 // count counts one Signal processed after fencing, from sender.
