@@ -79,10 +79,11 @@
 // # Termination and reports
 //
 // Each part of a run is a localexec open run; the node counts Sent (Signals
-// given to the Batcher) and Received (processed after fencing: new Signals,
-// duplicates whose source moved to a new owner that re-sent them, and
-// everything taken from the record), the latter split by sender in
-// ReceivedFrom. It sends a TermReport
+// given to the Batcher) and Received (physical Signals processed after
+// fencing, each once: new ones; for a source that moved to a new owner,
+// which re-sends what the lost node had sent, every physical Signal, new or
+// duplicate, by sender, batch number and index; what the takeover follow
+// takes, by stream position), the latter split by sender in ReceivedFrom. It sends a TermReport
 // to proto.SubjectTerm when the run goes idle (the idle callback only nudges
 // the run's goroutine), on every probe (Wave = the probe's), and every
 // Heartbeat while it holds the run; the first one acknowledges the
