@@ -462,6 +462,25 @@ func (c *Conn) SubscribeSignals(node string, d *Deduper, h SignalHandler) (*Subs
 	})
 }
 
+// SubscribeBatches delivers every Signal batch of every run addressed to node,
+// decoded and checked as SubscribeSignals does, whole (From and Seq included,
+// no Deduper), one at a time in arrival order. b and its Outputs are valid
+// only during the call. A receiver that fences and dedups itself uses it, and
+// Seq to tell one physical batch from another with the same Signals.
+func (c *Conn) SubscribeBatches(node string, h func(b *Batch)) (*Subscription, error) {
+	filter, err := NodeSignalsFilter(node)
+	if err != nil {
+		return nil, err
+	}
+	var b Batch // reused: the handler runs on one goroutine
+	return c.subscribe([]string{filter}, func(m *nats.Msg) {
+		run, _, _ := parseSignalSubject(m.Subject)
+		if c.decodeBatch(&b, m.Data, run) && len(b.Signals) > 0 {
+			h(&b)
+		}
+	})
+}
+
 // decodeBatch decodes data into b and checks every Signal belongs to run (when run
 // is known), counting what it drops.
 func (c *Conn) decodeBatch(b *Batch, data []byte, run string) bool {

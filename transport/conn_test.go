@@ -305,3 +305,38 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 		return err == nil && n >= 16
 	})
 }
+
+// SubscribeBatches hands over whole batches, sender and batch number
+// included, with no Deduper: a repeated batch comes again.
+func TestSubscribeBatches(t *testing.T) {
+	ts := startServer(t)
+	rx := connect(t, ts.url)
+	tx := connect(t, ts.url)
+	var mu sync.Mutex
+	var got []Batch
+	sub, err := rx.SubscribeBatches("n2", func(b *Batch) {
+		mu.Lock()
+		defer mu.Unlock()
+		c := Batch{From: b.From, Seq: b.Seq, Signals: append([]Signal(nil), b.Signals...)}
+		got = append(got, c)
+	})
+	must(t, err)
+	defer sub.Close(testCtx(t))
+	must(t, rx.Sync(testCtx(t)))
+	subj, _ := SignalSubject("r1", "n2")
+	one := Encode(&Batch{From: "n1", Seq: 7, Signals: sigN("r1", 2)})
+	must(t, tx.Publish(subj, []byte{0xde, 0xad})) // malformed: dropped
+	must(t, tx.Publish(subj, one))
+	must(t, tx.Publish(subj, one))
+	eventually(t, "both copies", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range got {
+		if b.From != "n1" || b.Seq != 7 || len(b.Signals) != 2 || b.Signals[1].Act != 2 {
+			t.Fatalf("batch %+v", b)
+		}
+	}
+	if _, err := rx.SubscribeBatches("bad.node", func(*Batch) {}); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("bad node: %v", err)
+	}
+}

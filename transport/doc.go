@@ -80,7 +80,11 @@
 // for the acks. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and
 // condition outcomes (Deduper.AdmitReplayed drops what it already has, without
-// fencing the older generations that history was sent under); ReplayEvents lets any coordinator rebuild a run's status; PurgeRun
+// fencing the older generations that history was sent under). FollowSignals
+// does the same and keeps following the record afterwards (an ordered
+// consumer, with a call once it has caught up), which is how cluster/node
+// takes over the tasks of a lost node: it also sees what senders not yet
+// told of the loss still send to it. ReplayEvents lets any coordinator rebuild a run's status; PurgeRun
 // forgets a run. Core NATS is at most once: after a reconnect, replaying the
 // record through the Deduper recovers what the outage lost.
 package transport

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -16,7 +17,7 @@ import (
 //	TaskEvent   [3, 1, run, gen, task, name, node, state, act, executions, output, error, start, end]
 //	Assignment  [4, 1, run, gen, [node, ...], [owner, ...], flow]
 //	Cancel      [5, 1, run, gen, reason]
-//	TermReport  [6, 1, run, gen, node, wave, sent, received, idle]
+//	TermReport  [6, 1, run, gen, node, wave, sent, received, idle, {from: count, ...}]
 //	Envelope    [7, 1, kind, run, node, body]
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
@@ -710,39 +711,63 @@ func (c *Cancel) Decode(data []byte, lim Limits) error {
 // ---- TermReport ----
 
 // TermReport is one node's answer in a termination-detection wave for run (the
-// four-counter method of Mattern, or Safra's token, as cluster implements it): how
-// many Signals of run it has sent and received (accepted, after dedup and fencing)
-// under generation Gen, and whether it is idle (no task of the run running or
-// ready). Wave numbers the detection round the report answers.
+// four-counter method of Mattern, as cluster implements it): how many Signals of
+// run it has sent and received, and whether it is idle (no task of the run running
+// or ready). Wave numbers the detection round the report answers; Gen is the
+// generation the node runs.
+//
+// Sent counts the Signals the node handed to its Batcher for the run, over every
+// generation. Received counts the Signals it processed after fencing (from its
+// live subscription or read back from the record; duplicates that their sender
+// re-sent, and so counted, included: see cluster/node), and
+// ReceivedFrom splits Received by sending node, so that after a node is lost the
+// leader can balance each live sender's Sent against what the live nodes received
+// from it. ReceivedFrom is encoded as a msgpack map (keys sorted); an empty map
+// decodes as nil.
 type TermReport struct {
-	Run      string
-	Gen      uint64
-	Node     string
-	Wave     uint64
-	Sent     uint64
-	Received uint64
-	Idle     bool
+	Run          string
+	Gen          uint64
+	Node         string
+	Wave         uint64
+	Sent         uint64
+	Received     uint64
+	Idle         bool
+	ReceivedFrom map[string]uint64
 }
 
 // Type implements Message.
 func (*TermReport) Type() Type { return TypeTermReport }
 
+const termReportFields = 8
+
 // AppendWire implements Message.
 func (t *TermReport) AppendWire(b []byte) []byte {
-	b = appendHeader(b, TypeTermReport, 7)
+	b = appendHeader(b, TypeTermReport, termReportFields)
 	b = appendStr(b, t.Run)
 	b = appendUint(b, t.Gen)
 	b = appendStr(b, t.Node)
 	b = appendUint(b, t.Wave)
 	b = appendUint(b, t.Sent)
 	b = appendUint(b, t.Received)
-	return appendBool(b, t.Idle)
+	b = appendBool(b, t.Idle)
+	keys := make([]string, 0, len(t.ReceivedFrom))
+	for k := range t.ReceivedFrom {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = appendMapHeader(b, len(keys))
+	for _, k := range keys {
+		b = appendStr(b, k)
+		b = appendUint(b, t.ReceivedFrom[k])
+	}
+	return b
 }
 
-// Decode decodes a TermReport into t.
+// Decode decodes a TermReport into t. Every ReceivedFrom key must be a valid
+// node id, given once.
 func (t *TermReport) Decode(data []byte, lim Limits) error {
 	var r reader
-	if err := r.init(data, lim, TypeTermReport, 7); err != nil {
+	if err := r.init(data, lim, TypeTermReport, termReportFields); err != nil {
 		return err
 	}
 	var err error
@@ -766,6 +791,26 @@ func (t *TermReport) Decode(data []byte, lim Limits) error {
 	}
 	if t.Idle, err = r.bool("idle"); err != nil {
 		return err
+	}
+	n, err := r.mapLen("received_from", r.lim.MaxTasks)
+	if err != nil {
+		return err
+	}
+	t.ReceivedFrom = nil
+	if n > 0 {
+		t.ReceivedFrom = make(map[string]uint64, n)
+	}
+	for i := 0; i < n; i++ {
+		k, err := r.id("received_from sender")
+		if err != nil {
+			return fmt.Errorf("received_from entry %d: %w", i, err)
+		}
+		if _, dup := t.ReceivedFrom[k]; dup {
+			return r.errf("received_from: sender %q given twice", k)
+		}
+		if t.ReceivedFrom[k], err = r.uint("received_from count"); err != nil {
+			return fmt.Errorf("received_from %q: %w", k, err)
+		}
 	}
 	return r.end()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -280,4 +281,86 @@ func (c *Conn) PurgeRun(ctx context.Context, run string) error {
 		}
 	}
 	return nil
+}
+
+// Follow is a running FollowSignals: Stop ends it.
+type Follow struct {
+	cc   jetstream.ConsumeContext
+	once sync.Once
+}
+
+// Stop ends the follow and waits until its handler has returned for the last
+// time. It is idempotent.
+func (f *Follow) Stop() {
+	f.once.Do(func() {
+		f.cc.Stop()
+		<-f.cc.Closed()
+	})
+}
+
+// FollowSignals reads the record of run from its first batch on and keeps
+// following it, through an ordered consumer, until Stop: every decodable batch
+// goes to fn with its stream sequence and the node it was addressed to (one call
+// at a time, in stream order; the Batch and its Outputs are valid only during the
+// call). caughtUp (may be nil) is called once, after fn has seen every batch that
+// was stored when the follow started (at once when there were none).
+//
+// A node that takes over the tasks of lost nodes follows its run's record so that
+// it sees every Signal that was sent to them, those sent before the takeover and
+// those that senders not yet told of it send after.
+func (c *Conn) FollowSignals(ctx context.Context, run string, fn func(seq uint64, node string, b *Batch), caughtUp func()) (*Follow, error) {
+	filter, err := RunSignalsFilter(run)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	s, err := c.js.Stream(ctx, StreamRecord)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %w", ErrNoJetStream, StreamRecord, err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transport: follow %s: %w", filter, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("transport: follow %s: stream info: %w", filter, err)
+	}
+	last := info.State.LastSeq // everything up to it was stored before the follow began
+	var once sync.Once
+	done := func() {
+		if caughtUp != nil {
+			once.Do(caughtUp)
+		}
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("transport: follow %s: consumer info: %w", filter, err)
+	}
+	if ci.NumPending == 0 {
+		done()
+	}
+	var b Batch // one handler call at a time
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		r, to, _ := parseSignalSubject(m.Subject())
+		if c.decodeBatch(&b, m.Data(), r) {
+			fn(meta.Sequence.Stream, to, &b)
+		}
+		if meta.NumPending == 0 || meta.Sequence.Stream >= last {
+			done()
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transport: follow %s: %w", filter, err)
+	}
+	return &Follow{cc: cc}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +254,92 @@ func TestReplayCountsMalformed(t *testing.T) {
 	must(t, c.ReplayEvents(ctx, "r1", func(*TaskEvent) error { n += 100; return nil }))
 	if n != 2 || c.Stats().Malformed != 2 {
 		t.Fatalf("n=%d stats %+v", n, c.Stats())
+	}
+}
+
+func TestFollowSignals(t *testing.T) {
+	ts := startServer(t)
+	c := connect(t, ts.url)
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	// An empty record is caught up at once; later batches still come.
+	var mu sync.Mutex
+	got := map[string][]uint64{} // addressee → acts, in order
+	var seqs []uint64
+	caught := make(chan struct{})
+	f, err := c.FollowSignals(ctx, "r1", func(seq uint64, node string, b *Batch) {
+		mu.Lock()
+		defer mu.Unlock()
+		seqs = append(seqs, seq)
+		for _, s := range b.Signals {
+			got[node] = append(got[node], s.Act)
+		}
+	}, func() { close(caught) })
+	must(t, err)
+	select {
+	case <-caught:
+	case <-ctx.Done():
+		t.Fatal("an empty record never caught up")
+	}
+	b, err := c.NewBatcher("n1", WithLinger(0), WithMaxSignals(1), WithAck())
+	must(t, err)
+	for i := 1; i <= 20; i++ {
+		s := Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: uint64(i), Kind: SignalEdge}
+		must(t, b.Add(ctx, fmt.Sprintf("n%d", 2+i%2), &s))
+		o := Signal{Run: "r2", Gen: 1, Src: 1, Dst: 2, Act: uint64(i), Kind: SignalEdge}
+		must(t, b.Add(ctx, "n2", &o))
+	}
+	must(t, b.Flush(ctx))
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got["n2"]) + len(got["n3"])
+	}
+	waitUntil(t, ctx, "the live batches", func() bool { return count() == 20 })
+	f.Stop()
+	f.Stop() // idempotent
+	mu.Lock()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("stream sequences out of order: %v", seqs)
+		}
+	}
+	if len(got["n2"]) != 10 || got["n2"][0] != 2 || got["n3"][0] != 1 {
+		t.Fatalf("follow saw %v", got)
+	}
+	mu.Unlock()
+
+	// A second follow starts with a record of 20 batches: it is caught up only
+	// after it has seen them all, and it sees what comes after too.
+	var n atomic.Int64
+	var atCatch int64 = -1
+	caught2 := make(chan struct{})
+	f2, err := c.FollowSignals(ctx, "r1", func(uint64, string, *Batch) { n.Add(1) }, func() { atCatch = n.Load(); close(caught2) })
+	must(t, err)
+	defer f2.Stop()
+	select {
+	case <-caught2:
+	case <-ctx.Done():
+		t.Fatal("never caught up")
+	}
+	if atCatch != 20 {
+		t.Fatalf("caught up after %d batches, want 20", atCatch)
+	}
+	s := Signal{Run: "r1", Gen: 2, Src: 1, Dst: 2, Act: 21, Kind: SignalEdge}
+	must(t, b.Add(ctx, "n4", &s))
+	must(t, b.Close(ctx))
+	waitUntil(t, ctx, "a batch after the catch-up", func() bool { return n.Load() == 21 })
+	if _, err := c.FollowSignals(ctx, "bad.run", nil, nil); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("bad run: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -34,7 +34,20 @@ const (
 	mpStr32   = 0xdb
 	mpArray16 = 0xdc
 	mpArray32 = 0xdd
+	mpMap16   = 0xde
+	mpMap32   = 0xdf
 )
+
+func appendMapHeader(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, mpMap16, byte(n>>8), byte(n))
+	default:
+		return append(b, mpMap32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+}
 
 func appendArrayHeader(b []byte, n int) []byte {
 	switch {
@@ -206,6 +219,37 @@ func (r *reader) arrayLen(what string, max int) (int, error) {
 	}
 	if n > uint64(len(r.b)-r.off) {
 		return 0, r.errf("truncated: %s claims %d elements, %d bytes remain", what, n, len(r.b)-r.off)
+	}
+	return int(n), nil
+}
+
+// mapLen reads a map header (n key/value pairs) and checks that at least 2n
+// bytes could follow.
+func (r *reader) mapLen(what string, max int) (int, error) {
+	c, err := r.byte1()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	switch {
+	case c&0xf0 == 0x80:
+		n = uint64(c & 0x0f)
+	case c == mpMap16:
+		n, err = r.be(2)
+	case c == mpMap32:
+		n, err = r.be(4)
+	default:
+		r.off--
+		return 0, r.errf("%s: want a map, found format byte 0x%02x", what, c)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if max > 0 && n > uint64(max) {
+		return 0, r.oversized(what+" length", int(min(n, math.MaxInt32)), max)
+	}
+	if 2*n > uint64(len(r.b)-r.off) {
+		return 0, r.errf("truncated: %s claims %d entries, %d bytes remain", what, n, len(r.b)-r.off)
 	}
 	return int(n), nil
 }

@@ -36,6 +36,7 @@ func sampleMessages() []Message {
 		&Assignment{Run: "r1", Gen: 4},
 		&Cancel{Run: "r1", Gen: 2, Reason: "user asked"},
 		&TermReport{Run: "r1", Gen: 2, Node: "n3", Wave: 17, Sent: 1 << 33, Received: 12, Idle: true},
+		&TermReport{Run: "r1", Gen: 3, Node: "n3", Wave: 1, Sent: 5, Received: 7, ReceivedFrom: map[string]uint64{"n1": 3, "n3": 4, "dead": 1 << 40}},
 		&Envelope{Kind: "hello", Node: "n1", Body: []byte{0}},
 		&Envelope{Kind: "drain", Run: "r9"},
 	}
@@ -164,6 +165,7 @@ func TestDecodeRejects(t *testing.T) {
 		return Encode(&s)
 	}
 	raw := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	tr := Encode(&TermReport{Run: "r", Node: "n"}) // ends with the idle bool and an empty map
 	cases := []struct {
 		name     string
 		data     []byte
@@ -192,7 +194,11 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "owner out of range", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0, 1}}), want: "only 1 nodes"},
 		{name: "bad state", data: raw(Encode(&TaskEvent{Run: "r", Node: "n"})[:10], []byte{9}, Encode(&TaskEvent{Run: "r", Node: "n"})[11:]), want: "unknown task state"},
 		{name: "envelope without kind", data: Encode(&Envelope{}), want: "kind: empty"},
-		{name: "bool expected", data: raw(Encode(&TermReport{Run: "r", Node: "n"})[:len(Encode(&TermReport{Run: "r", Node: "n"}))-1], []byte{1}), want: "want a bool"},
+		{name: "bool expected", data: raw(tr[:len(tr)-2], []byte{1, 0x80}), want: "want a bool"},
+		{name: "received_from not a map", data: raw(tr[:len(tr)-1], []byte{0x90}), want: "want a map"},
+		{name: "received_from sender twice", data: raw(tr[:len(tr)-1], []byte{0x82, 0xa1, 'a', 1, 0xa1, 'a', 2}), want: "given twice"},
+		{name: "received_from bad sender", data: raw(tr[:len(tr)-1], []byte{0x81, 0xa3, 'a', '.', 'b', 1}), want: "not a valid id"},
+		{name: "received_from claims huge length", data: raw(tr[:len(tr)-1], []byte{0xdf, 0, 0xff, 0xff, 0xff}), want: "claims"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

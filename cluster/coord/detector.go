@@ -8,11 +8,18 @@ import (
 
 // Detector decides when a run has terminated, by the four-counter method
 // (Mattern): it keeps each node's latest TermReport for the run's generation;
-// when every node has reported idle and the sums of Sent and Received agree,
-// it asks for a probe wave; the run has terminated when every node answers
-// that wave idle with exactly the counters of its report before the probe.
-// Any non-idle or changed report cancels the wave. A wave unanswered for
-// ProbeTimeout is asked again (probes travel on core NATS and may be lost).
+// when every node has reported idle and the counters balance, it asks for a
+// probe wave; the run has terminated when every node answers that wave idle
+// with exactly the counters of its report before the probe. Any non-idle or
+// changed report cancels the wave. A wave unanswered for ProbeTimeout is asked
+// again (probes travel on core NATS and may be lost).
+//
+// The counters balance per sender: for every node a of the generation,
+// a's Sent equals the sum over the generation's nodes b of b's
+// ReceivedFrom[a]. Senders outside the generation (nodes lost before it) are
+// ignored: what they sent is fenced, or was applied already, or is redone by
+// the new owners of their tasks, whose re-sent Signals count on both sides.
+// Without a lost node this is ΣSent = ΣReceived, split by sender.
 //
 // Detector is pure: reports and time come in, probes and the verdict go out.
 // It is not safe for concurrent use.
@@ -63,7 +70,7 @@ func (d *Detector) Report(now time.Time, r transport.TermReport) Action {
 	}
 	if d.probing {
 		b := d.base[r.Node]
-		same := r.Idle && r.Sent == b.Sent && r.Received == b.Received
+		same := r.Idle && r.Sent == b.Sent && r.Received == b.Received && sameCounts(r.ReceivedFrom, b.ReceivedFrom)
 		switch {
 		case !same:
 			d.probing = false // activity since the wave's base: cancel
@@ -94,17 +101,20 @@ func (d *Detector) maybeProbe(now time.Time) Action {
 	if d.probing || len(d.latest) < len(d.nodes) {
 		return Action{}
 	}
-	var sent, recv uint64
+	recv := map[string]uint64{}
 	for _, n := range d.nodes {
 		r := d.latest[n]
 		if !r.Idle {
 			return Action{}
 		}
-		sent += r.Sent
-		recv += r.Received
+		for from, c := range r.ReceivedFrom {
+			recv[from] += c
+		}
 	}
-	if sent != recv {
-		return Action{}
+	for _, n := range d.nodes {
+		if d.latest[n].Sent != recv[n] {
+			return Action{}
+		}
 	}
 	d.wave++
 	d.probing, d.started = true, now
@@ -123,4 +133,16 @@ func (d *Detector) member(node string) bool {
 		}
 	}
 	return false
+}
+
+func sameCounts(a, b map[string]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

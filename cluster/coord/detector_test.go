@@ -14,11 +14,21 @@ type step struct {
 	gen, wave  uint64
 	sent, recv uint64
 	idle       bool
+	from       map[string]uint64 // ReceivedFrom; nil: recv came from the other node (itself when alone)
 	want       Action
 }
 
 func rep(ms int, node string, wave, sent, recv uint64, idle bool, want Action) step {
 	return step{ms: ms, node: node, gen: 1, wave: wave, sent: sent, recv: recv, idle: idle, want: want}
+}
+
+// repFrom is a report with explicit per-sender counts (recv is their sum).
+func repFrom(ms int, node string, gen, wave, sent uint64, from map[string]uint64, idle bool, want Action) step {
+	var recv uint64
+	for _, c := range from {
+		recv += c
+	}
+	return step{ms: ms, node: node, gen: gen, wave: wave, sent: sent, recv: recv, idle: idle, from: from, want: want}
 }
 
 func tick(ms int, want Action) step { return step{ms: ms, want: want} }
@@ -33,36 +43,37 @@ func TestDetector(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		nodes []string
+		gen   uint64 // 0: 1
 		steps []step
 	}{
-		{"one node idle twice", []string{"a"}, []step{
+		{"one node idle twice", []string{"a"}, 0, []step{
 			rep(0, "a", 0, 0, 0, true, probe(1)),
 			rep(1, "a", 1, 0, 0, true, term),
 			rep(2, "a", 1, 0, 0, true, none), // reported once
 		}},
-		{"waits for every node", []string{"a", "b"}, []step{
+		{"waits for every node", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 3, 0, true, none),
 			rep(1, "b", 0, 0, 3, false, none),
 			rep(2, "b", 0, 0, 3, true, probe(1)),
 			rep(3, "a", 1, 3, 0, true, none),
 			rep(4, "b", 1, 0, 3, true, term),
 		}},
-		{"unbalanced counters: a signal in flight", []string{"a", "b"}, []step{
+		{"unbalanced counters: a signal in flight", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 4, 0, true, none),
 			rep(1, "b", 0, 0, 3, true, none), // one Signal not yet received
 			rep(2, "b", 0, 0, 4, true, probe(1)),
 			rep(3, "a", 1, 4, 0, true, none),
 			rep(4, "b", 1, 0, 4, true, term),
 		}},
-		{"changed counters cancel the wave, a new one follows", []string{"a", "b"}, []step{
+		{"changed counters cancel the wave, a new one follows", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 1, 1, true, none),
 			rep(1, "b", 0, 1, 1, true, probe(1)),
-			rep(2, "a", 1, 2, 2, true, probe(2)), // a did more since: cancel wave 1, balanced again: wave 2
-			rep(3, "b", 1, 1, 1, true, none),     // an answer to the cancelled wave counts for nothing
-			rep(4, "a", 2, 2, 2, true, none),
+			repFrom(2, "a", 1, 1, 2, map[string]uint64{"a": 1, "b": 1}, true, probe(2)), // a did more (sent itself one): cancel wave 1, balanced again: wave 2
+			rep(3, "b", 1, 1, 1, true, none),                                            // an answer to the cancelled wave counts for nothing
+			repFrom(4, "a", 1, 2, 2, map[string]uint64{"a": 1, "b": 1}, true, none),
 			rep(5, "b", 2, 1, 1, true, term),
 		}},
-		{"a busy heartbeat cancels the wave", []string{"a", "b"}, []step{
+		{"a busy heartbeat cancels the wave", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 0, 0, true, none),
 			rep(1, "b", 0, 0, 0, true, probe(1)),
 			rep(2, "a", 1, 0, 0, true, none),
@@ -73,7 +84,7 @@ func TestDetector(t *testing.T) {
 			rep(7, "a", 2, 1, 0, true, none),
 			rep(8, "b", 2, 0, 1, true, term),
 		}},
-		{"idle heartbeats with the same counters keep the wave", []string{"a", "b"}, []step{
+		{"idle heartbeats with the same counters keep the wave", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 0, 0, true, none),
 			rep(1, "b", 0, 0, 0, true, probe(1)),
 			rep(2, "a", 0, 0, 0, true, none),
@@ -81,7 +92,7 @@ func TestDetector(t *testing.T) {
 			rep(4, "b", 0, 0, 0, true, none),
 			rep(5, "b", 1, 0, 0, true, term),
 		}},
-		{"a lost probe is asked again after the timeout", []string{"a", "b"}, []step{
+		{"a lost probe is asked again after the timeout", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 0, 0, true, none),
 			rep(10, "b", 0, 0, 0, true, probe(1)),
 			rep(20, "a", 1, 0, 0, true, none),
@@ -91,7 +102,7 @@ func TestDetector(t *testing.T) {
 			rep(1030, "a", 2, 0, 0, true, none),
 			rep(1040, "b", 2, 0, 0, true, term),
 		}},
-		{"foreign, other-gen and future-wave reports are ignored", []string{"a"}, []step{
+		{"foreign, other-gen and future-wave reports are ignored", []string{"a"}, 0, []step{
 			{ms: 0, node: "a", gen: 2, idle: true},
 			rep(1, "z", 0, 0, 0, true, none),
 			rep(2, "a", 7, 0, 0, true, none),
@@ -99,14 +110,51 @@ func TestDetector(t *testing.T) {
 			rep(4, "a", 9, 0, 0, false, none), // a future wave cannot cancel
 			rep(5, "a", 1, 5, 5, true, term),
 		}},
-		{"never idle never terminates", []string{"a"}, []step{
+		{"balanced totals but not per sender", []string{"a", "b", "c"}, 0, []step{
+			repFrom(0, "a", 1, 0, 2, nil, true, none),
+			repFrom(1, "b", 1, 0, 1, map[string]uint64{"a": 1}, true, none),
+			// c received one of a's and one of b's: ΣSent = ΣReceived = 3, but
+			// a's second Signal is still in flight and c's count from b is b's.
+			repFrom(2, "c", 1, 0, 0, map[string]uint64{"b": 1, "c": 1}, true, none),
+			repFrom(3, "c", 1, 0, 0, map[string]uint64{"a": 1, "b": 1}, true, probe(1)),
+			repFrom(4, "a", 1, 1, 2, nil, true, none),
+			repFrom(5, "b", 1, 1, 1, map[string]uint64{"a": 1}, true, none),
+			repFrom(6, "c", 1, 1, 0, map[string]uint64{"a": 1, "b": 1}, true, term),
+		}},
+		{"a changed split cancels the wave", []string{"a", "b"}, 0, []step{
+			repFrom(0, "a", 1, 0, 1, map[string]uint64{"b": 1}, true, none),
+			repFrom(1, "b", 1, 0, 1, map[string]uint64{"a": 1}, true, probe(1)),
+			repFrom(2, "a", 1, 1, 1, map[string]uint64{"a": 1}, true, none), // same totals, other sender
+			repFrom(3, "b", 1, 1, 1, map[string]uint64{"a": 1}, true, none),
+		}},
+		// Gen 2 after c was lost: c's Sent is unknown and its receipts do not
+		// count; a and b balance among themselves, duplicates included.
+		{"a lost node's counters are ignored", []string{"a", "b"}, 2, []step{
+			repFrom(0, "a", 2, 0, 5, map[string]uint64{"c": 7, "b": 2}, true, none),
+			// b re-ran c's lost tasks: it sent 4 to a (2 of them duplicates of
+			// what c had sent a), and a has counted only 2 of b's so far.
+			repFrom(1, "b", 2, 0, 4, map[string]uint64{"a": 5, "c": 3}, true, none),
+			repFrom(2, "a", 2, 0, 5, map[string]uint64{"c": 7, "b": 4}, true, probe(1)),
+			repFrom(3, "a", 2, 1, 5, map[string]uint64{"c": 7, "b": 4}, true, none),
+			repFrom(4, "b", 2, 1, 4, map[string]uint64{"a": 5, "c": 3}, true, term),
+		}},
+		{"a report of the old generation does not count in the new", []string{"a", "b"}, 2, []step{
+			repFrom(0, "a", 2, 0, 0, nil, true, none),
+			repFrom(1, "b", 1, 0, 0, nil, true, none), // b has not taken gen 2 yet
+			repFrom(2, "b", 2, 0, 0, nil, true, probe(1)),
+		}},
+		{"never idle never terminates", []string{"a"}, 0, []step{
 			rep(0, "a", 0, 0, 0, false, none),
 			tick(5000, none),
 			rep(5001, "a", 0, 0, 0, false, none),
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDetector(1, tc.nodes, time.Second)
+			gen := tc.gen
+			if gen == 0 {
+				gen = 1
+			}
+			d := NewDetector(gen, tc.nodes, time.Second)
 			t0 := time.Unix(1e9, 0)
 			for i, s := range tc.steps {
 				now := t0.Add(time.Duration(s.ms) * time.Millisecond)
@@ -114,7 +162,18 @@ func TestDetector(t *testing.T) {
 				if s.node == "" {
 					got = d.Tick(now)
 				} else {
-					got = d.Report(now, transport.TermReport{Run: "r", Gen: s.gen, Node: s.node, Wave: s.wave, Sent: s.sent, Received: s.recv, Idle: s.idle})
+					from := s.from
+					if from == nil && s.recv > 0 {
+						peer := s.node
+						for _, n := range tc.nodes {
+							if n != s.node {
+								peer = n
+								break
+							}
+						}
+						from = map[string]uint64{peer: s.recv}
+					}
+					got = d.Report(now, transport.TermReport{Run: "r", Gen: s.gen, Node: s.node, Wave: s.wave, Sent: s.sent, Received: s.recv, Idle: s.idle, ReceivedFrom: from})
 				}
 				if got != s.want {
 					t.Fatalf("step %d (%+v): got %+v, want %+v", i, s, got, s.want)

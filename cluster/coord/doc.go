@@ -30,10 +30,12 @@
 //   - FSM: the pure state machine. Commands are JSON (Command, with the time
 //     inside), applied one per raft entry; Snapshot/Restore write the whole
 //     state as JSON. testdata/fsm_*.txt are its scenarios.
-//   - Detector: the four-counter termination detector of one run generation;
-//     TermReports and time in, probe waves and the verdict out.
+//   - Detector: the four-counter termination detector of one run generation
+//     (counters balanced per sender, lost senders ignored); TermReports and
+//     time in, probe waves and the verdict out.
 //   - Plan: partitions an expanded flow over the alive nodes (module
-//     instances whole, loops kept together, pins and GPU affinity).
+//     instances whole, loops kept together, pins and GPU affinity);
+//     PlanReassign places a running run's tasks again after a node loss.
 //   - Fold: a run's TaskEvents folded into the API's status object.
 //
 // # The leader loop
@@ -47,8 +49,12 @@
 // (cancelled), then sends Cancel to its nodes, and again to any node that
 // still reports for an ended run; prunes finished runs older than the
 // retention (and purges their streams). A new leader picks up every running
-// run from the FSM. Reassignment after a node loss (RunReassign) is in the
-// FSM; the leader does not issue it yet.
+// run from the FSM. When a node of a running run is dead (or left), it moves
+// that node's tasks to live nodes (PlanReassign: live tasks pinned where they
+// are, the lost node's groups placed by the partitioner) under a new
+// generation (RunReassign), or fails the run when a task cannot move; a node
+// reporting an older generation it is no longer part of gets Cancel
+// (docs/cluster-protocol.md, Recovery).
 //
 // # HTTP API
 //

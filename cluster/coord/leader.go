@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -103,6 +104,7 @@ func (s *Server) lead(ctx context.Context) {
 	defer t.Stop()
 	l.syncMembers(time.Now())
 	l.reconcile(time.Now())
+	l.recoverRuns(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -118,9 +120,11 @@ func (s *Server) lead(ctx context.Context) {
 			l.reconcile(time.Now())
 		case <-s.memberKick:
 			l.syncMembers(time.Now())
+			l.recoverRuns(time.Now())
 		case now := <-t.C:
 			if now.Sub(l.lastSync) >= syncEvery {
 				l.syncMembers(now)
+				l.recoverRuns(now)
 			}
 			l.reconcile(now)
 			l.tick(now)
@@ -298,7 +302,94 @@ func (l *leader) report(now time.Time, r *transport.TermReport) {
 		}
 		return
 	}
+	if r.Gen < t.run.Gen && !contains(t.run.Nodes, r.Node) {
+		// A node that lost its part of the run (it was taken for dead and its
+		// tasks moved): it lets go and rejoins empty.
+		key := r.Run + "/" + r.Node
+		if now.Sub(l.cancelSent[key]) >= cancelEvery {
+			l.cancelSent[key] = now
+			l.s.log.Info("releasing a node that lost its tasks", "run", r.Run, "node", r.Node, "gen", r.Gen, "current", t.run.Gen)
+			l.send(r.Node, &transport.Cancel{Run: r.Run, Gen: r.Gen, Reason: "reassigned"})
+		}
+		return
+	}
 	l.act(now, t, t.det.Report(now, *r))
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// recoverRuns moves the tasks of every running run whose nodes include a
+// dead one (or one that left) to live nodes under a new generation
+// (PlanReassign, RunReassign); reconcile then tracks the new generation. A
+// run whose tasks cannot move fails with the reason.
+func (l *leader) recoverRuns(now time.Time) {
+	s := l.s
+	var runs []Run
+	var alive []Node
+	state := map[string]string{}
+	s.fsm.read(func(f *FSM) {
+		for _, n := range f.Nodes() {
+			state[n.ID] = n.State
+			if n.State == proto.NodeAlive {
+				alive = append(alive, n)
+			}
+		}
+		for _, r := range f.Runs() {
+			if r.State == proto.RunRunning {
+				runs = append(runs, r)
+			}
+		}
+	})
+	for _, r := range runs {
+		var lost []string
+		for _, n := range r.Nodes {
+			if st := state[n]; st == proto.NodeDead || st == proto.NodeLeft {
+				lost = append(lost, n)
+			}
+		}
+		if len(lost) == 0 {
+			continue
+		}
+		start := time.Now()
+		assign, err := reassign(r, alive)
+		if err != nil {
+			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
+			s.log.Warn("run cannot recover", "run", r.ID, "lost", lost, "err", err)
+			if t := l.runs[r.ID]; t != nil {
+				l.finish(now, t, proto.RunFailed, msg)
+			} else if err := s.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: r.ID, State: proto.RunFailed, Error: msg, At: now}}); err != nil {
+				s.log.Warn("finish run", "run", r.ID, "err", err)
+			}
+			continue
+		}
+		if err := s.apply(&Command{Op: OpRunReassign, Reassign: &Reassign{ID: r.ID, Gen: r.Gen + 1, Assignment: assign}}); err != nil {
+			s.log.Warn("reassign run", "run", r.ID, "err", err)
+			continue
+		}
+		s.log.Info("run reassigned", "run", r.ID, "lost", lost, "gen", r.Gen+1, "planned_in", time.Since(start))
+		l.reconcile(now)
+	}
+}
+
+// reassign plans a run's new assignment over the alive nodes.
+func reassign(r Run, alive []Node) ([]string, error) {
+	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+	if err != nil {
+		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
+	}
+	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
+	return assign, err
 }
 
 func (l *leader) act(now time.Time, t *tracker, a Action) {

@@ -24,6 +24,63 @@ var ErrPlan = errors.New("coord: cannot place the flow")
 // (LoopGroups) are groups too, kept together when the balance allows.
 // seed makes the answer deterministic (the leader derives it from the run id).
 func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
+	return plan(g, nodes, seed, nil)
+}
+
+// PlanReassign places the tasks of a running run again after nodes were lost
+// (docs/cluster-protocol.md, Recovery): every task whose node in prev is among
+// alive stays there (it is pinned), and the tasks of the lost nodes go to the
+// alive nodes by the partitioner, in whole groups as Plan places them, under
+// the same capacity and GPU rules. lost lists the nodes of prev that are not
+// alive (nil and prev itself when none is). A task that cannot move — pinned
+// by `node:` to a lost node, or needing a GPU no alive node has — is an
+// ErrPlan naming the task and its lost node.
+func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assign, lost []string, err error) {
+	if len(prev) != len(g.Vertices) {
+		return nil, nil, fmt.Errorf("%w: the assignment places %d tasks, the flow has %d", ErrPlan, len(prev), len(g.Vertices))
+	}
+	live := map[string]bool{}
+	anyGPU := false
+	for _, n := range alive {
+		live[n.ID] = true
+		anyGPU = anyGPU || n.GPUs > 0
+	}
+	fixed := make([]string, len(prev))
+	seen := map[string]bool{}
+	for v, n := range prev {
+		if live[n] {
+			fixed[v] = n
+			continue
+		}
+		if !seen[n] {
+			seen[n] = true
+			lost = append(lost, n)
+		}
+		vx := &g.Vertices[v]
+		if p := vx.Task.Node; p != "" && !live[p] {
+			return nil, nil, fmt.Errorf("%w: task %q is pinned to node %s, which was lost; it cannot move", ErrPlan, vx.Path, p)
+		}
+		if vx.Task.Domain.Or() == spec.DomainGPU && !anyGPU {
+			return nil, nil, fmt.Errorf("%w: task %q needs a GPU and its node %s was lost; no live node has a GPU", ErrPlan, vx.Path, n)
+		}
+	}
+	if len(lost) == 0 {
+		return prev, nil, nil
+	}
+	sort.Strings(lost)
+	if len(alive) == 0 {
+		return nil, nil, fmt.Errorf("%w: nodes %v were lost and no node is alive", ErrPlan, lost)
+	}
+	assign, err = plan(g, alive, seed, fixed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (moving the tasks of lost nodes %v)", err, lost)
+	}
+	return assign, lost, nil
+}
+
+// plan is Plan with fixed[v] (when fixed is not nil and the entry not "")
+// pinning vertex v to that node.
+func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no alive node", ErrPlan)
 	}
@@ -57,6 +114,9 @@ func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
 	for v, vx := range g.Vertices {
 		gpu[v] = vx.Task.Domain.Or() == spec.DomainGPU
 		pin[v] = vx.Task.Node
+		if fixed != nil && fixed[v] != "" {
+			pin[v] = fixed[v]
+		}
 	}
 	for v := range g.Vertices {
 		m := instance[v]

@@ -171,3 +171,95 @@ func TestPlanSpreadsWork(t *testing.T) {
 		t.Fatalf("30 independent tasks on %d nodes: %v", len(count), count)
 	}
 }
+
+const reassignFlow = `
+flows:
+  - name: main
+    tasks:
+      - {name: init, func: noop}
+      - {name: body, func: spin, args: {us: 10}, succeed: [init]}
+      - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body], precede: [body, done]}
+      - {name: done, func: hash}
+      - {name: m1, kind: module, flow: inner, succeed: [init]}
+      - {name: m2, kind: module, flow: inner, succeed: [init]}
+      - {name: w1, func: spin, args: {us: 1000}, succeed: [init]}
+      - {name: w2, func: spin, args: {us: 1000}, succeed: [init]}
+      - {name: w3, func: spin, args: {us: 1000}, succeed: [init]}
+      - {name: sink, func: hash, succeed: [done, m1, m2, w1, w2, w3]}
+  - name: inner
+    tasks:
+      - {name: x, func: spin, args: {us: 500}}
+      - {name: y, func: spin, args: {us: 500}, succeed: [x]}
+`
+
+func TestPlanReassignKeepsLiveTasksAndMovesGroupsWhole(t *testing.T) {
+	g := expand(t, reassignFlow)
+	for seed := uint64(0); seed < 10; seed++ {
+		// The lost node n2 held the loop and the instance m1.
+		prev := make([]string, len(g.Vertices))
+		for v := range prev {
+			prev[v] = []string{"n1", "n3"}[v%2]
+		}
+		for _, p := range []string{"body", "cond", "m1", "m1/x", "m1/y", "w2"} {
+			v, _ := g.Lookup(p)
+			prev[v] = "n2"
+		}
+		m2, _ := g.Lookup("m2")
+		for _, d := range g.Descendants(m2) {
+			prev[d] = prev[m2] // an instance is whole
+		}
+		alive := []Node{threeNodes[0], threeNodes[2]}
+		assign, lost, err := PlanReassign(g, prev, alive, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lost) != 1 || lost[0] != "n2" {
+			t.Fatalf("lost %v, want [n2]", lost)
+		}
+		for v, n := range prev {
+			if n != "n2" && assign[v] != n {
+				t.Fatalf("seed %d: %s moved from live %s to %s", seed, g.Vertices[v].Path, n, assign[v])
+			}
+			if assign[v] != "n1" && assign[v] != "n3" {
+				t.Fatalf("seed %d: %s placed on %q", seed, g.Vertices[v].Path, assign[v])
+			}
+		}
+		if onNode(t, g, assign, "body") != onNode(t, g, assign, "cond") {
+			t.Fatalf("seed %d: the loop was split on the move", seed)
+		}
+		m := onNode(t, g, assign, "m1")
+		if onNode(t, g, assign, "m1/x") != m || onNode(t, g, assign, "m1/y") != m {
+			t.Fatalf("seed %d: the instance m1 was split on the move", seed)
+		}
+	}
+	// Nothing lost: the assignment stands.
+	prev := make([]string, len(g.Vertices))
+	for v := range prev {
+		prev[v] = "n1"
+	}
+	assign, lost, err := PlanReassign(g, prev, threeNodes, 1)
+	if err != nil || lost != nil || &assign[0] != &prev[0] {
+		t.Fatalf("nothing lost: %v %v %v", assign, lost, err)
+	}
+}
+
+func TestPlanReassignImpossibleMoves(t *testing.T) {
+	pinned := expand(t, "name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: noop, node: n2, succeed: [a]}\n")
+	_, _, err := PlanReassign(pinned, []string{"n1", "n2"}, threeNodes[:1], 1)
+	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `task "b"`) || !strings.Contains(err.Error(), "n2") {
+		t.Fatalf("a task pinned to the lost node: %v", err)
+	}
+	gpu := expand(t, "name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: g, func: saxpy, domain: gpu, succeed: [a]}\n")
+	_, _, err = PlanReassign(gpu, []string{"n1", "n3"}, threeNodes[:2], 1)
+	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `task "g"`) || !strings.Contains(err.Error(), "n3") || !strings.Contains(err.Error(), "GPU") {
+		t.Fatalf("a GPU task and no live GPU node: %v", err)
+	}
+	_, _, err = PlanReassign(gpu, []string{"n1"}, threeNodes, 1)
+	if !errors.Is(err, ErrPlan) {
+		t.Fatalf("an assignment of the wrong length: %v", err)
+	}
+	_, _, err = PlanReassign(gpu, []string{"n1", "n9"}, nil, 1)
+	if !errors.Is(err, ErrPlan) {
+		t.Fatalf("no node alive: %v", err)
+	}
+}

@@ -28,6 +28,7 @@ type taskAgg struct {
 	state  transport.TaskState
 	node   string
 	act    uint64
+	gen    uint64            // of the event that set act, state and node
 	execs  map[string]uint64 // node → its latest Executions
 	output []byte
 }
@@ -54,10 +55,13 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 		}
 	}
 	a.execs[e.Node] = e.Executions
-	if e.Act < a.act {
-		return // an older activation reported late: it counts only its executions
+	if e.Act < a.act || (e.Act == a.act && e.Gen < a.gen) {
+		// An older activation reported late, or the same one from a node of
+		// an older generation (a frozen node that lost the task to a new
+		// owner, reporting after it): it counts only its executions.
+		return
 	}
-	a.act, a.state, a.node = e.Act, e.State, e.Node
+	a.act, a.gen, a.state, a.node = e.Act, e.Gen, e.State, e.Node
 	if len(e.Output) > 0 || e.State == transport.TaskDone {
 		a.output = append(a.output[:0], e.Output...)
 	}

@@ -65,3 +65,20 @@ flows:
 		}
 	}
 }
+
+// A node that lost a task to a new owner (frozen past detection) and reports
+// the same activation afterwards does not take the task back in the status.
+func TestFoldPrefersTheNewerGeneration(t *testing.T) {
+	g := expand(t, "name: f\ntasks:\n  - {name: a, func: hash}\n")
+	f := NewFold()
+	for _, e := range []*transport.TaskEvent{
+		{Run: "r", Gen: 2, Task: 0, Node: "n2", State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte{2}},
+		{Run: "r", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte{1}},
+	} {
+		f.Add(g, e)
+	}
+	st := f.Status(Run{ID: "r", State: proto.RunSucceeded}, g)
+	if tk := st.Tasks[0]; tk.Node != "n2" || tk.Output != "02" || tk.Executions != 2 || tk.Activations != 1 {
+		t.Fatalf("task %+v: want n2's report, with both executions", tk)
+	}
+}

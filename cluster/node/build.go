@@ -37,6 +37,12 @@ func (s *vstate) setOut(act uint64, out []byte) {
 	s.mu.Unlock()
 }
 
+func (s *vstate) resetOut() {
+	s.mu.Lock()
+	s.ran, s.outAct, s.out = false, 0, nil
+	s.mu.Unlock()
+}
+
 func (s *vstate) output() ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,7 +115,6 @@ func (q *fifo) pop() (item, bool) {
 // traversal and hands a Signal to the Batcher.
 type sendEdge struct {
 	src, dst int
-	node     string
 	kind     transport.SignalKind
 	fifo     fifo
 }
@@ -118,32 +123,35 @@ type sendEdge struct {
 // an accepted Signal schedules.
 type recvEdge struct {
 	src, dst int
+	p        *part
 	kind     transport.SignalKind
 	task     localexec.Task
 	fifo     fifo
 }
 
-// build checks that this node can run its part and builds the local
+// build checks that this node can run the vertices of in (a part: the ones
+// assigned here, or those taken over from lost nodes) and builds their
 // taskflow: the top-level scope, module instances as nested taskflows.
-func (r *run) build() error {
+func (r *run) build(in []bool) (*part, error) {
 	g := r.g
+	tab := r.tab.Load()
 	devs := len(r.n.ex.Devices())
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
-		if int(r.owner[v]) >= len(r.nodes) {
-			return &assignError{vx.Path, fmt.Errorf("owner %d names no node of the assignment", r.owner[v])}
+		if int(tab.owner[v]) >= len(tab.nodes) {
+			return nil, &assignError{vx.Path, fmt.Errorf("owner %d names no node of the assignment", tab.owner[v])}
 		}
-		if !r.local(v) {
+		if !in[v] {
 			continue
 		}
 		r.nLocal++
-		if p := vx.Parent; p >= 0 && !r.local(p) {
-			return &assignError{vx.Path, fmt.Errorf("module instance split: the task is on node %s but its module task %q is on node %s; a module instance runs wholly on its module task's node", r.n.id, g.Vertices[p].Path, r.nodeOf(p))}
+		if p := vx.Parent; p >= 0 && !in[p] {
+			return nil, &assignError{vx.Path, fmt.Errorf("module instance split: the task is on node %s but its module task %q is on node %s; a module instance runs wholly on its module task's node", r.n.id, g.Vertices[p].Path, r.nodeOf(p))}
 		}
 		if vx.Task.Kind.Or() == spec.KindModule {
 			for _, d := range g.Descendants(v) {
-				if !r.local(d) {
-					return &assignError{vx.Path, fmt.Errorf("module instance split: its task %q is on node %s, not here (%s); a module instance runs wholly on its module task's node", g.Vertices[d].Path, r.nodeOf(d), r.n.id)}
+				if !in[d] {
+					return nil, &assignError{vx.Path, fmt.Errorf("module instance split: its task %q is on node %s, not here (%s); a module instance runs wholly on its module task's node", g.Vertices[d].Path, r.nodeOf(d), r.n.id)}
 				}
 			}
 		}
@@ -153,7 +161,7 @@ func (r *run) build() error {
 				dev = *vx.Task.Device
 			}
 			if dev >= devs {
-				return &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
+				return nil, &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
 			}
 		}
 		seen := map[int]bool{}
@@ -164,23 +172,27 @@ func (r *run) build() error {
 			}
 		}
 	}
-	r.tf = localexec.NewTaskflow(r.id)
-	return r.buildScope(r.tf, -1)
+	p := &part{tf: localexec.NewTaskflow(r.id), in: in}
+	if err := r.buildScope(p, p.tf, -1); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// buildScope adds the local vertices of one scope to tf, with a task (or an
-// entry and an exit task) each, the local edges, and proxies for the edges
-// to and from other nodes.
-func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
+// buildScope adds the part's vertices of one scope to tf, with a task (or an
+// entry and an exit task) each, the edges inside the part, and proxies for
+// the edges to and from other nodes and other parts.
+func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 	g := r.g
+	local := func(v int) bool { return p.in[v] }
 	ids := g.Scope(scope)
 	entry := make(map[int]localexec.Task, len(ids))
 	exit := make(map[int]localexec.Task, len(ids))
 	for _, v := range ids {
-		if !r.local(v) {
+		if !local(v) {
 			continue
 		}
-		en, ex, err := r.task(tf, v)
+		en, ex, err := r.task(p, tf, v)
 		if err != nil {
 			return err
 		}
@@ -188,7 +200,7 @@ func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
 	}
 	// Out-edges in Succ order: a condition's k-th successor stays its k-th.
 	for _, v := range ids {
-		if !r.local(v) {
+		if !local(v) {
 			continue
 		}
 		vx := &g.Vertices[v]
@@ -200,12 +212,12 @@ func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
 		strong := map[int]bool{}
 		for k, e := range vx.Succ {
 			u := e.To
-			if r.local(u) {
+			if local(u) {
 				exit[v].Precede(entry[u])
 				continue
 			}
 			if weak {
-				se := &sendEdge{src: v, dst: u, node: r.nodeOf(u), kind: transport.SignalChoice}
+				se := &sendEdge{src: v, dst: u, kind: transport.SignalChoice}
 				exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 				vs.condSends[k] = se
 				continue
@@ -214,20 +226,20 @@ func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
 				continue // one Signal per (src, dst, act); the receiver restores the multiplicity
 			}
 			strong[u] = true
-			se := &sendEdge{src: v, dst: u, node: r.nodeOf(u), kind: transport.SignalEdge}
+			se := &sendEdge{src: v, dst: u, kind: transport.SignalEdge}
 			exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 			vs.strongSends = append(vs.strongSends, se)
 		}
 	}
 	// In-edges from other nodes: one External proxy per (src, dst).
 	for _, u := range ids {
-		if !r.local(u) {
+		if !local(u) {
 			continue
 		}
 		mult := map[int]int{}
 		var order []int
 		for _, e := range g.Vertices[u].Pred {
-			if r.local(e.From) {
+			if local(e.From) {
 				continue
 			}
 			if mult[e.From] == 0 {
@@ -237,7 +249,7 @@ func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
 		}
 		for _, src := range order {
 			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
-			re := &recvEdge{src: src, dst: u}
+			re := &recvEdge{src: src, dst: u, p: p}
 			if g.Vertices[src].Task.Kind.IsCondition() {
 				re.kind = transport.SignalChoice
 				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
@@ -257,13 +269,13 @@ func (r *run) buildScope(tf *localexec.Taskflow, scope int) error {
 
 // task adds vertex v to tf and returns the task its in-edges enter and the
 // task its out-edges leave.
-func (r *run) task(tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
+func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
 	vx := &r.g.Vertices[v]
 	path := vx.Path
 	switch vx.Task.Kind.Or() {
 	case spec.KindModule:
 		inner := localexec.NewTaskflow(path)
-		if err := r.buildScope(inner, v); err != nil {
+		if err := r.buildScope(p, inner, v); err != nil {
 			return entry, exit, err
 		}
 		entry = tf.ComposedOf(inner).Name(path)

@@ -65,9 +65,12 @@
 // the proxy does); the proxy pops it and hands a transport.Signal (Edge
 // with the output, or Choice) to the Batcher. For an edge v→u with v
 // elsewhere, an External receive proxy precedes u: static (strong edge) or a
-// condition returning 0 (weak edge). An accepted Signal (after the Deduper's
-// fencing and dedup) is pushed to that edge's FIFO and the proxy scheduled
-// with OpenRun.Schedule; the proxy records v's output for u's Inputs.
+// condition returning 0 (weak edge). A Signal is fenced unless its sender
+// owns its source in the generation in force; one of a newer generation
+// waits for that generation's Assignment; the rest are counted (duplicates
+// too) and, when the Deduper has not seen them, pushed to the edge's FIFO
+// and the proxy scheduled with OpenRun.Schedule; the proxy records v's
+// output for u's Inputs.
 // Signals of a run whose Assignment has not arrived yet are kept (bounded)
 // and delivered when it does. A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
@@ -75,8 +78,12 @@
 //
 // # Termination and reports
 //
-// Each run is a localexec open run; the node counts Sent (Signals given to
-// the Batcher) and Received (accepted and scheduled). It sends a TermReport
+// Each part of a run is a localexec open run; the node counts Sent (Signals
+// given to the Batcher) and Received (physical Signals processed after
+// fencing, each once: new ones; for a source that moved to a new owner,
+// which re-sends what the lost node had sent, every physical Signal, new or
+// duplicate, by sender, batch number and index; what the takeover follow
+// takes, by stream position), the latter split by sender in ReceivedFrom. It sends a TermReport
 // to proto.SubjectTerm when the run goes idle (the idle callback only nudges
 // the run's goroutine), on every probe (Wave = the probe's), and every
 // Heartbeat while it holds the run; the first one acknowledges the
@@ -88,6 +95,27 @@
 // cancels what still runs, waits for it, frees GPU memory, ends the run in
 // the Deduper and forgets it; a late Assignment of a released run is
 // ignored.
+//
+// # Recovery
+//
+// When the leader moves the tasks of a lost node under a newer generation,
+// a node of the run keeps what it runs and all its state: it switches its
+// owner table (send proxies resolve the destination's node when they send,
+// so Signals to moved tasks go to their new owners), stamps what it sends
+// with the new generation, and, if tasks moved here, builds them as one more
+// part of the run (another open run from the same flow, only those tasks
+// local; edges between its parts go through the node's own signal subject
+// and count like any other). It then follows the run's record
+// (transport.FollowSignals) from the start and for as long as it holds the
+// run, taking every Signal addressed to a node that is not in the generation
+// whose destination it now owns: those sent to the lost node before the
+// loss and those sent by nodes not yet told of it. It is not idle until the
+// follow has caught up with what was stored when it began. A later loss
+// that moves more tasks here restarts the follow; Signals taken already are
+// skipped, so each is counted once. The moved tasks run again from their
+// inputs; their receivers drop the Signals they already had. A node whose
+// tasks were moved away (it was taken for dead) keeps reporting its old
+// generation until the leader answers with Cancel, and releases the run.
 //
 // # Events
 //

@@ -213,7 +213,18 @@ func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
 		}
 		return
 	}
+	reported := func() (sum uint64) { // what the runs' TermReports count
+		for _, n := range c.nodes {
+			n.mu.Lock()
+			if r := n.runs[first.run]; r != nil {
+				sum += r.received.Load()
+			}
+			n.mu.Unlock()
+		}
+		return sum
+	}
 	exec0, recv0, dup0 := stats()
+	rep0 := reported()
 	mu.Lock()
 	replay := batches
 	mu.Unlock()
@@ -237,6 +248,11 @@ func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
 	})
 	if exec, recv, _ := stats(); exec != exec0 || recv != recv0 {
 		t.Fatalf("after the replay: executed %d→%d, received %d→%d", exec0, exec, recv0, recv)
+	}
+	// Batches published again (not re-sent by their senders, who did not
+	// count them) must not unbalance the termination counters.
+	if rep := reported(); rep != rep0 {
+		t.Fatalf("the replayed batches changed the reported Received: %d→%d", rep0, rep)
 	}
 	c.release(ctx, first.run, "finished")
 	again := c.fold(ctx, first.run)

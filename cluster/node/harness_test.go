@@ -63,17 +63,19 @@ type cluster struct {
 	leader *leader
 	nodes  []*Node
 	ids    []string
+	killed map[string]bool // nodes a test killed: their Close errors are expected
 }
 
 type nodeSpec struct {
-	gpus int
-	cpus int
+	gpus      int
+	cpus      int
+	heartbeat time.Duration
 }
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 	t.Helper()
 	url := startNATS(t)
-	c := &cluster{t: t, url: url}
+	c := &cluster{t: t, url: url, killed: map[string]bool{}}
 	lc := connect(t, url, "leader")
 	if err := lc.EnsureStreams(testCtx(t, 10*time.Second), transport.StreamConfig{}); err != nil {
 		t.Fatal(err)
@@ -85,7 +87,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus}
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat}
 		if i == 0 {
 			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
 		}
@@ -94,7 +96,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if err := n.Close(); err != nil {
+			if err := n.Close(); err != nil && !c.killed[id] {
 				t.Errorf("close %s: %v", id, err)
 			}
 		})
@@ -165,6 +167,7 @@ type taskFold struct {
 	acts   uint64
 	execs  map[string]uint64 // per node: latest Executions
 	output []byte
+	dones  int // done events stored (a loop's may be coalesced)
 }
 
 func (f *taskFold) executions() uint64 {
@@ -362,6 +365,9 @@ func (c *cluster) fold(ctx context.Context, runID string) map[string]*taskFold {
 		f.acts = max(f.acts, e.Act)
 		f.execs[e.Node] = max(f.execs[e.Node], e.Executions)
 		f.output = clone(e.Output)
+		if e.State == transport.TaskDone {
+			f.dones++
+		}
 		return nil
 	})
 	if err != nil {

@@ -97,9 +97,10 @@ type Stats struct {
 	Refused          uint64 // Assignments refused
 	TasksExecuted    uint64 // function executions, retries included
 	SignalsSent      uint64 // Signals handed to the Batcher
-	SignalsReceived  uint64 // Signals accepted and scheduled into a run
+	SignalsReceived  uint64 // Signals accepted (new, after fencing) and scheduled into a run
 	SignalsDuplicate uint64 // Signals the Deduper dropped as seen before
-	SignalsFenced    uint64 // Signals of an older generation
+	SignalsFenced    uint64 // Signals whose sender does not own their source in the generation in force
+	SignalsTakenOver uint64 // Signals read back from the record for tasks taken over from lost nodes
 	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
 	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
 	SignalsReplayed  uint64 // Signals missed during a NATS outage and read back from the record
@@ -111,8 +112,8 @@ type Stats struct {
 type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
-	early                            atomic.Uint64
-	replayed                         atomic.Uint64
+	early, fenced, replayed          atomic.Uint64
+	takenOver                        atomic.Uint64
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -132,7 +133,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	runs     map[string]*run
-	early    map[string][]transport.Signal
+	early    map[string][]fromSig
 	ended    map[string]uint64 // run → last generation released
 	endedQ   []string
 	refused  map[runGen]error
@@ -220,7 +221,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger.With("node", cfg.ID),
 		now:     cfg.Now,
 		runs:    map[string]*run{},
-		early:   map[string][]transport.Signal{},
+		early:   map[string][]fromSig{},
 		ended:   map[string]uint64{},
 		refused: map[runGen]error{},
 		drained: make(chan struct{}),
@@ -268,7 +269,10 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}
 	n.events.start()
-	sig, err := n.conn.SubscribeSignals(n.id, n.dedup, n.onSignals)
+	// No Deduper in the subscription: the node fences by ownership and dedups
+	// itself (run.accept), since after a loss a live sender's Signals of an
+	// older generation are still good.
+	sig, err := n.conn.SubscribeBatches(n.id, n.onBatch)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
@@ -380,7 +384,8 @@ func (n *Node) Stats() Stats {
 		SignalsSent:      n.stats.sent.Load(),
 		SignalsReceived:  n.stats.received.Load(),
 		SignalsDuplicate: d.Duplicate,
-		SignalsFenced:    d.Fenced,
+		SignalsFenced:    d.Fenced + n.stats.fenced.Load(),
+		SignalsTakenOver: n.stats.takenOver.Load(),
 		SignalsDropped:   n.stats.dropped.Load(),
 		SignalsEarly:     n.stats.early.Load(),
 		SignalsReplayed:  n.stats.replayed.Load(),
@@ -425,8 +430,8 @@ const replayAgain = time.Second
 // replayMissed reads, after NATS came back, the record (JetStream) of the
 // Signals addressed to this node for every run it holds, and hands them to
 // the runs as if they had arrived: core NATS does not redeliver what was
-// published while this node was away, the record has it, and the Deduper
-// drops what did arrive. Runs on the flusher goroutine.
+// published while this node was away, the record has it, and the run's
+// fencing and Deduper drop what did arrive. Runs on the flusher goroutine.
 func (n *Node) replayMissed() {
 	n.mu.Lock()
 	runs := make([]string, 0, len(n.runs))
@@ -442,10 +447,7 @@ func (n *Node) replayMissed() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var got uint64
 		err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
-			if sigs := n.dedup.Filter(b.Signals); len(sigs) > 0 {
-				got += uint64(len(sigs))
-				n.onSignals(b.From, sigs)
-			}
+			got += uint64(n.take(b)) // fencing, dedup and counting as if live
 			return nil
 		})
 		cancel()
@@ -507,19 +509,20 @@ func (n *Node) assign(a *transport.Assignment) {
 		n.log.Info("draining: assignment ignored", "run", a.Run, "gen", a.Gen)
 		return
 	}
-	if old != nil {
-		old.superseded = true // under n.mu; its teardown then leaves the dedup state alone
-	}
 	n.mu.Unlock()
 	if old != nil {
-		n.log.Info("newer generation: restarting the run", "run", a.Run, "old", old.gen, "gen", a.Gen)
-		old.requestStop("superseded")
-		<-old.done
+		// A newer generation of a run held here: nodes were lost. Keep what
+		// runs here and take over what moved here (recover.go).
+		if err := old.update(a); err != nil {
+			n.refuse(a, err)
+		}
+		return
 	}
 
 	r, err := newRun(n, a, uint32(me))
+	var p *part
 	if err == nil {
-		err = r.build()
+		p, err = r.build(r.mine())
 	}
 	n.mu.Lock()
 	if err == nil && n.closed {
@@ -528,33 +531,48 @@ func (n *Node) assign(a *transport.Assignment) {
 	var open *localexec.OpenRun
 	if err == nil {
 		n.dedup.SetGen(a.Run, a.Gen)
-		open, err = n.ex.RunOpen(r.tf, r.onIdle)
+		open, err = n.ex.RunOpen(p.tf, r.onIdle)
 	}
 	if err != nil {
-		err = fmt.Errorf("%w: node %s, run %s gen %d: %w", ErrRefused, n.id, a.Run, a.Gen, err)
-		if len(n.refused) > maxEndedRuns {
-			clear(n.refused)
-		}
-		n.refused[runGen{a.Run, a.Gen}] = err
 		n.mu.Unlock()
 		r.cleanup()
-		n.stats.refused.Add(1)
-		n.log.Warn("assignment refused", "run", a.Run, "gen", a.Gen, "err", err)
-		n.sendFail(a.Run, taskOf(err), err)
+		n.refuse(a, err)
 		return
 	}
-	r.setOpen(open)
+	r.addPart(p, open)
+	if a.Gen == 1 {
+		r.moved = make([]bool, len(r.g.Vertices))
+	}
 	n.runs[a.Run] = r
 	early := n.early[a.Run]
 	delete(n.early, a.Run)
 	for i := range early {
-		r.deliver(&early[i])
+		r.accept(early[i].from, early[i].id, &early[i].s)
 	}
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
 	n.stats.assignments.Add(1)
 	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(early))
+	if a.Gen > 1 {
+		// A node new to the run at a later generation holds only tasks of
+		// lost nodes: rebuild their inputs from the record.
+		r.startFollow()
+	}
+}
+
+// refuse records and reports an Assignment that cannot run here.
+func (n *Node) refuse(a *transport.Assignment, err error) {
+	err = fmt.Errorf("%w: node %s, run %s gen %d: %w", ErrRefused, n.id, a.Run, a.Gen, err)
+	n.mu.Lock()
+	if len(n.refused) > maxEndedRuns {
+		clear(n.refused)
+	}
+	n.refused[runGen{a.Run, a.Gen}] = err
+	n.mu.Unlock()
+	n.stats.refused.Add(1)
+	n.log.Warn("assignment refused", "run", a.Run, "gen", a.Gen, "err", err)
+	n.sendFail(a.Run, taskOf(err), err)
 }
 
 func (n *Node) cancel(c *transport.Cancel) {
@@ -570,7 +588,10 @@ func (n *Node) cancel(c *transport.Cancel) {
 		return
 	}
 	n.mu.Unlock()
-	if c.Gen != 0 && c.Gen < r.gen {
+	n.mu.Lock()
+	gen := r.gen
+	n.mu.Unlock()
+	if c.Gen != 0 && c.Gen < gen {
 		return // a cancel of a generation we no longer run
 	}
 	r.requestStop(c.Reason)
@@ -603,19 +624,25 @@ func (n *Node) probe(e *transport.Envelope) {
 	}
 }
 
-// onSignals handles one batch of accepted Signals (the subscription
-// serialises batches). A Signal of a run the node has not been assigned yet
-// is kept until its Assignment comes.
-func (n *Node) onSignals(from string, sigs []transport.Signal) {
+// onBatch handles one Signal batch of the node's subscription (the
+// subscription serialises batches). A Signal of a run the node has not been
+// assigned yet is kept until its Assignment comes.
+func (n *Node) onBatch(b *transport.Batch) { n.take(b) }
+
+// take is onBatch; it returns how many Signals were new to a run held here.
+func (n *Node) take(b *transport.Batch) (fresh int) {
+	from, sigs := b.From, b.Signals
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for i := range sigs {
 		s := &sigs[i]
 		if r := n.runs[s.Run]; r != nil {
-			r.deliver(s)
+			if r.accept(from, physID{from, s.Gen, b.Seq, i}, s) {
+				fresh++
+			}
 			continue
 		}
-		if n.closed {
+		if _, gone := n.ended[s.Run]; gone || n.closed {
 			n.stats.dropped.Add(1)
 			continue
 		}
@@ -627,9 +654,10 @@ func (n *Node) onSignals(from string, sigs []transport.Signal) {
 		}
 		c := *s
 		c.Output = clone(s.Output)
-		n.early[s.Run] = append(buf, c)
+		n.early[s.Run] = append(buf, fromSig{from, physID{from, s.Gen, b.Seq, i}, c})
 		n.stats.early.Add(1)
 	}
+	return fresh
 }
 
 // sendFail tells the leader that task (a path; "" for the whole

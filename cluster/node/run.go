@@ -16,21 +16,39 @@ import (
 
 var jsonMarshal = json.Marshal
 
-// run is this node's part of one run under one generation.
+// run is this node's share of one run, across generations: the tasks it was
+// assigned first (parts[0]) and those it took over from lost nodes later
+// (one more part per generation that moved tasks here).
 type run struct {
 	n      *Node
 	id     string
-	gen    uint64
-	me     uint32
-	nodes  []string
-	owner  []uint32
+	gen    uint64 // the generation in force; written under n.mu (see curGen)
+	genA   atomic.Uint64
+	tab    atomic.Pointer[ownerTab]
 	g      *spec.Graph
-	tf     *localexec.Taskflow
 	nLocal int
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	openP  atomic.Pointer[localexec.OpenRun]
+	partsP atomic.Pointer[[]*part] // copy on write, under n.mu
+	pwg    sync.WaitGroup          // watchers of parts after the first
+
+	// Counters of the termination reports (see doc.go, Recovery).
+	cmu      sync.Mutex
+	recvFrom map[string]uint64 // Signals counted for the leader (accept, replayed), by sender
+	pending  []fromSig         // Signals of a generation newer than gen, until its Assignment (under n.mu)
+
+	// The follow of the run's record, while this node owns tasks taken from
+	// lost nodes (under n.mu, except caught).
+	follow   *transport.Follow
+	caught   atomic.Bool   // the follow has caught up (true when there is none)
+	followID atomic.Uint64 // numbers the follows, so a stopped one's catch-up is ignored
+	taken    map[sigPos]struct{}
+	// moved marks the vertices whose owner changed in a generation this node
+	// saw (under n.mu); nil on a node that joined the run after a loss (it
+	// cannot tell, and counts every duplicate).
+	moved []bool
+	phys  map[physID]struct{} // physical Signals of moved sources counted (under n.mu)
 
 	vs   []vstate              // per vertex of g
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
@@ -40,7 +58,6 @@ type run struct {
 	inflight       atomic.Int64 // accepted Signals being scheduled
 	failed         atomic.Bool
 	stopping       atomic.Bool
-	superseded     bool // under n.mu
 
 	idleCh    chan struct{}
 	probeCh   chan struct{}
@@ -52,6 +69,51 @@ type run struct {
 }
 
 type edgeKey struct{ src, dst uint32 }
+
+// ownerTab is one generation's placement: vertex v runs on nodes[owner[v]].
+type ownerTab struct {
+	nodes []string
+	owner []uint32
+}
+
+func (t *ownerTab) nodeOf(v int) string { return t.nodes[t.owner[v]] }
+
+func (t *ownerTab) has(node string) bool {
+	for _, n := range t.nodes {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// part is one local taskflow of a run, open on the executor.
+type part struct {
+	tf   *localexec.Taskflow
+	in   []bool // the vertices it runs
+	open atomic.Pointer[localexec.OpenRun]
+}
+
+type fromSig struct {
+	from string
+	id   physID
+	s    transport.Signal
+}
+
+// physID names one Signal as it crossed the wire: its batch (sender, batch
+// number) and place in it. Gen keeps a restarted sender's batch numbers,
+// which start again at 1, apart: it is only ever given later generations.
+type physID struct {
+	from string
+	gen  uint64
+	seq  uint64
+	i    int
+}
+
+type sigPos struct {
+	seq uint64
+	i   int
+}
 
 // assignError is a refusal that names the task at fault.
 type assignError struct {
@@ -73,14 +135,20 @@ func taskOf(err error) string {
 // newRun parses and expands the assignment's flow; build makes the graph.
 func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 	r := &run{
-		n: n, id: a.Run, gen: a.Gen, me: me, nodes: a.Nodes, owner: a.Owner,
-		recv:    map[edgeKey]*recvEdge{},
-		idleCh:  make(chan struct{}, 1),
-		probeCh: make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
+		n: n, id: a.Run, gen: a.Gen,
+		recvFrom: map[string]uint64{},
+		recv:     map[edgeKey]*recvEdge{},
+		idleCh:   make(chan struct{}, 1),
+		probeCh:  make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
 	}
+	r.genA.Store(a.Gen)
+	r.tab.Store(&ownerTab{nodes: a.Nodes, owner: a.Owner})
+	r.caught.Store(true)
+	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	_ = me
 	f, err := spec.Parse("run "+a.Run+".json", a.Flow)
 	if err != nil {
 		return r, err
@@ -100,15 +168,35 @@ func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 	return r, nil
 }
 
-func (r *run) local(v int) bool { return r.owner[v] == r.me }
+// local reports whether v runs on this node in the generation in force.
+func (r *run) local(v int) bool { return r.tab.Load().nodeOf(v) == r.n.id }
 
-func (r *run) nodeOf(v int) string { return r.nodes[r.owner[v]] }
+func (r *run) nodeOf(v int) string { return r.tab.Load().nodeOf(v) }
 
-func (r *run) setOpen(o *localexec.OpenRun) {
-	r.openP.Store(o)
+// curGen is the generation in force (any goroutine).
+func (r *run) curGen() uint64 { return r.genA.Load() }
+
+func (r *run) parts() []*part { return *r.partsP.Load() }
+
+// addPart records an opened part (under n.mu).
+func (r *run) addPart(p *part, o *localexec.OpenRun) {
+	p.open.Store(o)
+	ps := append(append([]*part(nil), r.parts()...), p)
+	r.partsP.Store(&ps)
 	if r.failed.Load() || r.stopping.Load() {
 		o.Cancel()
 	}
+}
+
+// idle: every part idle, no accepted Signal being scheduled, and the record
+// of lost nodes read up to where it stood when the follow began.
+func (r *run) idle() bool {
+	for _, p := range r.parts() {
+		if !p.open.Load().Idle() {
+			return false
+		}
+	}
+	return r.inflight.Load() == 0 && r.caught.Load()
 }
 
 // onIdle is the open run's idle callback (on a worker: it must not block).
@@ -145,7 +233,7 @@ func (r *run) requestStop(reason string) {
 func (r *run) loop() {
 	defer r.n.wg.Done()
 	defer close(r.done)
-	open := r.openP.Load()
+	open := r.parts()[0].open.Load()
 	r.report()
 	tick := time.NewTicker(r.n.cfg.Heartbeat)
 	defer tick.Stop()
@@ -180,13 +268,19 @@ func (r *run) report() {
 		r.n.log.Warn("flushing signals", "run", r.id, "err", err)
 	}
 	r.n.events.flush(ctx)
+	r.cmu.Lock()
 	received := r.received.Load()
-	open := r.openP.Load()
-	idle := open.Idle() && r.inflight.Load() == 0
+	from := make(map[string]uint64, len(r.recvFrom))
+	for k, v := range r.recvFrom {
+		from[k] = v
+	}
+	r.cmu.Unlock()
+	gen := r.curGen()
+	idle := r.idle()
 	sent := r.sent.Load()
 	r.n.sendReport(&transport.TermReport{
-		Run: r.id, Gen: r.gen, Node: r.n.id, Wave: r.probeWave.Load(),
-		Sent: sent, Received: received, Idle: idle,
+		Run: r.id, Gen: gen, Node: r.n.id, Wave: r.probeWave.Load(),
+		Sent: sent, Received: received, Idle: idle, ReceivedFrom: from,
 	})
 }
 
@@ -219,11 +313,22 @@ func (r *run) openEnded(err error) {
 
 // teardown cancels what still runs, waits for it and forgets the run.
 func (r *run) teardown() {
+	r.n.mu.Lock() // no part is added, no follow started, after this
 	r.stopping.Store(true)
+	f := r.follow
+	r.follow = nil
+	r.followID.Add(1)
+	r.n.mu.Unlock()
 	r.cancel()
-	open := r.openP.Load()
-	open.Cancel()
-	<-open.Done()
+	if f != nil {
+		f.Stop()
+	}
+	for _, p := range r.parts() {
+		open := p.open.Load()
+		open.Cancel()
+		<-open.Done()
+	}
+	r.pwg.Wait()
 	r.cleanup()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -236,13 +341,11 @@ func (r *run) teardown() {
 	if n.runs[r.id] == r {
 		delete(n.runs, r.id)
 	}
-	if !r.superseded {
-		n.dedup.EndRun(r.id)
-		n.markEndedLocked(r.id, r.gen)
-	}
+	n.dedup.EndRun(r.id)
+	n.markEndedLocked(r.id, r.gen)
 	n.checkDrainedLocked()
 	n.mu.Unlock()
-	n.log.Info("run released", "run", r.id, "gen", r.gen, "reason", r.reason)
+	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
 
 // cleanup frees what the run's GPU tasks hold.
@@ -254,28 +357,89 @@ func (r *run) cleanup() {
 	r.jobs = nil
 }
 
-// deliver takes one accepted Signal (under n.mu): it queues it on the edge's
-// proxy and schedules the proxy, then counts it as received.
-func (r *run) deliver(s *transport.Signal) {
-	if s.Gen != r.gen {
-		r.n.stats.dropped.Add(1)
-		r.n.log.Warn("signal of another generation dropped", "run", r.id, "gen", s.Gen, "running", r.gen)
-		return
+// accept takes one Signal from the live subscription (under n.mu). A Signal
+// of a newer generation waits for its Assignment; one whose sender does not
+// own its source in the generation in force is fenced; a new one is counted
+// and delivered (fresh); a duplicate is counted only when its source moved
+// (see below).
+func (r *run) accept(from string, id physID, s *transport.Signal) (fresh bool) {
+	n := r.n
+	if s.Gen > r.gen {
+		if len(r.pending) >= maxEarlySignals {
+			n.stats.dropped.Add(1)
+			return false
+		}
+		c := *s
+		c.Output = clone(s.Output)
+		r.pending = append(r.pending, fromSig{from, id, c})
+		n.stats.early.Add(1)
+		return false
 	}
+	tab := r.tab.Load()
+	if int(s.Src) >= len(tab.owner) || int(s.Dst) >= len(tab.owner) {
+		n.stats.dropped.Add(1)
+		n.log.Warn("signal for no task of the run dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "from", from)
+		return false
+	}
+	if owner := tab.nodeOf(int(s.Src)); owner != from {
+		n.stats.fenced.Add(1)
+		n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
+		return false
+	}
+	// What the leader balances is physical Signals: each one its sender
+	// counted in Sent is counted here once. A Signal of a source that never
+	// moved is sent once, so it counts when new; a duplicate of one is a
+	// batch published again (after a NATS outage this node reads its own
+	// record back) and counting it would unbalance the run. The new owner of
+	// a moved source runs it again and re-sends what its old owner had sent:
+	// those duplicates were counted by their sender, so they count here —
+	// once per physical Signal (id), however often it is read.
+	moved := r.moved == nil || r.moved[s.Src]
+	v := n.dedup.AdmitReplayed(s)
+	if moved && v != transport.Ended {
+		if _, seen := r.phys[id]; !seen {
+			if r.phys == nil {
+				r.phys = map[physID]struct{}{}
+			}
+			r.phys[id] = struct{}{}
+			r.count(from)
+		}
+	} else if v == transport.Accept {
+		r.count(from)
+	}
+	if v != transport.Accept {
+		return false
+	}
+	r.deliver(s, false)
+	return true
+}
+
+// count counts one Signal processed after fencing, from sender.
+func (r *run) count(from string) {
+	r.cmu.Lock()
+	r.recvFrom[from]++
+	r.received.Add(1)
+	r.cmu.Unlock()
+}
+
+// deliver schedules one new Signal (under n.mu): it queues it on the edge's
+// proxy and schedules the proxy.
+func (r *run) deliver(s *transport.Signal, replayed bool) {
 	e := r.recv[edgeKey{s.Src, s.Dst}]
 	if e == nil || e.kind != s.Kind {
-		r.n.stats.dropped.Add(1)
-		r.n.log.Warn("signal for no edge of this node dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "kind", s.Kind)
+		if !replayed { // a replayed Signal between two tasks now in one part has no proxy: the part's own edge does its work
+			r.n.stats.dropped.Add(1)
+			r.n.log.Warn("signal for no edge of this node dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "kind", s.Kind)
+		}
 		return
 	}
-	open := r.openP.Load()
+	open := e.p.open.Load()
 	r.inflight.Add(1)
 	e.fifo.push(item{act: s.Act, out: clone(s.Output)})
 	if err := open.Schedule(e.task); err != nil {
 		r.inflight.Add(-1)
 		return // the run is closing
 	}
-	r.received.Add(1)
 	r.inflight.Add(-1)
 	r.n.stats.received.Add(1)
 }
@@ -296,8 +460,10 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 	r.n.log.Warn("task failed", "run", r.id, "task", name, "err", err)
 	r.n.sendFail(r.id, name, err)
 	r.cancel()
-	if o := r.openP.Load(); o != nil {
-		o.Cancel()
+	for _, p := range r.parts() {
+		if o := p.open.Load(); o != nil {
+			o.Cancel()
+		}
 	}
 }
 
@@ -307,7 +473,7 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 		start = end
 	}
 	r.n.events.emit(transport.TaskEvent{
-		Run: r.id, Gen: r.gen, Task: uint32(v), Name: name, Node: r.n.id, State: st,
+		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
 		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
 	})
 }

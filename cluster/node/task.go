@@ -309,13 +309,14 @@ func (r *run) send(se *sendEdge) {
 		return
 	}
 	s := transport.Signal{
-		Run: r.id, Gen: r.gen, Src: uint32(se.src), Dst: uint32(se.dst),
+		Run: r.id, Gen: r.curGen(), Src: uint32(se.src), Dst: uint32(se.dst),
 		Act: it.act, Kind: se.kind, Output: it.out,
 	}
-	if err := r.n.batcher.Add(r.ctx, se.node, &s); err != nil {
+	node := r.nodeOf(se.dst) // the owner in force: a task moved off a lost node is sent to its new one
+	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
 		if r.ctx.Err() == nil {
 			v := se.src
-			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.g.Vertices[se.dst].Path, se.node, err))
+			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.g.Vertices[se.dst].Path, node, err))
 		}
 		return
 	}

@@ -1,0 +1,138 @@
+package coord
+
+import (
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+)
+
+// waitProbesDone waits (registered first, it runs after every other cleanup)
+// for memberlist's probes in flight: its Shutdown does not join them, and
+// with dead members its awareness stretches a probe to up to 8 × 200 ms.
+func waitProbesDone(t *testing.T) {
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			buf := make([]byte, 1<<20)
+			if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "memberlist.(*Memberlist).probeNode") {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+	})
+}
+
+// A node taken for dead whose tasks moved, but still connected to NATS
+// (frozen, cut off from gossip only), is told to let go when it reports its
+// old generation.
+func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
+	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 10*time.Second, "leader", c.Leader)
+	seeds := []string{c.GossipAddr()}
+	live := startFakeNode(t, "live", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	zombie := startFakeNode(t, "zombie", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+		return nodeState(c, "live") == proto.NodeAlive && nodeState(c, "zombie") == proto.NodeAlive
+	})
+	var sub proto.SubmitResponse
+	flow := "name: two\ntasks:\n  - {name: a, func: spin, args: {us: 1000}}\n  - {name: b, func: spin, args: {us: 1000}}\n"
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
+	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
+	must(t, zombie.ml.Shutdown()) // gone from gossip, still on NATS
+	eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
+	if r, _ := c.run(sub.ID); r.State != proto.RunRunning || len(r.Nodes) != 1 || r.Nodes[0] != "live" {
+		t.Fatalf("run after the loss: %s on %v", r.State, r.Nodes)
+	}
+	eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
+		zombie.term(sub.ID, 1, 0)
+		return zombie.cancelled(sub.ID) == "reassigned"
+	})
+	if live.cancelled(sub.ID) != "" {
+		t.Fatalf("the live node was cancelled too: %q", live.cancelled(sub.ID))
+	}
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs/"+sub.ID+"/cancel", "", nil, nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+}
+
+// The leader moves a lost node's tasks to live nodes under a new generation,
+// and fails a run whose tasks cannot move, naming the task and the node.
+func TestLeaderRecoversFromALostNode(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
+	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 10*time.Second, "leader", c.Leader)
+	seeds := []string{c.GossipAddr()}
+	ok := startFakeNode(t, "ok", url, seeds, 1, 0, nil)
+	doomed := startFakeNode(t, "doomed", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	pinned := startFakeNode(t, "pinned", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	eventually(t, 10*time.Second, "three nodes alive", func() bool {
+		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "doomed") == proto.NodeAlive && nodeState(c, "pinned") == proto.NodeAlive
+	})
+	submit := func(flow string) string {
+		t.Helper()
+		var sub proto.SubmitResponse
+		if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
+			t.Fatalf("submit: %d", code)
+		}
+		return sub.ID
+	}
+	var b strings.Builder
+	b.WriteString("name: spread\ntasks:\n")
+	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+		b.WriteString("  - {name: " + n + ", func: spin, args: {us: 1000}}\n")
+	}
+	spread := submit(b.String())
+	stuck := submit("name: stuck\ntasks:\n  - {name: p, func: noop, node: pinned}\n  - {name: q, func: noop, succeed: [p]}\n")
+	gen1 := map[string]bool{}
+	eventually(t, 10*time.Second, "every node took its part", func() bool {
+		for _, n := range []*fakeNode{ok, doomed, pinned} {
+			n.mu.Lock()
+			gen1[n.id] = n.runs[spread] == 1
+			n.mu.Unlock()
+		}
+		return gen1["ok"] && gen1["doomed"] && gen1["pinned"]
+	})
+	r, _ := c.run(spread)
+	if r.State != proto.RunRunning {
+		t.Fatalf("the spread run is %s before any loss (busy nodes hold it)", r.State)
+	}
+
+	doomed.stop() // no Leave: memberlist declares them dead
+	pinned.stop()
+	eventually(t, 15*time.Second, "the spread run succeeds on ok alone", func() bool { return runState(c, spread) == proto.RunSucceeded })
+	r, _ = c.run(spread)
+	if r.Gen < 2 || len(r.Nodes) != 1 || r.Nodes[0] != "ok" {
+		t.Fatalf("spread run after the losses: gen %d nodes %v", r.Gen, r.Nodes)
+	}
+	ok.mu.Lock()
+	gotGen := ok.runs[spread]
+	ok.mu.Unlock()
+	if gotGen != r.Gen {
+		t.Fatalf("ok runs gen %d of the spread run, the FSM has %d", gotGen, r.Gen)
+	}
+	var st proto.RunStatus
+	api(t, c.HTTPAddr(), "GET", "/v1/runs/"+spread, "", nil, &st)
+	for _, tk := range st.Tasks {
+		if tk.State != proto.TaskDone || tk.Node != "ok" {
+			t.Fatalf("task %+v: want done on ok", tk)
+		}
+	}
+
+	eventually(t, 15*time.Second, "the stuck run fails", func() bool { return runState(c, stuck) == proto.RunFailed })
+	r, _ = c.run(stuck)
+	if !strings.Contains(r.Error, `task "p"`) || !strings.Contains(r.Error, "pinned") || !strings.Contains(r.Error, "lost") {
+		t.Fatalf("the stuck run's error does not name the task and the lost node: %q", r.Error)
+	}
+}
