@@ -17,8 +17,10 @@ import (
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -434,6 +436,9 @@ func serveCmd() *cobra.Command {
 				return withCode(exitInvalid, err)
 			}
 			if err := s.Start(ctx); err != nil {
+				if errors.Is(err, transport.ErrAuth) || errors.Is(err, member.ErrKey) {
+					return withCode(exitUnauthorized, err) // another cluster secret, or none
+				}
 				return withCode(exitUnreachable, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator %s: http %s raft %s gossip %s\n", cfg.ID, s.HTTPAddr(), s.RaftAddr(), s.GossipAddr())
@@ -452,6 +457,8 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&cfg.Bootstrap, "bootstrap", false, "form a new cluster (a no-op when --data holds state)")
 	fl.StringVar(&cfg.Advertise, "advertise", "", "host others reach this coordinator at")
 	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
+	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
 	return cmd
 }

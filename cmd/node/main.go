@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -165,13 +166,16 @@ func run(args []string) int {
 		if ml != nil {
 			ml.Shutdown()
 		}
+		if errors.Is(err, member.ErrKey) {
+			return 4 // another cluster secret, or none
+		}
 		return 3
 	}
 	lv.l = ml
 
 	var srv *http.Server
 	if httpLn != nil {
-		srv = &http.Server{Handler: handler(n)}
+		srv = &http.Server{Handler: handler(n, sec.APIToken), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(httpLn)
 	}
 	fmt.Printf("node %s: up (nats %s, gossip %s)\n", *id, *natsURL, *gossip)
@@ -200,7 +204,9 @@ func advertised(bound, host string) string {
 	return net.JoinHostPort(host, port)
 }
 
-func handler(n *node.Node) http.Handler {
+// handler serves /healthz (open, for container health checks) and
+// /metrics, which needs the cluster's API token when it has a secret.
+func handler(n *node.Node, token string) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector())
 	reg.MustRegister(nodeCollector{n})
@@ -209,6 +215,16 @@ func handler(n *node.Node) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"id\":%q,\"ok\":true}\n", n.ID())
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token != "" && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, "{\"error\":%q}\n", proto.ErrUnauthorized.Error())
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
 	return mux
 }
