@@ -155,12 +155,25 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req proto.SubmitRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.submitBody()))
+	limit := s.submitBody()
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		msg := "request body: " + err.Error()
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return
+	}
+	if int64(len(body)) > limit {
+		// Take (and drop) the rest, within a bound, so that the client is done
+		// sending and reads this answer rather than a reset connection.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
+		msg := fmt.Sprintf("request body: over %d bytes (a flow file of at most %d bytes, coordinator --max-flow-bytes)", limit, s.cfg.MaxFlowBytes)
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
 		msg := "request body: " + err.Error()
-		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
-			msg = fmt.Sprintf("request body: over %d bytes (a flow file of at most %d bytes, coordinator --max-flow-bytes)", mb.Limit, s.cfg.MaxFlowBytes)
-		} else if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) {
 			msg = `request body: empty; want {"path": FILE, "flow": TEXT}`
 		}
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
