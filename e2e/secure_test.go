@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// exited waits (with a deadline) for a process that must stop on its own
+// and returns its exit code and log.
+func exited(t *testing.T, p *proc, d time.Duration) (int, string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("%s still runs after %v; it should have given up", p.name, d)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.ProcessState.ExitCode(), p.log.String()
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A cluster of the real binaries with one secret file: natsd requires its
+// credentials, the coordinator and the node hold it. A node or coordinator
+// without it, or with another secret, stops at once with exit 4 and says
+// why; the CLI without the token (or with another) exits 4; with the token
+// it runs a flow. /metrics of the coordinator and of the node need the
+// token, /healthz does not.
+func TestLoopbackSecuredCluster(t *testing.T) {
+	dir := t.TempDir()
+	secret, other := filepath.Join(dir, "secret"), filepath.Join(dir, "other")
+	if err := os.WriteFile(secret, []byte("0f1e2d3c4b5a69788796a5b4c3d2e1f0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte("not the cluster's secret at all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokOut, code := cli(t, "token", "--secret-file", secret)
+	if code != 0 {
+		t.Fatalf("token: exit %d", code)
+	}
+	token := strings.TrimSpace(tokOut)
+	tokenFile, wrongToken := filepath.Join(dir, "token"), filepath.Join(dir, "wrong-token")
+	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	os.WriteFile(wrongToken, []byte("0000\n"), 0o600)
+
+	natsURL := "nats://" + addr(freePort(t))
+	start(t, "natsd", "natsd", "--addr", strings.TrimPrefix(natsURL, "nats://"), "--store", filepath.Join(dir, "nats"), "--secret-file", secret)
+	g, h, r := addr(freePort(t)), addr(freePort(t)), addr(freePort(t))
+	server := "http://" + h
+	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", r, "--http", h,
+		"--gossip", g, "--nats", natsURL, "--bootstrap", "--secret-file", secret)
+	eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--url", server); return code == 0 })
+	nodeHTTP := addr(freePort(t))
+	start(t, "n1", "node", "--id", "n1", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
+		"--http", nodeHTTP, "--cpus", "2", "--secret-file", secret)
+
+	// Outsiders give up at once with exit 4, naming the refusal.
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"node without the secret", []string{"node", "--id", "x1", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g}},
+		{"node with another secret", []string{"node", "--id", "x2", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g, "--secret-file", other}},
+		{"coordinator with another secret", []string{"coordinator", "serve", "--id", "c9", "--data", filepath.Join(dir, "c9"),
+			"--raft", addr(freePort(t)), "--http", addr(freePort(t)), "--gossip", addr(freePort(t)), "--nats", natsURL, "--join", g, "--secret-file", other}},
+	} {
+		p := start(t, c.name, c.args...)
+		code, log := exited(t, p, 60*time.Second)
+		if code != 4 || !strings.Contains(log, "not authorised") {
+			t.Fatalf("%s: exit %d, want 4 naming the refusal; log:\n%s", c.name, code, log)
+		}
+	}
+
+	// The CLI: no token, a wrong one, then the right one.
+	eventually(t, 30*time.Second, "n1 alive", func() bool {
+		out, code := poll(t, "nodes", "--json", "--server", server, "--token-file", tokenFile)
+		return code == 0 && strings.Contains(out, `"state":"alive"`)
+	})
+	flow := filepath.Join(dir, "f.yaml")
+	os.WriteFile(flow, []byte("name: f\ntasks:\n  - {name: a, func: hash}\n  - {name: b, func: hash, succeed: [a]}\n"), 0o644)
+	if _, code := cli(t, "submit", flow, "--server", server); code != 4 {
+		t.Fatalf("submit without a token: exit %d, want 4", code)
+	}
+	if _, code := cli(t, "runs", "--server", server, "--token-file", wrongToken); code != 4 {
+		t.Fatalf("runs with a wrong token: exit %d, want 4", code)
+	}
+	if out, code := cli(t, "runs", "--json", "--server", server, "--token-file", tokenFile); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("refused submits made runs: exit %d: %s", code, out)
+	}
+	out, code := cli(t, "submit", flow, "--wait", "--json", "--server", server, "--token-file", tokenFile)
+	if code != 0 || !strings.Contains(out, `"state":"succeeded"`) {
+		t.Fatalf("submit with the token: exit %d: %s", code, out)
+	}
+
+	// HTTP: /healthz open and quiet, /metrics behind the token.
+	if code, body := get(t, server+"/healthz", ""); code != 200 || strings.Contains(body, "c1") {
+		t.Fatalf("healthz without a token: %d %s", code, body)
+	}
+	for _, u := range []string{server + "/metrics", "http://" + nodeHTTP + "/metrics"} {
+		if code, _ := get(t, u, ""); code != http.StatusUnauthorized {
+			t.Fatalf("%s without a token: %d", u, code)
+		}
+		if code, body := get(t, u, token); code != 200 || !strings.Contains(body, "hetflow_") {
+			t.Fatalf("%s with the token: %d", u, code)
+		}
+	}
+	if _, body := get(t, "http://"+nodeHTTP+"/metrics", token); !strings.Contains(body, `hetflow_messages_dropped_total{reason="malformed"} 0`) {
+		t.Fatalf("the node exports no dropped-message counter:\n%s", body)
+	}
+}
