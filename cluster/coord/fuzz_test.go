@@ -65,7 +65,10 @@ func fuzzServer(f *testing.F) (*Server, string) {
 func FuzzAPI(f *testing.F) {
 	s, tok := fuzzServer(f)
 	h := s.httpSrv.Handler
-	body := func(path, flow string) []byte { b, _ := json.Marshal(proto.SubmitRequest{Path: path, Flow: flow}); return b }
+	body := func(path, flow string) []byte {
+		b, _ := json.Marshal(proto.SubmitRequest{Path: path, Flow: flow})
+		return b
+	}
 	f.Add(uint8(0), "", body("wide.yaml", wideFlow))
 	f.Add(uint8(0), "", []byte(`{"path": "x.json", "flow": "{\"name\": \"j\", \"tasks\": [{\"name\": \"a\", \"func\": \"noop\"}]}"}`))
 	f.Add(uint8(0), "", []byte(`{"flow": 7}`))
