@@ -19,13 +19,17 @@ import (
 // fuzzServer is a real single coordinator (raft on disk, gossip, no NATS:
 // runs are committed but not executed) with a secret and one node in the
 // ring, so that a valid flow is placed and committed.
-func fuzzServer(f *testing.F) (*Server, string) {
+func fuzzServer(f testing.TB, mod ...func(*Config)) (*Server, string) {
 	sec, err := proto.DeriveSecret([]byte("the fuzzed coordinator's secret"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, err := New(Config{ID: "c1", DataDir: f.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		GossipAddr: "127.0.0.1:0", Bootstrap: true, Secret: proto.Secret{APIToken: sec.APIToken}})
+	cfg := Config{ID: "c1", DataDir: f.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		GossipAddr: "127.0.0.1:0", Bootstrap: true, Secret: proto.Secret{APIToken: sec.APIToken}}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -175,8 +175,13 @@ func submitCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitInvalid, err)
 			}
-			if _, err := spec.Parse(args[0], text); err != nil {
-				return withCode(exitInvalid, err)
+			// Check here for early file:line errors, but leave a file over the
+			// default size limit to the cluster (it may allow more with
+			// --max-flow-bytes): parsing 30 MB of YAML takes seconds and GiBs.
+			if len(text) <= coord.DefaultMaxFlowBytes {
+				if _, err := spec.Parse(args[0], text); err != nil {
+					return withCode(exitInvalid, err)
+				}
 			}
 			c, err := f.client()
 			if err != nil {
