@@ -471,6 +471,7 @@ func serveCmd() *cobra.Command {
 func devCmd() *cobra.Command {
 	var cfg cluster.DevConfig
 	var asJSON, serve, verbose bool
+	var secretFile string
 	cmd := &cobra.Command{
 		Use:   "dev [FLOW...]",
 		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
@@ -498,6 +499,11 @@ func devCmd() *cobra.Command {
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
+			sec, err := readSecret(secretFile)
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			cfg.Secret = sec
 			ctx, cancel := signalCtx()
 			defer cancel()
 			sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
@@ -551,6 +557,7 @@ func devCmd() *cobra.Command {
 	fl.IntVar(&cfg.SimGPUs, "sim-gpus", 1, "sim GPUs on the last node")
 	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
 	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
+	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {
