@@ -332,11 +332,14 @@ func (l *List) rejoin() {
 // LocalAddr is the gossip address others reach this member at.
 func (l *List) LocalAddr() string {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ml == nil {
+	ml := l.ml
+	l.mu.Unlock()
+	if ml == nil {
 		return ""
 	}
-	return l.ml.LocalNode().Address()
+	// Not under l.mu: LocalNode takes memberlist's node lock, which
+	// memberlist holds while it calls our event delegate, which takes l.mu.
+	return ml.LocalNode().Address()
 }
 
 // Members lists every member seen (this one included), sorted by id.

@@ -183,9 +183,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 			t.Fatalf("the intruder got into %s's table", m.cfg.ID)
 		}
 	}
-	if alive(a) != 3 {
-		t.Fatalf("a has %d alive members", alive(a))
-	}
+	eventually(t, 10*time.Second, "a sees its ring of three alive", func() bool { return alive(a) == 3 })
 }
 
 func TestConfigErrors(t *testing.T) {
