@@ -1,7 +1,15 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -129,5 +137,60 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	}
 	if _, body := get(t, "http://"+nodeHTTP+"/metrics", token); !strings.Contains(body, `hetflow_messages_dropped_total{reason="malformed"} 0`) {
 		t.Fatalf("the node exports no dropped-message counter:\n%s", body)
+	}
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hetflow e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return certFile, keyFile
+}
+
+// coordinator serve --tls-cert/--tls-key: the CLI reaches it over https
+// with --ca-file, and refuses it without (exit 3: it cannot be reached
+// safely).
+func TestLoopbackAPIOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := selfSigned(t, dir)
+	natsAddr := addr(freePort(t))
+	start(t, "natsd", "natsd", "--addr", natsAddr, "--store", filepath.Join(dir, "nats"))
+	h := addr(freePort(t))
+	server := "https://" + h
+	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", addr(freePort(t)),
+		"--http", h, "--gossip", addr(freePort(t)), "--nats", "nats://"+natsAddr, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
+	eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
+		_, code := poll(t, "health", "--url", server, "--ca-file", certFile)
+		return code == 0
+	})
+	if out, code := cli(t, "peers", "--json", "--server", server, "--ca-file", certFile); code != 0 || !strings.Contains(out, `"id":"c1"`) {
+		t.Fatalf("peers over TLS: exit %d: %s", code, out)
+	}
+	if _, code := cli(t, "health", "--url", server); code != 3 {
+		t.Fatalf("health without trusting the certificate: exit %d, want 3", code)
+	}
+	if _, code := cli(t, "runs", "--server", "http://"+h, "--ca-file", certFile); code == 0 {
+		t.Fatal("plain HTTP to the TLS API answered")
+	}
+	if _, code := cli(t, "serve", "--id", "c2", "--data", filepath.Join(dir, "c2"), "--tls-cert", certFile); code != 2 {
+		t.Fatalf("--tls-cert without --tls-key: exit %d, want 2", code)
 	}
 }

@@ -122,13 +122,21 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// scheme of this cluster's API: https when it serves TLS.
+func (s *Server) scheme() string {
+	if s.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body: "+err.Error(), nil)
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.scheme()+"://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return

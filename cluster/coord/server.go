@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,12 @@ type Config struct {
 	// expanded, partitioned or committed, with an error naming the limit.
 	MaxTasks     int
 	MaxFlowBytes int
+	// TLS, when set, serves the API over HTTPS with it (it needs a
+	// certificate); every coordinator of a cluster then does, and a
+	// follower forwards to the leader over HTTPS, trusting ForwardTLS (nil:
+	// the system roots).
+	TLS        *tls.Config
+	ForwardTLS *tls.Config
 	// RaftTimeout is raft's heartbeat and election timeout (default 500ms:
 	// a follower misses the leader after 0.5–1 s and a new leader is elected
 	// well within the 3 s the failover target allows; see the README).
@@ -132,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxTasks <= 0 {
 		cfg.MaxTasks = DefaultMaxTasks
 	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil {
+		return nil, fmt.Errorf("%w: TLS without a certificate", ErrConfig)
+	}
 	if cfg.MaxFlowBytes <= 0 {
 		cfg.MaxFlowBytes = DefaultMaxFlowBytes
 	}
@@ -143,6 +153,9 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("coordinator", cfg.ID)
+	if cfg.TLS != nil {
+		s.fwd.Transport = &http.Transport{TLSClientConfig: cfg.ForwardTLS, Proxy: http.ProxyFromEnvironment}
+	}
 	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick) }}
 	s.initMetrics()
 	return s, nil
@@ -307,9 +320,13 @@ func (s *Server) startHTTP() error {
 		ln.Close()
 		return err
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	s.mu.Lock()
 	s.httpLn, s.httpAddr = ln, adv
-	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // TLS handshake errors and the like
 	s.mu.Unlock()
 	return nil
 }

@@ -28,12 +28,14 @@ import (
 type clientFlags struct {
 	server    string
 	tokenFile string
+	caFile    string
 	json      bool
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "API token file (default $HETFLOW_TOKEN)")
+	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for https:// servers (default $HETFLOW_CA; else the system roots)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "machine-readable output")
 }
 
@@ -53,7 +55,26 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 		}
 		token = strings.TrimSpace(string(b))
 	}
-	return cluster.NewClient(strings.Split(servers, ","), token), nil
+	c := cluster.NewClient(strings.Split(servers, ","), token)
+	if err := trustCA(c.HTTP, f.caFile); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// trustCA makes hc trust the certificates of caFile (or of $HETFLOW_CA).
+func trustCA(hc *http.Client, caFile string) error {
+	if caFile == "" {
+		caFile = os.Getenv("HETFLOW_CA")
+	}
+	cfg, err := proto.ClientTLS(caFile)
+	if err != nil {
+		return withCode(exitInvalid, err)
+	}
+	if cfg != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	}
+	return nil
 }
 
 // call runs fn with a client and a 30 s deadline, mapping its error to an
@@ -359,13 +380,16 @@ func peersCmd() *cobra.Command {
 }
 
 func healthCmd() *cobra.Command {
-	var url string
+	var url, caFile string
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "exit 0 when the coordinator at --url answers /healthz",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc := &http.Client{Timeout: 2 * time.Second}
+			if err := trustCA(hc, caFile); err != nil {
+				return err
+			}
 			resp, err := hc.Get(strings.TrimSuffix(url, "/") + "/healthz")
 			if err != nil {
 				return withCode(exitUnreachable, err)
@@ -378,6 +402,7 @@ func healthCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "coordinator HTTP address")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --url (default $HETFLOW_CA)")
 	return cmd
 }
 
@@ -413,7 +438,7 @@ func readSecret(path string) (proto.Secret, error) {
 
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
-	var join, secretFile string
+	var join, secretFile, tlsCert, tlsKey, caFile string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -431,6 +456,17 @@ func serveCmd() *cobra.Command {
 				return withCode(exitInvalid, err)
 			}
 			cfg.Secret = sec
+			if cfg.TLS, err = proto.ServerTLS(tlsCert, tlsKey); err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if caFile == "" {
+				caFile = tlsCert // a self-signed certificate shared by the coordinators
+			}
+			if cfg.TLS != nil {
+				if cfg.ForwardTLS, err = proto.ClientTLS(caFile); err != nil {
+					return withCode(exitInvalid, err)
+				}
+			}
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
@@ -462,6 +498,9 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&cfg.Bootstrap, "bootstrap", false, "form a new cluster (a no-op when --data holds state)")
 	fl.StringVar(&cfg.Advertise, "advertise", "", "host others reach this coordinator at")
 	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	fl.StringVar(&tlsCert, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (with --tls-key)")
+	fl.StringVar(&tlsKey, "tls-key", "", "the PEM key of --tls-cert")
+	fl.StringVar(&caFile, "ca-file", "", "PEM certificates to trust when forwarding to the leader over HTTPS (default: --tls-cert)")
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
