@@ -165,18 +165,21 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// coordinator serve --tls-cert/--tls-key: the CLI reaches it over https
-// with --ca-file, and refuses it without (exit 3: it cannot be reached
-// safely).
+// TLS everywhere it is offered: natsd --tls-cert/--tls-key, the
+// coordinator's API (serve --tls-cert/--tls-key) and both the coordinator
+// and a node trusting NATS with --nats-ca. The CLI reaches the API over
+// https with --ca-file and refuses it without (exit 3: it cannot be reached
+// safely); a flow runs.
 func TestLoopbackAPIOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := selfSigned(t, dir)
 	natsAddr := addr(freePort(t))
-	start(t, "natsd", "natsd", "--addr", natsAddr, "--store", filepath.Join(dir, "nats"))
-	h := addr(freePort(t))
+	start(t, "natsd", "natsd", "--addr", natsAddr, "--store", filepath.Join(dir, "nats"), "--tls-cert", certFile, "--tls-key", keyFile)
+	h, g := addr(freePort(t)), addr(freePort(t))
 	server := "https://" + h
 	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", addr(freePort(t)),
-		"--http", h, "--gossip", addr(freePort(t)), "--nats", "nats://"+natsAddr, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
+		"--http", h, "--gossip", g, "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
+	start(t, "n1", "node", "--id", "n1", "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--gossip", addr(freePort(t)), "--join", g, "--cpus", "2")
 	eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
 		_, code := poll(t, "health", "--url", server, "--ca-file", certFile)
 		return code == 0
@@ -192,5 +195,14 @@ func TestLoopbackAPIOverTLS(t *testing.T) {
 	}
 	if _, code := cli(t, "serve", "--id", "c2", "--data", filepath.Join(dir, "c2"), "--tls-cert", certFile); code != 2 {
 		t.Fatalf("--tls-cert without --tls-key: exit %d, want 2", code)
+	}
+	eventually(t, 30*time.Second, "n1 alive", func() bool {
+		out, code := poll(t, "nodes", "--json", "--server", server, "--ca-file", certFile)
+		return code == 0 && strings.Contains(out, `"state":"alive"`)
+	})
+	flow := filepath.Join(dir, "f.yaml")
+	os.WriteFile(flow, []byte("name: f\ntasks:\n  - {name: a, func: hash}\n  - {name: b, func: hash, succeed: [a]}\n"), 0o644)
+	if out, code := cli(t, "submit", flow, "--wait", "--json", "--server", server, "--ca-file", certFile); code != 0 || !strings.Contains(out, `"state":"succeeded"`) {
+		t.Fatalf("a flow with TLS on NATS and the API: exit %d: %s", code, out)
 	}
 }

@@ -52,6 +52,7 @@ type Config struct {
 
 	NATSURL string          // NATS to connect to, or
 	NATS    *transport.Conn // an existing connection (not closed by Close)
+	NATSTLS *tls.Config     // with NATSURL: speak TLS to NATS, trusting its RootCAs (optional)
 	// Streams, when set, is applied with EnsureStreams at Start; otherwise
 	// the JetStream streams are created with defaults when missing.
 	Streams *transport.StreamConfig
@@ -288,6 +289,9 @@ func (s *Server) startNATS(ctx context.Context) error {
 		opts := []transport.Option{transport.WithName(s.cfg.ID)}
 		if s.cfg.Secret.NATSPassword != "" {
 			opts = append(opts, transport.WithUserPassword(s.cfg.Secret.NATSUser, s.cfg.Secret.NATSPassword))
+		}
+		if s.cfg.NATSTLS != nil {
+			opts = append(opts, transport.WithTLS(s.cfg.NATSTLS))
 		}
 		nc, err := transport.Connect(ctx, s.cfg.NATSURL, opts...)
 		if err != nil {

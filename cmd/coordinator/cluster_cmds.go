@@ -438,7 +438,7 @@ func readSecret(path string) (proto.Secret, error) {
 
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
-	var join, secretFile, tlsCert, tlsKey, caFile string
+	var join, secretFile, tlsCert, tlsKey, caFile, natsCA string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -466,6 +466,9 @@ func serveCmd() *cobra.Command {
 				if cfg.ForwardTLS, err = proto.ClientTLS(caFile); err != nil {
 					return withCode(exitInvalid, err)
 				}
+			}
+			if cfg.NATSTLS, err = proto.ClientTLS(natsCA); err != nil {
+				return withCode(exitInvalid, err)
 			}
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -501,6 +504,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&tlsCert, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (with --tls-key)")
 	fl.StringVar(&tlsKey, "tls-key", "", "the PEM key of --tls-cert")
 	fl.StringVar(&caFile, "ca-file", "", "PEM certificates to trust when forwarding to the leader over HTTPS (default: --tls-cert)")
+	fl.StringVar(&natsCA, "nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")

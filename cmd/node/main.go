@@ -4,7 +4,7 @@
 // it takes no new runs, finishes what it holds, and leaves the ring.
 //
 //	node --id ID --nats URL --gossip HOST:PORT --join HOST:PORT,... [--http HOST:PORT]
-//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--secret-file F]
+//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--secret-file F] [--nats-ca F]
 //	node health --url http://HOST:PORT     (exit 0 when /healthz answers 200)
 package main
 
@@ -80,6 +80,7 @@ func run(args []string) int {
 	gpus := fs.Int("sim-gpus", 0, "simulated GPU devices (sim backend)")
 	advertise := fs.String("advertise", "", "host others reach this node at")
 	secretFile := fs.String("secret-file", "", "cluster secret file")
+	natsCA := fs.String("nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -113,6 +114,14 @@ func run(args []string) int {
 	copts := []transport.Option{transport.WithName("node " + *id)}
 	if sec.NATSUser != "" {
 		copts = append(copts, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
+	}
+	tc, err := proto.ClientTLS(*natsCA)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 2
+	}
+	if tc != nil {
+		copts = append(copts, transport.WithTLS(tc))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	conn, err := transport.Connect(cctx, *natsURL, copts...)
