@@ -25,7 +25,10 @@ type DevConfig struct {
 	SimGPUs  int    // sim GPUs on the last node (default 1; -1 none)
 	HTTPAddr string // coordinator API address (default 127.0.0.1:0)
 	Dir      string // data directory (default: a temporary one, removed by Close)
-	Logger   *slog.Logger
+	// Secret secures the cluster (proto.DeriveSecret): NATS requires its
+	// credentials, the gossip ring its key, the API its token (Client uses it).
+	Secret proto.Secret
+	Logger *slog.Logger
 }
 
 // Dev is an all-in-one cluster: an embedded NATS server with JetStream, one
@@ -39,6 +42,7 @@ type Dev struct {
 	conns   []*transport.Conn
 	dir     string
 	ownDir  bool
+	token   string
 }
 
 // StartDev starts the all-in-one cluster and returns when the coordinator
@@ -56,7 +60,12 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
-	d = &Dev{dir: cfg.Dir}
+	d = &Dev{dir: cfg.Dir, token: cfg.Secret.APIToken}
+	sec := cfg.Secret
+	var creds []transport.Option
+	if sec.NATSPassword != "" {
+		creds = append(creds, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
+	}
 	if d.dir == "" {
 		if d.dir, err = os.MkdirTemp("", "hetflow-dev-"); err != nil {
 			return nil, err
@@ -68,12 +77,13 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 			d.Close()
 		}
 	}()
-	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats")}); err != nil {
+	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats"),
+		User: sec.NATSUser, Password: sec.NATSPassword}); err != nil {
 		return nil, err
 	}
 	d.coord, err = coord.New(coord.Config{
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
-		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Logger: cfg.Logger,
+		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -87,7 +97,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	seed := []string{d.coord.GossipAddr()}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := "n" + strconv.Itoa(i+1)
-		conn, err := transport.Connect(ctx, d.nats.URL(), transport.WithName("dev "+id))
+		conn, err := transport.Connect(ctx, d.nats.URL(), append(creds, transport.WithName("dev "+id))...)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +114,8 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 		if err := n.Start(ctx); err != nil {
 			return nil, err
 		}
-		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.Meta(), Logger: cfg.Logger})
+		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.Meta(),
+			SecretKey: sec.GossipKey, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -142,8 +153,21 @@ func alive(ns []proto.NodeInfo) int {
 // URL is the coordinator's API address (http://host:port).
 func (d *Dev) URL() string { return "http://" + d.coord.HTTPAddr() }
 
-// Client returns a client of the dev cluster.
-func (d *Dev) Client() *Client { return NewClient([]string{d.URL()}, "") }
+// Client returns a client of the dev cluster (with the API token when it
+// has a secret).
+func (d *Dev) Client() *Client { return NewClient([]string{d.URL()}, d.token) }
+
+// NATSURL is the embedded NATS server's client URL.
+func (d *Dev) NATSURL() string { return d.nats.URL() }
+
+// GossipAddr is the coordinator's gossip address (a seed to join).
+func (d *Dev) GossipAddr() string { return d.coord.GossipAddr() }
+
+// Coordinator is the dev cluster's coordinator.
+func (d *Dev) Coordinator() *coord.Server { return d.coord }
+
+// Nodes are the dev cluster's nodes, n1 first.
+func (d *Dev) Nodes() []*node.Node { return d.nodes }
 
 // Close stops everything and removes a temporary data directory.
 func (d *Dev) Close() error {

@@ -18,6 +18,7 @@ fuzz ./transport FuzzDecodeTaskEvent
 fuzz ./transport FuzzDecodeAssignment
 fuzz ./transport FuzzDecodeControl
 fuzz ./transport FuzzDecode
+fuzz ./cluster/coord FuzzAPI
 fuzz ./cluster/spec FuzzParseYAML
 fuzz ./cluster/spec FuzzParseJSON
 fuzz ./partition FuzzPartition

@@ -61,7 +61,12 @@
 // POST /v1/runs, GET /v1/runs, GET /v1/runs/{id}, POST /v1/runs/{id}/cancel,
 // GET /v1/nodes, GET /v1/peers, DELETE /v1/peers/{id}, GET /v1/leader,
 // GET /healthz, GET /metrics, JSON shapes of cluster/proto. With a secret,
-// every call but /healthz and /metrics needs "Authorization: Bearer <token>".
+// every call but /healthz (/metrics included) needs "Authorization: Bearer
+// <token>"; /healthz without it answers only {"status":"ok"}. A flow over
+// Config.MaxFlowBytes or expanding to over Config.MaxTasks tasks is refused
+// (400) before it is expanded or committed. Term and fail messages the
+// leader cannot decode are dropped and counted
+// (hetflow_messages_dropped_total{subject,reason}, Server.Dropped).
 // Submit, status, cancel and peer removal run on the leader; a follower
 // forwards them (X-Hetflow-Forwarded-By) or answers 503 with no leader.
 package coord

@@ -19,14 +19,19 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // HeaderForwardedBy names the follower that forwarded a request to the leader.
 const HeaderForwardedBy = "X-Hetflow-Forwarded-By"
 
-// maxBody bounds a request body: a flow file of spec.MaxFileSize as a JSON
-// string, with room for escapes.
+// maxBody bounds a forwarded request body: a flow file of spec.MaxFileSize
+// as a JSON string, with room for escapes.
 const maxBody = 2*spec.MaxFileSize + 4096
+
+// submitBody bounds a POST /v1/runs body: a flow file of MaxFlowBytes as a
+// JSON string (escapes can double it), with room for the path.
+func (s *Server) submitBody() int64 { return 2*int64(s.cfg.MaxFlowBytes) + 4096 }
 
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
@@ -63,13 +68,18 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
 
+// authorised: with a cluster secret every route but /healthz needs the API
+// token (/metrics too: Prometheus sends it with `authorization:
+// {credentials_file: ...}`). /healthz stays open for container health checks
+// and tells a caller without the token nothing but the status.
 func (s *Server) authorised(r *http.Request) bool {
+	return s.cfg.Secret.APIToken == "" || r.URL.Path == "/healthz" || s.hasToken(r)
+}
+
+func (s *Server) hasToken(r *http.Request) bool {
 	tok := s.cfg.Secret.APIToken
-	if tok == "" || r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
-		return true
-	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1
+	return tok == "" || ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -112,13 +122,21 @@ func (s *Server) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// scheme of this cluster's API: https when it serves TLS.
+func (s *Server) scheme() string {
+	if s.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body: "+err.Error(), nil)
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, s.scheme()+"://"+leader+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
 		return
@@ -145,9 +163,33 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req proto.SubmitRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	limit := s.submitBody()
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		msg := "request body: " + err.Error()
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return
+	}
+	if int64(len(body)) > limit {
+		// Take (and drop) the rest, within a bound, so that the client is done
+		// sending and reads this answer rather than a reset connection.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
+		msg := fmt.Sprintf("request body: over %d bytes (a flow file of at most %d bytes, coordinator --max-flow-bytes)", limit, s.cfg.MaxFlowBytes)
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "request body: "+err.Error(), []string{"request body: " + err.Error()})
+		msg := "request body: " + err.Error()
+		if errors.Is(err, io.EOF) {
+			msg = `request body: empty; want {"path": FILE, "flow": TEXT}`
+		}
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return
+	}
+	if dec.More() {
+		msg := "request body: more than one JSON value"
+		writeError(w, http.StatusBadRequest, msg, []string{msg})
 		return
 	}
 	id, err := s.SubmitID(req.ID, req.Path, []byte(req.Flow))
@@ -208,6 +250,9 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	if path == "" {
 		path = "flow.yaml"
 	}
+	if len(text) > s.cfg.MaxFlowBytes {
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow file is %d bytes, over this cluster's limit of %d (coordinator --max-flow-bytes)", path, len(text), s.cfg.MaxFlowBytes)}}
+	}
 	f, err := spec.Parse(path, text)
 	if err != nil {
 		return "", invalid(err)
@@ -225,12 +270,23 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	if err := f.Validate(spec.Options{Funcs: s.cfg.Catalog, Resources: res}); err != nil {
 		return "", invalid(err)
 	}
+	// Before anything grows with the run's size (Validate refused module cycles).
+	if n := f.ExpandedSize(); n > s.cfg.MaxTasks {
+		what := strconv.Itoa(n)
+		if n > spec.MaxVertices {
+			what = "over " + strconv.Itoa(spec.MaxVertices)
+		}
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow %q expands to %s tasks, over this cluster's limit of %d a run (coordinator --max-tasks)", path, f.Root().Name, what, s.cfg.MaxTasks)}}
+	}
 	// Every process expands the same canonical bytes, so indices agree.
 	canon, err := spec.Marshal(f, spec.FormatJSON)
 	if err != nil {
 		return "", fmt.Errorf("coord: marshal flow: %w", err)
 	}
 	cf, err := spec.ParseJSON(path, canon)
+	if errors.Is(err, spec.ErrTooLarge) {
+		return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(canon), spec.MaxFileSize))
+	}
 	if err != nil {
 		return "", fmt.Errorf("coord: canonical flow does not parse back: %w", err)
 	}
@@ -425,6 +481,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no leader", nil)
 		return
 	}
+	if !s.hasToken(r) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "id": s.cfg.ID, "leader": li.ID, "state": strings.ToLower(s.raft.State().String())})
 }
 
@@ -434,7 +494,37 @@ func (s *Server) initMetrics() {
 	s.reg = prometheus.NewRegistry()
 	s.http = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_coord_http_requests_total",
 		Help: "API requests by method, route and status code."}, []string{"method", "route", "code"})
-	s.reg.MustRegister(s.http, (*collector)(s), prometheus.NewGoCollector())
+	s.drops = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_messages_dropped_total",
+		Help: "Messages from peers dropped undecoded, by subject and reason (malformed, oversized, kind)."}, []string{"subject", "reason"})
+	s.reg.MustRegister(s.http, s.drops, (*collector)(s), prometheus.NewGoCollector())
+}
+
+// errWrongKind: a message that decodes but is not what its subject carries.
+var errWrongKind = errors.New("coord: wrong message kind for the subject")
+
+// dropped counts a message from a peer the coordinator could not use; the
+// leader keeps going.
+func (s *Server) dropped(subject string, err error) {
+	reason := "malformed"
+	switch {
+	case errors.Is(err, transport.ErrOversized):
+		reason = "oversized"
+	case errors.Is(err, errWrongKind):
+		reason = "kind"
+	}
+	s.drops.WithLabelValues(subject, reason).Inc()
+	s.dropMu.Lock()
+	s.dropCount[subject+" "+reason]++
+	s.dropMu.Unlock()
+	s.log.Debug("message dropped", "subject", subject, "reason", reason, "err", err)
+}
+
+// Dropped is how many messages from peers the coordinator dropped on
+// subject for reason (see hetflow_messages_dropped_total).
+func (s *Server) Dropped(subject, reason string) uint64 {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	return s.dropCount[subject+" "+reason]
 }
 
 type collector Server

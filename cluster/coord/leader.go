@@ -77,9 +77,11 @@ func (s *Server) lead(ctx context.Context) {
 		lim := s.nc.Limits()
 		term, err := s.nc.Subscribe(proto.SubjectTerm, func(m *nats.Msg) {
 			var r transport.TermReport
-			if r.Decode(m.Data, lim) == nil {
-				deliver(inbound{term: &r})
+			if err := r.Decode(m.Data, lim); err != nil {
+				s.dropped(proto.SubjectTerm, err)
+				return
 			}
+			deliver(inbound{term: &r})
 		})
 		if err != nil {
 			s.log.Error("subscribe term reports", "err", err)
@@ -87,9 +89,15 @@ func (s *Server) lead(ctx context.Context) {
 		}
 		fail, err := s.nc.Subscribe(proto.SubjectFail, func(m *nats.Msg) {
 			var e transport.Envelope
-			if e.Decode(m.Data, lim) == nil && e.Kind == proto.KindFail {
-				deliver(inbound{fail: &e})
+			if err := e.Decode(m.Data, lim); err != nil {
+				s.dropped(proto.SubjectFail, err)
+				return
 			}
+			if e.Kind != proto.KindFail {
+				s.dropped(proto.SubjectFail, errWrongKind)
+				return
+			}
+			deliver(inbound{fail: &e})
 		})
 		if err != nil {
 			s.log.Error("subscribe fail reports", "err", err)

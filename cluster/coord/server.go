@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,17 @@ import (
 // ErrConfig is matched by a Config that New or Start refuse.
 var ErrConfig = errors.New("coord: bad config")
 
+// Default run size limits (Config.MaxTasks, Config.MaxFlowBytes). A 100K-task
+// run takes about 30 s and 1.3–2.7 GiB through a dev cluster
+// (docs/benchmarks/cluster.md) and every part of the control plane grows
+// with it (the raft entry, the Assignment each node parses, the status
+// fold); a 1M-task one would take minutes and tens of GiB, so it is refused
+// (docs/benchmarks/bad-input.md). 8 MiB holds a 100K-task file with edges.
+const (
+	DefaultMaxTasks     = 100_000
+	DefaultMaxFlowBytes = 8 << 20
+)
+
 // Config configures a coordinator Server.
 type Config struct {
 	ID         string   // coordinator id (transport.ValidateID); raft server id and member name
@@ -40,6 +52,7 @@ type Config struct {
 
 	NATSURL string          // NATS to connect to, or
 	NATS    *transport.Conn // an existing connection (not closed by Close)
+	NATSTLS *tls.Config     // with NATSURL: speak TLS to NATS, trusting its RootCAs (optional)
 	// Streams, when set, is applied with EnsureStreams at Start; otherwise
 	// the JetStream streams are created with defaults when missing.
 	Streams *transport.StreamConfig
@@ -47,6 +60,18 @@ type Config struct {
 	Secret    proto.Secret  // NATS credentials, gossip key, API token; zero: no security
 	Catalog   spec.Catalog  // functions a flow may name; nil: funcs.Default()
 	Retention time.Duration // how long finished runs are kept; 0: 1h
+	// MaxTasks bounds the tasks of one run after module expansion (0:
+	// DefaultMaxTasks); MaxFlowBytes bounds a submitted flow file (0:
+	// DefaultMaxFlowBytes). A flow over either is refused before it is
+	// expanded, partitioned or committed, with an error naming the limit.
+	MaxTasks     int
+	MaxFlowBytes int
+	// TLS, when set, serves the API over HTTPS with it (it needs a
+	// certificate); every coordinator of a cluster then does, and a
+	// follower forwards to the leader over HTTPS, trusting ForwardTLS (nil:
+	// the system roots).
+	TLS        *tls.Config
+	ForwardTLS *tls.Config
 	// RaftTimeout is raft's heartbeat and election timeout (default 500ms:
 	// a follower misses the leader after 0.5–1 s and a new leader is elected
 	// well within the 3 s the failover target allows; see the README).
@@ -83,6 +108,11 @@ type Server struct {
 	status   map[string]*statusCache
 	raftAddr string
 	httpAddr string
+
+	// messages from peers dropped undecoded (hetflow_messages_dropped_total)
+	drops     *prometheus.CounterVec
+	dropMu    sync.Mutex
+	dropCount map[string]uint64 // "subject reason" → count
 }
 
 // New checks cfg and returns a Server that is not started.
@@ -107,12 +137,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RaftTimeout <= 0 {
 		cfg.RaftTimeout = 500 * time.Millisecond
 	}
+	if cfg.MaxTasks <= 0 {
+		cfg.MaxTasks = DefaultMaxTasks
+	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil {
+		return nil, fmt.Errorf("%w: TLS without a certificate", ErrConfig)
+	}
+	if cfg.MaxFlowBytes <= 0 {
+		cfg.MaxFlowBytes = DefaultMaxFlowBytes
+	}
+	cfg.MaxTasks = min(cfg.MaxTasks, spec.MaxVertices)
+	cfg.MaxFlowBytes = min(cfg.MaxFlowBytes, spec.MaxFileSize)
 	s := &Server{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), memberKick: make(chan struct{}, 1),
-		stop: make(chan struct{}), status: map[string]*statusCache{}, fwd: &http.Client{Timeout: 30 * time.Second}}
+		stop: make(chan struct{}), status: map[string]*statusCache{}, dropCount: map[string]uint64{}, fwd: &http.Client{Timeout: 30 * time.Second}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("coordinator", cfg.ID)
+	if cfg.TLS != nil {
+		s.fwd.Transport = &http.Transport{TLSClientConfig: cfg.ForwardTLS, Proxy: http.ProxyFromEnvironment}
+	}
 	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick) }}
 	s.initMetrics()
 	return s, nil
@@ -246,6 +290,9 @@ func (s *Server) startNATS(ctx context.Context) error {
 		if s.cfg.Secret.NATSPassword != "" {
 			opts = append(opts, transport.WithUserPassword(s.cfg.Secret.NATSUser, s.cfg.Secret.NATSPassword))
 		}
+		if s.cfg.NATSTLS != nil {
+			opts = append(opts, transport.WithTLS(s.cfg.NATSTLS))
+		}
 		nc, err := transport.Connect(ctx, s.cfg.NATSURL, opts...)
 		if err != nil {
 			return fmt.Errorf("coord: %w", err)
@@ -277,9 +324,13 @@ func (s *Server) startHTTP() error {
 		ln.Close()
 		return err
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	s.mu.Lock()
 	s.httpLn, s.httpAddr = ln, adv
-	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // TLS handshake errors and the like
 	s.mu.Unlock()
 	return nil
 }

@@ -184,15 +184,33 @@ func TestRunOutcomes(t *testing.T) {
 		return st
 	}
 
-	// Auth.
-	if code, _ := api(t, addr, "GET", "/v1/runs", "", nil, nil); code != http.StatusUnauthorized {
-		t.Fatalf("no token: %d", code)
+	// Auth: without the token (or with another) every call is 401 with a JSON
+	// error and a submit runs nothing; /healthz answers but tells nothing.
+	for _, c := range []struct{ method, path, token string }{
+		{"GET", "/v1/runs", ""}, {"POST", "/v1/runs", ""}, {"POST", "/v1/runs", "wrong"}, {"POST", "/v1/runs", tok + "x"},
+		{"POST", "/v1/runs/rx/cancel", "wrong"}, {"GET", "/v1/nodes", ""}, {"GET", "/v1/peers", "wrong"},
+		{"DELETE", "/v1/peers/c1", ""}, {"GET", "/v1/leader", ""}, {"GET", "/metrics", ""}, {"GET", "/metrics", "wrong"},
+	} {
+		var er proto.ErrorResponse
+		if code, _ := api(t, addr, c.method, c.path, c.token, proto.SubmitRequest{Path: "w.yaml", Flow: wideFlow}, &er); code != http.StatusUnauthorized || er.Error != proto.ErrUnauthorized.Error() {
+			t.Fatalf("%s %s with token %q: %d %+v", c.method, c.path, c.token, code, er)
+		}
 	}
-	if code, _ := api(t, addr, "POST", "/v1/runs", "wrong", proto.SubmitRequest{Flow: wideFlow}, nil); code != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %d", code)
+	var none []proto.RunSummary
+	if code, _ := api(t, addr, "GET", "/v1/runs", tok, nil, &none); code != http.StatusOK || len(none) != 0 {
+		t.Fatalf("unauthorised submits made runs: %d %+v", code, none)
 	}
-	if code, _ := api(t, addr, "GET", "/healthz", "", nil, nil); code != http.StatusOK {
-		t.Fatalf("healthz needs no token: %d", code)
+	c.fsm.read(func(f *FSM) {
+		if n := len(f.Runs()); n != 0 {
+			t.Fatalf("the FSM holds %d runs after unauthorised submits", n)
+		}
+	})
+	var health map[string]string
+	if code, _ := api(t, addr, "GET", "/healthz", "", nil, &health); code != http.StatusOK || len(health) != 1 || health["status"] != "ok" {
+		t.Fatalf("healthz without a token: %d %v", code, health)
+	}
+	if code, _ := api(t, addr, "GET", "/healthz", tok, nil, &health); code != http.StatusOK || health["id"] != "c1" || health["state"] != "leader" {
+		t.Fatalf("healthz with the token: %d %v", code, health)
 	}
 
 	// Invalid flows: 400 with the problems.
@@ -247,7 +265,10 @@ func TestRunOutcomes(t *testing.T) {
 	if len(nodes) != 3 || nodes[2].ID != "ok" || nodes[2].CPUs != 4 || nodes[2].GPUs != 1 || nodes[2].State != proto.NodeAlive {
 		t.Fatalf("nodes: %+v", nodes)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
+	req, err := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

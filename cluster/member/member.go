@@ -12,6 +12,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,10 @@ var (
 	ErrJoin    = errors.New("member: cannot join")
 	ErrClosed  = errors.New("member: shut down")
 	ErrStarted = errors.New("member: already started")
+	// ErrKey: a seed answered but the gossip keys differ (no key, or another
+	// cluster secret). Start fails with it at once (with ErrJoin) instead of
+	// retrying: waiting cannot fix a wrong key.
+	ErrKey = errors.New("member: gossip key mismatch (no cluster secret, or another one)")
 )
 
 // Timing holds memberlist's failure-detection settings. The zero Timing means
@@ -179,7 +184,9 @@ func encodeMeta(m proto.Meta) ([]byte, error) {
 }
 
 // Start creates the memberlist instance and joins the seeds, retrying until
-// one answers or ctx ends (ErrJoin). With no seeds it starts a new ring.
+// one answers or ctx ends (ErrJoin). A seed that answers with another gossip
+// key (or none where we have one, or one where we have none) fails it at
+// once with ErrJoin and ErrKey. With no seeds it starts a new ring.
 // On error the List is shut down.
 func (l *List) Start(ctx context.Context) error {
 	l.mu.Lock()
@@ -268,6 +275,9 @@ func (l *List) join(ctx context.Context) error {
 			return nil
 		}
 		last = err
+		if err != nil && keyMismatch(err) {
+			return fmt.Errorf("%w: %s via %v: %w: %v", ErrJoin, l.cfg.ID, l.cfg.Join, ErrKey, err)
+		}
 		t := time.NewTimer(l.cfg.Retry)
 		select {
 		case <-ctx.Done():
@@ -279,6 +289,19 @@ func (l *List) join(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// keyMismatch tells memberlist's errors for a seed whose gossip key differs
+// from ours (memberlist has no sentinels for them).
+func keyMismatch(err error) bool {
+	s := strings.ToLower(err.Error())
+	for _, m := range []string{"no installed keys could decrypt", "remote state is encrypted and encryption is not configured",
+		"encryption is configured but remote state is not encrypted"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // rejoin joins the seeds again while a member is dead, so the two halves of a
@@ -309,11 +332,14 @@ func (l *List) rejoin() {
 // LocalAddr is the gossip address others reach this member at.
 func (l *List) LocalAddr() string {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ml == nil {
+	ml := l.ml
+	l.mu.Unlock()
+	if ml == nil {
 		return ""
 	}
-	return l.ml.LocalNode().Address()
+	// Not under l.mu: LocalNode takes memberlist's node lock, which
+	// memberlist holds while it calls our event delegate, which takes l.mu.
+	return ml.LocalNode().Address()
 }
 
 // Members lists every member seen (this one included), sorted by id.

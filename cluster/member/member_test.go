@@ -142,28 +142,48 @@ func TestShutdownIsDeadLeaveIsLeft(t *testing.T) {
 	}
 }
 
+// A member without the ring's key, or with another one, cannot join; the
+// refusal is told apart from an unreachable seed (ErrKey) and ends Start at
+// once, well before its context would.
 func TestWrongKeyCannotJoin(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	a, _, _ := threeMembers(t, key, nil)
-	for _, k := range [][]byte{[]byte("fedcba9876543210fedcba9876543210"), nil} {
-		l, err := New(Config{ID: "intruder", BindAddr: "127.0.0.1:0", Join: []string{a.LocalAddr()}, SecretKey: k, Retry: 50 * time.Millisecond})
+	plain := start(t, "plain", nil, nil, nil)
+	for _, c := range []struct {
+		k    []byte
+		seed *List
+	}{{[]byte("fedcba9876543210fedcba9876543210"), a}, {nil, a}, {key, plain}} {
+		l, err := New(Config{ID: "intruder", BindAddr: "127.0.0.1:0", Join: []string{c.seed.LocalAddr()}, SecretKey: c.k, Retry: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err = l.Start(ctx)
+		expired := ctx.Err()
 		cancel()
-		if !errors.Is(err, ErrJoin) {
-			t.Fatalf("key %q: join should fail, got %v", k, err)
+		if !errors.Is(err, ErrJoin) || !errors.Is(err, ErrKey) || expired != nil {
+			t.Fatalf("key %q into %s: want ErrJoin and ErrKey before the deadline, got %v (context: %v)", c.k, c.seed.cfg.ID, err, expired)
 		}
 		_ = l.Shutdown()
 	}
-	if _, ok := a.Member("intruder"); ok {
-		t.Fatal("the intruder got into the table")
+	// An unreachable seed is not a key problem: Start retries until ctx ends.
+	l, err := New(Config{ID: "late", BindAddr: "127.0.0.1:0", Join: []string{"127.0.0.1:1"}, SecretKey: key, Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if alive(a) != 3 {
-		t.Fatalf("a has %d alive members", alive(a))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = l.Start(ctx)
+	cancel()
+	if !errors.Is(err, ErrJoin) || errors.Is(err, ErrKey) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unreachable seed: %v", err)
 	}
+	_ = l.Shutdown()
+	for _, m := range []*List{a, plain} {
+		if _, ok := m.Member("intruder"); ok {
+			t.Fatalf("the intruder got into %s's table", m.cfg.ID)
+		}
+	}
+	eventually(t, 10*time.Second, "a sees its ring of three alive", func() bool { return alive(a) == 3 })
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -107,6 +107,11 @@ type Stats struct {
 	EventsPublished  uint64 // TaskEvents stored in JetStream
 	EventErrors      uint64 // TaskEvents that could not be stored
 	Failures         uint64 // fail envelopes sent
+
+	// Messages on the node's subjects dropped undecoded, counted by its
+	// Conn (transport.Stats): malformed (oversized ones included), over a
+	// decoder limit, a Signal batch whose run is not its subject's.
+	MessagesMalformed, MessagesOversized, MessagesMismatched uint64
 }
 
 type counters struct {
@@ -376,6 +381,7 @@ func (n *Node) Stats() Stats {
 	active := len(n.runs)
 	n.mu.Unlock()
 	d := n.dedup.Stats()
+	cs := n.conn.Stats()
 	return Stats{
 		RunsActive:       active,
 		Assignments:      n.stats.assignments.Load(),
@@ -392,6 +398,8 @@ func (n *Node) Stats() Stats {
 		EventsPublished:  n.events.published.Load(),
 		EventErrors:      n.events.errors.Load(),
 		Failures:         n.stats.failure.Load(),
+
+		MessagesMalformed: cs.Malformed, MessagesOversized: cs.Oversized, MessagesMismatched: cs.Mismatched,
 	}
 }
 

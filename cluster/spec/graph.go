@@ -114,13 +114,30 @@ func (fl *Flow) Graph() (*Graph, error) {
 	return g, nil
 }
 
+// ExpandedSize is the number of vertices Expand would make of the file's
+// first flow, without making them: a cheap size check before expanding.
+// Above MaxVertices, and for flows that compose themselves in a cycle, it
+// reports MaxVertices+1; an unknown module flow counts as empty; a file
+// without flows gives 0.
+func (f *File) ExpandedSize() int {
+	root := f.Root()
+	if root == nil {
+		return 0
+	}
+	return f.expandedSize(root.Name, map[string]int{})
+}
+
 // expandedSize counts the vertices Expand would make (saturating above
-// MaxVertices); the file has no module cycles.
+// MaxVertices, and on a module cycle).
 func (f *File) expandedSize(name string, memo map[string]int) int {
 	if n, ok := memo[name]; ok {
 		return n
 	}
 	fl := f.Flow(name)
+	if fl == nil {
+		return 0
+	}
+	memo[name] = MaxVertices + 1 // while counting: a cycle through name saturates
 	n := len(fl.Tasks)
 	for i := range fl.Tasks {
 		if fl.Tasks[i].Kind == KindModule {

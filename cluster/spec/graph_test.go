@@ -3,6 +3,7 @@ package spec_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -278,4 +279,40 @@ func itoa(i int) string {
 		b = append([]byte{digits[i%10]}, b...)
 	}
 	return string(b)
+}
+
+// ExpandedSize counts what Expand makes without making it, saturates on a
+// module bomb and on a module cycle (which Validate refuses anyway).
+func TestExpandedSize(t *testing.T) {
+	f, err := spec.ReadFile("testdata/valid/multi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.ExpandedSize(), mustExpand(t, f).Len(); got != want {
+		t.Fatalf("ExpandedSize %d, Expand made %d", got, want)
+	}
+	// Eight levels of ten module tasks: 10^8 leaves on paper.
+	var b strings.Builder
+	b.WriteString("flows:\n")
+	for lvl := 0; lvl < 8; lvl++ {
+		b.WriteString("  - name: f" + itoa(lvl) + "\n    tasks:\n")
+		for i := 0; i < 10; i++ {
+			b.WriteString("      - {name: m" + itoa(i) + ", kind: module, flow: f" + itoa(lvl+1) + "}\n")
+		}
+	}
+	b.WriteString("  - name: f8\n    tasks:\n      - {name: leaf, func: noop}\n")
+	bomb := mustParse(t, "bomb.yaml", b.String())
+	if n := bomb.ExpandedSize(); n != spec.MaxVertices+1 {
+		t.Fatalf("module bomb: ExpandedSize %d", n)
+	}
+	if _, err := bomb.Expand(); !errors.Is(err, spec.ErrTooLarge) {
+		t.Fatalf("module bomb: Expand %v", err)
+	}
+	cyc := mustParse(t, "cycle.yaml", "flows:\n  - name: a\n    tasks:\n      - {name: x, kind: module, flow: b}\n  - name: b\n    tasks:\n      - {name: y, kind: module, flow: a}\n")
+	if n := cyc.ExpandedSize(); n != spec.MaxVertices+1 {
+		t.Fatalf("module cycle: ExpandedSize %d", n)
+	}
+	if n := (&spec.File{}).ExpandedSize(); n != 0 {
+		t.Fatalf("empty file: %d", n)
+	}
 }

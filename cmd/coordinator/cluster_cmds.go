@@ -17,8 +17,10 @@ import (
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
 	"github.com/spf13/cobra"
 )
 
@@ -26,12 +28,14 @@ import (
 type clientFlags struct {
 	server    string
 	tokenFile string
+	caFile    string
 	json      bool
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "API token file (default $HETFLOW_TOKEN)")
+	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for https:// servers (default $HETFLOW_CA; else the system roots)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "machine-readable output")
 }
 
@@ -51,7 +55,26 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 		}
 		token = strings.TrimSpace(string(b))
 	}
-	return cluster.NewClient(strings.Split(servers, ","), token), nil
+	c := cluster.NewClient(strings.Split(servers, ","), token)
+	if err := trustCA(c.HTTP, f.caFile); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// trustCA makes hc trust the certificates of caFile (or of $HETFLOW_CA).
+func trustCA(hc *http.Client, caFile string) error {
+	if caFile == "" {
+		caFile = os.Getenv("HETFLOW_CA")
+	}
+	cfg, err := proto.ClientTLS(caFile)
+	if err != nil {
+		return withCode(exitInvalid, err)
+	}
+	if cfg != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: cfg, Proxy: http.ProxyFromEnvironment}
+	}
+	return nil
 }
 
 // call runs fn with a client and a 30 s deadline, mapping its error to an
@@ -173,8 +196,13 @@ func submitCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitInvalid, err)
 			}
-			if _, err := spec.Parse(args[0], text); err != nil {
-				return withCode(exitInvalid, err)
+			// Check here for early file:line errors, but leave a file over the
+			// default size limit to the cluster (it may allow more with
+			// --max-flow-bytes): parsing 30 MB of YAML takes seconds and GiBs.
+			if len(text) <= coord.DefaultMaxFlowBytes {
+				if _, err := spec.Parse(args[0], text); err != nil {
+					return withCode(exitInvalid, err)
+				}
 			}
 			c, err := f.client()
 			if err != nil {
@@ -352,13 +380,16 @@ func peersCmd() *cobra.Command {
 }
 
 func healthCmd() *cobra.Command {
-	var url string
+	var url, caFile string
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "exit 0 when the coordinator at --url answers /healthz",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc := &http.Client{Timeout: 2 * time.Second}
+			if err := trustCA(hc, caFile); err != nil {
+				return err
+			}
 			resp, err := hc.Get(strings.TrimSuffix(url, "/") + "/healthz")
 			if err != nil {
 				return withCode(exitUnreachable, err)
@@ -371,6 +402,7 @@ func healthCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "coordinator HTTP address")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --url (default $HETFLOW_CA)")
 	return cmd
 }
 
@@ -406,7 +438,7 @@ func readSecret(path string) (proto.Secret, error) {
 
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
-	var join, secretFile string
+	var join, secretFile, tlsCert, tlsKey, caFile, natsCA string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -424,6 +456,20 @@ func serveCmd() *cobra.Command {
 				return withCode(exitInvalid, err)
 			}
 			cfg.Secret = sec
+			if cfg.TLS, err = proto.ServerTLS(tlsCert, tlsKey); err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if caFile == "" {
+				caFile = tlsCert // a self-signed certificate shared by the coordinators
+			}
+			if cfg.TLS != nil {
+				if cfg.ForwardTLS, err = proto.ClientTLS(caFile); err != nil {
+					return withCode(exitInvalid, err)
+				}
+			}
+			if cfg.NATSTLS, err = proto.ClientTLS(natsCA); err != nil {
+				return withCode(exitInvalid, err)
+			}
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
@@ -434,6 +480,9 @@ func serveCmd() *cobra.Command {
 				return withCode(exitInvalid, err)
 			}
 			if err := s.Start(ctx); err != nil {
+				if errors.Is(err, transport.ErrAuth) || errors.Is(err, member.ErrKey) {
+					return withCode(exitUnauthorized, err) // another cluster secret, or none
+				}
 				return withCode(exitUnreachable, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator %s: http %s raft %s gossip %s\n", cfg.ID, s.HTTPAddr(), s.RaftAddr(), s.GossipAddr())
@@ -452,6 +501,12 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&cfg.Bootstrap, "bootstrap", false, "form a new cluster (a no-op when --data holds state)")
 	fl.StringVar(&cfg.Advertise, "advertise", "", "host others reach this coordinator at")
 	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	fl.StringVar(&tlsCert, "tls-cert", "", "serve the API over HTTPS with this PEM certificate (with --tls-key)")
+	fl.StringVar(&tlsKey, "tls-key", "", "the PEM key of --tls-cert")
+	fl.StringVar(&caFile, "ca-file", "", "PEM certificates to trust when forwarding to the leader over HTTPS (default: --tls-cert)")
+	fl.StringVar(&natsCA, "nats-ca", "", "PEM certificates to trust for a TLS NATS server")
+	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
+	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
 	return cmd
 }
@@ -459,6 +514,7 @@ func serveCmd() *cobra.Command {
 func devCmd() *cobra.Command {
 	var cfg cluster.DevConfig
 	var asJSON, serve, verbose bool
+	var secretFile string
 	cmd := &cobra.Command{
 		Use:   "dev [FLOW...]",
 		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
@@ -486,6 +542,11 @@ func devCmd() *cobra.Command {
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
+			sec, err := readSecret(secretFile)
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			cfg.Secret = sec
 			ctx, cancel := signalCtx()
 			defer cancel()
 			sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
@@ -539,6 +600,7 @@ func devCmd() *cobra.Command {
 	fl.IntVar(&cfg.SimGPUs, "sim-gpus", 1, "sim GPUs on the last node")
 	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
 	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
+	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {

@@ -3,8 +3,8 @@
 // With --secret-file it requires the credentials the cluster secret
 // derives (user "hetflow", see cluster/proto.DeriveSecret).
 //
-//	natsd --addr 0.0.0.0:4222 --store /data [--secret-file F] [--http 0.0.0.0:8222]
-//	natsd health --url nats://127.0.0.1:4222 [--secret-file F]   (exit 0 when JetStream answers)
+//	natsd --addr 0.0.0.0:4222 --store /data [--secret-file F] [--http 0.0.0.0:8222] [--tls-cert C --tls-key K]
+//	natsd health --url nats://127.0.0.1:4222 [--secret-file F] [--ca-file C]   (exit 0 when JetStream answers)
 package main
 
 import (
@@ -36,6 +36,8 @@ func serve(args []string) int {
 	store := fs.String("store", "", "JetStream store directory (required)")
 	secretFile := fs.String("secret-file", "", "cluster secret file: require the derived credentials")
 	httpAddr := fs.String("http", "", "monitoring listen address host:port (optional)")
+	tlsCert := fs.String("tls-cert", "", "require TLS from clients, with this PEM certificate (and --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,6 +67,10 @@ func serve(args []string) int {
 		return 2
 	}
 	o.User, o.Password = sec.NATSUser, sec.NATSPassword
+	if o.TLS, err = proto.ServerTLS(*tlsCert, *tlsKey); err != nil {
+		fmt.Fprintln(os.Stderr, "natsd:", err)
+		return 2
+	}
 	s, err := natsembed.Start(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
@@ -90,6 +96,7 @@ func health(args []string) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	url := fs.String("url", "nats://127.0.0.1:4222", "server URL")
 	secretFile := fs.String("secret-file", "", "cluster secret file")
+	caFile := fs.String("ca-file", "", "PEM certificates to trust for a TLS server")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -98,7 +105,15 @@ func health(args []string) int {
 		fmt.Fprintln(os.Stderr, "natsd health:", err)
 		return 2
 	}
+	tc, err := proto.ClientTLS(*caFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "natsd health:", err)
+		return 2
+	}
 	o := []nats.Option{nats.Timeout(2 * time.Second)}
+	if tc != nil {
+		o = append(o, nats.Secure(tc))
+	}
 	if sec.NATSUser != "" {
 		o = append(o, nats.UserInfo(sec.NATSUser, sec.NATSPassword))
 	}

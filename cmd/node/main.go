@@ -4,12 +4,13 @@
 // it takes no new runs, finishes what it holds, and leaves the ring.
 //
 //	node --id ID --nats URL --gossip HOST:PORT --join HOST:PORT,... [--http HOST:PORT]
-//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--secret-file F]
+//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--secret-file F] [--nats-ca F]
 //	node health --url http://HOST:PORT     (exit 0 when /healthz answers 200)
 package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,6 +80,7 @@ func run(args []string) int {
 	gpus := fs.Int("sim-gpus", 0, "simulated GPU devices (sim backend)")
 	advertise := fs.String("advertise", "", "host others reach this node at")
 	secretFile := fs.String("secret-file", "", "cluster secret file")
+	natsCA := fs.String("nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -112,6 +114,14 @@ func run(args []string) int {
 	copts := []transport.Option{transport.WithName("node " + *id)}
 	if sec.NATSUser != "" {
 		copts = append(copts, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
+	}
+	tc, err := proto.ClientTLS(*natsCA)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 2
+	}
+	if tc != nil {
+		copts = append(copts, transport.WithTLS(tc))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	conn, err := transport.Connect(cctx, *natsURL, copts...)
@@ -165,13 +175,16 @@ func run(args []string) int {
 		if ml != nil {
 			ml.Shutdown()
 		}
+		if errors.Is(err, member.ErrKey) {
+			return 4 // another cluster secret, or none
+		}
 		return 3
 	}
 	lv.l = ml
 
 	var srv *http.Server
 	if httpLn != nil {
-		srv = &http.Server{Handler: handler(n)}
+		srv = &http.Server{Handler: handler(n, sec.APIToken), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(httpLn)
 	}
 	fmt.Printf("node %s: up (nats %s, gossip %s)\n", *id, *natsURL, *gossip)
@@ -200,7 +213,9 @@ func advertised(bound, host string) string {
 	return net.JoinHostPort(host, port)
 }
 
-func handler(n *node.Node) http.Handler {
+// handler serves /healthz (open, for container health checks) and
+// /metrics, which needs the cluster's API token when it has a secret.
+func handler(n *node.Node, token string) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector())
 	reg.MustRegister(nodeCollector{n})
@@ -209,6 +224,16 @@ func handler(n *node.Node) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"id\":%q,\"ok\":true}\n", n.ID())
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token != "" && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, "{\"error\":%q}\n", proto.ErrUnauthorized.Error())
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
 	return mux
 }

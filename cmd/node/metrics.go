@@ -14,11 +14,12 @@ var (
 	descTasks   = prometheus.NewDesc("hetflow_node_tasks_executed_total", "Function executions, retries included.", nil, nil)
 	descSignals = prometheus.NewDesc("hetflow_node_signals_total", "Cross-node signals by direction and fate.", []string{"kind"}, nil)
 	descEvents  = prometheus.NewDesc("hetflow_node_events_published_total", "Task events stored in JetStream.", nil, nil)
+	descDropped = prometheus.NewDesc("hetflow_messages_dropped_total", "Messages on the node's subjects dropped undecoded, by reason.", []string{"reason"}, nil)
 	descSched   = prometheus.NewDesc("hetflow_scheduler_total", "Scheduler counters per domain (see localexec/scheduler.go).", []string{"domain", "counter"}, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descTasks, descSignals, descEvents, descSched} {
+	for _, d := range []*prometheus.Desc{descRuns, descTasks, descSignals, descEvents, descDropped, descSched} {
 		ch <- d
 	}
 }
@@ -32,6 +33,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSignals, prometheus.CounterValue, float64(v), k)
 	}
 	ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.EventsPublished))
+	for k, v := range map[string]uint64{"malformed": s.MessagesMalformed - s.MessagesOversized, "oversized": s.MessagesOversized,
+		"mismatched": s.MessagesMismatched} {
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v), k)
+	}
 	for _, d := range c.n.Executor().Stats().Domains {
 		for k, v := range map[string]uint64{"executed": d.Executed, "steal_attempts": d.StealAttempts,
 			"failed_steals": d.FailedSteals, "parks": d.Parks, "wakeups": d.Wakeups} {

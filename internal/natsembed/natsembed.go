@@ -4,6 +4,7 @@
 package natsembed
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -18,7 +19,8 @@ type Options struct {
 	StoreDir string // JetStream store (required)
 	User     string // with Password: require these credentials
 	Password string
-	HTTPHost string // monitoring (optional)
+	TLS      *tls.Config // with a certificate: clients must speak TLS (optional)
+	HTTPHost string      // monitoring (optional)
 	HTTPPort int
 	Logs     bool // print the server's log to stderr
 }
@@ -52,6 +54,7 @@ func Start(o Options) (*Server, error) {
 		// A run's Assignment carries its whole flow; NATS's default 1 MiB
 		// payload stops flows at a few thousand tasks.
 		MaxPayload: MaxPayload,
+		TLSConfig:  o.TLS,
 	}
 	s, err := server.NewServer(so)
 	if err != nil {

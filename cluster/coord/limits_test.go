@@ -1,0 +1,120 @@
+package coord
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+)
+
+// flatFlow is a flow of n independent noop tasks (about 25 bytes a task).
+func flatFlow(n int) []byte {
+	var b bytes.Buffer
+	b.Grow(n * 26)
+	b.WriteString("name: flat\ntasks:\n")
+	var num []byte
+	for i := 0; i < n; i++ {
+		b.WriteString("- {name: a")
+		num = strconv.AppendInt(num[:0], int64(i), 10)
+		b.Write(num)
+		b.WriteString(", func: noop}\n")
+	}
+	return b.Bytes()
+}
+
+// wideModules is a small file whose flow expands to outer*(inner+1) tasks.
+func wideModules(outer, inner int) []byte {
+	var b bytes.Buffer
+	b.WriteString("flows:\n  - name: top\n    tasks:\n")
+	for i := 0; i < outer; i++ {
+		fmt.Fprintf(&b, "      - {name: m%d, kind: module, flow: leaf}\n", i)
+	}
+	b.WriteString("  - name: leaf\n    tasks:\n")
+	for i := 0; i < inner; i++ {
+		fmt.Fprintf(&b, "      - {name: l%d, func: noop}\n", i)
+	}
+	return b.Bytes()
+}
+
+func refusal(t *testing.T, err error) string {
+	t.Helper()
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !errors.Is(err, proto.ErrInvalid) || len(inv.Problems) != 1 {
+		t.Fatalf("want one problem, got %v", err)
+	}
+	return inv.Problems[0]
+}
+
+// The run size limits are the configured ones, named in the refusal, and a
+// flow within them is committed.
+func TestRunSizeLimits(t *testing.T) {
+	s, _ := fuzzServer(t, func(c *Config) { c.MaxTasks, c.MaxFlowBytes = 50, 2000 })
+	big := flatFlow(100)
+	if p := refusal(t, errOf(s.Submit("big.yaml", big))); p != fmt.Sprintf("big.yaml: flow file is %d bytes, over this cluster's limit of 2000 (coordinator --max-flow-bytes)", len(big)) {
+		t.Fatalf("file size: %s", p)
+	}
+	if p := refusal(t, errOf(s.Submit("", wideModules(6, 9)))); p != `flow.yaml: flow "top" expands to 60 tasks, over this cluster's limit of 50 a run (coordinator --max-tasks)` {
+		t.Fatalf("task count: %s", p)
+	}
+	if p := refusal(t, errOf(s.Submit("cyc.yaml", []byte("flows:\n  - name: a\n    tasks:\n      - {name: x, kind: module, flow: b}\n  - name: b\n    tasks:\n      - {name: y, kind: module, flow: a}\n")))); strings.Contains(p, "expands") {
+		t.Fatalf("a module cycle is reported as one, not as a size: %s", p)
+	}
+	id, err := s.Submit("ok.yaml", wideModules(5, 9)) // 50 tasks
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := s.run(id); !ok || len(r.Assignment) != 50 {
+		t.Fatalf("the 50-task run: %+v %v", r, ok)
+	}
+	// Zero takes the defaults; more than the spec allows is capped.
+	d, err := New(Config{ID: "d", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0"})
+	if err != nil || d.cfg.MaxTasks != DefaultMaxTasks || d.cfg.MaxFlowBytes != DefaultMaxFlowBytes {
+		t.Fatalf("defaults: %+v %v", d.cfg, err)
+	}
+}
+
+func errOf(_ string, err error) error { return err }
+
+// BenchmarkSubmitLimits: what refusing an oversized run costs on a real
+// leading coordinator, against committing a run at the default limit
+// (docs/benchmarks/bad-input.md).
+func BenchmarkSubmitLimits(b *testing.B) {
+	s, _ := fuzzServer(b)
+	for _, c := range []struct {
+		name string
+		flow []byte
+		ok   bool
+	}{
+		{"refuse-1M-task-file", flatFlow(1_000_000), false},
+		{"refuse-1M-tasks-by-modules", wideModules(1000, 999), false},
+		{"commit-100K-task-file", flatFlow(100_000), true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_, err := s.Submit("f.yaml", c.flow)
+				if (err == nil) != c.ok {
+					b.Fatalf("%s: %v", c.name, err)
+				}
+			}
+		})
+	}
+	// The same 1M-task file with the limits at the spec's own caps: it is
+	// parsed, validated and marshalled before its canonical JSON overflows.
+	b.Run("no-limits-1M-task-file", func(b *testing.B) {
+		u, _ := fuzzServer(b, func(c *Config) { c.MaxTasks, c.MaxFlowBytes = spec.MaxVertices, spec.MaxFileSize })
+		flow := flatFlow(1_000_000)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := u.Submit("f.yaml", flow); !errors.Is(err, proto.ErrInvalid) {
+				b.Fatal(err)
+			}
+		}
+	})
+}

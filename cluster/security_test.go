@@ -1,0 +1,201 @@
+package cluster_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// twoNodeFlow crosses nodes: a on n1, b on n2, c after both.
+const twoNodeFlow = "name: two\ntasks:\n  - {name: a, func: hash, node: n1}\n  - {name: b, func: hash, node: n2, succeed: [a]}\n  - {name: c, func: hash, succeed: [a, b]}\n"
+
+func secret(t *testing.T, s string) proto.Secret {
+	t.Helper()
+	sec, err := proto.DeriveSecret([]byte(s))
+	must(t, err)
+	return sec
+}
+
+// A dev cluster with a secret, every part real (embedded NATS with
+// credentials, memberlist with the key, the coordinator checking the
+// token): whoever lacks the secret cannot connect to NATS (so cannot
+// publish on the run subjects nor take tasks), cannot join the ring and
+// cannot submit; whoever holds it runs flows.
+func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	sec := secret(t, "the cluster secret of this test")
+	other := secret(t, "another cluster's secret, not ours")
+	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	must(t, err)
+	t.Cleanup(func() { must(t, d.Close()) })
+
+	// NATS: no credentials, or another secret's, are refused at once.
+	for name, opts := range map[string][]transport.Option{
+		"no credentials":    nil,
+		"another secret's":  {transport.WithUserPassword(other.NATSUser, other.NATSPassword)},
+		"a guessed account": {transport.WithUserPassword("hetflow", "hetflow")},
+	} {
+		cctx := timeout(t, time.Minute)
+		nc, err := transport.Connect(cctx, d.NATSURL(), opts...)
+		if err == nil {
+			nc.Close()
+			t.Fatalf("NATS with %s: connected", name)
+		}
+		if !errors.Is(err, transport.ErrAuth) || cctx.Err() != nil {
+			t.Fatalf("NATS with %s: want ErrAuth at once, got %v", name, err)
+		}
+	}
+	if nc, err := nats.Connect(d.NATSURL(), nats.Timeout(2*time.Second)); err == nil {
+		// It must not be able to do anything, least of all send a node work.
+		err = nc.Publish(transport.BroadcastSubject, []byte("x"))
+		nc.Close()
+		t.Fatalf("a plain NATS client connected (publish: %v)", err)
+	}
+
+	// Gossip: no key, or another secret's, cannot join.
+	for name, key := range map[string][]byte{"no key": nil, "another secret's key": other.GossipKey} {
+		l, err := member.New(member.Config{ID: "intruder", BindAddr: "127.0.0.1:0", Join: []string{d.GossipAddr()},
+			SecretKey: key, Meta: proto.Meta{Role: proto.RoleNode, ID: "intruder", CPUs: 64}})
+		must(t, err)
+		jctx := timeout(t, time.Minute)
+		err = l.Start(jctx)
+		_ = l.Shutdown()
+		if !errors.Is(err, member.ErrKey) || jctx.Err() != nil {
+			t.Fatalf("gossip with %s: want ErrKey at once, got %v", name, err)
+		}
+	}
+
+	// API: no token or a wrong one is refused and runs nothing.
+	for _, tok := range []string{"", "wrong", other.APIToken} {
+		c := cluster.NewClient([]string{d.URL()}, tok)
+		if _, err := c.Submit(ctx, "two.yaml", []byte(twoNodeFlow)); !errors.Is(err, cluster.ErrUnauthorized) {
+			t.Fatalf("submit with token %q: %v", tok, err)
+		}
+		if _, err := c.Nodes(ctx); !errors.Is(err, cluster.ErrUnauthorized) {
+			t.Fatalf("nodes with token %q: %v", tok, err)
+		}
+	}
+	c := d.Client()
+	runs, err := c.Runs(ctx)
+	must(t, err)
+	if len(runs) != 0 {
+		t.Fatalf("refused submits made runs: %+v", runs)
+	}
+	nodes, err := c.Nodes(ctx)
+	must(t, err)
+	for _, n := range nodes {
+		if n.ID == "intruder" {
+			t.Fatalf("the intruder is a node: %+v", nodes)
+		}
+	}
+
+	// With the secret: the flow runs across both nodes.
+	id, err := c.Submit(ctx, "two.yaml", []byte(twoNodeFlow))
+	must(t, err)
+	st, err := c.Wait(ctx, id, nil)
+	must(t, err)
+	if st.State != proto.RunSucceeded || len(st.Tasks) != 3 {
+		t.Fatalf("secured run: %+v", st)
+	}
+}
+
+// A peer holding the secret sends garbage, oversized and mismatched
+// messages on a node's control and signal subjects and on the leader's term
+// and fail subjects: each is dropped and counted, and the cluster keeps
+// running flows.
+func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	sec := secret(t, "the cluster secret of this test")
+	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	must(t, err)
+	t.Cleanup(func() { must(t, d.Close()) })
+	peer, err := transport.Connect(ctx, d.NATSURL(), transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
+	must(t, err)
+	defer peer.Close()
+
+	long := strings.Repeat("k", 100<<10) // over the decoders' 64 KiB text limit
+	garbage := [][]byte{nil, []byte("\xc1\xff garbage"), {0x93, 0x01}, {0xdd, 0xff, 0xff, 0xff, 0xff}}
+	oversizedEnv := transport.Encode(&transport.Envelope{Kind: long, Run: "r1", Node: "n9"})
+	truncated := transport.Encode(&transport.Assignment{Run: "r1", Gen: 1, Nodes: []string{"n1"}, Owner: []uint32{0}, Flow: []byte("{}")})
+	truncated = truncated[:len(truncated)-3]
+	ctl, err := transport.ControlSubject("n1")
+	must(t, err)
+	sig, err := transport.SignalSubject("rbad", "n1")
+	must(t, err)
+	badFrom := transport.Encode(&transport.Batch{From: strings.Repeat("n", transport.MaxIDLen+1)})
+	otherRun := transport.Encode(&transport.Batch{From: "n2", Signals: []transport.Signal{{Run: "rother", Gen: 1, Src: 0, Dst: 1, Act: 1, Kind: transport.SignalEdge}}})
+
+	// What each receiver will make of each message, by the decoders it uses.
+	var wantMal, wantOver int
+	tally := func(decode func([]byte) error, msgs [][]byte) {
+		for _, m := range msgs {
+			err := decode(m)
+			if !errors.Is(err, transport.ErrMalformed) {
+				t.Fatalf("test message %.40x decodes: %v", m, err)
+			}
+			wantMal++
+			if errors.Is(err, transport.ErrOversized) {
+				wantOver++
+			}
+		}
+	}
+	send := func(subject string, msgs ...[]byte) {
+		t.Helper()
+		for _, m := range msgs {
+			must(t, peer.Publish(subject, m))
+		}
+	}
+	toCtl := append(append([][]byte{}, garbage...), truncated, oversizedEnv)
+	toSig := append(append([][]byte{}, garbage...), badFrom)
+	tally(func(m []byte) error { _, err := transport.Decode(m, transport.Limits{}); return err }, append(toCtl, garbage[1]))
+	tally(func(m []byte) error { var b transport.Batch; return b.Decode(m, transport.Limits{}) }, toSig)
+	if wantOver != 2 {
+		t.Fatalf("the oversized test messages are not oversized (%d)", wantOver)
+	}
+	send(ctl, toCtl...)
+	send(transport.BroadcastSubject, garbage[1]) // n2 gets it too
+	send(sig, toSig...)
+	send(sig, otherRun)                                            // decodes, but names another run than its subject
+	toTerm := append(append([][]byte{}, garbage...), oversizedEnv) // an Envelope is no TermReport
+	toFail := append(append([][]byte{}, garbage...), truncated)
+	send(proto.SubjectTerm, toTerm...)
+	send(proto.SubjectFail, toFail...)
+	send(proto.SubjectFail, oversizedEnv)
+	send(proto.SubjectFail, transport.Encode(&transport.Envelope{Kind: "not-fail", Run: "r1", Node: "n1"}))
+	must(t, peer.Sync(ctx))
+
+	n1 := d.Nodes()[0]
+	eventually(t, 20*time.Second, "n1 counts what it dropped", func() bool {
+		s := n1.Stats()
+		return s.MessagesMalformed == uint64(wantMal) && s.MessagesOversized == uint64(wantOver) && s.MessagesMismatched == 1
+	})
+	co := d.Coordinator()
+	eventually(t, 20*time.Second, "the leader counts what it dropped", func() bool {
+		return co.Dropped(proto.SubjectTerm, "malformed") == uint64(len(toTerm)) && co.Dropped(proto.SubjectFail, "malformed") == uint64(len(toFail)) &&
+			co.Dropped(proto.SubjectFail, "oversized") == 1 && co.Dropped(proto.SubjectFail, "kind") == 1
+	})
+	if s := n1.Stats(); s.Assignments != 0 || s.Refused != 0 || s.RunsActive != 0 || s.SignalsEarly != 0 {
+		t.Fatalf("n1 acted on garbage: %+v", s)
+	}
+	if s := d.Nodes()[1].Stats(); s.MessagesMalformed != 1 || s.Assignments != 0 || s.RunsActive != 0 {
+		t.Fatalf("n2 was sent one broadcast, yet: %+v", s)
+	}
+
+	// Nothing crashed: a flow across both nodes still runs.
+	c := d.Client()
+	id, err := c.Submit(ctx, "two.yaml", []byte(twoNodeFlow))
+	must(t, err)
+	st, err := c.Wait(ctx, id, nil)
+	must(t, err)
+	if st.State != proto.RunSucceeded || len(st.Tasks) != 3 {
+		t.Fatalf("run after the garbage: %+v", st)
+	}
+}
