@@ -320,3 +320,41 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// Against a running cluster (--server): one configuration, the cluster's
+// own size; no in-process figures; no granularity or simulation.
+func TestRunRemote(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := startDev(ctx, 2, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	out := t.TempDir()
+	c := tiny(out)
+	c.Servers = []string{d.dev.URL()}
+	c.Sizes, c.BoxSizes, c.CorunK = []int{80}, []int{80}, 1
+	rep, err := Run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Granularity != nil || rep.Sim != nil {
+		t.Fatal("granularity or sim ran against a remote cluster")
+	}
+	var h HTDGReport
+	readJSON(t, filepath.Join(out, "htdg.json"), &h)
+	if len(h.Configs) != 1 || h.Configs[0].Nodes != 2 || !strings.HasSuffix(h.Configs[0].Label, "(remote)") {
+		t.Fatalf("configs %+v", h.Configs)
+	}
+	r := h.Configs[0].Points[0].Runs[0]
+	if r.State != "succeeded" || r.PeakHeapBytes != 0 || r.Nodes != nil || len(r.TasksPerNode) != 2 {
+		t.Fatalf("remote run %+v", r)
+	}
+	if h.Meta.Cluster != d.dev.URL() {
+		t.Fatalf("meta cluster %q", h.Meta.Cluster)
+	}
+	if _, err := os.Stat(filepath.Join(out, "corun_speedup.svg")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -407,7 +407,7 @@ func (c *Config) runLoop(ctx context.Context) (*LoopReport, error) {
 // CorunRow is k flows submitted at once.
 type CorunRow struct {
 	K     int         `json:"k"`
-	SoloS float64     `json:"solo_s"` // the k = 1 median runtime
+	SoloS float64     `json:"solo_s"` // one flow alone, run just before the co-run
 	Runs  []RunResult `json:"runs"`
 	// WeightedSpeedup is Σ over the k runs of SoloS / the run's runtime.
 	WeightedSpeedup float64 `json:"weighted_speedup"`
@@ -436,21 +436,27 @@ func (c *Config) runCorun(ctx context.Context) (*CorunReport, error) {
 		if err != nil {
 			return err
 		}
-		var solo float64
 		for k := 1; k <= c.CorunK; k++ {
-			ws := make([]*workload, k)
-			for i := range ws {
-				ws[i] = w
-			}
-			t0 := time.Now()
-			rs, err := t.runMany(ctx, ws)
+			// the solo run just before each co-run: the machine's load drifts
+			sr, err := t.run(ctx, w)
 			if err != nil {
 				return err
 			}
-			row := CorunRow{K: k, Runs: rs, WallS: time.Since(t0).Seconds()}
-			if k == 1 {
-				solo = rs[0].RuntimeS
+			solo := sr.RuntimeS
+			rs := []RunResult{sr}
+			t0 := time.Now()
+			if k > 1 {
+				ws := make([]*workload, k)
+				for i := range ws {
+					ws[i] = w
+				}
+				if rs, err = t.runMany(ctx, ws); err != nil {
+					return err
+				}
+			} else {
+				t0 = time.Now().Add(-time.Duration(sr.WallS * float64(time.Second)))
 			}
+			row := CorunRow{K: k, Runs: rs, WallS: time.Since(t0).Seconds()}
 			row.SoloS = solo
 			for _, r := range rs {
 				row.WeightedSpeedup += solo / r.RuntimeS

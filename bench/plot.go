@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -45,12 +46,34 @@ func newPlot(title, x, y string) *plot.Plot {
 func logXY(p *plot.Plot, x, y bool) {
 	if x {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = ticks125{}
 	}
 	if y {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = ticks125{}
 	}
+}
+
+// ticks125 marks a log axis at 1, 2 and 5 × 10^k, each labelled (plot's
+// LogTicks labels powers of ten only, too few for a range of one or two
+// decades).
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= lo {
+		return nil
+	}
+	var out []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+		}
+	}
+	return out
 }
 
 // line adds a line with points; dashed for baselines.
@@ -118,23 +141,27 @@ func plotHTDG(dir string, h *HTDGReport, files *[]string) error {
 		}
 		i++
 	}
-	// the localexec baselines at the largest total workers
-	maxW := 0
+	// the localexec baselines at the largest total workers, with the
+	// fewest GPUs measured there (those of the 1-GPU-per-node cluster)
+	maxW, minG := 0, math.MaxInt
 	for _, b := range h.Baselines {
 		maxW = max(maxW, b.Workers)
 	}
-	byMode := map[string]plotter.XYs{}
-	gpus := map[string]int{}
 	for _, b := range h.Baselines {
 		if b.Workers == maxW {
+			minG = min(minG, b.GPUs)
+		}
+	}
+	byMode := map[string]plotter.XYs{}
+	for _, b := range h.Baselines {
+		if b.Workers == maxW && b.GPUs == minG {
 			byMode[b.Mode] = append(byMode[b.Mode], plotter.XY{X: float64(b.Tasks), Y: b.MedianS})
-			gpus[b.Mode] = max(gpus[b.Mode], b.GPUs)
 		}
 	}
 	for _, m := range []string{"hetflow", "baseline"} {
-		name := fmt.Sprintf("localexec, %d workers, GPU domain", maxW)
+		name := fmt.Sprintf("localexec, %d workers, %d GPUs, GPU domain", maxW, minG)
 		if m == "baseline" {
-			name = fmt.Sprintf("localexec, %d workers, GPU work inside CPU tasks", maxW)
+			name = fmt.Sprintf("localexec, %d workers, %d GPUs, GPU work inside CPU tasks", maxW, minG)
 		}
 		if err := line(p, i, name, byMode[m], true); err != nil {
 			return err
@@ -323,6 +350,7 @@ func plotSim(dir string, s *SimReport, files *[]string) error {
 		return nil
 	}
 	p := newPlot(fmt.Sprintf("projected HTDG runtime, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "runtime (s)")
+	p.Legend.Left = false
 	logXY(p, true, true)
 	var rt, mk plotter.XYs
 	for _, pr := range s.Projections {

@@ -137,3 +137,28 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	return rep, err
 }
+
+// Replot reads the JSON result files a Run wrote under dir (those that are
+// there) and draws their plots again, returning the files written.
+func Replot(dir string) ([]string, error) {
+	rep := &Report{}
+	for name, v := range map[string]any{"htdg.json": &rep.HTDG, "loop.json": &rep.Loop, "corun.json": &rep.Corun,
+		"granularity.json": &rep.Granularity, "sim.json": &rep.Sim} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", filepath.Join(dir, name), err)
+		}
+	}
+	if rep.HTDG == nil && rep.Loop == nil && rep.Corun == nil && rep.Granularity == nil && rep.Sim == nil {
+		return nil, fmt.Errorf("%w: no result files under %s", ErrConfig, dir)
+	}
+	var files []string
+	err := plotAll(dir, rep, &files)
+	return files, err
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
@@ -127,6 +129,9 @@ type RunResult struct {
 	PeakSysBytes  uint64         `json:"peak_sys_bytes,omitempty"`
 	CPUS          float64        `json:"process_cpu_s,omitempty"`
 	Nodes         []NodeCounters `json:"node_counters,omitempty"`
+	// LoadAvg1 is the machine's 1-minute load average as the run ended
+	// (/proc/loadavg; 0 where there is none): other programs' share.
+	LoadAvg1 float64 `json:"loadavg1,omitempty"`
 }
 
 // snapshot is the counters of every in-process node.
@@ -241,6 +246,7 @@ func fill(r *RunResult, w *workload, st proto.RunStatus) {
 		r.RuntimeS = r.WallS
 	}
 	r.TasksPerS = float64(w.tasks) / r.RuntimeS
+	r.LoadAvg1 = loadAvg1()
 	where := make(map[string]string, len(st.Tasks))
 	r.TasksPerNode = map[string]int{}
 	for _, ts := range st.Tasks {
@@ -343,6 +349,19 @@ func (m *memSampler) stop() memPeak {
 	close(m.stopc)
 	<-m.done
 	return m.peak
+}
+
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 func median(xs []float64) float64 {

@@ -255,7 +255,7 @@ func (c *Config) calibrate(ctx context.Context, rep *HTDGReport) (*SimReport, er
 	bestErr := math.Inf(1)
 	var best SimParams
 	ms := make([]float64, len(in))
-	for _, task := range logGrid(5e-6, 5e-3, 13) {
+	for _, task := range logGrid(2e-6, 2e-3, 31) {
 		for _, lat := range append([]float64{0}, logGrid(1e-5, 1e-2, 7)...) {
 			if ctx.Err() != nil {
 				return sr, ctx.Err()

@@ -13,7 +13,7 @@ import (
 // benchCmd is `coordinator bench`: the cluster benchmark of package bench.
 func benchCmd() *cobra.Command {
 	var quick, quiet bool
-	var out, server, tokenFile string
+	var out, server, tokenFile, replot string
 	var workers int
 	var seed uint64
 	cmd := &cobra.Command{
@@ -26,6 +26,16 @@ minutes on a 2-core machine); without it, the full run behind docs/bench/.
 See docs/benchmarks/cluster-bench.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if replot != "" {
+				files, err := bench.Replot(replot)
+				for _, f := range files {
+					fmt.Fprintln(cmd.OutOrStdout(), f)
+				}
+				if errors.Is(err, bench.ErrConfig) {
+					return withCode(exitInvalid, err)
+				}
+				return withCode(exitRunFailed, err)
+			}
 			c := bench.Full()
 			if quick {
 				c = bench.Quick()
@@ -74,6 +84,7 @@ See docs/benchmarks/cluster-bench.md.`,
 	fl.StringVar(&tokenFile, "token-file", "", "API token file for --server (default $HETFLOW_TOKEN)")
 	fl.IntVar(&workers, "workers", 2, "CPU workers per in-process node")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the generated graphs")
+	fl.StringVar(&replot, "replot", "", "only draw the plots again from the JSON results under `DIR`")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
 }
