@@ -23,6 +23,9 @@ type DevConfig struct {
 	Nodes    int    // in-process nodes (default 3)
 	CPUs     int    // CPU workers per node (default 2)
 	SimGPUs  int    // sim GPUs on the last node (default 1; -1 none)
+	// GPUsEach, when > 0, gives every node that many sim GPUs instead
+	// (SimGPUs is then ignored).
+	GPUsEach int
 	HTTPAddr string // coordinator API address (default 127.0.0.1:0)
 	Dir      string // data directory (default: a temporary one, removed by Close)
 	// Secret secures the cluster (proto.DeriveSecret): NATS requires its
@@ -103,7 +106,10 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 		}
 		d.conns = append(d.conns, conn)
 		gpus := 0
-		if i == cfg.Nodes-1 && cfg.SimGPUs > 0 {
+		switch {
+		case cfg.GPUsEach > 0:
+			gpus = cfg.GPUsEach
+		case i == cfg.Nodes-1 && cfg.SimGPUs > 0:
 			gpus = cfg.SimGPUs
 		}
 		n, err := node.New(node.Config{ID: id, Conn: conn, CPUs: cfg.CPUs, GPUs: gpus, Logger: cfg.Logger})
@@ -166,8 +172,9 @@ func (d *Dev) GossipAddr() string { return d.coord.GossipAddr() }
 // Coordinator is the dev cluster's coordinator.
 func (d *Dev) Coordinator() *coord.Server { return d.coord }
 
-// Nodes are the dev cluster's nodes, n1 first.
-func (d *Dev) Nodes() []*node.Node { return d.nodes }
+// Nodes returns the in-process nodes, in start order (n1, n2, ...), for
+// their counters (Node.Stats, Node.Executor().Stats()).
+func (d *Dev) Nodes() []*node.Node { return append([]*node.Node(nil), d.nodes...) }
 
 // Close stops everything and removes a temporary data directory.
 func (d *Dev) Close() error {

@@ -66,7 +66,7 @@ type chaosResult struct {
 	Faults      []chaosFault `json:"faults"`
 	State       string       `json:"state"`
 	Error       string       `json:"error,omitempty"`
-	RunMS       int64        `json:"run_ms"`                // submit → run ended
+	RunMS       int64        `json:"run_ms"`                 // submit → run ended
 	DetectionMS []int64      `json:"detection_ms,omitempty"` // node fault → the leader's view says dead
 	FailoverMS  []int64      `json:"failover_ms,omitempty"`  // leader killed → a new leader answers
 	Reexecuted  uint64       `json:"reexecuted"`             // Σ executions − activations

@@ -74,7 +74,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(validateCmd(), dumpCmd())
+	root.AddCommand(validateCmd(), dumpCmd(), benchCmd())
 	addClusterCommands(root)
 	return root
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"runtime"
 	"time"
 
@@ -77,11 +78,11 @@ func (r modeResult) domain(name string) domainCounters {
 // the counters. barrier, when not nil, is called between the first run and
 // the timed ones (co-run children wait there for their siblings).
 func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, error) {
-	g, err := generate(n, c.seed, c.gpus)
+	g, err := htdg.Generate(n, c.seed, c.gpus)
 	if err != nil {
 		return modeResult{}, err
 	}
-	res := modeResult{Mode: string(m), Tasks: n, GPUTasks: g.nGPU, CPUTasks: n - g.nGPU, Edges: g.edges, Layers: g.layers}
+	res := modeResult{Mode: string(m), Tasks: n, GPUTasks: g.NGPU, CPUTasks: n - g.NGPU, Edges: g.Edges, Layers: g.Layers}
 	runtime.GC()
 	devs, err := gpu.Open(c.gpus)
 	if err != nil {
@@ -101,19 +102,19 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 	}()
 
 	t0 := time.Now()
-	in, err := build(g, m, devs)
+	in, err := htdg.Build(g, m, devs)
 	if err != nil {
 		return res, err
 	}
 	res.BuildS = time.Since(t0).Seconds()
-	ex := in.executor(c.workers)
+	ex := in.Executor(c.workers)
 	defer ex.Close()
 	if err := ex.Err(); err != nil {
 		return res, err
 	}
 
 	t0 = time.Now()
-	if err := in.run(ex); err != nil {
+	if err := in.Run(ex); err != nil {
 		return res, fmt.Errorf("%s, %d tasks, first run: %w", m, n, err)
 	}
 	res.FirstS = time.Since(t0).Seconds()
@@ -127,7 +128,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 	cpu0 := cpuTime()
 	for i := range durs {
 		t0 = time.Now()
-		if err := in.run(ex); err != nil {
+		if err := in.Run(ex); err != nil {
 			return res, fmt.Errorf("%s, %d tasks, run %d: %w", m, n, i+2, err)
 		}
 		durs[i] = time.Since(t0)
@@ -145,7 +146,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		res.CPUPerRunS = cpu.Seconds() / float64(c.reps)
 	}
 	res.Domains = counters(ex.Stats())
-	if err := in.verify(res.Runs); err != nil {
+	if err := in.Verify(res.Runs); err != nil {
 		return res, err
 	}
 	if err := checkCounters(g, m, res); err != nil {
@@ -174,14 +175,14 @@ func counters(st localexec.Stats) []domainCounters {
 // checkCounters checks that every task ran exactly once per run, in its
 // domain: in hetflow mode CPU tasks on "cpu" and each GPU task on its
 // device's "gpuD"; in the baseline every task on "cpu".
-func checkCounters(g *htdg, m mode, r modeResult) error {
+func checkCounters(g *htdg.Graph, m mode, r modeResult) error {
 	runs := uint64(r.Runs)
-	want := map[string]uint64{"cpu": uint64(g.n) * runs}
+	want := map[string]uint64{"cpu": uint64(g.N) * runs}
 	if m == modeHetflow {
-		want["cpu"] = uint64(g.n-g.nGPU) * runs
-		for i, isGPU := range g.gpu {
+		want["cpu"] = uint64(g.N-g.NGPU) * runs
+		for i, isGPU := range g.GPU {
 			if isGPU {
-				want[fmt.Sprintf("gpu%d", g.device[i])] += runs
+				want[fmt.Sprintf("gpu%d", g.Device[i])] += runs
 			}
 		}
 	}
@@ -190,11 +191,11 @@ func checkCounters(g *htdg, m mode, r modeResult) error {
 		total += d.Executed
 		if d.Executed != want[d.Domain] {
 			return fmt.Errorf("htdg: %s, %d tasks, %d runs: domain %s executed %d tasks, want %d",
-				m, g.n, r.Runs, d.Domain, d.Executed, want[d.Domain])
+				m, g.N, r.Runs, d.Domain, d.Executed, want[d.Domain])
 		}
 	}
-	if total != uint64(g.n)*runs {
-		return fmt.Errorf("htdg: %s: %d tasks executed in %d runs of %d tasks", m, total, r.Runs, g.n)
+	if total != uint64(g.N)*runs {
+		return fmt.Errorf("htdg: %s: %d tasks executed in %d runs of %d tasks", m, total, r.Runs, g.N)
 	}
 	return nil
 }

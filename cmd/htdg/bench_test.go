@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"runtime"
 	"testing"
 
@@ -14,7 +15,7 @@ func BenchmarkHTDG(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		for _, m := range []mode{modeHetflow, modeBaseline} {
 			b.Run(fmt.Sprintf("%s/%d", m, n), func(b *testing.B) {
-				g, err := generate(n, 1, 2)
+				g, err := htdg.Generate(n, 1, 2)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -24,18 +25,18 @@ func BenchmarkHTDG(b *testing.B) {
 						_ = d.Close()
 					}
 				}()
-				in, err := build(g, m, devs)
+				in, err := htdg.Build(g, m, devs)
 				if err != nil {
 					b.Fatal(err)
 				}
-				ex := in.executor(runtime.GOMAXPROCS(0))
+				ex := in.Executor(runtime.GOMAXPROCS(0))
 				defer ex.Close()
-				if err := in.run(ex); err != nil { // builds the GPU graphs
+				if err := in.Run(ex); err != nil { // builds the GPU graphs
 					b.Fatal(err)
 				}
 				b.ResetTimer()
 				for b.Loop() {
-					if err := in.run(ex); err != nil {
+					if err := in.Run(ex); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -54,12 +55,12 @@ func BenchmarkSimLaunch(b *testing.B) {
 			devs, _ := gpu.Open(1)
 			d := devs[0]
 			defer d.Close()
-			dx, _ := gpu.Alloc[float32](d, elems)
-			dy, _ := gpu.Alloc[float32](d, elems)
-			hy := make([]float32, elems)
+			dx, _ := gpu.Alloc[float32](d, htdg.Elems)
+			dy, _ := gpu.Alloc[float32](d, htdg.Elems)
+			hy := make([]float32, htdg.Elems)
 			g := gpu.NewGraph(d)
 			h2d := gpu.H2D(g, dy, hy)
-			k := gpu.SaxpyNode(g, elems, alpha, dx, dy)
+			k := gpu.SaxpyNode(g, htdg.Elems, htdg.Alpha, dx, dy)
 			h2d.Precede(k)
 			k.Precede(gpu.D2H(g, hy, dy))
 			done := make(chan error)

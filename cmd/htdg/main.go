@@ -37,6 +37,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"io"
 	"os"
 	"runtime"
@@ -370,3 +371,11 @@ func writeCorunTable(w io.Writer, c *corunReport) {
 	}
 	_ = tw.Flush()
 }
+
+// mode is how GPU tasks run (htdg.Mode), named here for the flags.
+type mode = htdg.Mode
+
+const (
+	modeHetflow  = htdg.ModeHetflow
+	modeBaseline = htdg.ModeBaseline
+)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,67 +26,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestGenerate(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 10, 1000} {
-		g, err := generate(n, 7, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.n != n || g.nGPU != n/2 {
-			t.Fatalf("n=%d: %d tasks, %d GPU", n, g.n, g.nGPU)
-		}
-		nGPU, perDev := 0, make([]int, 3)
-		layerOf := make([]int, n)
-		edges := 0
-		for i := range n {
-			if g.gpu[i] {
-				nGPU++
-				perDev[g.device[i]]++
-			}
-			seen := map[int32]bool{}
-			for _, p := range g.preds[i] {
-				if p >= int32(i) || seen[p] {
-					t.Fatalf("n=%d: task %d has predecessor %d (dup %v)", n, i, p, seen[p])
-				}
-				seen[p] = true
-				layerOf[i] = layerOf[p] + 1
-			}
-			edges += len(g.preds[i])
-			if len(g.preds[i]) > 3 {
-				t.Fatalf("task %d has %d predecessors", i, len(g.preds[i]))
-			}
-		}
-		// every edge goes from one layer to the next
-		for i := range n {
-			for _, p := range g.preds[i] {
-				if layerOf[p] != layerOf[i]-1 {
-					t.Fatalf("edge %d→%d spans layers %d→%d", p, i, layerOf[p], layerOf[i])
-				}
-			}
-		}
-		if nGPU != g.nGPU || edges != g.edges || max(perDev[0], perDev[1], perDev[2])-min(perDev[0], perDev[1], perDev[2]) > 1 {
-			t.Fatalf("n=%d: %d GPU tasks, per device %v, %d edges (g says %d)", n, nGPU, perDev, edges, g.edges)
-		}
-		if n == 1000 && (g.layers < 10 || g.layers > 100) {
-			t.Fatalf("%d layers for 1000 tasks", g.layers)
-		}
-	}
-	a, _ := generate(500, 1, 2)
-	b, _ := generate(500, 1, 2)
-	c, _ := generate(500, 2, 2)
-	if fmt.Sprint(a.preds, a.gpu) != fmt.Sprint(b.preds, b.gpu) {
-		t.Fatal("same seed, different graphs")
-	}
-	if fmt.Sprint(a.preds, a.gpu) == fmt.Sprint(c.preds, c.gpu) {
-		t.Fatal("different seeds, same graph")
-	}
-	if _, err := generate(0, 1, 1); err == nil {
-		t.Fatal("0 tasks accepted")
-	}
-	if _, err := generate(10, 1, 0); err == nil {
-		t.Fatal("0 devices accepted")
-	}
-}
 
 // orderObserver records, per task name, how often it started and the
 // sequence numbers of its (last) start and end.
@@ -120,7 +60,7 @@ func (o *orderObserver) TaskEnd(_ localexec.WorkerInfo, t localexec.TaskInfo) {
 func TestRunOrderAndResults(t *testing.T) {
 	for _, m := range []mode{modeHetflow, modeBaseline} {
 		t.Run(string(m), func(t *testing.T) {
-			g, err := generate(300, 3, 2)
+			g, err := htdg.Generate(300, 3, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,32 +73,32 @@ func TestRunOrderAndResults(t *testing.T) {
 					_ = d.Close()
 				}
 			}()
-			in, err := build(g, m, devs)
+			in, err := htdg.Build(g, m, devs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex := in.executor(2)
+			ex := in.Executor(2)
 			defer ex.Close()
 			for run := 1; run <= 2; run++ {
 				o := newOrderObserver()
 				ex.AddObserver(o)
-				if err := in.run(ex); err != nil {
+				if err := in.Run(ex); err != nil {
 					t.Fatal(err)
 				}
 				ex.RemoveObserver(o)
-				for i := range g.n {
+				for i := range g.N {
 					name := fmt.Sprintf("t%d", i)
 					if o.starts[name] != 1 {
 						t.Fatalf("run %d: %s started %d times", run, name, o.starts[name])
 					}
-					for _, p := range g.preds[i] {
+					for _, p := range g.Preds[i] {
 						pn := fmt.Sprintf("t%d", p)
 						if o.end[pn] > o.start[name] {
 							t.Fatalf("run %d: %s started before its predecessor %s ended", run, name, pn)
 						}
 					}
 				}
-				if err := in.verify(run); err != nil {
+				if err := in.Verify(run); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -167,8 +107,8 @@ func TestRunOrderAndResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			// the checks can fail: a wrong element, a wrong count
-			in.y[17][5]++
-			if err := in.verify(2); err == nil || !strings.Contains(err.Error(), "t17") {
+			in.Y[17][5]++
+			if err := in.Verify(2); err == nil || !strings.Contains(err.Error(), "t17") {
 				t.Fatalf("verify missed a corrupted element: %v", err)
 			}
 			r.Runs = 3

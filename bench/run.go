@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/hetflow/hetflow/gpu"
+)
+
+// EqualWorkersNote goes next to every figure: the nodes of an in-process
+// cluster share one machine's cores.
+const EqualWorkersNote = "in-process nodes share this machine's cores: configurations and baselines are compared at equal total CPU workers (nodes × workers per node), not equal hardware"
+
+// Meta is the header of every result file.
+type Meta struct {
+	Experiment string   `json:"experiment"`
+	Date       string   `json:"date"`
+	Command    string   `json:"command"`
+	GoVersion  string   `json:"go_version"`
+	GOOS       string   `json:"goos"`
+	GOARCH     string   `json:"goarch"`
+	NumCPU     int      `json:"num_cpu"`
+	LoadAvg    string   `json:"loadavg_at_start,omitempty"` // /proc/loadavg: other programs on the machine
+	GPUBackend string   `json:"gpu_backend"`
+	Cluster    string   `json:"cluster"` // "in-process dev clusters" or the servers
+	Seed       uint64   `json:"seed"`
+	Notes      []string `json:"notes"`
+}
+
+// Command is recorded in every Meta (set by the CLI).
+var Command = "bench.Run"
+
+func newMeta(c *Config, exp string) Meta {
+	m := Meta{Experiment: exp, Date: time.Now().UTC().Format(time.RFC3339), Command: Command, GoVersion: runtime.Version(),
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GPUBackend: gpu.Backend(), Seed: c.Seed,
+		Cluster: "in-process dev clusters (embedded NATS with JetStream, one raft coordinator, N nodes)",
+		Notes:   []string{EqualWorkersNote}}
+	if gpu.Backend() == "sim" {
+		m.Notes = append(m.Notes, "GPU tasks ran on sim devices (on the CPU): the CUDA figures are missing")
+	}
+	if len(c.Servers) > 0 {
+		m.Cluster = strings.Join(c.Servers, ",")
+		m.Notes = []string{"a running cluster: per-node counters, memory and CPU time are not read"}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// Report is everything one Run measured.
+type Report struct {
+	HTDG        *HTDGReport  `json:"htdg"`
+	Loop        *LoopReport  `json:"loop"`
+	Corun       *CorunReport `json:"corun"`
+	Granularity *GranReport  `json:"granularity,omitempty"`
+	Sim         *SimReport   `json:"sim,omitempty"`
+	Files       []string     `json:"files"` // what Run wrote under Out
+}
+
+// Run measures every experiment of c and writes, under c.Out, one JSON
+// result file per experiment (htdg.json, loop.json, corun.json,
+// granularity.json, sim.json) and the plots (SVG and PNG). It stops at the
+// first failure; the files of the experiments done by then are written.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	rep := &Report{}
+	write := func(name string, v any) error {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(c.Out, name)
+		if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		rep.Files = append(rep.Files, p)
+		return nil
+	}
+	var err error
+	step := func(name string, fn func() (any, error)) {
+		if err != nil {
+			return
+		}
+		t0 := time.Now()
+		var v any
+		v, err = fn()
+		c.logf("== %s: %.1f s", name, time.Since(t0).Seconds())
+		if v != nil {
+			if werr := write(name+".json", v); err == nil {
+				err = werr
+			}
+		}
+		// plot what is done so far: a later failure keeps these
+		var part Report
+		switch name {
+		case "htdg":
+			part.HTDG = rep.HTDG
+		case "loop":
+			part.Loop = rep.Loop
+		case "corun":
+			part.Corun = rep.Corun
+		case "granularity":
+			part.Granularity = rep.Granularity
+		case "sim":
+			part.Sim = rep.Sim
+		}
+		if perr := plotAll(c.Out, &part, &rep.Files); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	step("htdg", func() (any, error) { r, err := c.runHTDG(ctx); rep.HTDG = r; return r, err })
+	step("loop", func() (any, error) { r, err := c.runLoop(ctx); rep.Loop = r; return r, err })
+	step("corun", func() (any, error) { r, err := c.runCorun(ctx); rep.Corun = r; return r, err })
+	if len(c.Servers) == 0 {
+		step("granularity", func() (any, error) { r, err := c.runGranularity(ctx); rep.Granularity = r; return r, err })
+		step("sim", func() (any, error) {
+			r, err := c.calibrate(ctx, rep.HTDG)
+			if err == nil {
+				err = c.project(ctx, r)
+			}
+			rep.Sim = r
+			return r, err
+		})
+	}
+	return rep, err
+}
+
+// Replot reads the JSON result files a Run wrote under dir (those that are
+// there) and draws their plots again, returning the files written.
+func Replot(dir string) ([]string, error) {
+	rep := &Report{}
+	for name, v := range map[string]any{"htdg.json": &rep.HTDG, "loop.json": &rep.Loop, "corun.json": &rep.Corun,
+		"granularity.json": &rep.Granularity, "sim.json": &rep.Sim} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", filepath.Join(dir, name), err)
+		}
+	}
+	if rep.HTDG == nil && rep.Loop == nil && rep.Corun == nil && rep.Granularity == nil && rep.Sim == nil {
+		return nil, fmt.Errorf("%w: no result files under %s", ErrConfig, dir)
+	}
+	var files []string
+	err := plotAll(dir, rep, &files)
+	return files, err
+}

@@ -1,0 +1,384 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/localexec"
+)
+
+// ErrRun is matched by a benchmark run that did not succeed.
+var ErrRun = errors.New("bench: run failed")
+
+// target is a cluster to submit to: an in-process dev cluster the bench
+// started (dev != nil: per-node counters and the process's memory and CPU
+// time are read), or a running cluster reached over its API.
+type target struct {
+	label   string // "3 nodes × 1 GPU × 2 workers"
+	nodes   int
+	gpus    int // per node
+	workers int // CPU workers per node
+	client  *cluster.Client
+	dev     *cluster.Dev
+}
+
+func configLabel(nodes, gpus, workers int) string {
+	return fmt.Sprintf("%d node%s × %d GPU%s × %d workers", nodes, plural(nodes), gpus, plural(gpus), workers)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// startDev starts an in-process cluster of nodes nodes, each with workers
+// CPU workers and gpus sim GPUs.
+func startDev(ctx context.Context, nodes, gpus, workers int) (*target, error) {
+	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	d, err := cluster.StartDev(sctx, cluster.DevConfig{Nodes: nodes, CPUs: workers, GPUsEach: gpus})
+	if err != nil {
+		return nil, fmt.Errorf("bench: starting a dev cluster of %d nodes: %w", nodes, err)
+	}
+	c := d.Client()
+	c.Retry = time.Minute
+	return &target{label: configLabel(nodes, gpus, workers), nodes: nodes, gpus: gpus, workers: workers, client: c, dev: d}, nil
+}
+
+// remoteTarget is the running cluster at urls: its alive nodes say how big
+// it is (GPUs and workers from the first node).
+func remoteTarget(ctx context.Context, urls []string, token string) (*target, error) {
+	c := cluster.NewClient(urls, token)
+	c.Retry = time.Minute
+	ns, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: reading the cluster's nodes: %w", err)
+	}
+	t := &target{client: c}
+	for _, n := range ns {
+		if n.State != proto.NodeAlive {
+			continue
+		}
+		if t.nodes == 0 {
+			t.gpus, t.workers = n.GPUs, n.CPUs
+		}
+		t.nodes++
+	}
+	if t.nodes == 0 {
+		return nil, fmt.Errorf("bench: the cluster at %v has no alive node", urls)
+	}
+	t.label = configLabel(t.nodes, t.gpus, t.workers) + " (remote)"
+	return t, nil
+}
+
+func (t *target) close() error {
+	if t.dev == nil {
+		return nil
+	}
+	return t.dev.Close()
+}
+
+// NodeCounters are one node's counters over one run (differences of
+// node.Stats and of its executor's localexec.Stats), in-process nodes only.
+type NodeCounters struct {
+	Node            string                  `json:"node"`
+	Assignments     uint64                  `json:"assignments"`
+	TasksExecuted   uint64                  `json:"tasks_executed"`
+	SignalsSent     uint64                  `json:"signals_sent"`
+	SignalsReceived uint64                  `json:"signals_received"`
+	SignalsDup      uint64                  `json:"signals_duplicate"`
+	EventsPublished uint64                  `json:"events_published"`
+	Domains         []localexec.DomainStats `json:"scheduler"`
+}
+
+// RunResult is one submitted flow's run.
+type RunResult struct {
+	ID    string `json:"id"`
+	Flow  string `json:"flow"`
+	State string `json:"state"`
+	// RuntimeS is the coordinator's finished − submitted time: parsing,
+	// partitioning, assignment, execution and the status fold.
+	RuntimeS    float64 `json:"runtime_s"`
+	WallS       float64 `json:"wall_s"` // the client's submit → seen finished
+	Tasks       int     `json:"tasks"`  // declared tasks
+	TasksPerS   float64 `json:"tasks_per_s"`
+	Activations uint64  `json:"activations"`
+	Executions  uint64  `json:"executions"`
+	// Reexecutions is Σ over tasks of executions − activations.
+	Reexecutions   uint64 `json:"reexecutions"`
+	Edges          int    `json:"edges"`
+	CrossNodeEdges int    `json:"cross_node_edges"`
+	// TasksPerNode counts the tasks each node ran.
+	TasksPerNode map[string]int `json:"tasks_per_node"`
+	// In-process clusters only: the bench process's peak heap and CPU time
+	// during the run (the coordinator, NATS and every node share it: there
+	// is no per-node memory figure for in-process nodes) and each node's
+	// counters.
+	PeakHeapBytes uint64         `json:"peak_heap_bytes,omitempty"`
+	PeakSysBytes  uint64         `json:"peak_sys_bytes,omitempty"`
+	CPUS          float64        `json:"process_cpu_s,omitempty"`
+	Nodes         []NodeCounters `json:"node_counters,omitempty"`
+	// LoadAvg1 is the machine's 1-minute load average as the run ended
+	// (/proc/loadavg; 0 where there is none): other programs' share.
+	LoadAvg1 float64 `json:"loadavg1,omitempty"`
+}
+
+// snapshot is the counters of every in-process node.
+type snapshot []NodeCounters
+
+func (t *target) snapshot() snapshot {
+	if t.dev == nil {
+		return nil
+	}
+	var s snapshot
+	for _, n := range t.dev.Nodes() {
+		st := n.Stats()
+		s = append(s, NodeCounters{Node: n.ID(), Assignments: st.Assignments, TasksExecuted: st.TasksExecuted,
+			SignalsSent: st.SignalsSent, SignalsReceived: st.SignalsReceived, SignalsDup: st.SignalsDuplicate,
+			EventsPublished: st.EventsPublished, Domains: n.Executor().Stats().Domains})
+	}
+	return s
+}
+
+func (s snapshot) since(before snapshot) []NodeCounters {
+	out := make([]NodeCounters, len(s))
+	for i, a := range s {
+		b := before[i]
+		d := NodeCounters{Node: a.Node, Assignments: a.Assignments - b.Assignments, TasksExecuted: a.TasksExecuted - b.TasksExecuted,
+			SignalsSent: a.SignalsSent - b.SignalsSent, SignalsReceived: a.SignalsReceived - b.SignalsReceived,
+			SignalsDup: a.SignalsDup - b.SignalsDup, EventsPublished: a.EventsPublished - b.EventsPublished}
+		for j, x := range a.Domains {
+			y := localexec.DomainStats{}
+			if j < len(b.Domains) {
+				y = b.Domains[j]
+			}
+			d.Domains = append(d.Domains, localexec.DomainStats{Domain: x.Domain, Workers: x.Workers,
+				Executed: x.Executed - y.Executed, StealAttempts: x.StealAttempts - y.StealAttempts,
+				FailedSteals: x.FailedSteals - y.FailedSteals, Parks: x.Parks - y.Parks, Wakeups: x.Wakeups - y.Wakeups})
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// submitted is a run in flight.
+type submitted struct {
+	w     *workload
+	id    string
+	start time.Time
+}
+
+func (t *target) submit(ctx context.Context, w *workload) (submitted, error) {
+	s := submitted{w: w, start: time.Now()}
+	id, err := t.client.Submit(ctx, w.name+".json", w.text)
+	if err != nil {
+		return s, fmt.Errorf("bench: submitting %s to %s: %w", w.name, t.label, err)
+	}
+	s.id = id
+	return s, nil
+}
+
+// wait polls the run list (cheap, unlike a big run's status) until every
+// run of subs has finished, then reads each one's status.
+func (t *target) wait(ctx context.Context, subs []submitted) ([]RunResult, error) {
+	left := map[string]int{}
+	for i, s := range subs {
+		left[s.id] = i
+	}
+	out := make([]RunResult, len(subs))
+	poll := 2 * time.Millisecond
+	for len(left) > 0 {
+		runs, err := t.client.Runs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench: listing runs: %w", err)
+		}
+		now := time.Now()
+		for _, r := range runs {
+			i, ok := left[r.ID]
+			if !ok || !proto.Finished(r.State) {
+				continue
+			}
+			delete(left, r.ID)
+			out[i].WallS = now.Sub(subs[i].start).Seconds()
+			if r.Finished != nil {
+				out[i].RuntimeS = r.Finished.Sub(r.Submitted).Seconds()
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bench: waiting for %d runs on %s: %w", len(left), t.label, ctx.Err())
+		case <-time.After(poll):
+		}
+		poll = min(2*poll, 50*time.Millisecond)
+	}
+	for i, s := range subs {
+		st, err := t.client.Status(ctx, s.id)
+		if err != nil {
+			return nil, fmt.Errorf("bench: status of %s: %w", s.id, err)
+		}
+		r := &out[i]
+		fill(r, s.w, st)
+		if st.State != proto.RunSucceeded {
+			return out, fmt.Errorf("%w: %s on %s: run %s %s: %s", ErrRun, s.w.name, t.label, s.id, st.State, st.Error)
+		}
+	}
+	return out, nil
+}
+
+// fill completes r from the run's final status.
+func fill(r *RunResult, w *workload, st proto.RunStatus) {
+	r.ID, r.Flow, r.State, r.Tasks = st.ID, st.Flow, st.State, w.tasks
+	if r.RuntimeS <= 0 {
+		r.RuntimeS = r.WallS
+	}
+	r.TasksPerS = float64(w.tasks) / r.RuntimeS
+	r.LoadAvg1 = loadAvg1()
+	where := make(map[string]string, len(st.Tasks))
+	r.TasksPerNode = map[string]int{}
+	for _, ts := range st.Tasks {
+		r.Activations += ts.Activations
+		r.Executions += ts.Executions
+		if ts.Executions > ts.Activations {
+			r.Reexecutions += ts.Executions - ts.Activations
+		}
+		where[ts.Name] = ts.Node
+		if ts.Node != "" {
+			r.TasksPerNode[ts.Node]++
+		}
+	}
+	r.Edges = len(w.edges)
+	for _, e := range w.edges {
+		a, b := where[e[0]], where[e[1]]
+		if a != "" && b != "" && a != b {
+			r.CrossNodeEdges++
+		}
+	}
+}
+
+// run submits w, waits for it and adds the in-process figures.
+func (t *target) run(ctx context.Context, w *workload) (RunResult, error) {
+	rs, err := t.runMany(ctx, []*workload{w})
+	if len(rs) == 0 {
+		return RunResult{}, err
+	}
+	return rs[0], err
+}
+
+// runMany submits every workload at once and waits for all; the process
+// figures (memory, CPU time, node counters) cover them together and are
+// given to each.
+func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, error) {
+	before := t.snapshot()
+	var mem *memSampler
+	var cpu0 time.Duration
+	if t.dev != nil {
+		mem = startMem(5 * time.Millisecond)
+		cpu0 = cpuTime()
+	}
+	subs := make([]submitted, 0, len(ws))
+	var err error
+	for _, w := range ws {
+		var s submitted
+		if s, err = t.submit(ctx, w); err != nil {
+			break
+		}
+		subs = append(subs, s)
+	}
+	var rs []RunResult
+	if err == nil {
+		rs, err = t.wait(ctx, subs)
+	}
+	if mem != nil {
+		peak := mem.stop()
+		cpu := (cpuTime() - cpu0).Seconds()
+		nodes := t.snapshot().since(before)
+		for i := range rs {
+			rs[i].PeakHeapBytes, rs[i].PeakSysBytes, rs[i].CPUS, rs[i].Nodes = peak.heap, peak.sys, cpu, nodes
+		}
+	}
+	return rs, err
+}
+
+// memSampler records the high-water marks of the process's Go heap in use
+// and of all memory the runtime holds, read through runtime/metrics every
+// period. Owner: the caller of startMem; stop and join: stop.
+type memSampler struct {
+	stopc chan struct{}
+	done  chan struct{}
+	peak  memPeak
+}
+
+type memPeak struct{ heap, sys uint64 }
+
+func startMem(period time.Duration) *memSampler {
+	m := &memSampler{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/total:bytes"}}
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			metrics.Read(s)
+			m.peak.heap = max(m.peak.heap, s[0].Value.Uint64()+s[1].Value.Uint64())
+			m.peak.sys = max(m.peak.sys, s[2].Value.Uint64())
+			select {
+			case <-m.stopc:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *memSampler) stop() memPeak {
+	close(m.stopc)
+	<-m.done
+	return m.peak
+}
+
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func sizeLabel(n int) string {
+	if n%1000 == 0 {
+		return strconv.Itoa(n/1000) + "K"
+	}
+	return strconv.Itoa(n)
+}
