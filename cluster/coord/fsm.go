@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -21,6 +22,7 @@ type Node struct {
 	State   string    `json:"state"` // proto.NodeAlive, NodeSuspect, NodeDead, NodeLeft
 	CPUs    int       `json:"cpus"`
 	GPUs    int       `json:"gpus"`
+	Boot    string    `json:"boot,omitempty"` // proto.Meta.Boot: the process incarnation
 	Updated time.Time `json:"updated"`
 }
 
@@ -37,6 +39,10 @@ type Run struct {
 	Gen        uint64        `json:"gen"`
 	Assignment []string      `json:"assignment"` // vertex → node id
 	Nodes      []string      `json:"nodes"`      // the nodes of Assignment, sorted
+	// Boots are the incarnations (Node.Boot) of Nodes when the run took them
+	// (submit, reassign): a node whose Boot has changed since was restarted
+	// and lost its part, like a dead one.
+	Boots map[string]string `json:"boots,omitempty"`
 }
 
 // Settings are the cluster-wide settings in the FSM.
@@ -72,6 +78,7 @@ type Reassign struct {
 	ID         string   `json:"id"`
 	Gen        uint64   `json:"gen"`
 	Assignment []string `json:"assignment"`
+	Boots      map[string]string `json:"boots,omitempty"` // of the new assignment's nodes
 }
 
 // Finish ends a run.
@@ -171,6 +178,9 @@ func (f *FSM) Apply(c *Command) error {
 			return refuse("run %s: %v", a.ID, err)
 		}
 		r.Gen, r.Assignment, r.Nodes = a.Gen, append([]string(nil), a.Assignment...), nodes
+		if a.Boots != nil {
+			r.Boots = maps.Clone(a.Boots)
+		}
 		r.State = proto.RunRunning
 	case OpRunFinish:
 		x := c.Finish

@@ -105,7 +105,7 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 		t.Fatal(err)
 	}
 	n.ml, err = member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seeds,
-		Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: cpus, GPUs: gpus}})
+		Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: cpus, GPUs: gpus, Boot: "boot1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

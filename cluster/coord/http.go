@@ -304,8 +304,16 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	if err != nil {
 		return "", invalid(err)
 	}
+	boots := map[string]string{}
+	for _, n := range alive {
+		boots[n.ID] = n.Boot
+	}
+	used := map[string]string{}
+	for _, n := range assign {
+		used[n] = boots[n]
+	}
 	run := &Run{ID: id, Flow: canon, FlowName: g.Name, State: proto.RunRunning, Submitted: now,
-		Timeout: g.Timeout, Gen: 1, Assignment: assign}
+		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
 	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
 			if done, err2 := s.submitted(id, canon); done || err2 != nil {

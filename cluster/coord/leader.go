@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,8 +175,8 @@ func (l *leader) syncMembers(now time.Time) {
 			if state == proto.NodeSuspect {
 				state = proto.NodeAlive // the FSM does not follow suspicion (it flaps); GET /v1/nodes shows it live
 			}
-			n := Node{ID: m.ID, Address: m.Addr, State: state, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs}
-			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs {
+			n := Node{ID: m.ID, Address: m.Addr, State: state, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs, Boot: m.Meta.Boot}
+			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs && k.Boot == n.Boot {
 				continue
 			}
 			n.Updated = now
@@ -342,9 +343,11 @@ func (l *leader) recoverRuns(now time.Time) {
 	var runs []Run
 	var alive []Node
 	state := map[string]string{}
+	boot := map[string]string{}
 	s.fsm.read(func(f *FSM) {
 		for _, n := range f.Nodes() {
 			state[n.ID] = n.State
+			boot[n.ID] = n.Boot
 			if n.State == proto.NodeAlive {
 				alive = append(alive, n)
 			}
@@ -358,7 +361,9 @@ func (l *leader) recoverRuns(now time.Time) {
 	for _, r := range runs {
 		var lost []string
 		for _, n := range r.Nodes {
-			if st := state[n]; st == proto.NodeDead || st == proto.NodeLeft {
+			st := state[n]
+			restarted := r.Boots[n] != "" && boot[n] != r.Boots[n] // the process that held the part is gone
+			if st == proto.NodeDead || st == proto.NodeLeft || restarted {
 				lost = append(lost, n)
 			}
 		}
@@ -366,7 +371,13 @@ func (l *leader) recoverRuns(now time.Time) {
 			continue
 		}
 		start := time.Now()
-		assign, err := reassign(r, alive)
+		var takers []Node // alive, and not a lost node's new process (it knows nothing of the run)
+		for _, n := range alive {
+			if !slices.Contains(lost, n.ID) {
+				takers = append(takers, n)
+			}
+		}
+		assign, err := reassign(r, takers)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			s.log.Warn("run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -377,7 +388,11 @@ func (l *leader) recoverRuns(now time.Time) {
 			}
 			continue
 		}
-		if err := s.apply(&Command{Op: OpRunReassign, Reassign: &Reassign{ID: r.ID, Gen: r.Gen + 1, Assignment: assign}}); err != nil {
+		boots := map[string]string{}
+		for _, n := range assign {
+			boots[n] = boot[n]
+		}
+		if err := s.apply(&Command{Op: OpRunReassign, Reassign: &Reassign{ID: r.ID, Gen: r.Gen + 1, Assignment: assign, Boots: boots}}); err != nil {
 			s.log.Warn("reassign run", "run", r.ID, "err", err)
 			continue
 		}

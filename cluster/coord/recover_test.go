@@ -136,3 +136,44 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 		t.Fatalf("the stuck run's error does not name the task and the lost node: %q", r.Error)
 	}
 }
+
+// A node restarted under the same id (a new Boot in its metadata) before
+// gossip took it for dead has lost what its old process held: the leader
+// moves that part to the other nodes and leaves the new process out of the
+// run.
+func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
+	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 10*time.Second, "leader", c.Leader)
+	seeds := []string{c.GossipAddr()}
+	startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	again := startFakeNode(t, "again", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "again") == proto.NodeAlive
+	})
+	var b strings.Builder
+	b.WriteString("name: spread\ntasks:\n")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		b.WriteString("  - {name: " + n + ", func: spin, args: {us: 1000}}\n")
+	}
+	var sub proto.SubmitResponse
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: b.String()}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	if r, _ := c.run(sub.ID); len(r.Nodes) != 2 || r.Boots["again"] != "boot1" {
+		t.Fatalf("run before the restart: nodes %v boots %v", r.Nodes, r.Boots)
+	}
+	must(t, again.ml.UpdateMeta(proto.Meta{Role: proto.RoleNode, ID: "again", CPUs: 1, Boot: "boot2"}))
+	eventually(t, 15*time.Second, "the run moved off the restarted node", func() bool {
+		r, _ := c.run(sub.ID)
+		return r.Gen == 2 && len(r.Nodes) == 1 && r.Nodes[0] == "ok"
+	})
+	if st := nodeState(c, "again"); st != proto.NodeAlive {
+		t.Fatalf("the restarted node is %s, want alive (it takes new runs)", st)
+	}
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs/"+sub.ID+"/cancel", "", nil, nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+}

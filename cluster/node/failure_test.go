@@ -350,8 +350,14 @@ func TestConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := n.Meta(); m != (proto.Meta{Role: proto.RoleNode, ID: "n1", HTTP: "127.0.0.1:8080", CPUs: 1, GPUs: 2}) {
+	m := n.Meta()
+	if len(m.Boot) != 12 || m != (proto.Meta{Role: proto.RoleNode, ID: "n1", HTTP: "127.0.0.1:8080", CPUs: 1, GPUs: 2, Boot: m.Boot}) {
 		t.Fatalf("Meta = %+v", m)
+	}
+	if other, err := New(Config{ID: "n1", Conn: conn, CPUs: 1}); err != nil || other.Meta().Boot == m.Boot {
+		t.Fatalf("a second process of n1 has boot %q, the first %q (%v)", other.Meta().Boot, m.Boot, err)
+	} else {
+		_ = other.Close()
 	}
 	// Close without Start, twice
 	if err := n.Close(); err != nil {

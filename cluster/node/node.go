@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"context"
 	"errors"
 	"fmt"
@@ -127,6 +129,7 @@ type counters struct {
 type Node struct {
 	cfg     Config
 	id      string
+	boot    string // random per New: Meta.Boot
 	conn    *transport.Conn
 	reg     *funcs.Registry
 	ex      *localexec.Executor
@@ -215,7 +218,10 @@ func New(cfg Config) (*Node, error) {
 		b.Close(context.Background())
 		return nil, fmt.Errorf("%w: node %s: executor: %w", ErrConfig, cfg.ID, err)
 	}
+	var bootBytes [6]byte
+	_, _ = rand.Read(bootBytes[:])
 	n := &Node{
+		boot: hex.EncodeToString(bootBytes[:]),
 		cfg:     cfg,
 		id:      cfg.ID,
 		conn:    cfg.Conn,
@@ -248,7 +254,7 @@ func (n *Node) Executor() *localexec.Executor { return n.ex }
 
 // Meta is what the node advertises in the membership ring.
 func (n *Node) Meta() proto.Meta {
-	return proto.Meta{Role: proto.RoleNode, ID: n.id, HTTP: n.cfg.HTTP, CPUs: n.ex.NumCPUWorkers(), GPUs: len(n.ex.Devices())}
+	return proto.Meta{Role: proto.RoleNode, ID: n.id, HTTP: n.cfg.HTTP, CPUs: n.ex.NumCPUWorkers(), GPUs: len(n.ex.Devices()), Boot: n.boot}
 }
 
 // Start subscribes to the node's control and signal subjects: from now on

@@ -193,6 +193,10 @@ type Meta struct {
 	HTTP string `json:"http,omitempty"`
 	CPUs int    `json:"cpus,omitempty"`
 	GPUs int    `json:"gpus,omitempty"`
+	// Boot is random per process start: a node restarted under the same id
+	// (a supervisor, a container restart policy) has another one, and the
+	// leader treats the runs the old process held as lost on it.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Secret is what a cluster secret yields.
