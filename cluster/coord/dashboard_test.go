@@ -81,6 +81,12 @@ func TestDashboardMountedWithTheAPIToken(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.Count(body, `"ph":"X"`) != 2 {
 		t.Fatalf("trace: %d %s", resp.StatusCode, body)
 	}
+	// The event stream flushes through the server's middleware: the summary,
+	// then (the run has ended) "end".
+	resp, body = do("GET", "/ui/runs/"+sub.ID+"/events", "Cookie", cookie)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: summary\n") || !strings.HasSuffix(body, "event: end\ndata: {}\n\n") {
+		t.Fatalf("run events: %d %q", resp.StatusCode, body)
+	}
 	if resp, _ := do("POST", "/ui/runs/"+sub.ID+"/cancel", "Cookie", cookie, "X-Hetflow-UI", "1"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("cancel of an ended run: %d", resp.StatusCode)
 	}

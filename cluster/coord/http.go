@@ -72,6 +72,9 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
 
+// Unwrap lets http.ResponseController reach Flush (the dashboard's event streams).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 // authorised: with a cluster secret every route but /healthz needs the API
 // token (/metrics too: Prometheus sends it with `authorization:
 // {credentials_file: ...}`). /healthz stays open for container health checks

@@ -25,6 +25,9 @@
   // reconnects (EventSource does) and shows the connection state.
   function follow(url, name, fn, onEnd) {
     const es = new EventSource(url);
+    // Connections opened, for the browser test: a stream that flushes stays
+    // one connection; one that did not would reconnect after every event.
+    es.addEventListener("open", () => { window.hetflowStreamOpens = (window.hetflowStreamOpens || 0) + 1; live(true, "live"); });
     es.addEventListener(name, (e) => { live(true, "live"); fn(JSON.parse(e.data)); });
     es.addEventListener("end", () => { es.close(); live(false, "finished"); if (onEnd) onEnd(); });
     es.addEventListener("error", (e) => {
