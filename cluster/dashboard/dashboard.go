@@ -239,6 +239,7 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 	nodes := d.src.Nodes()
 	runs := d.src.Runs()
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Submitted.After(runs[j].Submitted) })
+	d.forget(runs)
 	o.Nodes, o.TasksSec = d.loads(ctx, nodes, runs)
 	o.MsgsSec = d.msgRate()
 	now := d.now()
@@ -258,6 +259,27 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 		o.Runs = append(o.Runs, row)
 	}
 	return o
+}
+
+// forget drops what the dashboard keeps of runs the source no longer lists
+// (pruned after the retention).
+func (d *Dashboard) forget(runs []proto.RunSummary) {
+	keep := make(map[string]bool, len(runs))
+	for _, r := range runs {
+		keep[r.ID] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.runs {
+		if !keep[id] {
+			delete(d.runs, id)
+		}
+	}
+	for id := range d.final {
+		if !keep[id] {
+			delete(d.final, id)
+		}
+	}
 }
 
 // msgRate is cross-node Signals per second over the last few seconds.

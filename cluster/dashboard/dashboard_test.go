@@ -55,7 +55,7 @@ const modules = `flows:
         succeed: [A]
 `
 
-func get(t *testing.T, h http.Handler, target string, hdr ...string) *httptest.ResponseRecorder {
+func get(t testing.TB, h http.Handler, target string, hdr ...string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, target, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
@@ -377,18 +377,20 @@ func TestTimelineLanesAndChromeTrace(t *testing.T) {
 		{Vertex: 4, Name: "l", Node: "n2", Act: 9, N: 4, Start: ms(0), End: ms(3), State: transport.TaskDone},
 	}
 	running := []Span{{Vertex: 5, Name: "r", Node: "n2", Act: 1, N: 1, Start: ms(18), State: transport.TaskRunning}}
-	tl := buildTimeline(spans, running, ms(25), []string{"n1", "n2"})
+	workers := map[string]proto.NodeInfo{"n1": {ID: "n1", CPUs: 3}, "n2": {ID: "n2", CPUs: 1, GPUs: 1}}
+	tl := buildTimeline(spans, running, ms(25), []string{"n1", "n2"}, workers)
 	var lanes []string
 	for _, l := range tl.lanes {
 		lanes = append(lanes, fmt.Sprintf("%s/%s·%d:%d", l.node, l.kind, l.index, len(l.bars)))
 	}
-	// n1 runs a and b at once (two lanes), c after a on the first; n2's CPU
-	// tasks do not overlap (one lane), its GPU task has its own.
-	if got, want := strings.Join(lanes, " "), "n1/cpu·0:2 n1/cpu·1:1 n2/cpu·0:2 n2/gpu0·0:1"; got != want {
+	// One lane per worker: n1 runs a and b at once, c after a on the first
+	// lane, its third worker idle; n2's CPU tasks do not overlap (its one
+	// CPU lane), its GPU task is on its GPU's lane.
+	if got, want := strings.Join(lanes, " "), "n1/cpu·0:2 n1/cpu·1:1 n1/cpu·2:0 n2/cpu·0:2 n2/gpu0·0:1"; got != want {
 		t.Errorf("lanes = %s, want %s", got, want)
 	}
 	svg := string(tl.svg([]string{"n1", "n2"}))
-	if !strings.Contains(svg, `data-lanes="4" data-bars="6"`) || strings.Count(svg, `class="tl-bar"`) != 6 {
+	if !strings.Contains(svg, `data-lanes="5" data-bars="6"`) || strings.Count(svg, `class="tl-bar"`) != 6 {
 		t.Errorf("timeline svg: %s", svg)
 	}
 	if !strings.Contains(svg, "latest of 4 activations") {
@@ -402,7 +404,8 @@ func TestTimelineLanesAndChromeTrace(t *testing.T) {
 		TraceEvents []struct {
 			Name     string  `json:"name"`
 			Ph       string  `json:"ph"`
-			Ts, Dur  float64 `json:"ts"`
+			Ts       float64 `json:"ts"`
+			Dur      float64 `json:"dur"`
 			Pid, Tid int
 		} `json:"traceEvents"`
 	}
@@ -418,8 +421,8 @@ func TestTimelineLanesAndChromeTrace(t *testing.T) {
 			meta++
 		}
 	}
-	if x != 6 || meta != 2+4 {
-		t.Errorf("trace: %d complete events, %d metadata; want 6 and 6", x, meta)
+	if x != 6 || meta != 2+5 {
+		t.Errorf("trace: %d complete events, %d metadata; want 6 and 7", x, meta)
 	}
 }
 

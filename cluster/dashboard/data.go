@@ -39,6 +39,8 @@ type runData struct {
 	loops   map[int]bool
 	scopes  map[int]*scopeOrder
 	loaded  time.Time
+	st      proto.RunStatus // the latest status the source gave, at stAt
+	stAt    time.Time
 }
 
 // scopeOrder is a scope's vertices sorted by (layer, layout order), for
@@ -133,15 +135,6 @@ func (rd *runData) add(e *transport.TaskEvent) {
 		rd.lastAct[key] = e.Act
 	}
 	rd.spans = append(rd.spans, sp)
-}
-
-// statusMap indexes a status's tasks by name.
-func statusMap(st proto.RunStatus) map[string]*proto.TaskStatus {
-	m := make(map[string]*proto.TaskStatus, len(st.Tasks))
-	for i := range st.Tasks {
-		m[st.Tasks[i].Name] = &st.Tasks[i]
-	}
-	return m
 }
 
 // scope returns the sorted vertices of a scope (under rd.mu).

@@ -96,14 +96,24 @@ type Summary struct {
 	Events   uint64  `json:"events"` // stream sequence read up to: changes whenever new events arrive
 }
 
-func (d *Dashboard) summary(ctx context.Context, id string) (Summary, *runData, proto.RunStatus, error) {
+// summary reads a run's events and status; fresh asks for a status newer
+// than the one a request less than minRefresh ago fetched.
+func (d *Dashboard) summary(ctx context.Context, id string, fresh bool) (Summary, *runData, proto.RunStatus, error) {
 	rd, err := d.run(ctx, id)
 	if err != nil {
 		return Summary{}, nil, proto.RunStatus{}, err
 	}
-	st, err := d.src.Status(ctx, id)
-	if err != nil {
-		return Summary{}, nil, proto.RunStatus{}, err
+	// The page asks for the summary, then the graph: one status serves both.
+	rd.mu.Lock()
+	st, stAt := rd.st, rd.stAt
+	rd.mu.Unlock()
+	if fresh || stAt.IsZero() || d.now().Sub(stAt) >= minRefresh {
+		if st, err = d.src.Status(ctx, id); err != nil {
+			return Summary{}, nil, proto.RunStatus{}, err
+		}
+		rd.mu.Lock()
+		rd.st, rd.stAt = st, d.now()
+		rd.mu.Unlock()
 	}
 	rd.mu.Lock()
 	info, seq := rd.info, rd.seq
@@ -117,7 +127,7 @@ func (d *Dashboard) summary(ctx context.Context, id string) (Summary, *runData, 
 }
 
 func (d *Dashboard) handleSummary(w http.ResponseWriter, r *http.Request) {
-	s, _, _, err := d.summary(r.Context(), r.PathValue("id"))
+	s, _, _, err := d.summary(r.Context(), r.PathValue("id"), false)
 	if err != nil {
 		writeErr(w, err)
 		return

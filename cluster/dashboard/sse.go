@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
 )
 
 // Live updates are server-sent events (text/event-stream). A stream polls
@@ -69,7 +71,9 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, p poll) {
 	defer tick.Stop()
 	lastWrite := time.Now()
 	for {
+		began := time.Now()
 		name, v, final, err := p()
+		took := time.Since(began)
 		if err != nil {
 			b, _ := json.Marshal(map[string]string{"error": err.Error()})
 			_ = s.event("error", b)
@@ -93,6 +97,17 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, p poll) {
 		if final {
 			_ = s.event("end", []byte("{}"))
 			return
+		}
+		// A poll of a huge run costs more than a tick: wait at least thrice
+		// what it took, so one page never keeps a core busy.
+		if wait := 3*took - d.tick; wait > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-d.closed:
+				return
+			case <-time.After(wait):
+			}
 		}
 		select {
 		case <-r.Context().Done():
@@ -123,11 +138,11 @@ func (d *Dashboard) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.stream(w, r, func() (string, any, bool, error) {
-		s, _, _, err := d.summary(r.Context(), id)
+		s, _, _, err := d.summary(r.Context(), id, true)
 		if err != nil {
 			return "", nil, false, err
 		}
-		final := s.Finished != nil && d.now().Sub(*s.Finished) > time.Second
+		final := s.Finished != nil && proto.Finished(s.State) && d.now().Sub(*s.Finished) > time.Second
 		s.AgeMS = s.AgeMS / 1000 * 1000
 		return "summary", s, final, nil
 	})

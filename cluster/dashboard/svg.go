@@ -210,13 +210,13 @@ func (d *Dashboard) handleGraph(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	_, rd, st, err := d.summary(r.Context(), id)
+	_, rd, st, err := d.summary(r.Context(), id, false)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	rd.mu.Lock()
-	vw, err := buildView(rd, statusMap(st), q)
+	vw, err := buildView(rd, vertexStatus(rd.g, st), q)
 	rd.mu.Unlock()
 	if err != nil {
 		writeErr(w, err)

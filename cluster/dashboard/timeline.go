@@ -7,14 +7,16 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
 )
 
 // The timeline draws one lane per node worker (CPU, and GPU per device) and
 // a bar per task activation the event stream holds. Events name the node
 // but not the worker, so a node's bars are packed onto its workers' lanes
 // greedily (each bar on the lowest lane free at its start): a node never
-// runs more tasks at once than it has workers, so the lanes are at most its
-// workers. A node coalesces a task's activations that fall into one event
+// runs more tasks at once than it has workers, so its bars fit its lanes (a
+// lane is added only if they do not, e.g. for a node no longer listed). A node coalesces a task's activations that fall into one event
 // batch (20 ms) into its latest one; such a bar stands for N activations and
 // says so.
 
@@ -33,8 +35,10 @@ type timeline struct {
 	start, end time.Time
 }
 
-// buildTimeline packs the spans (already copied) onto lanes.
-func buildTimeline(spans []Span, running []Span, now time.Time, nodes []string) *timeline {
+// buildTimeline packs the spans (already copied) onto lanes: first one
+// lane per worker of each of the run's nodes (CPUs, then one per GPU device,
+// from workers), then more only where the spans overlap beyond that.
+func buildTimeline(spans []Span, running []Span, now time.Time, nodes []string, workers map[string]proto.NodeInfo) *timeline {
 	tl := &timeline{spans: spans}
 	for _, sp := range running {
 		sp.End = now
@@ -47,8 +51,22 @@ func buildTimeline(spans []Span, running []Span, now time.Time, nodes []string) 
 	sort.SliceStable(idx, func(a, b int) bool { return tl.spans[idx[a]].Start.Before(tl.spans[idx[b]].Start) })
 	byKey := map[string][]*lane{}
 	order := map[string]int{}
+	addLane := func(node, kind string) *lane {
+		key := node + "/" + kind
+		ln := &lane{node: node, kind: kind, index: len(byKey[key])}
+		byKey[key] = append(byKey[key], ln)
+		tl.lanes = append(tl.lanes, ln)
+		return ln
+	}
 	for i, n := range nodes {
 		order[n] = i
+		w := workers[n]
+		for k := 0; k < w.CPUs; k++ {
+			addLane(n, "cpu")
+		}
+		for g := 0; g < w.GPUs; g++ {
+			addLane(n, fmt.Sprintf("gpu%d", g))
+		}
 	}
 	for _, i := range idx {
 		sp := &tl.spans[i]
@@ -62,18 +80,15 @@ func buildTimeline(spans []Span, running []Span, now time.Time, nodes []string) 
 		if sp.GPU > 0 {
 			kind = fmt.Sprintf("gpu%d", sp.GPU-1)
 		}
-		key := sp.Node + "/" + kind
 		var ln *lane
-		for _, l := range byKey[key] {
+		for _, l := range byKey[sp.Node+"/"+kind] {
 			if !l.free.After(sp.Start) {
 				ln = l
 				break
 			}
 		}
 		if ln == nil {
-			ln = &lane{node: sp.Node, kind: kind, index: len(byKey[key])}
-			byKey[key] = append(byKey[key], ln)
-			tl.lanes = append(tl.lanes, ln)
+			ln = addLane(sp.Node, kind)
 		}
 		ln.bars = append(ln.bars, i)
 		ln.free = sp.End
@@ -230,7 +245,11 @@ func (d *Dashboard) timeline(r *http.Request) (*timeline, *runData, error) {
 	nodes := runNodes(rd.info.Assignment)
 	rd.mu.Unlock()
 	sort.Slice(running, func(a, b int) bool { return running[a].Name < running[b].Name })
-	return buildTimeline(spans, running, d.now(), nodes), rd, nil
+	workers := map[string]proto.NodeInfo{}
+	for _, n := range d.src.Nodes() {
+		workers[n.ID] = n
+	}
+	return buildTimeline(spans, running, d.now(), nodes, workers), rd, nil
 }
 
 func (d *Dashboard) handleTimeline(w http.ResponseWriter, r *http.Request) {

@@ -94,7 +94,7 @@ type crumb struct {
 }
 
 // buildView builds the view q of a run (under rd.mu).
-func buildView(rd *runData, st map[string]*proto.TaskStatus, q Query) (*view, error) {
+func buildView(rd *runData, st []*proto.TaskStatus, q Query) (*view, error) {
 	g := rd.g
 	module := -1
 	if q.Scope != "" {
@@ -143,7 +143,7 @@ func runNodes(asg []string) []string {
 }
 
 // tasks draws each vertex of verts as its own box.
-func (vw *view) tasks(rd *runData, st map[string]*proto.TaskStatus, verts []int) {
+func (vw *view) tasks(rd *runData, st []*proto.TaskStatus, verts []int) {
 	g := rd.g
 	at := make(map[int]int, len(verts))
 	for _, v := range verts {
@@ -152,7 +152,7 @@ func (vw *view) tasks(rd *runData, st map[string]*proto.TaskStatus, verts []int)
 		if v < len(rd.info.Assignment) {
 			it.node = rd.info.Assignment[v]
 		}
-		if ts := st[vx.Path]; ts != nil {
+		if ts := st[v]; ts != nil {
 			it.state, it.acts = ts.State, ts.Activations
 			if ts.Node != "" {
 				it.node = ts.Node
@@ -187,14 +187,33 @@ func (vw *view) tasks(rd *runData, st map[string]*proto.TaskStatus, verts []int)
 	}
 }
 
-// countVerts tallies the states of verts (and of the subflow children the
-// status names under them, which are not vertices).
-func countVerts(g *spec.Graph, st map[string]*proto.TaskStatus, verts []int) Counts {
+// vertexStatus indexes a status's tasks by vertex. The status lists the
+// vertices in order (subflow children between them), so a walk finds them
+// without a lookup; anything else is looked up by name.
+func vertexStatus(g *spec.Graph, st proto.RunStatus) []*proto.TaskStatus {
+	out := make([]*proto.TaskStatus, len(g.Vertices))
+	k := 0
+	for i := range st.Tasks {
+		ts := &st.Tasks[i]
+		if k < len(g.Vertices) && g.Vertices[k].Path == ts.Name {
+			out[k] = ts
+			k++
+			continue
+		}
+		if v, ok := g.Lookup(ts.Name); ok {
+			out[v] = ts
+		}
+	}
+	return out
+}
+
+// countVerts tallies the states of verts.
+func countVerts(g *spec.Graph, st []*proto.TaskStatus, verts []int) Counts {
 	var c Counts
 	for _, v := range verts {
 		c.Tasks++
 		state := proto.TaskPending
-		if ts := st[g.Vertices[v].Path]; ts != nil {
+		if ts := st[v]; ts != nil {
 			state = ts.State
 		}
 		switch state {
@@ -217,7 +236,7 @@ func countVerts(g *spec.Graph, st map[string]*proto.TaskStatus, verts []int) Cou
 
 // groups cuts so.verts[lo:hi] into at most maxGroups boxes of consecutive
 // levels.
-func (vw *view) groups(rd *runData, st map[string]*proto.TaskStatus, scope string, so *scopeOrder, lo, hi int) {
+func (vw *view) groups(rd *runData, st []*proto.TaskStatus, scope string, so *scopeOrder, lo, hi int) {
 	g := rd.g
 	// A cut may move back by a quarter of a group, so groups are sized for
 	// 3/4 of maxGroups.
@@ -239,7 +258,10 @@ func (vw *view) groups(rd *runData, st map[string]*proto.TaskStatus, scope strin
 		a = b
 	}
 	cuts = append(cuts, hi)
-	group := make(map[int]int, hi-lo)
+	group := make([]int, len(g.Vertices)) // vertex → its group, -1 outside the range
+	for i := range group {
+		group[i] = -1
+	}
 	for gi := 0; gi+1 < len(cuts); gi++ {
 		a, b := cuts[gi], cuts[gi+1]
 		for k := a; k < b; k++ {
@@ -267,8 +289,8 @@ func (vw *view) groups(rd *runData, st map[string]*proto.TaskStatus, scope strin
 	for k := lo; k < hi; k++ {
 		v := so.verts[k]
 		for _, e := range g.Vertices[v].Succ {
-			gj, ok := group[e.To]
-			if !ok || gj == group[v] {
+			gj := group[e.To]
+			if gj < 0 || gj == group[v] {
 				continue
 			}
 			p := pair{group[v], gj, e.Weak}
