@@ -230,7 +230,8 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	}
 	wide := submit(write("wide.json", wideFlowJSON(40, 40)))
 	stuck := submit(write("stuck.yaml", stuckFlow))
-	live := submit(write("live.yaml", liveFlow))
+	livePath := write("live.yaml", liveFlow)
+	submit(livePath) // activity for the overview
 	shots := filepath.Join("..", "docs", "dashboard")
 
 	// The cluster and the runs, while live runs.
@@ -240,7 +241,7 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 			document.querySelectorAll('#nodes tbody tr[data-state=alive]').length === 3 &&
 			!!document.querySelector('#coordinators tbody tr') &&
 			document.querySelector('#coordinators tbody tr').innerText.includes('leader') &&
-			document.querySelector('#runs tr.run[data-id="'+arguments[0]+'"]').dataset.state === 'running'`, live)
+			document.querySelector('#runs tr.run[data-id="'+arguments[0]+'"]').dataset.state === 'running'`, stuck)
 	var flows []string
 	w.js(&flows, `return [...document.querySelectorAll('#runs tr.run td:nth-child(2)')].map(td => td.innerText)`)
 	for _, want := range []string{"static", "subflow", "taskflow2", "ifelse", "dowhile", "nested-loops", "saxpy", "wide", "stuck", "live"} {
@@ -266,7 +267,8 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	}
 
 	// A run's graph and timeline, live: it is running when the page opens
-	// and ends without a reload.
+	// (submitted just before) and ends without a reload.
+	live := submit(livePath)
 	w.open(url + "/ui/runs/" + live)
 	w.until(30*time.Second, "the run page draws the graph of the running run", `
 		return document.body.dataset.state === 'running' && document.querySelectorAll('#graph svg.graph g.task[data-task]').length === 8`)
