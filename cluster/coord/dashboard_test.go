@@ -94,3 +94,68 @@ func TestDashboardMountedWithTheAPIToken(t *testing.T) {
 		t.Fatalf("cancelling an ended run changed it to %s", st)
 	}
 }
+
+// On a follower the dashboard reads locally and sends a cancel to the
+// leader with the cluster's token.
+func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
+	url := startNATS(t)
+	const tok = "fedcba9876543210"
+	sec := func(cfg *Config) { cfg.Secret = proto.Secret{APIToken: tok} }
+	c1 := startCoord(t, "c1", t.TempDir(), url, true, nil, sec)
+	seeds := []string{c1.GossipAddr()}
+	c2 := startCoord(t, "c2", t.TempDir(), url, false, seeds, sec)
+	all := []*Server{c1, c2}
+	must(t, c1.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 20*time.Second, "two voters", func() bool { l := leaderOf(all); return l != nil && voters(l) == 2 })
+	busy := startFakeNode(t, "busy", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	l := leaderOf(all)
+	f := c1
+	if f == l {
+		f = c2
+	}
+	eventually(t, 10*time.Second, "both see the node", func() bool {
+		return nodeState(c1, "busy") == proto.NodeAlive && nodeState(c2, "busy") == proto.NodeAlive
+	})
+	var sub proto.SubmitResponse
+	if code, _ := api(t, l.HTTPAddr(), "POST", "/v1/runs", tok, proto.SubmitRequest{Path: "f.yaml", Flow: "name: f\ntasks:\n  - {name: a, func: noop}\n"}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	eventually(t, 10*time.Second, "the node took the run", func() bool { busy.mu.Lock(); defer busy.mu.Unlock(); return busy.runs[sub.ID] == 1 })
+	eventually(t, 10*time.Second, "the follower has the run", func() bool { return runState(f, sub.ID) == proto.RunRunning })
+
+	req, err := http.NewRequest("GET", "http://"+f.HTTPAddr()+"/ui/overview.json", nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	var o dashboard.Overview
+	err = json.NewDecoder(resp.Body).Decode(&o)
+	resp.Body.Close()
+	must(t, err)
+	leaders := 0
+	for _, c := range o.Coordinators {
+		if c.Leader {
+			leaders++
+			if c.ID != l.ID() {
+				t.Errorf("the follower's overview names %s the leader, want %s", c.ID, l.ID())
+			}
+		}
+	}
+	if len(o.Coordinators) != 2 || leaders != 1 || len(o.Runs) != 1 || o.Runs[0].State != proto.RunRunning {
+		t.Fatalf("the follower's overview: %+v", o)
+	}
+
+	req, err = http.NewRequest("POST", "http://"+f.HTTPAddr()+"/ui/runs/"+sub.ID+"/cancel", nil)
+	must(t, err)
+	req.Header.Set("Cookie", dashboard.CookieName+"="+tok)
+	req.Header.Set("X-Hetflow-UI", "1")
+	resp, err = http.DefaultClient.Do(req)
+	must(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel through the follower: %d %s", resp.StatusCode, b)
+	}
+	eventually(t, 10*time.Second, "the run is cancelled on the leader", func() bool { return runState(l, sub.ID) == proto.RunCancelled })
+	eventually(t, 5*time.Second, "the node is told", func() bool { return busy.cancelled(sub.ID) == proto.RunCancelled })
+}
