@@ -532,3 +532,24 @@ func TestOverviewStreamEndsOnClose(t *testing.T) {
 		t.Fatalf("stream after Close: %v", err)
 	}
 }
+
+func TestForgetsPrunedRuns(t *testing.T) {
+	f := newFake()
+	now := time.Now()
+	f.addRun(t, "r1", doWhile, now)
+	f.addRun(t, "r2", doWhile, now)
+	d := New(f, Options{})
+	defer d.Close()
+	d.overview(context.Background())
+	if len(d.runs) != 2 {
+		t.Fatalf("kept %d runs, want 2", len(d.runs))
+	}
+	f.mu.Lock()
+	delete(f.runs, "r1")
+	f.order = f.order[1:]
+	f.mu.Unlock()
+	d.overview(context.Background())
+	if _, ok := d.runs["r1"]; ok || len(d.runs) != 1 {
+		t.Fatalf("runs kept after r1 was pruned: %v", d.runs)
+	}
+}
