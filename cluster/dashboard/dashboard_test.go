@@ -205,6 +205,12 @@ func TestOverviewLoadsAndRates(t *testing.T) {
 	if got := o.Nodes[0].TasksSec; fmt.Sprintf("%.2f", got) != fmt.Sprintf("%.2f", 3.0/5) {
 		t.Errorf("n1 tasks/s after a coalesced event (acts 2-4) = %v, want 0.6", got)
 	}
+	// A cancelled run's running task sends no done event: it stops counting.
+	f.finish("r1", proto.RunCancelled, clock)
+	clock = clock.Add(time.Second)
+	if o := d.overview(context.Background()); o.Nodes[1].Running != 0 || o.Nodes[1].CPUBusy != 0 {
+		t.Errorf("n2 after its run ended: running %d, busy %v; want 0, 0", o.Nodes[1].Running, o.Nodes[1].CPUBusy)
+	}
 }
 
 var taskRE = regexp.MustCompile(`<g class="task s-(\w+) k-(\w+)" data-state="\w+" data-task="([^"]+)"`)

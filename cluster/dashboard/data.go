@@ -234,6 +234,9 @@ func (d *Dashboard) loads(ctx context.Context, nodes []proto.NodeInfo, runs []pr
 			}
 		}
 		for _, sp := range rd.running {
+			if rd.info.Finished != nil {
+				break // an ended run runs nothing (a cancelled task sends no done event)
+			}
 			if a := per[sp.Node]; a != nil {
 				a.running++
 				if sp.GPU > 0 {

@@ -243,13 +243,18 @@ func (d *Dashboard) timeline(r *http.Request) (*timeline, *runData, error) {
 		running = append(running, sp)
 	}
 	nodes := runNodes(rd.info.Assignment)
+	fin := rd.info.Finished
 	rd.mu.Unlock()
 	sort.Slice(running, func(a, b int) bool { return running[a].Name < running[b].Name })
 	workers := map[string]proto.NodeInfo{}
 	for _, n := range d.src.Nodes() {
 		workers[n.ID] = n
 	}
-	return buildTimeline(spans, running, d.now(), nodes, workers), rd, nil
+	end := d.now()
+	if fin != nil && fin.Before(end) {
+		end = *fin // running bars of an ended run stop where it ended
+	}
+	return buildTimeline(spans, running, end, nodes, workers), rd, nil
 }
 
 func (d *Dashboard) handleTimeline(w http.ResponseWriter, r *http.Request) {
