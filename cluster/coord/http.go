@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/hetflow/hetflow/cluster/dashboard"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
@@ -46,9 +47,12 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/leader", s.handleLeader)
 	mux.HandleFunc("GET /healthz", s.handleHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.dash = s.newDashboard() // the web view; it checks the token itself (cookie or Bearer)
+	mux.Handle("GET /{$}", s.dash)
+	mux.Handle("/ui/", s.dash)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &recorder{ResponseWriter: w, code: http.StatusOK}
-		if s.authorised(r) {
+		if dashboard.SelfAuth(r.URL.Path) || s.authorised(r) {
 			mux.ServeHTTP(rw, r)
 		} else {
 			writeError(rw, http.StatusUnauthorized, proto.ErrUnauthorized.Error(), nil)
@@ -67,6 +71,9 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(code int) { r.code = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach Flush (the dashboard's event streams).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // authorised: with a cluster secret every route but /healthz needs the API
 // token (/metrics too: Prometheus sends it with `authorization:

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hetflow/hetflow/cluster/dashboard"
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -97,6 +98,8 @@ type Server struct {
 	httpSrv *http.Server
 	fwd     *http.Client
 	started time.Time
+	dash    *dashboard.Dashboard // the web view at / (dashboard.go)
+	dashSrc *dashSource
 
 	kick       chan struct{} // wakes the leader loop (a run changed)
 	memberKick chan struct{} // wakes the leader loop (membership changed)
@@ -426,6 +429,7 @@ func (s *Server) Close() error {
 	r, srv, ml, store := s.raft, s.httpSrv, s.members, s.store
 	s.mu.Unlock()
 	close(s.stop)
+	s.closeDashboard() // its event streams would hold Shutdown up
 	var errs []error
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -163,24 +163,32 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 
 // readEvents folds the run's events after c.seq.
 func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) error {
+	seq, err := s.eventsAfter(ctx, run, c.seq, func(e *transport.TaskEvent) { c.fold.Add(c.g, e) })
+	c.seq = seq
+	return err
+}
+
+// eventsAfter hands fn the run's decodable events stored after stream
+// sequence seq, in order, and returns the last sequence read.
+func (s *Server) eventsAfter(ctx context.Context, run string, seq uint64, fn func(*transport.TaskEvent)) (uint64, error) {
 	filter, err := transport.RunEventsFilter(run)
 	if err != nil {
-		return err
+		return seq, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := s.nc.JetStream().Stream(ctx, transport.StreamEvents)
 	if err != nil {
-		return fmt.Errorf("%w: %w", transport.ErrNoJetStream, err)
+		return seq, fmt.Errorf("%w: %w", transport.ErrNoJetStream, err)
 	}
 	cc := jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
 		InactiveThreshold: time.Minute, MemoryStorage: true, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if c.seq > 0 {
-		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.seq+1
+	if seq > 0 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
 	cons, err := st.CreateConsumer(ctx, cc)
 	if err != nil {
-		return fmt.Errorf("coord: events of %s: %w", run, err)
+		return seq, fmt.Errorf("coord: events of %s: %w", run, err)
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -191,7 +199,7 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) err
 	for pending := cons.CachedInfo().NumPending; pending > 0; {
 		batch, err := cons.Fetch(int(min(pending, 512)), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return fmt.Errorf("coord: events of %s: %w", run, err)
+			return seq, fmt.Errorf("coord: events of %s: %w", run, err)
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -200,20 +208,20 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) err
 			if err != nil {
 				continue
 			}
-			c.seq, pending = meta.Sequence.Stream, meta.NumPending
+			seq, pending = meta.Sequence.Stream, meta.NumPending
 			_ = transport.EachEvent(m.Data(), lim, func(e *transport.TaskEvent) error { // a malformed message is skipped
 				if e.Run == run {
-					c.fold.Add(c.g, e)
+					fn(e)
 				}
 				return nil
 			})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("coord: events of %s: %w", run, err)
+			return seq, fmt.Errorf("coord: events of %s: %w", run, err)
 		}
 		if got == 0 {
 			break
 		}
 	}
-	return nil
+	return seq, nil
 }

@@ -586,7 +586,7 @@ func devCmd() *cobra.Command {
 				}
 			}
 			if serve {
-				fmt.Fprintf(errw, "serving the API on %s until interrupted\n", d.URL())
+				fmt.Fprintf(errw, "serving the API and the dashboard (%s/) until interrupted\n", d.URL())
 				<-ctx.Done()
 			}
 			if failed {

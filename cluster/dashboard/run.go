@@ -1,0 +1,136 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+)
+
+// Counts tallies a run's tasks by state.
+type Counts struct {
+	Tasks     int `json:"tasks"`
+	Pending   int `json:"pending"`
+	Running   int `json:"running"`
+	Done      int `json:"done"`
+	Failed    int `json:"failed"`
+	Skipped   int `json:"skipped"`
+	Cancelled int `json:"cancelled"`
+}
+
+func (c Counts) progress() float64 {
+	if c.Tasks == 0 {
+		return 0
+	}
+	return float64(c.Done+c.Skipped) / float64(c.Tasks)
+}
+
+func tally(st proto.RunStatus) Counts {
+	c := Counts{Tasks: len(st.Tasks)}
+	for _, t := range st.Tasks {
+		switch t.State {
+		case proto.TaskPending:
+			c.Pending++
+		case proto.TaskRunning:
+			c.Running++
+		case proto.TaskDone:
+			c.Done++
+		case proto.TaskFailed:
+			c.Failed++
+		case proto.TaskSkipped:
+			c.Skipped++
+		case proto.TaskCancelled:
+			c.Cancelled++
+		}
+	}
+	return c
+}
+
+// finalCounts caches the counts of ended runs.
+type finalCounts struct {
+	c Counts
+}
+
+// counts returns a run's task counts (cached once the run has ended).
+func (d *Dashboard) counts(ctx context.Context, id string) (Counts, error) {
+	d.mu.Lock()
+	fc := d.final[id]
+	d.mu.Unlock()
+	if fc != nil {
+		return fc.c, nil
+	}
+	info, ok := d.src.Run(id)
+	if !ok {
+		return Counts{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	st, err := d.src.Status(ctx, id)
+	if err != nil {
+		return Counts{}, err
+	}
+	c := tally(st)
+	if proto.Finished(st.State) && info.Finished != nil && d.now().Sub(*info.Finished) > 2*time.Second {
+		d.mu.Lock()
+		d.final[id] = &finalCounts{c}
+		d.mu.Unlock()
+	}
+	return c, nil
+}
+
+// Summary is a run page's header data (GET /ui/runs/{id}/summary.json and
+// the "summary" events of /ui/runs/{id}/events).
+type Summary struct {
+	ID        string     `json:"id"`
+	Flow      string     `json:"flow"`
+	State     string     `json:"state"`
+	Error     string     `json:"error,omitempty"`
+	Submitted time.Time  `json:"submitted"`
+	Finished  *time.Time `json:"finished,omitempty"`
+	AgeMS     int64      `json:"age_ms"`
+	Gen       uint64     `json:"gen"`
+	Nodes     []string   `json:"nodes"`
+	Counts
+	Progress float64 `json:"progress"`
+	Events   uint64  `json:"events"` // stream sequence read up to: changes whenever new events arrive
+}
+
+// summary reads a run's events and status; fresh asks for a status newer
+// than the one a request less than minRefresh ago fetched.
+func (d *Dashboard) summary(ctx context.Context, id string, fresh bool) (Summary, *runData, proto.RunStatus, error) {
+	rd, err := d.run(ctx, id)
+	if err != nil {
+		return Summary{}, nil, proto.RunStatus{}, err
+	}
+	// The page asks for the summary, then the graph: one status serves both.
+	rd.mu.Lock()
+	st, stAt := rd.st, rd.stAt
+	rd.mu.Unlock()
+	if fresh || stAt.IsZero() || d.now().Sub(stAt) >= minRefresh {
+		if st, err = d.src.Status(ctx, id); err != nil {
+			return Summary{}, nil, proto.RunStatus{}, err
+		}
+		rd.mu.Lock()
+		rd.st, rd.stAt = st, d.now()
+		rd.mu.Unlock()
+	}
+	rd.mu.Lock()
+	info, seq := rd.info, rd.seq
+	rd.mu.Unlock()
+	s := Summary{ID: info.ID, Flow: info.RunSummary.Flow, State: st.State, Error: st.Error, Submitted: info.Submitted,
+		Finished: info.Finished, AgeMS: info.Age(d.now()).Milliseconds(), Gen: info.Gen, Events: seq}
+	s.Nodes = slices.Compact(slices.Sorted(slices.Values(info.Assignment)))
+	s.Counts = tally(st)
+	s.Progress = s.Counts.progress()
+	return s, rd, st, nil
+}
+
+func (d *Dashboard) handleSummary(w http.ResponseWriter, r *http.Request) {
+	s, _, _, err := d.summary(r.Context(), r.PathValue("id"), false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
