@@ -20,9 +20,9 @@ import (
 
 // DevConfig configures an all-in-one cluster in one process.
 type DevConfig struct {
-	Nodes    int    // in-process nodes (default 3)
-	CPUs     int    // CPU workers per node (default 2)
-	SimGPUs  int    // sim GPUs on the last node (default 1; -1 none)
+	Nodes   int // in-process nodes (default 3)
+	CPUs    int // CPU workers per node (default 2)
+	SimGPUs int // sim GPUs on the last node (default 1; -1 none)
 	// GPUsEach, when > 0, gives every node that many sim GPUs instead
 	// (SimGPUs is then ignored).
 	GPUsEach int

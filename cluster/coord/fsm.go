@@ -75,9 +75,9 @@ type Command struct {
 // Reassign gives a running run a new generation and assignment (a node was
 // lost).
 type Reassign struct {
-	ID         string   `json:"id"`
-	Gen        uint64   `json:"gen"`
-	Assignment []string `json:"assignment"`
+	ID         string            `json:"id"`
+	Gen        uint64            `json:"gen"`
+	Assignment []string          `json:"assignment"`
 	Boots      map[string]string `json:"boots,omitempty"` // of the new assignment's nodes
 }
 

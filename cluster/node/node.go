@@ -1,9 +1,9 @@
 package node
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -221,7 +221,7 @@ func New(cfg Config) (*Node, error) {
 	var bootBytes [6]byte
 	_, _ = rand.Read(bootBytes[:])
 	n := &Node{
-		boot: hex.EncodeToString(bootBytes[:]),
+		boot:    hex.EncodeToString(bootBytes[:]),
 		cfg:     cfg,
 		id:      cfg.ID,
 		conn:    cfg.Conn,

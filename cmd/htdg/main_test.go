@@ -26,7 +26,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-
 // orderObserver records, per task name, how often it started and the
 // sequence numbers of its (last) start and end.
 type orderObserver struct {
