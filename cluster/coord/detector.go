@@ -30,6 +30,7 @@ type Detector struct {
 
 	latest   map[string]transport.TermReport
 	wave     uint64
+	seen     uint64 // the highest wave number in any report (see Report)
 	probing  bool
 	base     map[string]transport.TermReport // the reports the current wave checks against
 	answered map[string]bool
@@ -65,8 +66,18 @@ func (d *Detector) Wave() uint64 { return d.wave }
 // Report feeds one report received at now. Reports of another generation or
 // from a node outside the run are ignored.
 func (d *Detector) Report(now time.Time, r transport.TermReport) Action {
-	if d.done || r.Gen != d.gen || !d.member(r.Node) || r.Wave > d.wave {
-		return Action{} // late, foreign, or answering a wave never sent
+	if d.done || r.Gen != d.gen || !d.member(r.Node) {
+		return Action{} // late or foreign
+	}
+	if r.Wave > d.wave {
+		// An answer to a wave of an earlier detector of this run (the
+		// previous generation's, or the previous leader's): the node's
+		// counters are current, the wave is not ours. Keep the report as
+		// a plain one, and number our waves above every wave seen, so no
+		// stale answer can pass for an answer to ours. Dropping these left
+		// a node that stayed idle across a reassign unheard for good.
+		d.seen = max(d.seen, r.Wave)
+		r.Wave = 0
 	}
 	if d.probing {
 		b := d.base[r.Node]
@@ -116,7 +127,7 @@ func (d *Detector) maybeProbe(now time.Time) Action {
 			return Action{}
 		}
 	}
-	d.wave++
+	d.wave = max(d.wave, d.seen) + 1
 	d.probing, d.started = true, now
 	d.base = make(map[string]transport.TermReport, len(d.nodes))
 	for _, n := range d.nodes {

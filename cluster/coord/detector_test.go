@@ -51,6 +51,15 @@ func TestDetector(t *testing.T) {
 			rep(1, "a", 1, 0, 0, true, term),
 			rep(2, "a", 1, 0, 0, true, none), // reported once
 		}},
+		{"reports answering an earlier detector's waves count, and our waves go above them", []string{"a", "b"}, 0, []step{
+			// a stayed idle across a reassign (or a leader change): its
+			// reports still carry the wave 7 the old detector sent
+			rep(0, "a", 7, 1, 1, true, none),
+			rep(1, "b", 0, 1, 1, true, probe(8)),
+			rep(2, "a", 7, 1, 1, true, none), // a stale answer is not an answer to 8
+			rep(3, "b", 8, 1, 1, true, none),
+			rep(4, "a", 8, 1, 1, true, term),
+		}},
 		{"waits for every node", []string{"a", "b"}, 0, []step{
 			rep(0, "a", 0, 3, 0, true, none),
 			rep(1, "b", 0, 0, 3, false, none),
@@ -102,13 +111,14 @@ func TestDetector(t *testing.T) {
 			rep(1030, "a", 2, 0, 0, true, none),
 			rep(1040, "b", 2, 0, 0, true, term),
 		}},
-		{"foreign, other-gen and future-wave reports are ignored", []string{"a"}, 0, []step{
+		{"foreign and other-gen reports are ignored; one answering a wave we never sent is a plain report", []string{"a"}, 0, []step{
 			{ms: 0, node: "a", gen: 2, idle: true},
 			rep(1, "z", 0, 0, 0, true, none),
-			rep(2, "a", 7, 0, 0, true, none),
-			rep(3, "a", 0, 5, 5, true, probe(1)),
-			rep(4, "a", 9, 0, 0, false, none), // a future wave cannot cancel
-			rep(5, "a", 1, 5, 5, true, term),
+			rep(2, "a", 7, 0, 0, true, probe(8)), // numbered above the wave seen
+			rep(3, "a", 0, 5, 5, true, probe(9)), // changed counters cancel 8
+			rep(4, "a", 9, 5, 5, false, none),    // busy cancels 9
+			rep(5, "a", 9, 5, 5, true, probe(10)),
+			rep(6, "a", 10, 5, 5, true, term),
 		}},
 		{"balanced totals but not per sender", []string{"a", "b", "c"}, 0, []step{
 			repFrom(0, "a", 1, 0, 2, nil, true, none),
