@@ -381,6 +381,34 @@ func TestComposeCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("task fails, panics, retries", func(t *testing.T) {
+		failing := writeFlow(t, "fail.yaml", "name: f\ntasks:\n  - {name: a, func: noop, node: n1}\n  - {name: boom, func: fail, succeed: [a], node: n2}\n")
+		out, err := e.run(time.Minute, "submit", "--wait", "--json", failing)
+		if st := composeStatus(t, out); err == nil || st.State != proto.RunFailed || !strings.Contains(st.Error, "boom") {
+			t.Fatalf("failing task: %v, %+v", err, st)
+		}
+		panics := writeFlow(t, "panic.yaml", "name: p\ntasks:\n  - {name: a, func: noop, node: n2}\n  - {name: kaboom, func: panic, succeed: [a], node: n3}\n")
+		out, err = e.run(time.Minute, "submit", "--wait", "--json", panics)
+		if st := composeStatus(t, out); err == nil || st.State != proto.RunFailed || !strings.Contains(st.Error, "kaboom") {
+			t.Fatalf("panicking task: %v, %+v", err, st)
+		}
+		retried := writeFlow(t, "retry.yaml", "name: r\ntasks:\n  - {name: a, func: noop, node: n1}\n  - {name: flaky, func: fail, args: {times: 2}, retries: 2, succeed: [a], node: n3}\n")
+		out, err = e.run(time.Minute, "submit", "--wait", "--json", retried)
+		st := composeStatus(t, out)
+		if err != nil || st.State != proto.RunSucceeded {
+			t.Fatalf("retried task: %v, %+v", err, st)
+		}
+		for _, tk := range st.Tasks {
+			if tk.Name == "flaky" && (tk.Activations != 1 || tk.Executions != 3) {
+				t.Fatalf("flaky ran %d times for %d activations, want 3 for 1", tk.Executions, tk.Activations)
+			}
+		}
+		m, last := e.nodes()
+		if m["n2"] != proto.NodeAlive || m["n3"] != proto.NodeAlive {
+			t.Fatalf("nodes after failing tasks: %s", last)
+		}
+	})
+
 	// A node that holds part of a run is lost mid-run three ways; each time
 	// its part moves to the others and the run ends as a one-process run
 	// does, with n1's pinned tasks (n1 is never hit) run once per activation.
