@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,16 +20,43 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
-// freePort returns a loopback port nobody listens on now.
+// freePort returns a loopback port nobody uses now, for TCP and UDP
+// (memberlist binds both), never handed out before in this process. It
+// draws from below the kernel's ephemeral range (ip_local_port_range,
+// 32768 and up by default), so the outgoing connections of the many
+// processes a test starts cannot take it between this check and the bind:
+// drawing from the ephemeral range let a coordinator fail with "address
+// already in use" about once in 12 cluster starts.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if portsUsed[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", addr(p))
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr(p))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		portsUsed[p] = true
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
 
 func addr(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 

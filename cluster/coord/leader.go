@@ -433,6 +433,8 @@ func (l *leader) fail(now time.Time, e *transport.Envelope) {
 	msg := "a task failed"
 	if err := json.Unmarshal(e.Body, &body); err == nil && body.Task != "" {
 		msg = fmt.Sprintf("task %s: %s", body.Task, body.Error)
+	} else if err == nil && body.Error != "" {
+		msg = fmt.Sprintf("node %s: %s", e.Node, body.Error)
 	} else if e.Node != "" {
 		msg = "a task failed on node " + e.Node
 	}

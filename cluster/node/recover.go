@@ -101,6 +101,9 @@ func (r *run) update(a *transport.Assignment) error {
 	return nil
 }
 
+// followFor bounds how long a takeover retries starting to follow the record.
+const followFor = 30 * time.Second
+
 // startFollow (re)starts following the run's record from its start. A
 // restart (a later loss moved more tasks here) skips the Signals taken
 // already, so that each is counted once.
@@ -122,15 +125,33 @@ func (r *run) startFollow() {
 	if old != nil {
 		old.Stop()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	caught := func() {
 		if r.followID.Load() == id {
 			r.caught.Store(true)
 			r.onIdle()
 		}
 	}
-	f, err := n.conn.FollowSignals(ctx, r.id, r.replayed, caught)
+	// NATS may be restarting as the takeover begins (a loss seldom comes
+	// alone): retry with backoff for followFor before failing the run.
+	var f *transport.Follow
+	var err error
+	deadline := time.Now().Add(followFor)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		f, err = n.conn.FollowSignals(ctx, r.id, r.replayed, caught)
+		cancel()
+		if err == nil || r.stopping.Load() || time.Now().Add(backoff).After(deadline) {
+			break
+		}
+		n.log.Info("reading the record of the lost nodes' tasks: retrying", "run", r.id, "err", err)
+		time.Sleep(backoff) // retry backoff, bounded by followFor
+	}
+	if r.stopping.Load() {
+		if f != nil {
+			f.Stop()
+		}
+		return
+	}
 	if err != nil {
 		r.fail(-1, "", 0, 0, time.Time{}, fmt.Errorf("node %s cannot read the record of the lost nodes' tasks: %w", n.id, err))
 		return
