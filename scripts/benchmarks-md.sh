@@ -13,11 +13,11 @@ the `sim` backend and **the CUDA path is unverified** (`gpu/cuda/check.sh` is th
 on a GPU machine; its output goes here when one is available).
 
 Sections: localexec, htdg (the seed's HTDG and co-run experiments), gpu, transport, node, cluster,
-cluster-bench (`coordinator bench`), recovery, partition, spec, bad input, dashboard. Sources:
+cluster-bench (`coordinator bench`), recovery, failover (leader, NATS, chaos), partition, spec, bad input, dashboard. Sources:
 `docs/benchmarks/*.md` (this file is made by `scripts/benchmarks-md.sh`).
 
 HEAD
-  for f in localexec htdg gpu transport node cluster cluster-bench recovery partition spec bad-input dashboard; do
+  for f in localexec htdg gpu transport node cluster cluster-bench recovery failover partition spec bad-input dashboard; do
     echo
     cat "docs/benchmarks/$f.md"
   done
