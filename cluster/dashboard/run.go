@@ -28,23 +28,28 @@ func (c Counts) progress() float64 {
 	return float64(c.Done+c.Skipped) / float64(c.Tasks)
 }
 
+// add counts one task in state.
+func (c *Counts) add(state string) {
+	switch state {
+	case proto.TaskPending:
+		c.Pending++
+	case proto.TaskRunning:
+		c.Running++
+	case proto.TaskDone:
+		c.Done++
+	case proto.TaskFailed:
+		c.Failed++
+	case proto.TaskSkipped:
+		c.Skipped++
+	case proto.TaskCancelled:
+		c.Cancelled++
+	}
+}
+
 func tally(st proto.RunStatus) Counts {
 	c := Counts{Tasks: len(st.Tasks)}
 	for _, t := range st.Tasks {
-		switch t.State {
-		case proto.TaskPending:
-			c.Pending++
-		case proto.TaskRunning:
-			c.Running++
-		case proto.TaskDone:
-			c.Done++
-		case proto.TaskFailed:
-			c.Failed++
-		case proto.TaskSkipped:
-			c.Skipped++
-		case proto.TaskCancelled:
-			c.Cancelled++
-		}
+		c.add(t.State)
 	}
 	return c
 }

@@ -216,20 +216,7 @@ func countVerts(g *spec.Graph, st []*proto.TaskStatus, verts []int) Counts {
 		if ts := st[v]; ts != nil {
 			state = ts.State
 		}
-		switch state {
-		case proto.TaskPending:
-			c.Pending++
-		case proto.TaskRunning:
-			c.Running++
-		case proto.TaskDone:
-			c.Done++
-		case proto.TaskFailed:
-			c.Failed++
-		case proto.TaskSkipped:
-			c.Skipped++
-		case proto.TaskCancelled:
-			c.Cancelled++
-		}
+		c.add(state)
 	}
 	return c
 }
