@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,36 +14,8 @@ import (
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/flowgen"
 )
-
-// flatFlow is a flow of n independent noop tasks (about 25 bytes a task).
-func flatFlow(n int) []byte {
-	var b bytes.Buffer
-	b.Grow(n * 26)
-	b.WriteString("name: flat\ntasks:\n")
-	var num []byte
-	for i := 0; i < n; i++ {
-		b.WriteString("- {name: a")
-		num = strconv.AppendInt(num[:0], int64(i), 10)
-		b.Write(num)
-		b.WriteString(", func: noop}\n")
-	}
-	return b.Bytes()
-}
-
-// wideModules is a small file whose flow expands to outer*(inner+1) tasks.
-func wideModules(outer, inner int) []byte {
-	var b bytes.Buffer
-	b.WriteString("flows:\n  - name: top\n    tasks:\n")
-	for i := 0; i < outer; i++ {
-		fmt.Fprintf(&b, "      - {name: m%d, kind: module, flow: leaf}\n", i)
-	}
-	b.WriteString("  - name: leaf\n    tasks:\n")
-	for i := 0; i < inner; i++ {
-		fmt.Fprintf(&b, "      - {name: l%d, func: noop}\n", i)
-	}
-	return b.Bytes()
-}
 
 // deepModules nests modules depth levels deep: f0 holds a module of f1, ...,
 // the last holds one hash task.
@@ -80,7 +51,7 @@ func TestBadInputThroughTheCoordinator(t *testing.T) {
 	var made int // runs the cases below start
 
 	t.Run("1M tasks in one file", func(t *testing.T) {
-		big := flatFlow(1_000_000)
+		big := flowgen.Flat(1_000_000)
 		// Through HTTP: the body is over the API's bound, refused unread.
 		_, err := c.Submit(ctx, "big.yaml", big)
 		if p := problems(t, err); !strings.Contains(p, fmt.Sprintf("a flow file of at most %d bytes", coord.DefaultMaxFlowBytes)) {
@@ -98,7 +69,7 @@ func TestBadInputThroughTheCoordinator(t *testing.T) {
 		}
 	})
 	t.Run("1M tasks by modules", func(t *testing.T) {
-		_, err := c.Submit(ctx, "wide.yaml", wideModules(1000, 999))
+		_, err := c.Submit(ctx, "wide.yaml", flowgen.WideModules(1000, 999))
 		want := fmt.Sprintf(`wide.yaml: flow "top" expands to 1000000 tasks, over this cluster's limit of %d a run (coordinator --max-tasks)`, coord.DefaultMaxTasks)
 		if p := problems(t, err); p != want {
 			t.Fatalf("module-expanded 1M tasks: %q\nwant %q", p, want)

@@ -1,45 +1,15 @@
 package coord
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/flowgen"
 )
-
-// flatFlow is a flow of n independent noop tasks (about 25 bytes a task).
-func flatFlow(n int) []byte {
-	var b bytes.Buffer
-	b.Grow(n * 26)
-	b.WriteString("name: flat\ntasks:\n")
-	var num []byte
-	for i := 0; i < n; i++ {
-		b.WriteString("- {name: a")
-		num = strconv.AppendInt(num[:0], int64(i), 10)
-		b.Write(num)
-		b.WriteString(", func: noop}\n")
-	}
-	return b.Bytes()
-}
-
-// wideModules is a small file whose flow expands to outer*(inner+1) tasks.
-func wideModules(outer, inner int) []byte {
-	var b bytes.Buffer
-	b.WriteString("flows:\n  - name: top\n    tasks:\n")
-	for i := 0; i < outer; i++ {
-		fmt.Fprintf(&b, "      - {name: m%d, kind: module, flow: leaf}\n", i)
-	}
-	b.WriteString("  - name: leaf\n    tasks:\n")
-	for i := 0; i < inner; i++ {
-		fmt.Fprintf(&b, "      - {name: l%d, func: noop}\n", i)
-	}
-	return b.Bytes()
-}
 
 func refusal(t *testing.T, err error) string {
 	t.Helper()
@@ -54,17 +24,17 @@ func refusal(t *testing.T, err error) string {
 // flow within them is committed.
 func TestRunSizeLimits(t *testing.T) {
 	s, _ := fuzzServer(t, func(c *Config) { c.MaxTasks, c.MaxFlowBytes = 50, 2000 })
-	big := flatFlow(100)
+	big := flowgen.Flat(100)
 	if p := refusal(t, errOf(s.Submit("big.yaml", big))); p != fmt.Sprintf("big.yaml: flow file is %d bytes, over this cluster's limit of 2000 (coordinator --max-flow-bytes)", len(big)) {
 		t.Fatalf("file size: %s", p)
 	}
-	if p := refusal(t, errOf(s.Submit("", wideModules(6, 9)))); p != `flow.yaml: flow "top" expands to 60 tasks, over this cluster's limit of 50 a run (coordinator --max-tasks)` {
+	if p := refusal(t, errOf(s.Submit("", flowgen.WideModules(6, 9)))); p != `flow.yaml: flow "top" expands to 60 tasks, over this cluster's limit of 50 a run (coordinator --max-tasks)` {
 		t.Fatalf("task count: %s", p)
 	}
 	if p := refusal(t, errOf(s.Submit("cyc.yaml", []byte("flows:\n  - name: a\n    tasks:\n      - {name: x, kind: module, flow: b}\n  - name: b\n    tasks:\n      - {name: y, kind: module, flow: a}\n")))); strings.Contains(p, "expands") {
 		t.Fatalf("a module cycle is reported as one, not as a size: %s", p)
 	}
-	id, err := s.Submit("ok.yaml", wideModules(5, 9)) // 50 tasks
+	id, err := s.Submit("ok.yaml", flowgen.WideModules(5, 9)) // 50 tasks
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +60,9 @@ func BenchmarkSubmitLimits(b *testing.B) {
 		flow []byte
 		ok   bool
 	}{
-		{"refuse-1M-task-file", flatFlow(1_000_000), false},
-		{"refuse-1M-tasks-by-modules", wideModules(1000, 999), false},
-		{"commit-100K-task-file", flatFlow(100_000), true},
+		{"refuse-1M-task-file", flowgen.Flat(1_000_000), false},
+		{"refuse-1M-tasks-by-modules", flowgen.WideModules(1000, 999), false},
+		{"commit-100K-task-file", flowgen.Flat(100_000), true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -108,7 +78,7 @@ func BenchmarkSubmitLimits(b *testing.B) {
 	// parsed, validated and marshalled before its canonical JSON overflows.
 	b.Run("no-limits-1M-task-file", func(b *testing.B) {
 		u, _ := fuzzServer(b, func(c *Config) { c.MaxTasks, c.MaxFlowBytes = spec.MaxVertices, spec.MaxFileSize })
-		flow := flatFlow(1_000_000)
+		flow := flowgen.Flat(1_000_000)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
