@@ -1,33 +1,21 @@
 package natsembed
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/hetflow/hetflow/internal/testcert"
 )
 
 // A server with TLS (a self-signed certificate made here) and credentials:
 // a client trusting the certificate with the credentials is served; one
 // without TLS trust, or without the credentials, is refused.
 func TestTLS(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "natsembed test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, key, err := testcert.New("natsembed test")
 	if err != nil {
 		t.Fatal(err)
 	}
