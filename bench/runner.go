@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"github.com/hetflow/hetflow/localexec"
 )
 
@@ -283,10 +283,10 @@ func (t *target) run(ctx context.Context, w *workload) (RunResult, error) {
 // given to each.
 func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, error) {
 	before := t.snapshot()
-	var mem *memSampler
+	var mem *htdg.MemSampler
 	var cpu0 time.Duration
 	if t.dev != nil {
-		mem = startMem(5 * time.Millisecond)
+		mem = htdg.StartMem(5 * time.Millisecond)
 		cpu0 = cpuTime()
 	}
 	subs := make([]submitted, 0, len(ws))
@@ -303,52 +303,14 @@ func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, erro
 		rs, err = t.wait(ctx, subs)
 	}
 	if mem != nil {
-		peak := mem.stop()
+		peak := mem.Stop()
 		cpu := (cpuTime() - cpu0).Seconds()
 		nodes := t.snapshot().since(before)
 		for i := range rs {
-			rs[i].PeakHeapBytes, rs[i].PeakSysBytes, rs[i].CPUS, rs[i].Nodes = peak.heap, peak.sys, cpu, nodes
+			rs[i].PeakHeapBytes, rs[i].PeakSysBytes, rs[i].CPUS, rs[i].Nodes = peak.HeapInuse, peak.Sys, cpu, nodes
 		}
 	}
 	return rs, err
-}
-
-// memSampler records the high-water marks of the process's Go heap in use
-// and of all memory the runtime holds, read through runtime/metrics every
-// period. Owner: the caller of startMem; stop and join: stop.
-type memSampler struct {
-	stopc chan struct{}
-	done  chan struct{}
-	peak  memPeak
-}
-
-type memPeak struct{ heap, sys uint64 }
-
-func startMem(period time.Duration) *memSampler {
-	m := &memSampler{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(m.done)
-		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/total:bytes"}}
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			metrics.Read(s)
-			m.peak.heap = max(m.peak.heap, s[0].Value.Uint64()+s[1].Value.Uint64())
-			m.peak.sys = max(m.peak.sys, s[2].Value.Uint64())
-			select {
-			case <-m.stopc:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return m
-}
-
-func (m *memSampler) stop() memPeak {
-	close(m.stopc)
-	<-m.done
-	return m.peak
 }
 
 func loadAvg1() float64 {

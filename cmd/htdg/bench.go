@@ -46,7 +46,7 @@ type modeResult struct {
 	// CPUPerRunS is the process's user+system CPU time per timed run
 	// (getrusage); CPUPerRunS/MedianS is the cores it kept busy.
 	CPUPerRunS float64          `json:"cpu_per_run_s"`
-	Peak       memPeak          `json:"peak"`
+	Peak       htdg.MemPeak     `json:"peak"`
 	Runs       int              `json:"runs"` // first + timed
 	Domains    []domainCounters `json:"domains"`
 }
@@ -93,11 +93,11 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 			_ = d.Close()
 		}
 	}()
-	mem := startMem(2 * time.Millisecond)
+	mem := htdg.StartMem(2 * time.Millisecond)
 	peakDone := false
 	defer func() {
 		if !peakDone {
-			mem.stop()
+			mem.Stop()
 		}
 	}()
 
@@ -134,7 +134,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		durs[i] = time.Since(t0)
 	}
 	cpu := cpuTime() - cpu0
-	res.Peak = mem.stop()
+	res.Peak = mem.Stop()
 	peakDone = true
 	res.Runs = 1 + c.reps
 	for _, d := range durs {
