@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -368,16 +369,11 @@ func gauge(url, name string) int {
 		return -1
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
 	}
-	for _, line := range strings.Split(b.String(), "\n") {
+	for _, line := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err == nil {

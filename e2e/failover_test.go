@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -240,8 +239,8 @@ tasks:
 		return taskState(st, "s1") == proto.TaskRunning && taskState(st, "s2") == proto.TaskRunning && taskState(st, "s3") == proto.TaskRunning
 	})
 	for _, u := range c.nodeHTTP {
-		if v := nodeGauge(t, u, "hetflow_node_runs_active"); v != "1" {
-			t.Fatalf("%s holds %s runs before the cancel, want 1", u, v)
+		if v := gauge(u, "hetflow_node_runs_active"); v != 1 {
+			t.Fatalf("%s holds %d runs before the cancel, want 1", u, v)
 		}
 	}
 	cancelled := time.Now()
@@ -250,7 +249,7 @@ tasks:
 	}
 	for _, u := range c.nodeHTTP {
 		eventually(t, 20*time.Second, u+" lets go of the run", func() bool {
-			return nodeGauge(t, u, "hetflow_node_runs_active") == "0"
+			return gauge(u, "hetflow_node_runs_active") == 0
 		})
 	}
 	t.Logf("every node released the run %v after the cancel", time.Since(cancelled))
@@ -275,24 +274,6 @@ tasks:
 			t.Fatalf("flaky ran %d times for %d activations, want 3 for 1", tk.Executions, tk.Activations)
 		}
 	}
-}
-
-// nodeGauge reads one unlabelled metric from a node's /metrics.
-func nodeGauge(t *testing.T, url, name string) string {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		return "unreachable: " + err.Error()
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return v
-		}
-	}
-	return "missing"
 }
 
 // stopAllButNATS stops the nodes, then the coordinators, as their cleanups

@@ -229,7 +229,7 @@ func TestLoopbackRecoversFromLostNodes(t *testing.T) {
 			}
 		}
 		eventually(t, 30*time.Second, l.victim+" alive again and holding no run", func() bool {
-			return c.nodeState(l.victim) == proto.NodeAlive && nodeGauge(t, h, "hetflow_node_runs_active") == "0"
+			return c.nodeState(l.victim) == proto.NodeAlive && gauge(h, "hetflow_node_runs_active") == 0
 		})
 	})
 }
