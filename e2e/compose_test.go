@@ -222,10 +222,7 @@ func composeUp(t *testing.T) *composeEnv {
 	}
 	t.Logf("built CLI and image in %v", time.Since(t0).Round(time.Millisecond))
 
-	subnet := composeNet
-	if v := os.Getenv("HETFLOW_NET"); v != "" {
-		subnet = v
-	}
+	subnet := subnetOf()
 	ports := composeFreePorts(t, 3)
 	env := []string{
 		"HETFLOW_NET=" + subnet,
