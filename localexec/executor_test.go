@@ -573,3 +573,55 @@ func TestRerunAfterPanicResetsCounters(t *testing.T) {
 		}
 	}
 }
+
+// A static task's panic unwinds to the worker's inline loop (runGuarded),
+// not to a defer of its own: the panicking task must still be the one named,
+// the run that held it must fail while other runs on the same workers go on,
+// and a panic in a task co-run by a runtime task must fail the enclosing run
+// through the inner loop's guard.
+func TestPanicMidChainAndInCorun(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	const links = 200
+	for round := 0; round < 50; round++ {
+		bad := NewTaskflow("bad")
+		var prev Task
+		for i := 0; i < links; i++ {
+			i := i
+			cur := bad.Emplace(func() {
+				if i == links/2 {
+					panic(fmt.Sprintf("link %d", i))
+				}
+			}).Name(fmt.Sprintf("link%d", i))
+			if i > 0 {
+				prev.Precede(cur)
+			}
+			prev = cur
+		}
+		good := NewTaskflow("good")
+		var ran atomic.Int32
+		for i := 0; i < links; i++ {
+			good.Emplace(func() { ran.Add(1) })
+		}
+		fb, fg := ex.Run(bad), ex.Run(good)
+		var pe *PanicError
+		if err := fb.Wait(); !errors.As(err, &pe) || pe.Task != fmt.Sprintf("link%d", links/2) || pe.Value != fmt.Sprintf("link %d", links/2) {
+			t.Fatalf("round %d: bad run: %v", round, err)
+		}
+		if err := fg.Wait(); err != nil || ran.Load() != links {
+			t.Fatalf("round %d: good run: %v, %d of %d tasks", round, err, ran.Load(), links)
+		}
+	}
+	inner := NewTaskflow("inner")
+	inner.Emplace(func() {}).Name("i0").Precede(inner.Emplace(func() { panic("inner") }).Name("i1"))
+	outer := NewTaskflow("outer")
+	after := false
+	outer.EmplaceRuntime(func(rt *Runtime) { _ = rt.Corun(inner) }).Name("rt").
+		Precede(outer.Emplace(func() { after = true }).Name("after"))
+	var pe *PanicError
+	if err := ex.Run(outer).Wait(); !errors.As(err, &pe) || pe.Task != "i1" || after {
+		t.Fatalf("corun panic: %v (successor ran: %v)", err, after)
+	}
+	if err := ex.Run(inner).Wait(); !errors.As(err, &pe) || pe.Task != "i1" {
+		t.Fatalf("inner alone: %v", err)
+	}
+}

@@ -106,14 +106,16 @@ func (w *worker) invoke(n *node) *node {
 	var p *PanicError
 	switch n.kind {
 	case kindStatic:
-		p = callStatic(n, n.static)
-	case kindCondition:
-		idx, p := callCond(n)
-		w.endTask(obs, n)
-		if p != nil {
-			topo.cancel(p)
-			return w.schedule(f, nil)
+		if n.static != nil {
+			w.cur = n // a panic unwinds to runGuarded
+			n.static()
+			w.cur = nil
 		}
+	case kindCondition:
+		w.cur = n
+		idx := n.cond()
+		w.cur = nil
+		w.endTask(obs, n)
 		n.resetJoin()
 		ready := w.ready[:0]
 		if idx >= 0 && idx < len(n.succs) {
@@ -168,6 +170,14 @@ func (w *worker) invoke(n *node) *node {
 		return w.schedule(f, nil)
 	}
 	return w.complete(n)
+}
+
+// taskPanicked ends n, whose function panicked with p: the task ends, its
+// run is cancelled with p, and its pending count goes back to its frame.
+func (w *worker) taskPanicked(n *node, p *PanicError) *node {
+	w.endTask(w.ex.observers.Load(), n)
+	n.frame.topo.cancel(p)
+	return w.schedule(n.frame, nil)
 }
 
 func (w *worker) endTask(obs *[]Observer, n *node) {
@@ -238,13 +248,21 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 			}
 		}
 	}
+	// The last ready successor of w's domain runs inline, as in Taskflow;
+	// the others are pushed in order, so the deque hands them out from the
+	// newest.
 	var next *node
-	for _, s := range ready {
-		if next == nil && w.ex.domainOf(s) == w.dom {
-			next = s
-			continue
+	for i := k - 1; i >= 0; i-- {
+		if w.ex.domainOf(ready[i]) == w.dom {
+			next = ready[i]
+			ready[i] = nil
+			break
 		}
-		w.push(s)
+	}
+	for _, s := range ready {
+		if s != nil {
+			w.push(s)
+		}
 	}
 	w.ready = ready[:0]
 	return next
@@ -472,15 +490,6 @@ func callStatic(n *node, fn func()) (p *PanicError) {
 		fn()
 	}
 	return nil
-}
-
-func callCond(n *node) (idx int, p *PanicError) {
-	defer func() {
-		if r := recover(); r != nil {
-			p = newPanic(n, r)
-		}
-	}()
-	return n.cond(), nil
 }
 
 func callMulti(n *node) (idxs []int, p *PanicError) {
