@@ -297,3 +297,34 @@ func BenchmarkAsync(b *testing.B) {
 		b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N)/calls, "ns/task")
 	})
 }
+
+// BenchmarkAddEdgeSparse: ns to add one edge where each task has two
+// successors (a 1000x1000 wavefront's edges, tasks built beforehand): the
+// fan-out of most graphs, where BenchmarkAddEdge gives 1,024 tasks ~1,000
+// successors each and measures mostly the growth of long successor arrays.
+func BenchmarkAddEdgeSparse(b *testing.B) {
+	s := wavefrontShape(1000)
+	edges := 0
+	for _, ss := range s.succs {
+		edges += len(ss)
+	}
+	b.ReportAllocs()
+	var d time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		tf := NewTaskflow("edges")
+		ts := make([]Task, s.n())
+		for j := range ts {
+			ts[j] = tf.Emplace(nil)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		for j, ss := range s.succs {
+			for _, k := range ss {
+				ts[j].Precede(ts[k])
+			}
+		}
+		d += time.Since(t0)
+	}
+	b.ReportMetric(float64(d.Nanoseconds())/float64(b.N*edges), "ns/edge")
+}

@@ -35,7 +35,7 @@ func (tf *Taskflow) fingerprint() uint64 {
 		seen[t] = true
 		s := t.graph.version*0x9E3779B97F4A7C15 + uint64(len(t.graph.nodes))
 		for _, n := range t.graph.modules {
-			s += walk(n.ext.(*nodeExt).module)
+			s += walk(n.ext.module)
 		}
 		return s
 	}
@@ -55,7 +55,7 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 	}
 	stack = append(stack, tf)
 	for _, n := range tf.graph.modules {
-		if m := n.ext.(*nodeExt).module; m != nil { // checkGraph reports a nil one
+		if m := n.ext.module; m != nil { // checkGraph reports a nil one
 			if err := ex.checkTaskflow(m, stack); err != nil {
 				return err
 			}
@@ -71,13 +71,13 @@ func (ex *Executor) checkGraph(owner string, g *graph) error {
 		if ex.openErr != nil {
 			return &TaskError{Task: n.name, Err: ex.openErr}
 		}
-		if int(n.device) < 0 || int(n.device) >= len(ex.devices) {
-			return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.device, len(ex.devices))
+		if int(n.ext.device) < 0 || int(n.ext.device) >= len(ex.devices) {
+			return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.ext.device, len(ex.devices))
 		}
 	}
 	mods := g.modules
 	for _, n := range mods {
-		if n.ext.(*nodeExt).module == nil {
+		if n.ext.module == nil {
 			return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.name, owner)
 		}
 	}
@@ -87,7 +87,7 @@ func (ex *Executor) checkGraph(owner string, g *graph) error {
 	uses := make([]map[*Taskflow]bool, len(mods))
 	for i, m := range mods {
 		uses[i] = map[*Taskflow]bool{}
-		collectUses(m.ext.(*nodeExt).module, uses[i])
+		collectUses(m.ext.module, uses[i])
 	}
 	for i := range mods {
 		for j := i + 1; j < len(mods); j++ {
@@ -111,7 +111,7 @@ func collectUses(tf *Taskflow, into map[*Taskflow]bool) {
 	}
 	into[tf] = true
 	for _, n := range tf.graph.modules {
-		collectUses(n.ext.(*nodeExt).module, into)
+		collectUses(n.ext.module, into)
 	}
 }
 

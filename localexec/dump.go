@@ -62,12 +62,12 @@ func (d *dumper) graph(g *graph, ind string) {
 		case kindSubflow:
 			attrs = append(attrs, "shape=box3d")
 		case kindModule:
-			m := n.ext.(*nodeExt).module
+			m := n.ext.module
 			attrs = []string{"label=" + quote(label(n)+" [m:"+m.name+"]"), "shape=box3d"}
 		case kindRuntime:
 			attrs = append(attrs, "shape=component")
 		case kindGPU:
-			attrs = []string{"label=" + quote(fmt.Sprintf("%s [gpu %d]", label(n), n.device)), "shape=box", "style=filled", "fillcolor=lightgreen"}
+			attrs = []string{"label=" + quote(fmt.Sprintf("%s [gpu %d]", label(n), n.ext.device)), "shape=box", "style=filled", "fillcolor=lightgreen"}
 		case kindPlaceholder:
 			attrs = append(attrs, "style=dotted")
 		}
@@ -83,7 +83,7 @@ func (d *dumper) graph(g *graph, ind string) {
 		}
 	}
 	for _, n := range g.nodes {
-		x, _ := n.ext.(*nodeExt)
+		x := n.ext
 		if x == nil {
 			continue
 		}

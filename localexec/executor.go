@@ -178,7 +178,7 @@ func (ex *Executor) Workers() []WorkerInfo {
 
 func (ex *Executor) domainOf(n *node) *domain {
 	if n.kind == kindGPU {
-		return ex.domains[1+int(n.device)]
+		return ex.domains[1+int(n.ext.device)]
 	}
 	return ex.domains[0]
 }
@@ -278,14 +278,10 @@ func (ex *Executor) Async(fn func()) *Future {
 	if ex.closed.Load() {
 		return doneFuture(ErrClosed)
 	}
-	f := &Future{}
-	n := nodePool.Get().(*node)
-	n.kind = kindAsync
-	n.static = fn
-	n.ext = f
+	a := newAsync(fn)
 	ex.begin()
-	ex.submit(n)
-	return f
+	ex.submit(&a.n)
+	return &a.f
 }
 
 // AddObserver attaches o to every worker; it sees the tasks that start after

@@ -10,7 +10,7 @@ import (
 // run builds the task's GPU graph with the user's function; every run
 // launches it (the gpu package instantiates once and replays).
 func (w *worker) runGPU(n *node) (err error) {
-	x := n.ext.(*nodeExt)
+	x := n.ext
 	if w.info.BindErr != nil {
 		return &TaskError{Task: n.name, Err: fmt.Errorf("binding device %d: %w", w.info.Device, w.info.BindErr)}
 	}

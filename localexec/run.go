@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // frameKind says what finishing a frame completes.
@@ -33,17 +34,18 @@ type frame struct {
 // topology is one submission of a taskflow: Run (one iteration), RunN or
 // RunUntil.
 type topology struct {
-	ex        *Executor
-	tf        *Taskflow
-	root      *frame // &tf.root
-	starter   node
-	hold      node // an open run's hold, submitted by OpenRun.Close
-	future    *Future
-	remaining int // iterations left; -1 with pred
-	pred      func() bool
-	cancelled atomic.Bool
-	dirty     atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
-	open      *OpenRun    // set for RunOpen
+	ex         *Executor
+	tf         *Taskflow
+	root       *frame // &tf.root
+	starter    node   // starter.frame is &startFrame, whose topo leads back here
+	startFrame frame
+	hold       node // an open run's hold, submitted by OpenRun.Close
+	future     *Future
+	remaining  int // iterations left; -1 with pred
+	pred       func() bool
+	cancelled  atomic.Bool
+	dirty      atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
+	open       *OpenRun    // set for RunOpen
 
 	errMu sync.Mutex
 	err   error
@@ -58,7 +60,8 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 	t.future = &Future{topo: t}
 	t.root = &tf.root
 	t.starter.kind = kindStart
-	t.starter.ext = t
+	t.startFrame.topo = t
+	t.starter.frame = &t.startFrame
 	return t
 }
 
@@ -87,7 +90,7 @@ func (t *topology) errNow() error {
 func (w *worker) invoke(n *node) *node {
 	switch n.kind {
 	case kindStart:
-		return w.startIteration(n.ext.(*topology))
+		return w.startIteration(n.frame.topo)
 	case kindAsync:
 		w.runAsync(n)
 		return nil
@@ -113,7 +116,7 @@ func (w *worker) invoke(n *node) *node {
 		}
 	case kindCondition:
 		w.cur = n
-		idx := n.cond()
+		idx := n.ext.cond()
 		w.cur = nil
 		w.endTask(obs, n)
 		n.resetJoin()
@@ -149,7 +152,7 @@ func (w *worker) invoke(n *node) *node {
 		return w.invokeSubflow(n, obs)
 	case kindModule:
 		w.endTask(obs, n)
-		x := n.ext.(*nodeExt)
+		x := n.ext
 		cf := &x.child
 		cf.kind, cf.parent, cf.topo = frameJoined, n, topo
 		return w.scheduleGraph(cf, &x.module.graph, true)
@@ -328,7 +331,7 @@ func (w *worker) frameDone(f *frame) *node {
 	case frameJoined:
 		parent := f.parent
 		if parent.kind == kindSubflow {
-			x := parent.ext.(*nodeExt)
+			x := parent.ext
 			if !x.sf.retain {
 				x.sub.release()
 			}
@@ -415,7 +418,7 @@ func (w *worker) finalize(t *topology) *node {
 }
 
 func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
-	x := n.ext.(*nodeExt)
+	x := n.ext
 	topo := n.frame.topo
 	if x.sub == nil {
 		x.sub = &graph{pooled: true}
@@ -453,8 +456,22 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 	return w.scheduleGraph(cf, x.sub, true)
 }
 
+// asyncTask is an Executor.Async call (or a Runtime.CorunAsync one): its
+// node and its future in one allocation. The node is the first field, so a
+// *node of kind kindAsync is the *asyncTask it sits in.
+type asyncTask struct {
+	n node
+	f Future
+}
+
+func newAsync(fn func()) *asyncTask {
+	a := &asyncTask{}
+	a.n.kind, a.n.static = kindAsync, fn
+	return a
+}
+
 func (w *worker) runAsync(n *node) {
-	f := n.ext.(*Future)
+	f := &(*asyncTask)(unsafe.Pointer(n)).f
 	if f.state.CompareAndSwap(futPending, futRunning) {
 		obs := w.ex.observers.Load()
 		if obs != nil {
@@ -469,8 +486,7 @@ func (w *worker) runAsync(n *node) {
 		f.finish(err)
 	}
 	w.flush()
-	*n = node{succs: n.succs[:0]}
-	nodePool.Put(n)
+	n.static = nil // the closure is the caller's, the future may live on
 	w.ex.end()
 }
 
@@ -498,7 +514,7 @@ func callMulti(n *node) (idxs []int, p *PanicError) {
 			p = newPanic(n, r)
 		}
 	}()
-	return n.ext.(*nodeExt).multi(), nil
+	return n.ext.multi(), nil
 }
 
 func callSubflow(n *node, sf *Subflow) (p *PanicError) {
@@ -507,7 +523,7 @@ func callSubflow(n *node, sf *Subflow) (p *PanicError) {
 			p = newPanic(n, r)
 		}
 	}()
-	n.ext.(*nodeExt).subflow(sf)
+	n.ext.subflow(sf)
 	return nil
 }
 
@@ -517,7 +533,7 @@ func callRuntime(n *node, rt *Runtime) (p *PanicError) {
 			p = newPanic(n, r)
 		}
 	}()
-	n.ext.(*nodeExt).runtime(rt)
+	n.ext.runtime(rt)
 	return nil
 }
 

@@ -57,11 +57,10 @@ func (rt *Runtime) Corun(tf *Taskflow) error {
 // done, executing other tasks meanwhile.
 func (rt *Runtime) CorunAsync(fn func()) error {
 	w := rt.w
-	fut := &Future{}
-	n := nodePool.Get().(*node)
-	n.kind, n.static, n.ext = kindAsync, fn, fut
+	a := newAsync(fn)
+	fut := &a.f
 	w.ex.begin()
-	w.q.push(n)
+	w.q.push(&a.n)
 	w.dom.wake(w)
 	for fut.state.Load() != futDone {
 		if !w.step() {

@@ -35,57 +35,56 @@ func (k kind) weakOut() bool { return k == kindCondition || k == kindMultiCondit
 // node is one task of a graph. Nodes of a built graph are allocated in slabs
 // (see graph.alloc) and nodes spawned by subflows come from a pool, so the run
 // path allocates nothing per task.
+//
+// A node is 80 bytes with five pointer words (the GC scans every node of a
+// graph being built): what only some kinds need lives in ext.
 type node struct {
-	name   string
-	kind   kind
-	domain uint8 // domCPU or domGPU (device chosen by device)
+	name    string
+	join    atomic.Int32
+	nStrong int32 // strong predecessors: the join counter's reset value
+	nPreds  int32 // all predecessors; a node with none is a source
+	kind    kind
 	// external marks a task that is not a source even without
 	// predecessors: it runs only when scheduled (OpenRun.Schedule,
 	// Runtime.Schedule). Proxies for remote predecessors are external.
 	external bool
-	device   int32 // GPU device for kindGPU
-	nStrong  int32 // strong predecessors: the join counter's reset value
-	nPreds   int32 // all predecessors; a node with none is a source
-	join     atomic.Int32
 
 	static func()
-	cond   func() int
-	ext    any // *nodeExt for the rarer kinds
-
+	frame  *frame // the frame this node runs in (set when its graph is scheduled)
+	// succs are the successors in Precede order; their backing arrays
+	// come from the graph's edge slabs (see graph.addEdge).
 	succs []*node
-	frame *frame // the frame this node runs in (set when its graph is scheduled)
+	ext   *nodeExt // for the rarer kinds; nil for static tasks
 }
 
 // nodeExt holds what only subflow, module, runtime, multi-condition, GPU and
 // async nodes need, keeping the common node small.
 type nodeExt struct {
-	subflow   func(*Subflow)
-	multi     func() []int
-	runtime   func(*Runtime)
-	gpuFn     func(*gpu.Graph)
-	module    *Taskflow
-	async     *Future
-	asyncFn   func()
-	child     frame  // the frame of this node's joined subflow or module run
-	sub       *graph // children spawned by the last run of a subflow (when retained)
-	sf        Subflow
-	gpuGraph  *gpu.Graph
-	gpuDevice int32
+	cond     func() int
+	subflow  func(*Subflow)
+	multi    func() []int
+	runtime  func(*Runtime)
+	gpuFn    func(*gpu.Graph)
+	module   *Taskflow
+	child    frame  // the frame of this node's joined subflow or module run
+	sub      *graph // children spawned by the last run of a subflow (when retained)
+	sf       Subflow
+	gpuGraph *gpu.Graph
+	device   int32 // GPU device of a GPU task
 }
 
 func (n *node) x() *nodeExt {
-	if e, ok := n.ext.(*nodeExt); ok {
-		return e
+	if n.ext == nil {
+		n.ext = &nodeExt{}
 	}
-	e := &nodeExt{}
-	n.ext = e
-	return e
+	return n.ext
 }
 
 // graph is a set of nodes: a Taskflow's, or a subflow's children.
 type graph struct {
 	nodes []*node
-	slab  []node // unused tail of the current allocation slab
+	slab  []node  // unused tail of the current allocation slab
+	edges []*node // unused tail of the current successor slab (see addEdge)
 	// version counts structural changes; checked caches (module
 	// validation) compare against it.
 	version uint64
@@ -114,7 +113,14 @@ type graph struct {
 	}
 }
 
-const slabSize = 64
+const (
+	// Nodes come in slabs that grow with the graph, from minSlab nodes
+	// (a small taskflow stays small) to maxSlab (one allocation per 256
+	// nodes of a large one).
+	minSlab, maxSlab = 8, 256
+	// Successor arrays come from slabs of edgeSlabSize pointers.
+	edgeSlabSize = 1024
+)
 
 func (g *graph) empty() bool { return len(g.nodes) == 0 }
 
@@ -124,7 +130,7 @@ func (g *graph) alloc() *node {
 		n = nodePool.Get().(*node)
 	} else {
 		if len(g.slab) == 0 {
-			g.slab = make([]node, slabSize)
+			g.slab = make([]node, min(max(len(g.nodes), minSlab), maxSlab))
 		}
 		n = &g.slab[0]
 		g.slab = g.slab[1:]
@@ -193,7 +199,7 @@ func (t Task) Kind() string {
 // successors that a condition's index refers to.
 func (t Task) Precede(succs ...Task) Task {
 	for _, s := range succs {
-		addEdge(t.n, s.n)
+		t.g.addEdge(t.n, s.n)
 	}
 	if t.g != nil {
 		t.g.version++
@@ -204,7 +210,7 @@ func (t Task) Precede(succs ...Task) Task {
 // Succeed adds edges p→t for each p and returns t.
 func (t Task) Succeed(preds ...Task) Task {
 	for _, p := range preds {
-		addEdge(p.n, t.n)
+		p.g.addEdge(p.n, t.n)
 	}
 	if t.g != nil {
 		t.g.version++
@@ -212,15 +218,40 @@ func (t Task) Succeed(preds ...Task) Task {
 	return t
 }
 
-func addEdge(from, to *node) {
+// addEdge adds from→to. Successor arrays are carved out of slabs of
+// edgeSlabSize pointers that g hands out in order, so that building a graph
+// makes no allocation per node for its edges and the successors of nodes
+// built one after the other lie side by side; an array that fills up moves
+// to a slice twice its size (the old one is left to the slab).
+func (g *graph) addEdge(from, to *node) {
 	if from == nil || to == nil {
 		return
+	}
+	if len(from.succs) == cap(from.succs) {
+		from.succs = g.growSuccs(from.succs)
 	}
 	from.succs = append(from.succs, to)
 	to.nPreds++
 	if !from.kind.weakOut() {
 		to.nStrong++
 	}
+}
+
+func (g *graph) growSuccs(old []*node) []*node {
+	c := 2 * cap(old)
+	if c == 0 {
+		c = 1
+	}
+	if g == nil || c > edgeSlabSize/8 {
+		return append(make([]*node, 0, c), old...)
+	}
+	if len(g.edges) < c {
+		g.edges = make([]*node, edgeSlabSize)
+	}
+	s := g.edges[:len(old):c]
+	g.edges = g.edges[c:]
+	copy(s, old)
+	return s
 }
 
 // NumSuccessors returns the number of outgoing edges.
@@ -277,7 +308,7 @@ func (t Task) External() Task {
 // kinds.
 func (t Task) On(device int) Task {
 	if t.n != nil && t.n.kind == kindGPU {
-		t.n.device = int32(device)
+		t.n.ext.device = int32(device)
 		if t.g != nil {
 			t.g.version++
 		}
@@ -290,7 +321,10 @@ func (t Task) Device() int {
 	if t.n == nil {
 		return 0
 	}
-	return int(t.n.device)
+	if t.n.kind != kindGPU {
+		return 0
+	}
+	return int(t.n.ext.device)
 }
 
 // builder is the graph-building half shared by Taskflow and Subflow.
@@ -325,7 +359,7 @@ func (b *builder) Emplace(fn func()) Task {
 // successor to run (in Precede order); an index out of range runs nothing.
 func (b *builder) EmplaceCondition(fn func() int) Task {
 	n := b.add(kindCondition)
-	n.cond = fn
+	n.x().cond = fn
 	return b.task(n)
 }
 
@@ -356,7 +390,6 @@ func (b *builder) EmplaceRuntime(fn func(*Runtime)) Task {
 // launches it.
 func (b *builder) EmplaceGPU(fn func(*gpu.Graph)) Task {
 	n := b.add(kindGPU)
-	n.domain = domGPU
 	n.x().gpuFn = fn
 	return b.task(n)
 }
