@@ -315,13 +315,17 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	}
 	f.pending.Store(int64(len(srcs)) + extra)
 	var next *node
-	for _, s := range srcs {
-		if inline && next == nil && w.ex.domainOf(s) == w.dom {
-			next = s
-			continue
+	if inline {
+		for i, s := range srcs {
+			if w.ex.domainOf(s) == w.dom {
+				next = s
+				w.pushMany(srcs[:i])
+				srcs = srcs[i+1:]
+				break
+			}
 		}
-		w.push(s)
 	}
+	w.pushMany(srcs)
 	return next
 }
 

@@ -56,6 +56,30 @@ func (q *wsq) push(n *node) {
 	q.bottom.Store(b + 1)
 }
 
+// pushN adds ns at the bottom, in order, publishing them together (one store
+// of bottom). Owner only.
+func (q *wsq) pushN(ns []*node) {
+	b := q.bottom.Load()
+	t := q.top.Load()
+	r := q.ring.Load()
+	if k := int64(len(ns)); b-t+k > r.mask+1 {
+		c := r.mask + 1
+		for b-t+k > c {
+			c *= 2
+		}
+		nr := newRing(c)
+		for i := t; i < b; i++ {
+			nr.put(i, r.get(i))
+		}
+		q.ring.Store(nr)
+		r = nr
+	}
+	for i, n := range ns {
+		r.put(b+int64(i), n)
+	}
+	q.bottom.Store(b + int64(len(ns)))
+}
+
 // pop takes from the bottom. Owner only. Returns nil when empty.
 func (q *wsq) pop() *node {
 	b := q.bottom.Load() - 1
