@@ -328,3 +328,32 @@ func BenchmarkAddEdgeSparse(b *testing.B) {
 	}
 	b.ReportMetric(float64(d.Nanoseconds())/float64(b.N*edges), "ns/edge")
 }
+
+// BenchmarkSubflowFib: ns per spawned task of fib(22) built as nested
+// subflows (the seed's dynamic-tasking example: 28,656 subflows, each
+// spawning two children and a join task), on 2 workers.
+func BenchmarkSubflowFib(b *testing.B) {
+	const n = 22
+	ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+	defer ex.Close()
+	var res int
+	tf := NewTaskflow("fib")
+	tf.EmplaceSubflow(func(sf *Subflow) { fib(n, &res, sf) })
+	_ = ex.Run(tf).Wait()
+	// calls[k]: fib calls with an argument >= 2 made by fib(k); each
+	// spawns 3 tasks
+	calls := make([]int, n+1)
+	for k := 2; k <= n; k++ {
+		calls[k] = 1 + calls[k-1] + calls[k-2]
+	}
+	tasks := calls[n]
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := ex.Run(tf).Wait(); err != nil || res != 17711 {
+			b.Fatalf("fib(%d) = %d, %v", n, res, err)
+		}
+	}
+	b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N*3*tasks), "ns/task")
+}

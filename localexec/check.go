@@ -33,7 +33,7 @@ func (tf *Taskflow) fingerprint() uint64 {
 			return 0
 		}
 		seen[t] = true
-		s := t.graph.version*0x9E3779B97F4A7C15 + uint64(len(t.graph.nodes))
+		s := t.graph.version*0x9E3779B97F4A7C15 + uint64(t.graph.count)
 		for _, n := range t.graph.modules {
 			s += walk(n.ext.module)
 		}

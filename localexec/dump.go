@@ -53,7 +53,7 @@ func label(n *node) string {
 }
 
 func (d *dumper) graph(g *graph, ind string) {
-	for _, n := range g.nodes {
+	for n := range g.all() {
 		id := d.id(n)
 		attrs := []string{"label=" + quote(label(n))}
 		switch n.kind {
@@ -73,7 +73,7 @@ func (d *dumper) graph(g *graph, ind string) {
 		}
 		fmt.Fprintf(d.w, "%s%s [%s];\n", ind, id, strings.Join(attrs, ", "))
 	}
-	for _, n := range g.nodes {
+	for n := range g.all() {
 		for i, s := range n.succs {
 			if n.kind.weakOut() {
 				fmt.Fprintf(d.w, "%s%s -> %s [style=dashed, label=%q];\n", ind, d.id(n), d.id(s), strconv.Itoa(i))
@@ -82,19 +82,19 @@ func (d *dumper) graph(g *graph, ind string) {
 			}
 		}
 	}
-	for _, n := range g.nodes {
+	for n := range g.all() {
 		x := n.ext
 		if x == nil {
 			continue
 		}
 		switch {
-		case n.kind == kindSubflow && x.sub != nil && len(x.sub.nodes) > 0:
+		case n.kind == kindSubflow && x.sub != nil && x.sub.count > 0:
 			fmt.Fprintf(d.w, "%ssubgraph %s {\n", ind, quote("cluster_"+d.id(n)))
 			fmt.Fprintf(d.w, "%s  label=%s;\n", ind, quote("Subflow: "+label(n)))
 			d.graph(x.sub, ind+"  ")
 			fmt.Fprintf(d.w, "%s}\n", ind)
 			// the subflow joins its parent
-			for _, c := range x.sub.nodes {
+			for c := range x.sub.all() {
 				if len(c.succs) == 0 {
 					fmt.Fprintf(d.w, "%s%s -> %s [style=dotted];\n", ind, d.id(c), d.id(n))
 				}

@@ -625,3 +625,50 @@ func TestPanicMidChainAndInCorun(t *testing.T) {
 		t.Fatalf("inner alone: %v", err)
 	}
 }
+
+// Successor arrays are carved from per-graph slabs and move when they fill
+// up: edges added to several tasks in turn, past the slab-carved sizes into
+// heap-allocated ones, must keep every task's successors whole and in
+// Precede order (a condition's index depends on it).
+func TestSuccessorArraysInterleavedAndGrown(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	tf := NewTaskflow("edges")
+	const heads, fan = 3, 300
+	var hits [heads][fan]atomic.Int32
+	var srcs [heads]Task
+	var picked [heads]atomic.Int32
+	for h := range srcs {
+		h := h
+		srcs[h] = tf.EmplaceCondition(func() int { return int(picked[h].Load()) }).Name(fmt.Sprintf("c%d", h))
+	}
+	for i := 0; i < fan; i++ {
+		for h := range srcs { // interleaved: each head's array grows in turn
+			h, i := h, i
+			srcs[h].Precede(tf.Emplace(func() { hits[h][i].Add(1) }).Name(fmt.Sprintf("s%d_%d", h, i)))
+		}
+	}
+	for h := range srcs {
+		if got := srcs[h].NumSuccessors(); got != fan {
+			t.Fatalf("c%d has %d successors, want %d", h, got, fan)
+		}
+	}
+	for _, pick := range []int{0, 1, 127, 128, 129, 255, 256, 299} {
+		for h := range picked {
+			picked[h].Store(int32((pick + h) % fan))
+		}
+		if err := ex.Run(tf).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		for h := range hits {
+			for i := range hits[h] {
+				want := int32(0)
+				if i == (pick+h)%fan {
+					want = 1
+				}
+				if got := hits[h][i].Swap(0); got != want {
+					t.Fatalf("pick %d: c%d's successor %d ran %d times, want %d", pick, h, i, got, want)
+				}
+			}
+		}
+	}
+}

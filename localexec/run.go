@@ -285,7 +285,7 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	if !c.valid || c.version != g.version || c.frame != f {
 		c.sources, c.multi = c.sources[:0], c.multi[:0]
 		c.clean, c.dagOnly = false, g.conds == 0
-		for _, n := range g.nodes {
+		for n := range g.all() {
 			if n.external {
 				c.dagOnly = false
 			}
@@ -376,7 +376,7 @@ func (w *worker) startIteration(t *topology) *node {
 		if t.open != nil {
 			return w.startOpen(t)
 		}
-		if len(t.tf.graph.nodes) > 0 {
+		if t.tf.graph.count > 0 {
 			return w.scheduleGraph(t.root, &t.tf.graph, true)
 		}
 		if t.remaining > 0 {
@@ -426,7 +426,7 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 	topo := n.frame.topo
 	if x.sub == nil {
 		x.sub = &graph{pooled: true}
-	} else if len(x.sub.nodes) > 0 {
+	} else if x.sub.count > 0 {
 		x.sub.release() // children retained from the previous run
 	}
 	sf := &x.sf
@@ -439,7 +439,7 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 		x.sub.release()
 		return w.schedule(n.frame, nil)
 	}
-	if len(x.sub.nodes) == 0 {
+	if x.sub.count == 0 {
 		return w.complete(n)
 	}
 	if err := w.ex.checkGraph(n.name, x.sub); err != nil {

@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"iter"
 	"sync"
 	"sync/atomic"
 
@@ -82,13 +83,23 @@ func (n *node) x() *nodeExt {
 
 // graph is a set of nodes: a Taskflow's, or a subflow's children.
 type graph struct {
-	nodes []*node
-	slab  []node  // unused tail of the current allocation slab
-	edges []*node // unused tail of the current successor slab (see addEdge)
+	// chunks hold the nodes in insertion order: chunks before the one
+	// being filled are full, later ones (kept by release for reuse)
+	// empty. Nodes never move. There is no slice of node pointers: it
+	// would be a million interior pointers for the collector to resolve
+	// on every cycle while a large graph is built.
+	chunks [][]node
+	fill   int // index of the chunk being filled
+	count  int
+	// A subflow's children come from nodePool instead and are listed in
+	// pnodes: spawns are many and small, and pooled nodes keep their
+	// successor arrays from spawn to spawn.
+	pooled bool
+	pnodes []*node
+	edges  []*node // unused tail of the current successor slab (see addEdge)
 	// version counts structural changes; checked caches (module
 	// validation) compare against it.
 	version uint64
-	pooled  bool // nodes come from nodePool (subflow children) and go back to it
 
 	// special lists the run-start check walks instead of every node
 	modules []*node
@@ -117,42 +128,72 @@ const (
 	// Nodes come in slabs that grow with the graph, from minSlab nodes
 	// (a small taskflow stays small) to maxSlab (one allocation per 256
 	// nodes of a large one).
-	minSlab, maxSlab = 8, 256
-	// Successor arrays come from slabs of edgeSlabSize pointers.
+	minSlab, maxSlab = 4, 256
+	// Successor arrays come from slabs of up to edgeSlabSize pointers.
 	edgeSlabSize = 1024
 )
 
-func (g *graph) empty() bool { return len(g.nodes) == 0 }
+func (g *graph) empty() bool { return g.count == 0 }
 
 func (g *graph) alloc() *node {
-	var n *node
 	if g.pooled {
-		n = nodePool.Get().(*node)
-	} else {
-		if len(g.slab) == 0 {
-			g.slab = make([]node, min(max(len(g.nodes), minSlab), maxSlab))
-		}
-		n = &g.slab[0]
-		g.slab = g.slab[1:]
+		n := nodePool.Get().(*node)
+		g.pnodes = append(g.pnodes, n)
+		g.count++
+		g.version++
+		return n
 	}
-	g.nodes = append(g.nodes, n)
-	g.version++
-	return n
+	for {
+		if g.fill < len(g.chunks) {
+			if c := g.chunks[g.fill]; len(c) < cap(c) {
+				c = c[:len(c)+1]
+				g.chunks[g.fill] = c
+				g.count++
+				g.version++
+				return &c[len(c)-1]
+			}
+			g.fill++
+			continue
+		}
+		g.chunks = append(g.chunks, make([]node, 0, min(max(g.count, minSlab), maxSlab)))
+	}
+}
+
+// all yields g's nodes in insertion order.
+func (g *graph) all() iter.Seq[*node] {
+	return func(yield func(*node) bool) {
+		for _, n := range g.pnodes {
+			if !yield(n) {
+				return
+			}
+		}
+		for _, c := range g.chunks {
+			for i := range c {
+				if !yield(&c[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 var nodePool = sync.Pool{New: func() any { return new(node) }}
 
-// release returns pooled nodes to the pool.
+// release empties g (a subflow's children, after the subflow): pooled nodes
+// go back to the pool with their successor arrays emptied, chunked ones are
+// zeroed, dropping what they hold, and their chunks kept.
 func (g *graph) release() {
-	if g.pooled {
-		for i, n := range g.nodes {
-			succs := n.succs[:0]
-			*n = node{succs: succs}
-			nodePool.Put(n)
-			g.nodes[i] = nil
-		}
+	for i, n := range g.pnodes {
+		*n = node{succs: n.succs[:0]}
+		nodePool.Put(n)
+		g.pnodes[i] = nil
 	}
-	g.nodes = g.nodes[:0]
+	g.pnodes = g.pnodes[:0]
+	for i, c := range g.chunks {
+		clear(c)
+		g.chunks[i] = c[:0]
+	}
+	g.fill, g.count = 0, 0
 	g.modules = g.modules[:0]
 	g.gpus = g.gpus[:0]
 	g.conds = 0
@@ -246,7 +287,8 @@ func (g *graph) growSuccs(old []*node) []*node {
 		return append(make([]*node, 0, c), old...)
 	}
 	if len(g.edges) < c {
-		g.edges = make([]*node, edgeSlabSize)
+		// slabs grow with the graph, so a small one stays small
+		g.edges = make([]*node, max(c, min(2*g.count, edgeSlabSize)))
 	}
 	s := g.edges[:len(old):c]
 	g.edges = g.edges[c:]
@@ -411,14 +453,14 @@ func (b *builder) Placeholder() Task {
 }
 
 // NumTasks returns the number of tasks.
-func (b *builder) NumTasks() int { return len(b.g.nodes) }
+func (b *builder) NumTasks() int { return b.g.count }
 
 // Empty reports whether there are no tasks.
-func (b *builder) Empty() bool { return len(b.g.nodes) == 0 }
+func (b *builder) Empty() bool { return b.g.count == 0 }
 
 // ForEachTask calls fn for every task, in insertion order.
 func (b *builder) ForEachTask(fn func(Task)) {
-	for _, n := range b.g.nodes {
+	for n := range b.g.all() {
 		fn(b.task(n))
 	}
 }

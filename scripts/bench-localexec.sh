@@ -35,7 +35,7 @@ function add(key, v) { if (v != "") { vals[key] = vals[key] " " v; if (!(key in 
 {
   name = $1; sub(/-[0-9]+$/, "", name)
   round[name]++
-  ns = metric("ns/task"); if (ns == "") ns = metric("ns/op")
+  ns = metric("ns/task"); if (ns == "" && metric("ns/edge") == "") ns = metric("ns/op")
   add(name " ns", ns); add(name " cpu/wall", metric("cpu/wall")); add(name " failedsteals/task", metric("failedsteals/task"))
   add(name " B/task", metric("bytes/task")); add(name " ns/edge", metric("ns/edge"))
   split(name, p, "/"); if (p[2] != "") { nsr[p[1], p[2], round[name]] = ns; shapes[p[1]] = 1 }
@@ -43,9 +43,10 @@ function add(key, v) { if (v != "") { vals[key] = vals[key] " " v; if (!(key in 
 END {
   print "\n| shape | hetflow ns/task | gofast ns/task | chan ns/task | hetflow/gofast | hetflow/chan | hetflow cpu/wall | failed steals/task |"
   print "|---|---:|---:|---:|---:|---:|---:|---:|"
-  for (s in shapes) {
+  ns = split("BenchmarkChain1M BenchmarkIndependent1M BenchmarkTree20 BenchmarkWavefront1000", list, " ")
+  for (si = 1; si <= ns; si++) {
+    s = list[si]
     if (!((s, "gofast", 1) in nsr)) continue
-    delete r1; delete r2
     for (i = 1; (s, "hetflow", i) in nsr; i++) {
       if ((s, "gofast", i) in nsr) vals[s " r1"] = vals[s " r1"] " " nsr[s, "hetflow", i] / nsr[s, "gofast", i]
       if ((s, "chan", i) in nsr) vals[s " r2"] = vals[s " r2"] " " nsr[s, "hetflow", i] / nsr[s, "chan", i]
