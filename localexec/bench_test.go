@@ -115,8 +115,10 @@ func (s *shape) runChan(preds [][]int32) {
 }
 
 // runFast is the second baseline: atomic join counters, a goroutine per
-// ready task beyond the first, which runs inline.
-func (s *shape) runFast(preds [][]int32) {
+// ready task beyond the one that runs inline: the first ready successor, or
+// with last the last one (the executor's choice, which walks a row-major
+// grid along its rows). Both are measured; the better is the baseline.
+func (s *shape) runFast(preds [][]int32, last bool) {
 	join := make([]atomic.Int32, s.n())
 	for i := range join {
 		join[i].Store(int32(len(preds[i])))
@@ -129,11 +131,13 @@ func (s *shape) runFast(preds [][]int32) {
 			next := int32(-1)
 			for _, j := range s.succs[i] {
 				if join[j].Add(-1) == 0 {
-					if next < 0 {
-						next = j
-					} else {
+					spawn := j
+					if next < 0 || last {
+						next, spawn = j, next
+					}
+					if spawn >= 0 {
 						wg.Add(1)
-						go func(j int32) { run(j); wg.Done() }(j)
+						go func(j int32) { run(j); wg.Done() }(spawn)
 					}
 				}
 			}
@@ -185,14 +189,20 @@ func benchShape(b *testing.B, s *shape) {
 		b.ReportMetric(float64(st.FailedSteals-st0.FailedSteals)/float64(b.N)/float64(n), "failedsteals/task")
 	})
 	preds := s.preds()
-	b.Run("gofast", func(b *testing.B) {
-		b.ReportAllocs()
-		c0, t0 := cpuTime(), time.Now()
-		for i := 0; i < b.N; i++ {
-			s.runFast(preds)
+	for _, last := range []bool{false, true} {
+		name := "gofast"
+		if last {
+			name = "gofastlast"
 		}
-		report(b, time.Since(t0), cpuTime()-c0)
-	})
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			c0, t0 := cpuTime(), time.Now()
+			for i := 0; i < b.N; i++ {
+				s.runFast(preds, last)
+			}
+			report(b, time.Since(t0), cpuTime()-c0)
+		})
+	}
 	b.Run("chan", func(b *testing.B) {
 		b.ReportAllocs()
 		c0, t0 := cpuTime(), time.Now()
