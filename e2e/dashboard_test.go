@@ -18,7 +18,8 @@ import (
 // The dashboard in a real browser: headless Chromium, driven through
 // chromedriver's WebDriver HTTP API, opens the pages of a `coordinator dev
 // --serve` while runs go on, checks what they show, and saves screenshots
-// into docs/dashboard/ (the README embeds them). scripts/test.sh installs
+// into build/dashboard/ (HETFLOW_UPDATE_SCREENSHOTS=1: docs/dashboard/,
+// which the README embeds). scripts/test.sh installs
 // Debian's chromium and chromium-driver when they are missing; the test skips
 // only when they are not there.
 
@@ -232,7 +233,16 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	stuck := submit(write("stuck.yaml", stuckFlow))
 	livePath := write("live.yaml", liveFlow)
 	submit(livePath) // activity for the overview
-	shots := filepath.Join("..", "docs", "dashboard")
+	// Screenshots go to build/dashboard/; with HETFLOW_UPDATE_SCREENSHOTS=1
+	// they replace the README's in docs/dashboard/ (a test run does not
+	// rewrite tracked files by itself).
+	shots := filepath.Join("..", "build", "dashboard")
+	if os.Getenv("HETFLOW_UPDATE_SCREENSHOTS") == "1" {
+		shots = filepath.Join("..", "docs", "dashboard")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	// The cluster and the runs, while live runs.
 	w.open(url + "/")
