@@ -3,14 +3,14 @@ package localexec
 // DomainStats are one domain's scheduler counters, summed over its workers.
 // See the essay at the top of scheduler.go for what they bound.
 type DomainStats struct {
-	Domain        string // "cpu", "gpu0", …
-	Workers       int
-	Executed      uint64 // task bodies run
-	StealAttempts uint64
-	FailedSteals  uint64 // steal attempts that found nothing (wasted steals)
-	Parks         uint64 // times a worker went to sleep
-	Wakeups       uint64 // notifications that reached a parked or parking worker
-	Spinning      int    // workers spinning now
+	Domain        string `json:"domain"` // "cpu", "gpu0", …
+	Workers       int    `json:"workers"`
+	Executed      uint64 `json:"executed"` // task bodies run
+	StealAttempts uint64 `json:"steal_attempts"`
+	FailedSteals  uint64 `json:"failed_steals"`      // steal attempts that found nothing (wasted steals)
+	Parks         uint64 `json:"parks"`              // times a worker went to sleep
+	Wakeups       uint64 `json:"wakeups"`            // notifications that reached a parked or parking worker
+	Spinning      int    `json:"spinning,omitempty"` // workers spinning now
 }
 
 // Stats are the executor's scheduler counters.

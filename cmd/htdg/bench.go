@@ -18,18 +18,6 @@ type benchConfig struct {
 	reps    int // timed runs after the warm-up run
 }
 
-// domainCounters are one domain's scheduler counters over all runs of a
-// measurement (warm-up included), from localexec.Executor.Stats.
-type domainCounters struct {
-	Domain        string `json:"domain"`
-	Workers       int    `json:"workers"`
-	Executed      uint64 `json:"executed"`
-	StealAttempts uint64 `json:"steal_attempts"`
-	FailedSteals  uint64 `json:"failed_steals"`
-	Parks         uint64 `json:"parks"`
-	Wakeups       uint64 `json:"wakeups"`
-}
-
 // modeResult is one graph size measured in one mode.
 type modeResult struct {
 	Mode     string    `json:"mode"`
@@ -45,32 +33,18 @@ type modeResult struct {
 	MinS     float64   `json:"min_s"`
 	// CPUPerRunS is the process's user+system CPU time per timed run
 	// (getrusage); CPUPerRunS/MedianS is the cores it kept busy.
-	CPUPerRunS float64          `json:"cpu_per_run_s"`
-	Peak       htdg.MemPeak     `json:"peak"`
-	Runs       int              `json:"runs"` // first + timed
-	Domains    []domainCounters `json:"domains"`
+	CPUPerRunS float64                 `json:"cpu_per_run_s"`
+	Peak       htdg.MemPeak            `json:"peak"`
+	Runs       int                     `json:"runs"` // first + timed
+	Domains    []localexec.DomainStats `json:"domains"`
 }
 
-func (r modeResult) total() domainCounters {
-	t := domainCounters{Domain: "all"}
-	for _, d := range r.Domains {
-		t.Workers += d.Workers
-		t.Executed += d.Executed
-		t.StealAttempts += d.StealAttempts
-		t.FailedSteals += d.FailedSteals
-		t.Parks += d.Parks
-		t.Wakeups += d.Wakeups
-	}
-	return t
+func (r modeResult) total() localexec.DomainStats {
+	return localexec.Stats{Domains: r.Domains}.Total()
 }
 
-func (r modeResult) domain(name string) domainCounters {
-	for _, d := range r.Domains {
-		if d.Domain == name {
-			return d
-		}
-	}
-	return domainCounters{Domain: name}
+func (r modeResult) domain(name string) localexec.DomainStats {
+	return localexec.Stats{Domains: r.Domains}.Domain(name)
 }
 
 // measure generates the n-task graph of c.seed and runs it 1 + c.reps times
@@ -145,7 +119,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		res.MinS = minDur(durs).Seconds()
 		res.CPUPerRunS = cpu.Seconds() / float64(c.reps)
 	}
-	res.Domains = counters(ex.Stats())
+	res.Domains = ex.Stats().Domains
 	if err := in.Verify(res.Runs); err != nil {
 		return res, err
 	}
@@ -161,15 +135,6 @@ func minDur(d []time.Duration) time.Duration {
 		m = min(m, x)
 	}
 	return m
-}
-
-func counters(st localexec.Stats) []domainCounters {
-	var out []domainCounters
-	for _, d := range st.Domains {
-		out = append(out, domainCounters{Domain: d.Domain, Workers: d.Workers, Executed: d.Executed,
-			StealAttempts: d.StealAttempts, FailedSteals: d.FailedSteals, Parks: d.Parks, Wakeups: d.Wakeups})
-	}
-	return out
 }
 
 // checkCounters checks that every task ran exactly once per run, in its
