@@ -3,11 +3,11 @@ package node
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/internal/flowgen"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -82,25 +82,14 @@ func BenchmarkCrossNodeHop(b *testing.B) {
 // termination check.
 func BenchmarkCrossNodeEdges(b *testing.B) {
 	const width = 2000
-	var text, sink strings.Builder
-	text.WriteString("name: wide\ntasks:\n  - {name: src, func: noop}\n")
-	sink.WriteString("  - {name: sink, func: noop, succeed: [")
-	for i := range width {
-		fmt.Fprintf(&text, "  - {name: w%d, func: noop, succeed: [src]}\n", i)
-		if i > 0 {
-			sink.WriteString(", ")
-		}
-		fmt.Fprintf(&sink, "w%d", i)
-	}
-	text.WriteString(sink.String() + "]}\n")
 	c := newCluster(b, nodeSpec{}, nodeSpec{})
 	ctx := testCtx(b, 10*time.Minute)
-	file, g := parseFlow(b, text.String())
+	file, g := parseFlow(b, string(flowgen.FanInOut(width)))
 	own := make([]uint32, len(g.Vertices))
 	for i := range width {
 		own[byName(g, fmt.Sprintf("w%d", i))] = 1
 	}
-	var exec time.Duration
+	var exec, hop1, span, hop2 time.Duration
 	b.ResetTimer()
 	for range b.N {
 		out := c.runFlow(ctx, file, own, runOpts{})
@@ -108,7 +97,7 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 			b.Fatalf("failed: %+v", out.failed)
 		}
 		b.StopTimer()
-		var first, last time.Time
+		var first, last, srcEnd, wFirst, wLast, sinkStart time.Time
 		err := c.leader.conn.ReplayEvents(ctx, out.run, func(e *transport.TaskEvent) error {
 			if first.IsZero() || e.Start.Before(first) {
 				first = e.Start
@@ -116,18 +105,40 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 			if e.End.After(last) {
 				last = e.End
 			}
+			switch {
+			case e.Name == "src":
+				srcEnd = e.End
+			case e.Name == "sink":
+				sinkStart = e.Start
+			default:
+				if wFirst.IsZero() || e.Start.Before(wFirst) {
+					wFirst = e.Start
+				}
+				if e.End.After(wLast) {
+					wLast = e.End
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		exec += last.Sub(first)
+		hop1 += wFirst.Sub(srcEnd)
+		span += wLast.Sub(wFirst)
+		hop2 += sinkStart.Sub(wLast)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(2*width*b.N)/b.Elapsed().Seconds(), "edges/s")
 	// from the source's start to the sink's end: without parsing the flow
 	// and building the graph on each node, and without termination
 	b.ReportMetric(float64(2*width*b.N)/exec.Seconds(), "exec-edges/s")
+	// the exec window in three phases, per run: src's end → the first wN's
+	// start (the first Signal's trip, and n1 still building the run), the wN
+	// tasks' span, the last wN's end → sink's start
+	b.ReportMetric(float64(hop1.Microseconds())/float64(b.N), "first-us")
+	b.ReportMetric(float64(span.Microseconds())/float64(b.N), "span-us")
+	b.ReportMetric(float64(hop2.Microseconds())/float64(b.N), "last-us")
 }
 
 // hopObserver records the start and end times of body and cond on every

@@ -153,10 +153,7 @@ func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := f.Validate(spec.Options{Funcs: n.reg}); err != nil {
-		return r, err
-	}
-	g, err := f.Expand()
+	g, err := f.Compile(spec.Options{Funcs: n.reg}) // validated and resolved once
 	if err != nil {
 		return r, err
 	}

@@ -43,7 +43,7 @@ import (
 // cycle through it spelled out.
 func (f *File) Validate(opts Options) error {
 	c := &collector{file: f.Path}
-	validateFile(c, f, opts)
+	validateFile(c, f, opts, nil)
 	return c.result()
 }
 
@@ -55,7 +55,10 @@ func (fl *Flow) Validate(opts Options) error {
 	return c.result()
 }
 
-func validateFile(c *collector, f *File, opts Options) {
+// validateFile validates f; graphs, when not nil, receives each flow's
+// resolved graph by name, for building the file's Graph without resolving
+// it again.
+func validateFile(c *collector, f *File, opts Options, graphs map[string]*flowGraph) {
 	if len(f.Flows) == 0 {
 		c.add(&Error{Msg: "file has no flows", Kind: ErrMissing})
 		return
@@ -76,7 +79,11 @@ func validateFile(c *collector, f *File, opts Options) {
 		}
 	}
 	for i := range f.Flows {
-		validateFlow(c, &f.Flows[i], flows, opts)
+		fl := &f.Flows[i]
+		g := validateFlow(c, fl, flows, opts)
+		if graphs != nil && g != nil && flows[fl.Name] == fl {
+			graphs[fl.Name] = g
+		}
 	}
 	checkModuleCycles(c, f, flows)
 }
@@ -116,31 +123,35 @@ type edge struct {
 
 // flowGraph is a flow with names resolved to indices.
 type flowGraph struct {
-	flow  *Flow
-	index map[string]int // name -> first task with it
-	succ  [][]edge       // ordered out-edges
-	pred  [][]edge       // in-edges, in declaration order
+	flow   *Flow
+	index  map[string]int // name -> first task with it
+	succ   [][]edge       // ordered out-edges
+	pred   [][]edge       // in-edges, in declaration order
+	strong map[[2]int]struct{}
 }
 
+// has reports whether the strong edge from → to is in the graph: a set, not
+// a scan of from's out-edges, which made a task with thousands of successors
+// (or a sink listing thousands of predecessors) quadratic to resolve.
 func (g *flowGraph) has(from, to int) bool {
-	for _, e := range g.succ[from] {
-		if e.to == to {
-			return true
-		}
-	}
-	return false
+	_, ok := g.strong[[2]int{from, to}]
+	return ok
 }
 
 func (g *flowGraph) add(e edge) {
 	g.succ[e.from] = append(g.succ[e.from], e)
 	g.pred[e.to] = append(g.pred[e.to], e)
+	if !e.weak {
+		g.strong[[2]int{e.from, e.to}] = struct{}{}
+	}
 }
 
 // resolve builds the flow's graph, reporting (when c is not nil) unknown and
 // duplicate references and condition successors given through succeed.
 func resolve(c *collector, fl *Flow) *flowGraph {
 	n := len(fl.Tasks)
-	g := &flowGraph{flow: fl, index: make(map[string]int, n), succ: make([][]edge, n), pred: make([][]edge, n)}
+	g := &flowGraph{flow: fl, index: make(map[string]int, n), succ: make([][]edge, n), pred: make([][]edge, n),
+		strong: make(map[[2]int]struct{}, n)}
 	for i, t := range fl.Tasks {
 		if t.Name == "" {
 			continue
@@ -208,7 +219,7 @@ func taskIndex(t *Task, i int) int {
 	return 0
 }
 
-func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) {
+func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) *flowGraph {
 	flowErr := func(field string, kind error, format string, a ...any) {
 		c.add(&Error{Flow: fl.Name, Field: field, Line: fl.pos.field(field), Msg: fmt.Sprintf(format, a...), Kind: kind})
 	}
@@ -217,7 +228,7 @@ func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) 
 	}
 	if len(fl.Tasks) == 0 {
 		flowErr("tasks", ErrMissing, "flow has no tasks")
-		return
+		return nil
 	}
 	first := map[string]int{}
 	for i := range fl.Tasks {
@@ -261,6 +272,7 @@ func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) 
 	if !hasSource {
 		flowErr("tasks", ErrNoSource, "no task without predecessors: nothing can start")
 	}
+	return g
 }
 
 type taskErr func(field string, kind error, format string, a ...any)
