@@ -42,5 +42,6 @@ fuzz ./transport FuzzDecode 10000x
 fuzz ./cluster/coord FuzzAPI 60x
 fuzz ./cluster/spec FuzzParseYAML 20000x
 fuzz ./cluster/spec FuzzParseJSON 20000x
+fuzz ./cluster/spec FuzzScanJSON 20000x
 fuzz ./partition FuzzPartition 10000x
 echo "== all tests passed"
