@@ -29,6 +29,17 @@ type jsonScan struct {
 	data []byte
 	at   int
 	line int // line of data[at]
+	slab []node
+}
+
+// node returns a new node, from a slab allocated a chunk at a time: a flow
+// file is thousands of small nodes, all alive as long as the tree.
+func (s *jsonScan) node(n node) *node {
+	if len(s.slab) == cap(s.slab) {
+		s.slab = make([]node, 0, 256)
+	}
+	s.slab = append(s.slab, n)
+	return &s.slab[len(s.slab)-1]
 }
 
 func (s *jsonScan) space() {
@@ -53,7 +64,7 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 	switch c := s.data[s.at]; {
 	case c == '{':
 		s.at++
-		n := &node{kind: nMap, line: line}
+		n := s.node(node{kind: nMap, line: line})
 		s.space()
 		if s.at < len(s.data) && s.data[s.at] == '}' {
 			s.at++
@@ -78,7 +89,7 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 			if !ok {
 				return nil, false
 			}
-			n.keys = append(n.keys, &node{kind: nScalar, line: kline, val: k, quote: true})
+			n.keys = append(n.keys, s.node(node{kind: nScalar, line: kline, val: k, quote: true}))
 			n.vals = append(n.vals, v)
 			if more, ok := s.next('}'); !more {
 				return n, ok
@@ -86,7 +97,7 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 		}
 	case c == '[':
 		s.at++
-		n := &node{kind: nSeq, line: line}
+		n := s.node(node{kind: nSeq, line: line})
 		s.space()
 		if s.at < len(s.data) && s.data[s.at] == ']' {
 			s.at++
@@ -107,7 +118,7 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 		if !ok {
 			return nil, false
 		}
-		return &node{kind: nScalar, line: line, val: v, quote: true}, true
+		return s.node(node{kind: nScalar, line: line, val: v, quote: true}), true
 	case c == '-' || c >= '0' && c <= '9':
 		num, ok := s.number()
 		if !ok {
@@ -117,13 +128,13 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 		if err != nil {
 			return nil, false
 		}
-		return &node{kind: nScalar, line: line, val: v}, true
+		return s.node(node{kind: nScalar, line: line, val: v}), true
 	case s.word("true"):
-		return &node{kind: nScalar, line: line, val: true}, true
+		return s.node(node{kind: nScalar, line: line, val: true}), true
 	case s.word("false"):
-		return &node{kind: nScalar, line: line, val: false}, true
+		return s.node(node{kind: nScalar, line: line, val: false}), true
 	case s.word("null"):
-		return &node{kind: nNull, line: line}, true
+		return s.node(node{kind: nNull, line: line}), true
 	}
 	return nil, false
 }
