@@ -124,24 +124,47 @@ type edge struct {
 // flowGraph is a flow with names resolved to indices.
 type flowGraph struct {
 	flow   *Flow
-	index  map[string]int // name -> first task with it
-	succ   [][]edge       // ordered out-edges
-	pred   [][]edge       // in-edges, in declaration order
-	strong map[[2]int]struct{}
+	index  map[string]int      // name -> first task with it
+	succ   [][]edge            // ordered out-edges
+	pred   [][]edge            // in-edges, in declaration order
+	strong map[[2]int]struct{} // strong out-edges of the tasks with more than scanMax
 }
 
-// has reports whether the strong edge from → to is in the graph: a set, not
-// a scan of from's out-edges, which made a task with thousands of successors
-// (or a sink listing thousands of predecessors) quadratic to resolve.
+// has reports whether the edge from → to is in the graph, for a from that
+// is not a condition (all its out-edges strong). A short out-list is
+// scanned; past scanMax edges they are also kept in a set, since scanning
+// made a task with thousands of successors (or a sink listing thousands of
+// predecessors) quadratic to resolve.
 func (g *flowGraph) has(from, to int) bool {
+	if len(g.succ[from]) <= scanMax {
+		for _, e := range g.succ[from] {
+			if e.to == to {
+				return true
+			}
+		}
+		return false
+	}
 	_, ok := g.strong[[2]int{from, to}]
 	return ok
 }
 
+// scanMax is the longest out-list has scans.
+const scanMax = 16
+
 func (g *flowGraph) add(e edge) {
 	g.succ[e.from] = append(g.succ[e.from], e)
 	g.pred[e.to] = append(g.pred[e.to], e)
-	if !e.weak {
+	switch out := g.succ[e.from]; {
+	case len(out) == scanMax+1: // from now on, from's edges are looked up in the set
+		if g.strong == nil {
+			g.strong = map[[2]int]struct{}{}
+		}
+		for _, x := range out {
+			if !x.weak {
+				g.strong[[2]int{x.from, x.to}] = struct{}{}
+			}
+		}
+	case len(out) > scanMax+1 && !e.weak:
 		g.strong[[2]int{e.from, e.to}] = struct{}{}
 	}
 }
@@ -150,8 +173,7 @@ func (g *flowGraph) add(e edge) {
 // duplicate references and condition successors given through succeed.
 func resolve(c *collector, fl *Flow) *flowGraph {
 	n := len(fl.Tasks)
-	g := &flowGraph{flow: fl, index: make(map[string]int, n), succ: make([][]edge, n), pred: make([][]edge, n),
-		strong: make(map[[2]int]struct{}, n)}
+	g := &flowGraph{flow: fl, index: make(map[string]int, n), succ: make([][]edge, n), pred: make([][]edge, n)}
 	for i, t := range fl.Tasks {
 		if t.Name == "" {
 			continue
