@@ -63,11 +63,8 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 	line := s.line
 	switch c := s.data[s.at]; {
 	case c == '{':
-		s.at++
-		n := s.node(node{kind: nMap, line: line})
-		s.space()
-		if s.at < len(s.data) && s.data[s.at] == '}' {
-			s.at++
+		n := s.open(nMap, line)
+		if s.closes('}') {
 			return n, true
 		}
 		for {
@@ -96,11 +93,8 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 			}
 		}
 	case c == '[':
-		s.at++
-		n := s.node(node{kind: nSeq, line: line})
-		s.space()
-		if s.at < len(s.data) && s.data[s.at] == ']' {
-			s.at++
+		n := s.open(nSeq, line)
+		if s.closes(']') {
 			return n, true
 		}
 		for {
@@ -137,6 +131,23 @@ func (s *jsonScan) value(depth int) (*node, bool) {
 		return s.node(node{kind: nNull, line: line}), true
 	}
 	return nil, false
+}
+
+// open starts a map or list at its opening delimiter.
+func (s *jsonScan) open(kind nodeKind, line int) *node {
+	s.at++
+	return s.node(node{kind: kind, line: line})
+}
+
+// closes reads closing, after blanks, when it comes next: an empty map or
+// list.
+func (s *jsonScan) closes(closing byte) bool {
+	s.space()
+	if s.at < len(s.data) && s.data[s.at] == closing {
+		s.at++
+		return true
+	}
+	return false
 }
 
 // next reads the separator after a member or item: more after a ',' (another
