@@ -3,10 +3,15 @@ package e2e
 // The compose tier: docker-compose.yml's cluster (natsd, three raft
 // coordinators, three nodes, each in its own FROM-scratch container),
 // driven from the host through the real CLI. It skips only where the docker
-// daemon cannot be reached (`docker info` fails).
+// daemon cannot be reached (`docker info` fails). DESIGN §6 wants both compose
+// CLIs to work: TestComposeCluster runs every scenario on `docker compose` (v2)
+// where it works here, else on docker-compose (v1); TestComposeOtherCLI brings
+// the cluster up with the other one and runs a bundled flow to completion, or
+// skips saying exactly why that CLI cannot be used.
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,8 +28,18 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
+// The compose CLIs scripts/compose.sh runs (its HETFLOW_COMPOSE).
 const (
-	composeProject = "hetflowe2e"
+	composeV2 = "v2" // docker compose: the Docker CLI plugin
+	composeV1 = "v1" // docker-compose: the Python program
+)
+
+// composeProject is the compose project of the test's cluster;
+// $HETFLOW_E2E_PROJECT overrides it (with $HETFLOW_NET) where two checkouts
+// run the compose tier on one machine at once.
+var composeProject = cmp.Or(os.Getenv("HETFLOW_E2E_PROJECT"), "hetflowe2e")
+
+const (
 	// composeNet is the /24 the test's cluster uses (docker-compose.yml's
 	// HETFLOW_NET), apart from the default one a developer's cluster takes;
 	// $HETFLOW_NET overrides it where that /24 is taken.
@@ -202,13 +217,48 @@ func (e *composeEnv) submit(t *testing.T, path string) string {
 	return r.ID
 }
 
-// composeUp builds the CLI and the image, brings docker-compose.yml's
-// cluster up on free host ports and waits for three alive nodes; the
-// cluster goes down with the test. It skips where docker cannot be reached.
-func composeUp(t *testing.T) *composeEnv {
+// composeDocker skips the test where the docker daemon cannot be reached.
+func composeDocker(t *testing.T) {
+	t.Helper()
 	if _, err := composeExec("", nil, 30*time.Second, "docker", "info"); err != nil {
 		t.Skipf("docker daemon unreachable: %v", err)
 	}
+}
+
+// composeUsable says why compose CLI which (composeV2 or composeV1) cannot
+// run the cluster here, or nil when it can: installed, and (v2) talking to
+// this engine's API.
+func composeUsable(which string) error {
+	if which == composeV1 {
+		if _, err := composeExec("", nil, time.Minute, "docker-compose", "version"); err != nil {
+			return fmt.Errorf("docker-compose (v1) is not installed: %w", err)
+		}
+		return nil
+	}
+	if _, err := composeExec("", nil, time.Minute, "docker", "compose", "version"); err != nil {
+		return fmt.Errorf("docker compose (v2) is not installed (bash scripts/install-compose-v2.sh builds it from the Go module proxy; scripts/test.sh runs it): %w", err)
+	}
+	if _, err := composeExec("", nil, time.Minute, "docker", "compose", "ls"); err != nil {
+		return fmt.Errorf("docker compose (v2) cannot talk to this Docker engine: %w", err)
+	}
+	return nil
+}
+
+// composeMain is the compose CLI TestComposeCluster runs on: v2 where it
+// works, else v1 (why says why not v2).
+func composeMain() (which string, why error) {
+	if err := composeUsable(composeV2); err != nil {
+		return composeV1, err
+	}
+	return composeV2, nil
+}
+
+// composeUp builds the CLI and the image, brings docker-compose.yml's
+// cluster up with compose CLI which (composeV2 or composeV1) on free host
+// ports and waits for three alive nodes; the cluster goes down with the
+// test. It skips where docker cannot be reached.
+func composeUp(t *testing.T, which string) *composeEnv {
+	composeDocker(t)
 	root := composeRepo(t)
 	t0 := time.Now()
 
@@ -229,6 +279,7 @@ func composeUp(t *testing.T) *composeEnv {
 		"HETFLOW_C1_PORT=" + strconv.Itoa(ports[0]),
 		"HETFLOW_C2_PORT=" + strconv.Itoa(ports[1]),
 		"HETFLOW_C3_PORT=" + strconv.Itoa(ports[2]),
+		"HETFLOW_COMPOSE=" + which,
 	}
 	e := &composeEnv{root: root}
 	e.compose = func(d time.Duration, args ...string) (string, error) {
@@ -269,8 +320,58 @@ func composeUp(t *testing.T) *composeEnv {
 		m, last := e.nodes()
 		return m["n1"] == proto.NodeAlive && m["n2"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
 	})
-	t.Logf("cluster up with 3 alive nodes in %v", time.Since(t1).Round(time.Millisecond))
+	version, _ := e.compose(time.Minute, "version")
+	t.Logf("cluster up with 3 alive nodes in %v through compose %s: %s", time.Since(t1).Round(time.Millisecond), which, firstLine(version))
 	return e
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}
+
+// composeDoWhile checks a compose run of the bundled do-while
+// (listing5-dowhile.yaml): it succeeded, and its sink gives what the
+// in-process dev cluster gives.
+func composeDoWhile(t *testing.T, root string, st proto.RunStatus) {
+	t.Helper()
+	const loop = "listing5-dowhile.yaml"
+	if st.State != proto.RunSucceeded {
+		t.Fatalf("%s: run %s %s: %s", loop, st.ID, st.State, st.Error)
+	}
+	out, code := cli(t, "dev", "--json", filepath.Join(root, "cluster", "spec", "examples", loop))
+	if code != 0 {
+		t.Fatalf("dev run of %s: exit %d", loop, code)
+	}
+	want := composeSinks(composeStatus(t, out))
+	if len(want) == 0 {
+		t.Fatalf("dev run of %s reported no sink output: %s", loop, out)
+	}
+	if sinks := composeSinks(st); !reflect.DeepEqual(sinks, want) {
+		t.Fatalf("%s sink outputs: compose %v, dev %v", loop, sinks, want)
+	}
+}
+
+// TestComposeOtherCLI brings docker-compose.yml's cluster up with the
+// compose CLI TestComposeCluster does not run on (v1 where v2 works) and runs
+// the bundled do-while to completion through it: DESIGN §6 wants both to
+// work. It skips, saying why, where that CLI cannot be used here.
+func TestComposeOtherCLI(t *testing.T) {
+	composeDocker(t)
+	main, why := composeMain()
+	if main == composeV1 {
+		t.Skipf("TestComposeCluster runs on docker-compose (v1); the other CLI, v2, cannot be used here: %v", why)
+	}
+	if err := composeUsable(composeV1); err != nil {
+		t.Skipf("TestComposeCluster runs on docker compose (v2); the other CLI cannot be used here: %v", err)
+	}
+	e := composeUp(t, composeV1)
+	ex := filepath.Join(e.root, "cluster", "spec", "examples", "listing5-dowhile.yaml")
+	out, err := e.run(2*time.Minute, "submit", "--wait", "--json", ex)
+	if err != nil {
+		t.Fatalf("%v\nstdout: %s", err, out)
+	}
+	composeDoWhile(t, e.root, composeStatus(t, out))
 }
 
 // TestComposeCluster runs, on docker-compose.yml's cluster, the bundled
@@ -278,7 +379,12 @@ func composeUp(t *testing.T) *composeEnv {
 // the leader's container killed mid-run, NATS's container restarted mid-run,
 // a cancel, and a node killed.
 func TestComposeCluster(t *testing.T) {
-	e := composeUp(t)
+	composeDocker(t)
+	which, why := composeMain()
+	if why != nil {
+		t.Logf("running on docker-compose (v1): %v", why)
+	}
+	e := composeUp(t, which)
 	root := e.root
 	t0 := time.Now()
 
@@ -302,18 +408,7 @@ func TestComposeCluster(t *testing.T) {
 	t.Logf("%d examples succeeded in %v", len(examples), time.Since(t0).Round(time.Millisecond))
 
 	// The do-while sink gives what the in-process dev cluster gives.
-	const loop = "listing5-dowhile.yaml"
-	out, code := cli(t, "dev", "--json", filepath.Join(root, "cluster", "spec", "examples", loop))
-	if code != 0 {
-		t.Fatalf("dev run of %s: exit %d", loop, code)
-	}
-	want := composeSinks(composeStatus(t, out))
-	if len(want) == 0 {
-		t.Fatalf("dev run of %s reported no sink output: %s", loop, out)
-	}
-	if sinks := composeSinks(got[loop]); !reflect.DeepEqual(sinks, want) {
-		t.Fatalf("%s sink outputs: compose %v, dev %v", loop, sinks, want)
-	}
+	composeDoWhile(t, root, got["listing5-dowhile.yaml"])
 
 	slow := writeFlow(t, "slow.yaml", slowFlow)
 	ref := reference(t, slow)

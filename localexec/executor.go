@@ -190,6 +190,25 @@ func (ex *Executor) submit(n *node) {
 	d.wake(nil)
 }
 
+// submitTasks makes ts visible from outside any worker: each stretch of
+// tasks of one domain is pushed under one lock, with one wake-up.
+func (ex *Executor) submitTasks(ts []Task) {
+	for i := 0; i < len(ts); {
+		d := ex.domainOf(ts[i].n)
+		j := i + 1
+		for j < len(ts) && ex.domainOf(ts[j].n) == d {
+			j++
+		}
+		d.shared.mu.Lock()
+		for _, t := range ts[i:j] {
+			d.shared.pushLocked(t.n)
+		}
+		d.shared.mu.Unlock()
+		d.wake(nil)
+		i = j
+	}
+}
+
 func (ex *Executor) begin() {
 	ex.inflight.Add(1)
 }

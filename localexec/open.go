@@ -60,8 +60,19 @@ func (ex *Executor) RunOpen(tf *Taskflow, onIdle func()) (*OpenRun, error) {
 // Schedule runs task t of the run's taskflow now, whatever its join
 // counter. Before the run's graph is scheduled, the call is queued.
 func (o *OpenRun) Schedule(t Task) error {
-	if t.n == nil {
-		return errors.New("localexec: Schedule of an empty task")
+	return o.ScheduleAll([]Task{t})
+}
+
+// ScheduleAll is Schedule for each of ts, in order, taking the run's lock
+// once and pushing them to each domain's shared queue together with one
+// wake-up, not one per task: by the scheduler's rule (scheduler.go) the thief
+// it wakes wakes the next when it finds work, so parallelism is not lost. A
+// cluster node schedules the proxies of a whole batch of Signals this way.
+func (o *OpenRun) ScheduleAll(ts []Task) error {
+	for _, t := range ts {
+		if t.n == nil {
+			return errors.New("localexec: Schedule of an empty task")
+		}
 	}
 	o.mu.Lock()
 	if o.closed || o.state.Load() == futDone {
@@ -69,13 +80,17 @@ func (o *OpenRun) Schedule(t Task) error {
 		return ErrRunClosed
 	}
 	if !o.start {
-		o.queue = append(o.queue, t.n)
+		for _, t := range ts {
+			o.queue = append(o.queue, t.n)
+		}
 		o.mu.Unlock()
 		return nil
 	}
-	t.n.frame.pending.Add(1)
+	for _, t := range ts {
+		t.n.frame.pending.Add(1)
+	}
 	o.mu.Unlock()
-	o.t.ex.submit(t.n)
+	o.t.ex.submitTasks(ts)
 	return nil
 }
 

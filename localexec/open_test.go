@@ -2,6 +2,7 @@ package localexec
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +18,8 @@ func TestOpenRunDrivenFromOutside(t *testing.T) {
 	local := tf.Emplace(func() { got.Add(1) }).Name("local")
 	src := tf.Emplace(func() { got.Add(10) }).Name("src")
 	proxy.Precede(local)
-	idle := make(chan struct{}, 16)
-	o, err := ex.RunOpen(tf, func() {
-		select {
-		case idle <- struct{}{}:
-		default:
-		}
-	})
+	idle, onIdle := idleSignal()
+	o, err := ex.RunOpen(tf, onIdle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +75,45 @@ func TestOpenRunDrivenFromOutside(t *testing.T) {
 	}
 }
 
+// TestOpenRunScheduleAll: a batch scheduled at once runs each task as often
+// as it appears, on every worker, and is refused once the run is closed.
+func TestOpenRunScheduleAll(t *testing.T) {
+	ex := newEx(t, WithWorkers(3))
+	tf := NewTaskflow("batch")
+	var got atomic.Int32
+	var proxies []Task
+	for i := range 100 {
+		p := tf.Emplace(func() {}).Name(fmt.Sprint("proxy", i)).External()
+		p.Precede(tf.Emplace(func() { got.Add(1) }).Name(fmt.Sprint("local", i)))
+		proxies = append(proxies, p)
+	}
+	idle, onIdle := idleSignal()
+	o, err := ex.RunOpen(tf, onIdle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.ScheduleAll(append(proxies, proxies[:10]...)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() != 110 || !o.Idle() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 110 ran", got.Load())
+		}
+		select {
+		case <-idle:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	o.Close()
+	if err := o.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.ScheduleAll(proxies); !errors.Is(err, ErrRunClosed) {
+		t.Fatalf("ScheduleAll after close: %v", err)
+	}
+}
+
 func TestOpenRunClosedBeforeStart(t *testing.T) {
 	ex := newEx(t, WithWorkers(1))
 	tf := NewTaskflow("quick")
@@ -96,5 +131,17 @@ func TestOpenRunClosedBeforeStart(t *testing.T) {
 	}
 	if n.Load() != 200 {
 		t.Fatalf("%d", n.Load())
+	}
+}
+
+// idleSignal is an open run's idle callback that never blocks, and the
+// channel it signals.
+func idleSignal() (chan struct{}, func()) {
+	idle := make(chan struct{}, 16)
+	return idle, func() {
+		select {
+		case idle <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the static binaries and the hetflow:dev image that docker-compose.yml runs.
+# Builds the static binaries and the hetflow:dev image (HETFLOW_IMAGE overrides the tag) that docker-compose.yml runs.
 # No image is pulled: the image is FROM scratch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +17,5 @@ fi
 # the API token clients on the host use: build/docker/token (--token-file)
 "$out/coordinator" token --secret-file "$out/secret" > "$out/token"
 cp docker/Dockerfile "$out/Dockerfile"
-docker build -q -t hetflow:dev "$out" >/dev/null
-echo "built hetflow:dev"
+docker build -q -t "${HETFLOW_IMAGE:-hetflow:dev}" "$out" >/dev/null
+echo "built ${HETFLOW_IMAGE:-hetflow:dev}"

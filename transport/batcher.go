@@ -140,27 +140,49 @@ func (b *Batcher) headerLen() int { return 3 + len(appendStr(nil, b.from)) + seq
 // ErrInvalidID for a bad node, ErrOversized when s alone would not fit in one
 // message, ErrClosed after Close, or the error of a flush it triggered.
 func (b *Batcher) Add(ctx context.Context, node string, s *Signal) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	if len(s.Output) > b.c.limits.MaxOutput {
-		return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
+	return b.AddAll(ctx, node, []*Signal{s})
+}
+
+// AddAll is Add for each of sigs, in order, under one lock (a task that
+// completes with many successors on one node hands them over at once). A
+// malformed or oversized Signal is refused before any is queued; a flush
+// that fails stops it there, the Signals before queued or sent.
+func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error {
+	for _, s := range sigs {
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		if len(s.Output) > b.c.limits.MaxOutput {
+			return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return ErrClosed
 	}
-	key := destKey{s.Run, node}
-	d := b.dests[key]
-	if d == nil {
-		subj, err := SignalSubject(s.Run, node)
-		if err != nil {
+	var d *dest
+	for _, s := range sigs {
+		if d == nil || d.key.run != s.Run {
+			key := destKey{s.Run, node}
+			if d = b.dests[key]; d == nil {
+				subj, err := SignalSubject(s.Run, node)
+				if err != nil {
+					return err
+				}
+				d = &dest{key: key, subject: subj}
+				b.dests[key] = d
+			}
+		}
+		if err := b.addLocked(d, s); err != nil {
 			return err
 		}
-		d = &dest{key: key, subject: subj}
-		b.dests[key] = d
 	}
+	return nil
+}
+
+// addLocked queues s on d (b.mu held), flushing when the batch is full.
+func (b *Batcher) addLocked(d *dest, s *Signal) error {
 	if d.n == 0 {
 		d.header(b.from)
 	}

@@ -104,6 +104,41 @@ func TestBatcherFlushesOnCount(t *testing.T) {
 	}
 }
 
+// TestBatcherAddAll: Signals handed over at once, of two runs, leave in
+// order and cut into batches as Adds one by one would be.
+func TestBatcherAddAll(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1", WithMaxSignals(4), WithClock(&fakeClock{}))
+	must(t, err)
+	ctx := testCtx(t)
+	var sigs []*Signal
+	for _, run := range []string{"r1", "r2"} {
+		for _, s := range sigN(run, 6) {
+			sigs = append(sigs, &s)
+		}
+	}
+	must(t, b.AddAll(ctx, "n2", sigs))
+	must(t, b.Flush(ctx))
+	got := r.settle(t, 4)
+	if fmt.Sprint(sizes(got)) != "[4 2 4 2]" && fmt.Sprint(sizes(got)) != "[4 4 2 2]" {
+		t.Fatalf("batches %v", sizes(got))
+	}
+	next := map[string]uint64{"r1": 1, "r2": 1}
+	for _, bt := range got {
+		for _, s := range bt.Signals {
+			if s.Act != next[s.Run] {
+				t.Fatalf("run %s: act %d, want %d", s.Run, s.Act, next[s.Run])
+			}
+			next[s.Run]++
+		}
+	}
+	bad := &Signal{Run: "r1", Src: 1, Dst: 2} // no activation
+	if err := b.AddAll(ctx, "n2", []*Signal{sigs[0], bad}); !errors.Is(err, ErrInvalidSignal) {
+		t.Fatalf("a malformed Signal among others: %v", err)
+	}
+	must(t, b.Close(ctx))
+}
+
 func TestBatcherFlushesOnBytes(t *testing.T) {
 	r := newBatchRig(t)
 	b, err := r.tx.NewBatcher("n1", WithMaxBytes(1000), WithLinger(0))

@@ -162,6 +162,33 @@ func (d *Deduper) AdmitReplayed(s *Signal) Verdict {
 	return d.record(d.run(s.Run), s)
 }
 
+// AdmitReplayedAll is AdmitReplayed for every Signal of sigs in order, under
+// one lock and with one look-up of the run for each stretch of Signals of the
+// same run (a batch's Signals all belong to one): a receiver decides a whole
+// batch at once. It returns the verdicts, sigs[i]'s at i, in verdicts[:0]'s
+// storage when it has room.
+func (d *Deduper) AdmitReplayedAll(sigs []*Signal, verdicts []Verdict) []Verdict {
+	verdicts = verdicts[:0]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var r *dedupRun // the current stretch's run; nil when it ended
+	for i, s := range sigs {
+		if i == 0 || s.Run != sigs[i-1].Run {
+			r = nil
+			if _, gone := d.ended[s.Run]; !gone {
+				r = d.run(s.Run)
+			}
+		}
+		if r == nil {
+			d.stats.Ended++
+			verdicts = append(verdicts, Ended)
+			continue
+		}
+		verdicts = append(verdicts, d.record(r, s))
+	}
+	return verdicts
+}
+
 func (d *Deduper) admit(s *Signal) Verdict {
 	if _, gone := d.ended[s.Run]; gone {
 		d.stats.Ended++

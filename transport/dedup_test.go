@@ -164,3 +164,34 @@ func TestEndedRunsAreBounded(t *testing.T) {
 		t.Error("SetGen revived an ended run")
 	}
 }
+
+// TestAdmitReplayedAllMatchesOneByOne: a batch decided at once gets the
+// verdicts, and leaves the state, that deciding it Signal by Signal does.
+func TestAdmitReplayedAllMatchesOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	one, all := NewDeduper(), NewDeduper()
+	for _, d := range []*Deduper{one, all} {
+		d.SetGen("r1", 3)
+		d.EndRun("gone")
+	}
+	var verdicts []Verdict
+	for range 200 {
+		sigs := make([]*Signal, rng.IntN(40))
+		for i := range sigs {
+			run := []string{"r1", "r1", "r2", "gone"}[rng.IntN(4)]
+			sigs[i] = &Signal{Run: run, Gen: uint64(1 + rng.IntN(4)), Src: uint32(rng.IntN(3)), Dst: 5, Act: uint64(1 + rng.IntN(20))}
+		}
+		verdicts = all.AdmitReplayedAll(sigs, verdicts)
+		if len(verdicts) != len(sigs) {
+			t.Fatalf("%d verdicts for %d signals", len(verdicts), len(sigs))
+		}
+		for i, s := range sigs {
+			if want := one.AdmitReplayed(s); verdicts[i] != want {
+				t.Fatalf("signal %d %+v: %v in a batch, %v alone", i, *s, verdicts[i], want)
+			}
+		}
+	}
+	if a, b := one.Stats(), all.Stats(); a != b {
+		t.Errorf("stats differ: one by one %+v, batched %+v", a, b)
+	}
+}

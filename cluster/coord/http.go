@@ -274,32 +274,34 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 			}
 		}
 	})
-	if err := f.Validate(spec.Options{Funcs: s.cfg.Catalog, Resources: res}); err != nil {
-		return "", invalid(err)
-	}
-	// Before anything grows with the run's size (Validate refused module cycles).
+	opts := spec.Options{Funcs: s.cfg.Catalog, Resources: res}
+	// Before anything grows with the run's size. ExpandedSize is safe on a
+	// file not validated yet (a module cycle saturates it): a file over the
+	// limit is validated first, so that a cycle is reported as one.
 	if n := f.ExpandedSize(); n > s.cfg.MaxTasks {
+		if err := f.Validate(opts); err != nil {
+			return "", invalid(err)
+		}
 		what := strconv.Itoa(n)
 		if n > spec.MaxVertices {
 			what = "over " + strconv.Itoa(spec.MaxVertices)
 		}
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow %q expands to %s tasks, over this cluster's limit of %d a run (coordinator --max-tasks)", path, f.Root().Name, what, s.cfg.MaxTasks)}}
 	}
-	// Every process expands the same canonical bytes, so indices agree.
+	// Validated once, and expanded from what was validated.
+	g, err := f.Compile(opts)
+	if err != nil {
+		return "", invalid(err)
+	}
+	// Every process expands the canonical bytes. They parse back to the same
+	// flows (spec's fuzz tests hold Marshal to that), so the nodes' vertex
+	// indices are g's: the leader does not parse and validate them again.
 	canon, err := spec.Marshal(f, spec.FormatJSON)
 	if err != nil {
 		return "", fmt.Errorf("coord: marshal flow: %w", err)
 	}
-	cf, err := spec.ParseJSON(path, canon)
-	if errors.Is(err, spec.ErrTooLarge) {
+	if len(canon) > spec.MaxFileSize {
 		return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(canon), spec.MaxFileSize))
-	}
-	if err != nil {
-		return "", fmt.Errorf("coord: canonical flow does not parse back: %w", err)
-	}
-	g, err := cf.Expand()
-	if err != nil {
-		return "", invalid(err)
 	}
 	now := time.Now()
 	if id == "" {

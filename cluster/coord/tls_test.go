@@ -66,7 +66,18 @@ func TestAPIOverTLS(t *testing.T) {
 	}
 
 	// Through the follower: forwarded to the leader over TLS (no node is
-	// alive, so the leader refuses the flow: its 400 comes back).
+	// alive, so the leader refuses the flow: its 400 comes back). A new
+	// voter learns who leads, and where it serves, a little after c1 counts
+	// it: until then it answers 503 "no leader".
+	eventually(t, 20*time.Second, "c2 knows the leader's API", func() bool {
+		resp, err := trusting.Get("https://" + c2.HTTPAddr() + "/v1/leader")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var li proto.LeaderInfo
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&li) == nil && li.ID == "c1" && li.HTTP != ""
+	})
 	body := strings.NewReader(`{"path": "w.yaml", "flow": "name: w\ntasks:\n  - {name: a, func: noop}\n"}`)
 	resp, err = trusting.Post("https://"+c2.HTTPAddr()+"/v1/runs", "application/json", body)
 	must(t, err)

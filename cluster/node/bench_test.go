@@ -3,11 +3,12 @@ package node
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/internal/flowgen"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -82,33 +83,24 @@ func BenchmarkCrossNodeHop(b *testing.B) {
 // termination check.
 func BenchmarkCrossNodeEdges(b *testing.B) {
 	const width = 2000
-	var text, sink strings.Builder
-	text.WriteString("name: wide\ntasks:\n  - {name: src, func: noop}\n")
-	sink.WriteString("  - {name: sink, func: noop, succeed: [")
-	for i := range width {
-		fmt.Fprintf(&text, "  - {name: w%d, func: noop, succeed: [src]}\n", i)
-		if i > 0 {
-			sink.WriteString(", ")
-		}
-		fmt.Fprintf(&sink, "w%d", i)
-	}
-	text.WriteString(sink.String() + "]}\n")
 	c := newCluster(b, nodeSpec{}, nodeSpec{})
 	ctx := testCtx(b, 10*time.Minute)
-	file, g := parseFlow(b, text.String())
+	file, g := parseFlow(b, string(flowgen.FanInOut(width)))
 	own := make([]uint32, len(g.Vertices))
 	for i := range width {
 		own[byName(g, fmt.Sprintf("w%d", i))] = 1
 	}
-	var exec time.Duration
+	var exec, hop1, span, hop2, cpu time.Duration
 	b.ResetTimer()
 	for range b.N {
+		cpu0 := processCPU(b)
 		out := c.runFlow(ctx, file, own, runOpts{})
 		if out.failed != nil {
 			b.Fatalf("failed: %+v", out.failed)
 		}
 		b.StopTimer()
-		var first, last time.Time
+		cpu += processCPU(b) - cpu0
+		var first, last, srcEnd, wFirst, wLast, sinkStart time.Time
 		err := c.leader.conn.ReplayEvents(ctx, out.run, func(e *transport.TaskEvent) error {
 			if first.IsZero() || e.Start.Before(first) {
 				first = e.Start
@@ -116,18 +108,44 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 			if e.End.After(last) {
 				last = e.End
 			}
+			switch {
+			case e.Name == "src":
+				srcEnd = e.End
+			case e.Name == "sink":
+				sinkStart = e.Start
+			default:
+				if wFirst.IsZero() || e.Start.Before(wFirst) {
+					wFirst = e.Start
+				}
+				if e.End.After(wLast) {
+					wLast = e.End
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		exec += last.Sub(first)
+		hop1 += wFirst.Sub(srcEnd)
+		span += wLast.Sub(wFirst)
+		hop2 += sinkStart.Sub(wLast)
 		b.StartTimer()
 	}
+	// CPU time of the whole process (both nodes, the NATS server, the
+	// stand-in leader) per edge, over whole runs: less sensitive than wall
+	// time to what else the machine runs, and it counts work, not waiting.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(2*width*b.N), "cpu-ns/edge")
 	b.ReportMetric(float64(2*width*b.N)/b.Elapsed().Seconds(), "edges/s")
 	// from the source's start to the sink's end: without parsing the flow
 	// and building the graph on each node, and without termination
 	b.ReportMetric(float64(2*width*b.N)/exec.Seconds(), "exec-edges/s")
+	// the exec window in three phases, per run: src's end → the first wN's
+	// start (the first Signal's trip, and n1 still building the run), the wN
+	// tasks' span, the last wN's end → sink's start
+	b.ReportMetric(float64(hop1.Microseconds())/float64(b.N), "first-us")
+	b.ReportMetric(float64(span.Microseconds())/float64(b.N), "span-us")
+	b.ReportMetric(float64(hop2.Microseconds())/float64(b.N), "last-us")
 }
 
 // hopObserver records the start and end times of body and cond on every
@@ -173,4 +191,13 @@ func (o *hopObserver) hops() []time.Duration {
 	}
 	slices.Sort(lat)
 	return lat
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

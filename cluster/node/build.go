@@ -111,8 +111,9 @@ func (q *fifo) pop() (item, bool) {
 	return it, true
 }
 
-// sendEdge is a cross-node out-edge src → dst: its send proxy pops the
-// traversal and hands a Signal to the Batcher.
+// sendEdge is a cross-node out-edge src → dst. A condition's has a send
+// proxy task that pops the traversal and hands a Signal to the Batcher; a
+// strong edge's is sent by the producer's completion (sendStrong).
 type sendEdge struct {
 	src, dst int
 	kind     transport.SignalKind
@@ -226,9 +227,8 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 				continue // one Signal per (src, dst, act); the receiver restores the multiplicity
 			}
 			strong[u] = true
-			se := &sendEdge{src: v, dst: u, kind: transport.SignalEdge}
-			exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
-			vs.strongSends = append(vs.strongSends, se)
+			// no proxy task: complete sends the strong edges (sendStrong)
+			vs.strongSends = append(vs.strongSends, &sendEdge{src: v, dst: u, kind: transport.SignalEdge})
 		}
 	}
 	// In-edges from other nodes: one External proxy per (src, dst).

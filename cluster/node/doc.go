@@ -57,19 +57,21 @@
 // # Cross-node edges
 //
 // Local edges are localexec edges and never touch NATS. For an edge v→u
-// with u elsewhere, a send proxy task follows v: a strong edge when v is
-// not a condition (one proxy per distinct remote target; the receiver puts
-// back the multiplicity), a weak edge at the edge's own index among a
-// condition's successors, so indices keep their meaning. v's completion
-// pushes (activation, output) into the edge's FIFO (v may run again before
-// the proxy does); the proxy pops it and hands a transport.Signal (Edge
-// with the output, or Choice) to the Batcher. For an edge v→u with v
-// elsewhere, an External receive proxy precedes u: static (strong edge) or a
-// condition returning 0 (weak edge). A Signal is fenced unless its sender
-// owns its source in the generation in force; one of a newer generation
-// waits for that generation's Assignment; the rest are counted (duplicates
-// too) and, when the Deduper has not seen them, pushed to the edge's FIFO
-// and the proxy scheduled with OpenRun.Schedule; the proxy records v's
+// with u elsewhere and v not a condition (a strong edge), v's completion
+// itself hands a transport.Signal (Edge, with the output) per distinct
+// remote target to the Batcher, all of one node's in one AddAll (the
+// receiver puts back the multiplicity). For a condition, a send proxy task
+// sits at the edge's own index among its successors, so indices keep their
+// meaning: the completion pushes the activation into the edge's FIFO (v may
+// run again before the proxy does), and the proxy, when the condition picks
+// it, pops it and hands a Choice Signal to the Batcher. For an edge v→u with
+// v elsewhere, an External receive proxy precedes u: static (strong edge)
+// or a condition returning 0 (weak edge). A batch's Signals are fenced one
+// by one — refused unless the sender owns the source in the generation in
+// force; one of a newer generation waits for that generation's Assignment —
+// and the rest go to the Deduper together; they are counted (duplicates
+// too, see Recovery), the new ones pushed to their edges' FIFOs and the
+// proxies scheduled with one OpenRun.ScheduleAll; a proxy records v's
 // output for u's Inputs.
 // Signals of a run whose Assignment has not arrived yet are kept (bounded)
 // and delivered when it does. A multicondition that picks one remote task
@@ -100,7 +102,7 @@
 //
 // When the leader moves the tasks of a lost node under a newer generation,
 // a node of the run keeps what it runs and all its state: it switches its
-// owner table (send proxies resolve the destination's node when they send,
+// owner table (sends resolve the destination's node when they send,
 // so Signals to moved tasks go to their new owners), stamps what it sends
 // with the new generation, and, if tasks moved here, builds them as one more
 // part of the run (another open run from the same flow, only those tasks

@@ -161,6 +161,18 @@ type Node struct {
 	closeOnce      sync.Once
 	closeErr       error
 	stats          counters
+	scratch        acceptScratch // under mu
+}
+
+// acceptScratch is the storage take and acceptAll reuse for every batch, so
+// that accepting a batch does not allocate (under Node.mu).
+type acceptScratch struct {
+	batchIDs  []physID
+	batchSigs []*transport.Signal
+	ids       []physID
+	sigs      []*transport.Signal
+	verdicts  []transport.Verdict
+	tasks     []localexec.Task
 }
 
 type runGen struct {
@@ -644,34 +656,54 @@ func (n *Node) probe(e *transport.Envelope) {
 func (n *Node) onBatch(b *transport.Batch) { n.take(b) }
 
 // take is onBatch; it returns how many Signals were new to a run held here.
+// A batch's Signals all belong to one run (its subject names it): each
+// stretch of one run's Signals is accepted at once.
 func (n *Node) take(b *transport.Batch) (fresh int) {
 	from, sigs := b.From, b.Signals
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for i := range sigs {
-		s := &sigs[i]
-		if r := n.runs[s.Run]; r != nil {
-			if r.accept(from, physID{from, s.Gen, b.Seq, i}, s) {
-				fresh++
+	for i := 0; i < len(sigs); {
+		run := sigs[i].Run
+		j := i + 1
+		for j < len(sigs) && sigs[j].Run == run {
+			j++
+		}
+		if r := n.runs[run]; r != nil {
+			ids, ptrs := n.scratch.batchIDs[:0], n.scratch.batchSigs[:0]
+			for k := i; k < j; k++ {
+				ids = append(ids, physID{from, sigs[k].Gen, b.Seq, k})
+				ptrs = append(ptrs, &sigs[k])
 			}
+			n.scratch.batchIDs, n.scratch.batchSigs = ids, ptrs
+			fresh += r.acceptAll(from, ids, ptrs)
+			clear(ptrs) // keep no Signal of the batch alive
+			i = j
 			continue
 		}
-		if _, gone := n.ended[s.Run]; gone || n.closed {
-			n.stats.dropped.Add(1)
-			continue
+		for ; i < j; i++ {
+			n.early1(from, b.Seq, i, &sigs[i])
 		}
-		buf, ok := n.early[s.Run]
-		if (!ok && len(n.early) >= maxEarlyRuns) || len(buf) >= maxEarlySignals {
-			n.stats.dropped.Add(1)
-			n.log.Warn("signal before its assignment dropped: buffer full", "run", s.Run, "from", from)
-			continue
-		}
-		c := *s
-		c.Output = clone(s.Output)
-		n.early[s.Run] = append(buf, fromSig{from, physID{from, s.Gen, b.Seq, i}, c})
-		n.stats.early.Add(1)
 	}
 	return fresh
+}
+
+// early1 keeps one Signal of a run not (or no longer) held here until its
+// Assignment comes, or drops it (under n.mu).
+func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
+	if _, gone := n.ended[s.Run]; gone || n.closed {
+		n.stats.dropped.Add(1)
+		return
+	}
+	buf, ok := n.early[s.Run]
+	if (!ok && len(n.early) >= maxEarlyRuns) || len(buf) >= maxEarlySignals {
+		n.stats.dropped.Add(1)
+		n.log.Warn("signal before its assignment dropped: buffer full", "run", s.Run, "from", from)
+		return
+	}
+	c := *s
+	c.Output = clone(s.Output)
+	n.early[s.Run] = append(buf, fromSig{from, physID{from, s.Gen, seq, i}, c})
+	n.stats.early.Add(1)
 }
 
 // sendFail tells the leader that task (a path; "" for the whole

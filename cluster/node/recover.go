@@ -12,7 +12,7 @@ import (
 // Recovery from lost nodes (docs/cluster-protocol.md, Recovery). When the
 // leader moves the tasks of a lost node under a new generation, a node that
 // holds the run keeps everything it runs and its state; it switches its owner
-// table (its send proxies address moved tasks to their new owners from then
+// table (its sends address moved tasks to their new owners from then
 // on) and, if tasks moved here, opens them as one more part of the run and
 // follows the run's record to rebuild their inputs: every Signal addressed to
 // a node that is not in the generation, whose destination this node now owns.

@@ -153,10 +153,7 @@ func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := f.Validate(spec.Options{Funcs: n.reg}); err != nil {
-		return r, err
-	}
-	g, err := f.Expand()
+	g, err := f.Compile(spec.Options{Funcs: n.reg}) // validated and resolved once
 	if err != nil {
 		return r, err
 	}
@@ -357,35 +354,57 @@ func (r *run) cleanup() {
 	r.jobs = nil
 }
 
-// accept takes one Signal from the live subscription (under n.mu). A Signal
-// of a newer generation waits for its Assignment; one whose sender does not
-// own its source in the generation in force is fenced; a new one is counted
-// and delivered (fresh); a duplicate is counted only when its source moved
-// (see below).
+// accept takes one Signal from the live subscription (under n.mu): a batch
+// of one (see acceptAll).
 func (r *run) accept(from string, id physID, s *transport.Signal) (fresh bool) {
+	return r.acceptAll(from, []physID{id}, []*transport.Signal{s}) > 0
+}
+
+// acceptAll takes Signals of the run from the live subscription (under
+// n.mu), sigs[i] named ids[i], and returns how many were new. A Signal of a
+// newer generation waits for its Assignment; one whose sender does not own
+// its source in the generation in force is fenced; the rest go to the
+// Deduper together; a new one is counted and delivered (fresh); a duplicate
+// is counted only when its source moved (see below). The per-Signal work is
+// the fence and the bookkeeping; the Deduper's lock, the counters' lock and
+// the executor's queue and wake-up are taken once for the whole batch.
+func (r *run) acceptAll(from string, ids []physID, sigs []*transport.Signal) (fresh int) {
 	n := r.n
-	if s.Gen > r.gen {
-		if len(r.pending) >= maxEarlySignals {
-			n.stats.dropped.Add(1)
-			return false
-		}
-		c := *s
-		c.Output = clone(s.Output)
-		r.pending = append(r.pending, fromSig{from, id, c})
-		n.stats.early.Add(1)
-		return false
-	}
 	tab := r.tab.Load()
-	if int(s.Src) >= len(tab.owner) || int(s.Dst) >= len(tab.owner) {
-		n.stats.dropped.Add(1)
-		n.log.Warn("signal for no task of the run dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "from", from)
-		return false
+	sc := &n.scratch
+	sc.sigs, sc.ids = sc.sigs[:0], sc.ids[:0]
+	for i, s := range sigs {
+		if s.Gen > r.gen {
+			if len(r.pending) >= maxEarlySignals {
+				n.stats.dropped.Add(1)
+				continue
+			}
+			c := *s
+			c.Output = clone(s.Output)
+			r.pending = append(r.pending, fromSig{from, ids[i], c})
+			n.stats.early.Add(1)
+			continue
+		}
+		if int(s.Src) >= len(tab.owner) || int(s.Dst) >= len(tab.owner) {
+			n.stats.dropped.Add(1)
+			n.log.Warn("signal for no task of the run dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "from", from)
+			continue
+		}
+		if owner := tab.nodeOf(int(s.Src)); owner != from {
+			n.stats.fenced.Add(1)
+			n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
+			continue
+		}
+		sc.sigs, sc.ids = append(sc.sigs, s), append(sc.ids, ids[i])
 	}
-	if owner := tab.nodeOf(int(s.Src)); owner != from {
-		n.stats.fenced.Add(1)
-		n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
-		return false
+	if len(sc.sigs) == 0 {
+		return 0
 	}
+	// Scheduled work is in flight before it is counted, so that a report
+	// never shows it counted while the run looks idle without it.
+	r.inflight.Add(int64(len(sc.sigs)))
+	defer r.inflight.Add(-int64(len(sc.sigs)))
+	sc.verdicts = n.dedup.AdmitReplayedAll(sc.sigs, sc.verdicts)
 	// What the leader balances is physical Signals: each one its sender
 	// counted in Sent is counted here once. A Signal of a source that never
 	// moved is sent once, so it counts when new; a duplicate of one is a
@@ -394,53 +413,97 @@ func (r *run) accept(from string, id physID, s *transport.Signal) (fresh bool) {
 	// a moved source runs it again and re-sends what its old owner had sent:
 	// those duplicates were counted by their sender, so they count here —
 	// once per physical Signal (id), however often it is read.
-	moved := r.moved == nil || r.moved[s.Src]
-	v := n.dedup.AdmitReplayed(s)
-	if moved && v != transport.Ended {
-		if _, seen := r.phys[id]; !seen {
-			if r.phys == nil {
-				r.phys = map[physID]struct{}{}
+	counted := 0
+	sc.tasks = sc.tasks[:0]
+	var open *localexec.OpenRun
+	for i, s := range sc.sigs {
+		v := sc.verdicts[i]
+		moved := r.moved == nil || r.moved[s.Src]
+		if moved && v != transport.Ended {
+			if _, seen := r.phys[sc.ids[i]]; !seen {
+				if r.phys == nil {
+					r.phys = map[physID]struct{}{}
+				}
+				r.phys[sc.ids[i]] = struct{}{}
+				counted++
 			}
-			r.phys[id] = struct{}{}
-			r.count(from)
+		} else if v == transport.Accept {
+			counted++
 		}
-	} else if v == transport.Accept {
-		r.count(from)
+		if v != transport.Accept {
+			continue
+		}
+		e := r.proxy(s, false)
+		if e == nil {
+			continue
+		}
+		fresh++
+		if o := e.p.open.Load(); o != open && open != nil {
+			r.schedule(open, sc.tasks) // another part: schedule what the last one got
+			sc.tasks = sc.tasks[:0]
+		}
+		open = e.p.open.Load()
+		sc.tasks = append(sc.tasks, e.task)
 	}
-	if v != transport.Accept {
-		return false
+	r.countN(from, counted)
+	if open != nil {
+		r.schedule(open, sc.tasks)
 	}
-	r.deliver(s, false)
-	return true
+	clear(sc.sigs) // keep no Signal, and no task of an ended run, alive
+	clear(sc.tasks)
+	return fresh
 }
 
 // count counts one Signal processed after fencing, from sender.
-func (r *run) count(from string) {
+func (r *run) count(from string) { r.countN(from, 1) }
+
+// countN counts k Signals processed after fencing, from sender.
+func (r *run) countN(from string, k int) {
+	if k == 0 {
+		return
+	}
 	r.cmu.Lock()
-	r.recvFrom[from]++
-	r.received.Add(1)
+	r.recvFrom[from] += uint64(k)
+	r.received.Add(uint64(k))
 	r.cmu.Unlock()
 }
 
-// deliver schedules one new Signal (under n.mu): it queues it on the edge's
-// proxy and schedules the proxy.
-func (r *run) deliver(s *transport.Signal, replayed bool) {
+// proxy queues one new Signal on its edge's receive proxy (under n.mu) and
+// returns the proxy for the caller to schedule, or nil when the Signal has
+// no edge here.
+func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
 	e := r.recv[edgeKey{s.Src, s.Dst}]
 	if e == nil || e.kind != s.Kind {
 		if !replayed { // a replayed Signal between two tasks now in one part has no proxy: the part's own edge does its work
 			r.n.stats.dropped.Add(1)
 			r.n.log.Warn("signal for no edge of this node dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "kind", s.Kind)
 		}
-		return
+		return nil
 	}
-	open := e.p.open.Load()
-	r.inflight.Add(1)
 	e.fifo.push(item{act: s.Act, out: clone(s.Output)})
-	if err := open.Schedule(e.task); err != nil {
-		r.inflight.Add(-1)
+	return e
+}
+
+// schedule runs the proxies of delivered Signals on one part's open run.
+func (r *run) schedule(open *localexec.OpenRun, tasks []localexec.Task) {
+	if len(tasks) == 0 || open.ScheduleAll(tasks) != nil {
 		return // the run is closing
 	}
-	r.inflight.Add(-1)
+	r.n.stats.received.Add(uint64(len(tasks)))
+}
+
+// deliver schedules one new Signal (under n.mu): it queues it on the edge's
+// proxy and schedules the proxy.
+func (r *run) deliver(s *transport.Signal, replayed bool) {
+	e := r.proxy(s, replayed)
+	if e == nil {
+		return
+	}
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	if err := e.p.open.Load().Schedule(e.task); err != nil {
+		return // the run is closing
+	}
 	r.n.stats.received.Add(1)
 }
 

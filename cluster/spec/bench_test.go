@@ -7,6 +7,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/flowgen"
 )
 
 // bigFlow is a 100K-task flow: 1000 chains of 100 hash tasks under one
@@ -68,4 +69,45 @@ func BenchmarkExpand100K(b *testing.B) {
 			b.Fatal("groups")
 		}
 	}
+}
+
+// BenchmarkCompileFanIn is what a node does with an Assignment of the
+// cross-node edge benchmark's flow (cluster/node BenchmarkCrossNodeEdges): a
+// source, 2000 tasks after it, a sink after all 2000. "separate" validates
+// and then expands (which validates and resolves again), "compile" does both
+// at once.
+func BenchmarkCompileFanIn(b *testing.B) {
+	f, err := spec.Parse("wide.yaml", flowgen.FanInOut(2000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := spec.Options{Funcs: funcs.Default()}
+	b.Run("parse", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := spec.ParseJSON("wide.json", data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("separate", func(b *testing.B) {
+		for b.Loop() {
+			if err := f.Validate(opts); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Expand(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("compile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := f.Compile(opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -18,3 +18,6 @@ func StripFlow(fl *Flow) {
 		fl.Tasks[j].pos = nil
 	}
 }
+
+// StripTask drops a task's positions.
+func StripTask(t *Task) { t.pos = nil }

@@ -80,8 +80,28 @@ func (f *File) ExpandFlow(name string) (*Graph, error) { return f.build(name, tr
 // flow without inlining modules: a module task is one vertex without Members.
 func (f *File) Graph(name string) (*Graph, error) { return f.build(name, false) }
 
+// Compile validates the file with opts and returns the graph of its first
+// flow expanded, as Validate and then Expand do, but validating and
+// resolving each flow once: what a node does with every run it is assigned.
+func (f *File) Compile(opts Options) (*Graph, error) {
+	root := f.Root()
+	if root == nil {
+		return nil, Errors{{File: f.Path, Msg: "file has no flows", Kind: ErrMissing}}
+	}
+	return f.validBuild(root.Name, true, opts)
+}
+
 func (f *File) build(name string, expand bool) (*Graph, error) {
-	if err := f.Validate(Options{}); err != nil {
+	return f.validBuild(name, expand, Options{})
+}
+
+// validBuild validates f with opts (keeping the flows' resolved graphs) and
+// builds the graph of flow name from them.
+func (f *File) validBuild(name string, expand bool, opts Options) (*Graph, error) {
+	c := &collector{file: f.Path}
+	graphs := map[string]*flowGraph{}
+	validateFile(c, f, opts, graphs)
+	if err := c.result(); err != nil {
 		return nil, err
 	}
 	fl := f.Flow(name)
@@ -94,7 +114,6 @@ func (f *File) build(name string, expand bool) (*Graph, error) {
 		}
 	}
 	g := &Graph{Name: fl.Name, Timeout: fl.Timeout, byPath: map[string]int{}}
-	graphs := map[string]*flowGraph{}
 	if err := g.instantiate(f, fl, "", -1, expand, graphs); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -314,5 +315,34 @@ func TestExpandedSize(t *testing.T) {
 	}
 	if n := (&spec.File{}).ExpandedSize(); n != 0 {
 		t.Fatalf("empty file: %d", n)
+	}
+}
+
+// TestWideEdgeLookup: a task with more successors than are scanned keeps
+// the rules (a successor listed twice is an error; an edge declared on both
+// ends is one edge), whichever way its edges are looked up.
+func TestWideEdgeLookup(t *testing.T) {
+	for _, width := range []int{3, 40} {
+		var b strings.Builder
+		b.WriteString("name: wide\ntasks:\n  - {name: src, func: noop, precede: [")
+		for i := range width {
+			fmt.Fprintf(&b, "w%d, ", i)
+		}
+		b.WriteString("sink]}\n")
+		for i := range width {
+			fmt.Fprintf(&b, "  - {name: w%d, func: noop, succeed: [src]}\n", i) // declared on both ends
+		}
+		b.WriteString("  - {name: sink, func: noop}\n")
+		g, err := mustParse(t, "wide.yaml", b.String()).Expand()
+		if err != nil {
+			t.Fatalf("width %d: %v", width, err)
+		}
+		if n := len(g.Vertices[0].Succ); n != width+1 {
+			t.Fatalf("width %d: src has %d out-edges, want %d", width, n, width+1)
+		}
+		dup := strings.Replace(b.String(), "sink]}", "w1, sink]}", 1)
+		if err := mustParse(t, "dup.yaml", dup).Validate(spec.Options{}); !errors.Is(err, spec.ErrDuplicate) || !strings.Contains(err.Error(), `"w1" listed twice`) {
+			t.Fatalf("width %d: a successor listed twice: %v", width, err)
+		}
 	}
 }

@@ -263,7 +263,7 @@ func (d *decoder) decodeFlow(n *node) Flow {
 }
 
 func (d *decoder) taskNode(n *node, index int) Task {
-	t := Task{pos: &position{line: n.line, fields: map[string]int{}, items: map[string][]int{}, keys: map[string]int{}}}
+	t := Task{pos: &position{line: n.line, fields: map[string]int{}}} // items and keys when there are some
 	d.task, d.idx = "", index
 	if n.kind != nMap {
 		d.errf("", n.line, ErrBadValue, "a task must be a map (name, func, ...), got %s", n.describe())
@@ -294,10 +294,14 @@ func (d *decoder) taskNode(n *node, index int) Task {
 		t.Args = d.args(v, t.pos)
 	}
 	if v, ok := fs["succeed"]; ok {
-		t.Succeed, t.pos.items["succeed"] = d.names("succeed", v)
+		var lines []int
+		t.Succeed, lines = d.names("succeed", v)
+		t.pos.setItems("succeed", lines)
 	}
 	if v, ok := fs["precede"]; ok {
-		t.Precede, t.pos.items["precede"] = d.names("precede", v)
+		var lines []int
+		t.Precede, lines = d.names("precede", v)
+		t.pos.setItems("precede", lines)
 	}
 	if v, ok := fs["flow"]; ok {
 		t.Flow, _ = d.str("flow", v)
@@ -415,6 +419,9 @@ func (d *decoder) args(v *node, pos *position) map[string]any {
 	m, ok := d.value("args", v).(map[string]any)
 	if !ok || len(m) == 0 {
 		return nil
+	}
+	if pos.keys == nil {
+		pos.keys = make(map[string]int, len(v.keys))
 	}
 	for i, k := range v.keys {
 		if k.kind == nScalar {

@@ -213,6 +213,14 @@ type position struct {
 	keys   map[string]int   // args key -> line
 }
 
+// setItems records the lines of a list field's items.
+func (p *position) setItems(field string, lines []int) {
+	if p.items == nil {
+		p.items = map[string][]int{}
+	}
+	p.items[field] = lines
+}
+
 func (p *position) at() int {
 	if p == nil {
 		return 0

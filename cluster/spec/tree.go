@@ -257,6 +257,15 @@ type jsonConv struct {
 }
 
 func treeFromJSON(data []byte) (*node, error) {
+	if n, ok := scanJSON(data); ok {
+		return n, nil
+	}
+	return decodeJSONTree(data)
+}
+
+// decodeJSONTree is treeFromJSON through json.Decoder's tokens: the
+// reference scanJSON is tested against, and the path that words the errors.
+func decodeJSONTree(data []byte) (*node, error) {
 	c := &jsonConv{dec: json.NewDecoder(bytes.NewReader(data))}
 	c.dec.UseNumber()
 	for i, b := range data {

@@ -43,7 +43,7 @@ import (
 // cycle through it spelled out.
 func (f *File) Validate(opts Options) error {
 	c := &collector{file: f.Path}
-	validateFile(c, f, opts)
+	validateFile(c, f, opts, nil)
 	return c.result()
 }
 
@@ -55,7 +55,10 @@ func (fl *Flow) Validate(opts Options) error {
 	return c.result()
 }
 
-func validateFile(c *collector, f *File, opts Options) {
+// validateFile validates f; graphs, when not nil, receives each flow's
+// resolved graph by name, for building the file's Graph without resolving
+// it again.
+func validateFile(c *collector, f *File, opts Options, graphs map[string]*flowGraph) {
 	if len(f.Flows) == 0 {
 		c.add(&Error{Msg: "file has no flows", Kind: ErrMissing})
 		return
@@ -76,7 +79,11 @@ func validateFile(c *collector, f *File, opts Options) {
 		}
 	}
 	for i := range f.Flows {
-		validateFlow(c, &f.Flows[i], flows, opts)
+		fl := &f.Flows[i]
+		g := validateFlow(c, fl, flows, opts)
+		if graphs != nil && g != nil && flows[fl.Name] == fl {
+			graphs[fl.Name] = g
+		}
 	}
 	checkModuleCycles(c, f, flows)
 }
@@ -116,24 +123,50 @@ type edge struct {
 
 // flowGraph is a flow with names resolved to indices.
 type flowGraph struct {
-	flow  *Flow
-	index map[string]int // name -> first task with it
-	succ  [][]edge       // ordered out-edges
-	pred  [][]edge       // in-edges, in declaration order
+	flow   *Flow
+	index  map[string]int      // name -> first task with it
+	succ   [][]edge            // ordered out-edges
+	pred   [][]edge            // in-edges, in declaration order
+	strong map[[2]int]struct{} // strong out-edges of the tasks with more than scanMax
 }
 
+// has reports whether the edge from → to is in the graph, for a from that
+// is not a condition (all its out-edges strong). A short out-list is
+// scanned; past scanMax edges they are also kept in a set, since scanning
+// made a task with thousands of successors (or a sink listing thousands of
+// predecessors) quadratic to resolve.
 func (g *flowGraph) has(from, to int) bool {
-	for _, e := range g.succ[from] {
-		if e.to == to {
-			return true
+	if len(g.succ[from]) <= scanMax {
+		for _, e := range g.succ[from] {
+			if e.to == to {
+				return true
+			}
 		}
+		return false
 	}
-	return false
+	_, ok := g.strong[[2]int{from, to}]
+	return ok
 }
+
+// scanMax is the longest out-list has scans.
+const scanMax = 16
 
 func (g *flowGraph) add(e edge) {
 	g.succ[e.from] = append(g.succ[e.from], e)
 	g.pred[e.to] = append(g.pred[e.to], e)
+	switch out := g.succ[e.from]; {
+	case len(out) == scanMax+1: // from now on, from's edges are looked up in the set
+		if g.strong == nil {
+			g.strong = map[[2]int]struct{}{}
+		}
+		for _, x := range out {
+			if !x.weak {
+				g.strong[[2]int{x.from, x.to}] = struct{}{}
+			}
+		}
+	case len(out) > scanMax+1 && !e.weak:
+		g.strong[[2]int{e.from, e.to}] = struct{}{}
+	}
 }
 
 // resolve builds the flow's graph, reporting (when c is not nil) unknown and
@@ -208,7 +241,7 @@ func taskIndex(t *Task, i int) int {
 	return 0
 }
 
-func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) {
+func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) *flowGraph {
 	flowErr := func(field string, kind error, format string, a ...any) {
 		c.add(&Error{Flow: fl.Name, Field: field, Line: fl.pos.field(field), Msg: fmt.Sprintf(format, a...), Kind: kind})
 	}
@@ -217,7 +250,7 @@ func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) 
 	}
 	if len(fl.Tasks) == 0 {
 		flowErr("tasks", ErrMissing, "flow has no tasks")
-		return
+		return nil
 	}
 	first := map[string]int{}
 	for i := range fl.Tasks {
@@ -261,6 +294,7 @@ func validateFlow(c *collector, fl *Flow, flows map[string]*Flow, opts Options) 
 	if !hasSource {
 		flowErr("tasks", ErrNoSource, "no task without predecessors: nothing can start")
 	}
+	return g
 }
 
 type taskErr func(field string, kind error, format string, a ...any)

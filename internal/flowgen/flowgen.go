@@ -38,3 +38,20 @@ func WideModules(outer, inner int) []byte {
 	}
 	return b.Bytes()
 }
+
+// FanInOut is a YAML flow "wide": a source, width noop tasks after it, and a
+// sink after all of them (listing width predecessors).
+func FanInOut(width int) []byte {
+	var b, sink bytes.Buffer
+	b.WriteString("name: wide\ntasks:\n  - {name: src, func: noop}\n")
+	sink.WriteString("  - {name: sink, func: noop, succeed: [")
+	for i := range width {
+		fmt.Fprintf(&b, "  - {name: w%d, func: noop, succeed: [src]}\n", i)
+		if i > 0 {
+			sink.WriteString(", ")
+		}
+		fmt.Fprintf(&sink, "w%d", i)
+	}
+	b.WriteString(sink.String() + "]}\n")
+	return b.Bytes()
+}
