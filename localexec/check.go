@@ -69,16 +69,16 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 func (ex *Executor) checkGraph(owner string, g *graph) error {
 	for _, n := range g.gpus {
 		if ex.openErr != nil {
-			return &TaskError{Task: n.name, Err: ex.openErr}
+			return &TaskError{Task: n.taskName(), Err: ex.openErr}
 		}
 		if int(n.ext.device) < 0 || int(n.ext.device) >= len(ex.devices) {
-			return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.name, owner, n.ext.device, len(ex.devices))
+			return fmt.Errorf("%w: GPU task %q of %s is on device %d, the executor has %d GPU device(s)", ErrNoDevice, n.taskName(), owner, n.ext.device, len(ex.devices))
 		}
 	}
 	mods := g.modules
 	for _, n := range mods {
 		if n.ext.module == nil {
-			return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.name, owner)
+			return fmt.Errorf("%w: module task %q of %s composes a nil taskflow", ErrModuleConflict, n.taskName(), owner)
 		}
 	}
 	if len(mods) < 2 {
@@ -99,7 +99,7 @@ func (ex *Executor) checkGraph(owner string, g *graph) error {
 				continue
 			}
 			return fmt.Errorf("%w: module tasks %q and %q of %s both run taskflow %q and no strong path orders them, so they could run at once",
-				ErrModuleConflict, mods[i].name, mods[j].name, owner, shared.name)
+				ErrModuleConflict, mods[i].taskName(), mods[j].taskName(), owner, shared.name)
 		}
 	}
 	return nil
@@ -135,7 +135,7 @@ func strongPath(from, to *node) bool {
 		if n.kind.weakOut() {
 			continue
 		}
-		for _, s := range n.succs {
+		for _, s := range n.successors() {
 			if s == to {
 				return true
 			}

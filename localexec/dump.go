@@ -46,8 +46,8 @@ func (d *dumper) id(n *node) string {
 func quote(s string) string { return strconv.Quote(s) }
 
 func label(n *node) string {
-	if n.name != "" {
-		return n.name
+	if name := n.taskName(); name != "" {
+		return name
 	}
 	return fmt.Sprintf("%s %p", n.kind, n)
 }
@@ -74,7 +74,7 @@ func (d *dumper) graph(g *graph, ind string) {
 		fmt.Fprintf(d.w, "%s%s [%s];\n", ind, id, strings.Join(attrs, ", "))
 	}
 	for n := range g.all() {
-		for i, s := range n.succs {
+		for i, s := range n.successors() {
 			if n.kind.weakOut() {
 				fmt.Fprintf(d.w, "%s%s -> %s [style=dashed, label=%q];\n", ind, d.id(n), d.id(s), strconv.Itoa(i))
 			} else {
@@ -95,7 +95,7 @@ func (d *dumper) graph(g *graph, ind string) {
 			fmt.Fprintf(d.w, "%s}\n", ind)
 			// the subflow joins its parent
 			for c := range x.sub.all() {
-				if len(c.succs) == 0 {
+				if c.nSucc == 0 {
 					fmt.Fprintf(d.w, "%s%s -> %s [style=dotted];\n", ind, d.id(c), d.id(n))
 				}
 			}

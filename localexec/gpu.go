@@ -12,7 +12,7 @@ import (
 func (w *worker) runGPU(n *node) (err error) {
 	x := n.ext
 	if w.info.BindErr != nil {
-		return &TaskError{Task: n.name, Err: fmt.Errorf("binding device %d: %w", w.info.Device, w.info.BindErr)}
+		return &TaskError{Task: n.taskName(), Err: fmt.Errorf("binding device %d: %w", w.info.Device, w.info.BindErr)}
 	}
 	dev := w.ex.devices[w.dom.index-1]
 	if x.gpuGraph == nil || x.gpuGraph.Device() != dev {
@@ -23,7 +23,7 @@ func (w *worker) runGPU(n *node) (err error) {
 		x.gpuGraph = g
 	}
 	if err := x.gpuGraph.Launch(); err != nil {
-		return &TaskError{Task: n.name, Err: err}
+		return &TaskError{Task: n.taskName(), Err: err}
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type Observer interface {
 }
 
 func (w *worker) observe(obs []Observer, n *node, start bool) {
-	ti := TaskInfo{Name: n.name, Kind: n.kind.String()}
+	ti := TaskInfo{Name: n.taskName(), Kind: n.kind.String()}
 	for _, o := range obs {
 		if start {
 			o.TaskStart(w.info, ti)

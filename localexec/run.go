@@ -121,8 +121,8 @@ func (w *worker) invoke(n *node) *node {
 		w.endTask(obs, n)
 		n.resetJoin()
 		ready := w.ready[:0]
-		if idx >= 0 && idx < len(n.succs) {
-			ready = append(ready, n.succs[idx])
+		if succs := n.successors(); idx >= 0 && idx < len(succs) {
+			ready = append(ready, succs[idx])
 		}
 		return w.schedule(f, ready)
 	case kindMultiCondition:
@@ -136,10 +136,10 @@ func (w *worker) invoke(n *node) *node {
 		ready := w.ready[:0]
 	pick:
 		for _, idx := range idxs {
-			if idx < 0 || idx >= len(n.succs) {
+			if idx < 0 || idx >= int(n.nSucc) {
 				continue
 			}
-			s := n.succs[idx]
+			s := n.successors()[idx]
 			for _, r := range ready {
 				if r == s {
 					continue pick
@@ -197,7 +197,7 @@ func (w *worker) complete(n *node) *node {
 	n.resetJoin()
 	ready := w.ready[:0]
 	if !n.frame.topo.cancelled.Load() {
-		for _, s := range n.succs {
+		for _, s := range n.successors() {
 			// A successor with one strong predecessor (n) is ready
 			// now: its counter is never touched, so a chain costs no
 			// atomic per task.
@@ -442,7 +442,7 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 	if x.sub.count == 0 {
 		return w.complete(n)
 	}
-	if err := w.ex.checkGraph(n.name, x.sub); err != nil {
+	if err := w.ex.checkGraph(n.taskName(), x.sub); err != nil {
 		topo.cancel(err)
 		x.sub.release()
 		return w.schedule(n.frame, nil)
@@ -497,7 +497,7 @@ func (w *worker) runAsync(n *node) {
 // The call helpers run user code and turn a panic into a *PanicError.
 
 func newPanic(n *node, r any) *PanicError {
-	return &PanicError{Task: n.name, Value: r, Stack: debug.Stack()}
+	return &PanicError{Task: n.taskName(), Value: r, Stack: debug.Stack()}
 }
 
 func callStatic(n *node, fn func()) (p *PanicError) {

@@ -241,11 +241,11 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		if obs != nil {
 			w.observe(*obs, t, false)
 		}
-		if len(t.succs) == 1 {
+		if t.nSucc == 1 {
 			// Handing s over even if the run was cancelled meanwhile is
 			// what complete would do by other means: s's own cancel
 			// check gives the count back.
-			if s := t.succs[0]; s.nStrong == 1 && s.kind != kindGPU {
+			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU {
 				t.resetJoin()
 				t = s
 				continue

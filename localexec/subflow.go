@@ -26,4 +26,4 @@ func (sf *Subflow) Detached() bool { return sf.detached }
 func (sf *Subflow) Retain(on bool) { sf.retain = on }
 
 // Name returns the parent task's name.
-func (sf *Subflow) Name() string { return sf.parent.name }
+func (sf *Subflow) Name() string { return sf.parent.taskName() }

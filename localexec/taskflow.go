@@ -4,6 +4,7 @@ import (
 	"iter"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/gpu"
 )
@@ -37,13 +38,18 @@ func (k kind) weakOut() bool { return k == kindCondition || k == kindMultiCondit
 // (see graph.alloc) and nodes spawned by subflows come from a pool, so the run
 // path allocates nothing per task.
 //
-// A node is 80 bytes with five pointer words (the GC scans every node of a
-// graph being built): what only some kinds need lives in ext.
+// A node is one 64-byte cache line with five pointer words: a run streams
+// through its graph's nodes, so every byte counts (a 1M-task chain ran 12
+// ns a task at 88 bytes a task and 5 ns when it fit in cache), and the GC
+// scans every node of a graph being built. What only some kinds need lives
+// in ext, the name lives in the graph (see graph.intern), and a single
+// successor needs no array.
 type node struct {
-	name    string
+	name    *string // nil: no name
 	join    atomic.Int32
 	nStrong int32 // strong predecessors: the join counter's reset value
 	nPreds  int32 // all predecessors; a node with none is a source
+	nSucc   int32 // successors (see succ)
 	kind    kind
 	// external marks a task that is not a source even without
 	// predecessors: it runs only when scheduled (OpenRun.Schedule,
@@ -52,10 +58,32 @@ type node struct {
 
 	static func()
 	frame  *frame // the frame this node runs in (set when its graph is scheduled)
-	// succs are the successors in Precede order; their backing arrays
-	// come from the graph's edge slabs (see graph.addEdge).
-	succs []*node
-	ext   *nodeExt // for the rarer kinds; nil for static tasks
+	// succ holds the successors in Precede order: with one, succ is that
+	// *node; with more, it points at the first of nSucc *node in a row
+	// whose capacity is the power of two at or above nSucc (see addEdge).
+	// successors gives them as a slice.
+	succ unsafe.Pointer
+	ext  *nodeExt // for the rarer kinds; nil for static tasks
+}
+
+// successors returns n's successors in Precede order. The slice aliases n's
+// storage: read it, never append to it.
+func (n *node) successors() []*node {
+	switch n.nSucc {
+	case 0:
+		return nil
+	case 1:
+		return unsafe.Slice((**node)(unsafe.Pointer(&n.succ)), 1)
+	}
+	return unsafe.Slice((**node)(n.succ), n.nSucc)
+}
+
+// taskName returns n's name, "" when it has none.
+func (n *node) taskName() string {
+	if n.name == nil {
+		return ""
+	}
+	return *n.name
 }
 
 // nodeExt holds what only subflow, module, runtime, multi-condition, GPU and
@@ -96,7 +124,8 @@ type graph struct {
 	// successor arrays from spawn to spawn.
 	pooled bool
 	pnodes []*node
-	edges  []*node // unused tail of the current successor slab (see addEdge)
+	edges  []*node  // unused tail of the current successor slab (see addEdge)
+	names  []string // unused tail of the current name slab (see setName)
 	// version counts structural changes; checked caches (module
 	// validation) compare against it.
 	version uint64
@@ -184,7 +213,7 @@ var nodePool = sync.Pool{New: func() any { return new(node) }}
 // zeroed, dropping what they hold, and their chunks kept.
 func (g *graph) release() {
 	for i, n := range g.pnodes {
-		*n = node{succs: n.succs[:0]}
+		*n = node{}
 		nodePool.Put(n)
 		g.pnodes[i] = nil
 	}
@@ -211,7 +240,7 @@ type Task struct {
 // Name sets the task's name and returns the task.
 func (t Task) Name(name string) Task {
 	if t.n != nil {
-		t.n.name = name
+		t.g.setName(t.n, name)
 	}
 	return t
 }
@@ -221,7 +250,7 @@ func (t Task) String() string {
 	if t.n == nil {
 		return ""
 	}
-	return t.n.name
+	return t.n.taskName()
 }
 
 // Empty reports whether t refers to no task.
@@ -259,41 +288,67 @@ func (t Task) Succeed(preds ...Task) Task {
 	return t
 }
 
-// addEdge adds from→to. Successor arrays are carved out of slabs of
+// addEdge adds from→to. A first successor is stored in the node itself;
+// from the second on, successor arrays are carved out of slabs of up to
 // edgeSlabSize pointers that g hands out in order, so that building a graph
 // makes no allocation per node for its edges and the successors of nodes
-// built one after the other lie side by side; an array that fills up moves
-// to a slice twice its size (the old one is left to the slab).
+// built one after the other lie side by side. An array is full when its
+// length is a power of two; it then moves to one twice its size (the old one
+// is left to the slab).
 func (g *graph) addEdge(from, to *node) {
 	if from == nil || to == nil {
 		return
 	}
-	if len(from.succs) == cap(from.succs) {
-		from.succs = g.growSuccs(from.succs)
+	switch k := from.nSucc; {
+	case k == 0:
+		from.succ = unsafe.Pointer(to)
+	case k&(k-1) == 0: // full: 1 (in the node), 2, 4, 8, ...
+		s := g.carve(2 * int(k))
+		copy(s, from.successors())
+		s[k] = to
+		from.succ = unsafe.Pointer(&s[0])
+	default:
+		unsafe.Slice((**node)(from.succ), k+1)[k] = to
 	}
-	from.succs = append(from.succs, to)
+	from.nSucc++
 	to.nPreds++
 	if !from.kind.weakOut() {
 		to.nStrong++
 	}
 }
 
-func (g *graph) growSuccs(old []*node) []*node {
-	c := 2 * cap(old)
-	if c == 0 {
-		c = 1
-	}
+// carve returns room for c successors: from g's edge slab when c is small,
+// else an array of its own.
+func (g *graph) carve(c int) []*node {
 	if g == nil || c > edgeSlabSize/8 {
-		return append(make([]*node, 0, c), old...)
+		return make([]*node, c)
 	}
 	if len(g.edges) < c {
 		// slabs grow with the graph, so a small one stays small
 		g.edges = make([]*node, max(c, min(2*g.count, edgeSlabSize)))
 	}
-	s := g.edges[:len(old):c]
+	s := g.edges[:c:c]
 	g.edges = g.edges[c:]
-	copy(s, old)
 	return s
+}
+
+// setName names n, keeping the string in g's name slab: a node holds a
+// pointer to its name, not the name.
+func (g *graph) setName(n *node, name string) {
+	if n.name != nil {
+		*n.name = name // the slot is n's own
+		return
+	}
+	if g == nil {
+		n.name = &name
+		return
+	}
+	if len(g.names) == 0 {
+		g.names = make([]string, min(max(g.count, minSlab), maxSlab))
+	}
+	g.names[0] = name
+	n.name = &g.names[0]
+	g.names = g.names[1:]
 }
 
 // NumSuccessors returns the number of outgoing edges.
@@ -301,7 +356,7 @@ func (t Task) NumSuccessors() int {
 	if t.n == nil {
 		return 0
 	}
-	return len(t.n.succs)
+	return int(t.n.nSucc)
 }
 
 // NumPredecessors returns the number of incoming edges, strong and weak.
@@ -325,7 +380,7 @@ func (t Task) NumStrongPredecessors() int {
 func (t Task) Work(fn func()) Task {
 	if t.n != nil {
 		if t.n.kind != kindPlaceholder && t.n.kind != kindStatic {
-			panic("localexec: Work on a " + t.n.kind.String() + " task " + t.n.name)
+			panic("localexec: Work on a " + t.n.kind.String() + " task " + t.n.taskName())
 		}
 		t.n.kind = kindStatic
 		t.n.static = fn
@@ -442,7 +497,7 @@ func (b *builder) ComposedOf(other *Taskflow) Task {
 	n := b.add(kindModule)
 	n.x().module = other
 	if other != nil {
-		n.name = other.name
+		b.g.setName(n, other.name)
 	}
 	return b.task(n)
 }
