@@ -25,7 +25,15 @@ var ErrPlan = errors.New("coord: cannot place the flow")
 // (LoopGroups) are groups too, kept together when the balance allows.
 // seed makes the answer deterministic (the leader derives it from the run id).
 func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
-	return plan(g, nodes, seed, nil)
+	return plan(g, nodes, seed, nil, true)
+}
+
+// PlanLeastCut is Plan with the plain least-cut placement (partition.Partition:
+// only the nodes' total loads balanced), which gives a layered DAG's nodes
+// bands of consecutive levels. The leader never uses it; it is there to
+// compare placements (the bench's simulation).
+func PlanLeastCut(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
+	return plan(g, nodes, seed, nil, false)
 }
 
 // PlanReassign places the tasks of a running run again after nodes were lost
@@ -72,7 +80,7 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 	if len(alive) == 0 {
 		return nil, nil, fmt.Errorf("%w: nodes %v were lost and no node is alive", ErrPlan, lost)
 	}
-	assign, err = plan(g, alive, seed, fixed)
+	assign, err = plan(g, alive, seed, fixed, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (moving the tasks of lost nodes %v)", err, lost)
 	}
@@ -80,8 +88,8 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 }
 
 // plan is Plan with fixed[v] (when fixed is not nil and the entry not "")
-// pinning vertex v to that node.
-func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, error) {
+// pinning vertex v to that node; byLevel false is PlanLeastCut.
+func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool) ([]string, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no alive node", ErrPlan)
 	}
@@ -182,7 +190,7 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, e
 	// nodes, not only the totals, or the least cut gives each node a band of
 	// consecutive levels and the nodes run one after the other.
 	var res *partition.Result
-	if levels := groupLevels(g, uf); levels != nil {
+	if levels := groupLevels(g, uf); byLevel && levels != nil {
 		res, err = partition.PartitionLevels(pg, pnodes, levels, partition.Options{Seed: seed})
 	} else {
 		res, err = partition.Partition(pg, pnodes, partition.Options{Seed: seed})
