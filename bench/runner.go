@@ -42,12 +42,18 @@ func plural(n int) string {
 	return "s"
 }
 
+// devMaxFlowBytes is the dev clusters' flow size limit: an HTDG of 100K
+// tasks is a ~20 MB file, over the coordinator's default 8 MiB (a running
+// cluster needs coordinator serve --max-flow-bytes for it).
+const devMaxFlowBytes = 30 << 20
+
 // startDev starts an in-process cluster of nodes nodes, each with workers
 // CPU workers and gpus sim GPUs.
 func startDev(ctx context.Context, nodes, gpus, workers int) (*target, error) {
 	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	d, err := cluster.StartDev(sctx, cluster.DevConfig{Nodes: nodes, CPUs: workers, GPUsEach: gpus})
+	d, err := cluster.StartDev(sctx, cluster.DevConfig{Nodes: nodes, CPUs: workers, GPUsEach: gpus,
+		MaxFlowBytes: devMaxFlowBytes})
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting a dev cluster of %d nodes: %w", nodes, err)
 	}
