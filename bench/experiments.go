@@ -54,6 +54,8 @@ type Config struct {
 	SimNodes []int
 
 	Progress io.Writer // a line per measurement (nil: none)
+
+	remoteWarnings []string // what the running cluster's nodes do not let the bench read
 }
 
 // Quick is the CI-sized preset: under two minutes on the 2-core machine.
@@ -139,7 +141,15 @@ func (c *Config) each(ctx context.Context, nodes, gpus []int, fn func(*target) e
 		if err != nil {
 			return err
 		}
-		return fn(t)
+		for _, w := range t.warnings {
+			c.logf("bench: %s", w)
+		}
+		c.remoteWarnings = t.warnings
+		err = fn(t)
+		if cerr := t.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		return err
 	}
 	for _, n := range nodes {
 		for _, g := range gpus {
@@ -175,6 +185,7 @@ type ConfigResult struct {
 	GPUsPerNode  int         `json:"gpus_per_node"`
 	Workers      int         `json:"workers_per_node"`
 	TotalWorkers int         `json:"total_workers"`
+	TotalGPUs    int         `json:"total_gpus,omitempty"`
 	Points       []SizePoint `json:"points"`
 }
 
@@ -220,7 +231,7 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 	rep := &HTDGReport{Meta: newMeta(c, "htdg")}
 	maxNodes := c.NodeSet[len(c.NodeSet)-1]
 	err := c.each(ctx, c.NodeSet, c.GPUSet, func(t *target) error {
-		cr := ConfigResult{Label: t.label, Nodes: t.nodes, GPUsPerNode: t.gpus, Workers: t.workers, TotalWorkers: t.nodes * t.workers}
+		cr := ConfigResult{Label: t.label, Nodes: t.nodes, GPUsPerNode: t.gpus, Workers: t.workers, TotalWorkers: t.totalWorkers, TotalGPUs: t.totalGPUs}
 		for _, n := range c.Sizes {
 			w, _, err := htdgWorkload(c, n, t.gpus)
 			if err != nil {
@@ -245,7 +256,7 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 			cr.Points = append(cr.Points, p)
 		}
 		// box plots on the largest configuration and on one node, 1 GPU each
-		if t.gpus == c.GPUSet[0] && (t.nodes == maxNodes || t.nodes == 1 || len(c.Servers) > 0) {
+		if len(c.Servers) > 0 || t.gpus == c.GPUSet[0] && (t.nodes == maxNodes || t.nodes == 1) {
 			for _, n := range c.BoxSizes {
 				w, _, err := htdgWorkload(c, n, t.gpus)
 				if err != nil {
@@ -275,7 +286,7 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 	type key struct{ workers, gpus int }
 	seen := map[key]bool{}
 	for _, cr := range rep.Configs {
-		k := key{cr.TotalWorkers, cr.Nodes * cr.GPUsPerNode}
+		k := key{cr.TotalWorkers, max(cr.TotalGPUs, 1)}
 		if seen[k] {
 			continue
 		}
@@ -292,6 +303,9 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 		}
 	}
 	w0, g0 := c.Workers*maxNodes, maxNodes*c.GPUSet[0]
+	if len(c.Servers) > 0 && len(rep.Configs) > 0 {
+		w0, g0 = rep.Configs[0].TotalWorkers, max(rep.Configs[0].TotalGPUs, 1)
+	}
 	for _, n := range c.BoxSizes {
 		for _, m := range []htdg.Mode{htdg.ModeHetflow, htdg.ModeBaseline} {
 			bp, err := c.localRuns(n, m, w0, g0, c.BoxRuns)

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -25,10 +27,17 @@ var ErrRun = errors.New("bench: run failed")
 type target struct {
 	label   string // "3 nodes × 1 GPU × 2 workers"
 	nodes   int
-	gpus    int // per node
-	workers int // CPU workers per node
-	client  *cluster.Client
-	dev     *cluster.Dev
+	gpus    int // per node (a running cluster's: the most any node has)
+	workers int // CPU workers per node (a running cluster's: the most any node has)
+	// in all: nodes × gpus and nodes × workers on a dev cluster, the sums
+	// over the alive nodes of a running one
+	totalGPUs, totalWorkers int
+	client                  *cluster.Client
+	dev                     *cluster.Dev
+	// a running cluster: its alive nodes, whose /metrics are scraped
+	remote   []remoteNode
+	scraper  *scraper
+	warnings []string // what the bench cannot measure on this cluster
 }
 
 func configLabel(nodes, gpus, workers int) string {
@@ -59,7 +68,8 @@ func startDev(ctx context.Context, nodes, gpus, workers int) (*target, error) {
 	}
 	c := d.Client()
 	c.Retry = time.Minute
-	return &target{label: configLabel(nodes, gpus, workers), nodes: nodes, gpus: gpus, workers: workers, client: c, dev: d}, nil
+	return &target{label: configLabel(nodes, gpus, workers), nodes: nodes, gpus: gpus, workers: workers,
+		totalGPUs: nodes * gpus, totalWorkers: nodes * workers, client: c, dev: d}, nil
 }
 
 // remoteTarget is the running cluster at urls: its alive nodes say how big
@@ -71,24 +81,32 @@ func remoteTarget(ctx context.Context, urls []string, token string) (*target, er
 	if err != nil {
 		return nil, fmt.Errorf("bench: reading the cluster's nodes: %w", err)
 	}
-	t := &target{client: c}
+	t := &target{client: c, remote: remoteNodes(ns), scraper: &scraper{client: &http.Client{Transport: &http.Transport{}}, token: token}}
 	for _, n := range ns {
 		if n.State != proto.NodeAlive {
 			continue
 		}
-		if t.nodes == 0 {
-			t.gpus, t.workers = n.GPUs, n.CPUs
-		}
+		t.gpus, t.workers = max(t.gpus, n.GPUs), max(t.workers, n.CPUs)
+		t.totalGPUs += n.GPUs
+		t.totalWorkers += n.CPUs
 		t.nodes++
 	}
 	if t.nodes == 0 {
 		return nil, fmt.Errorf("bench: the cluster at %v has no alive node", urls)
 	}
-	t.label = configLabel(t.nodes, t.gpus, t.workers) + " (remote)"
+	t.label = fmt.Sprintf("%d node%s, %d workers, %d GPU%s in all (remote)", t.nodes, plural(t.nodes), t.totalWorkers, t.totalGPUs, plural(t.totalGPUs))
+	for _, n := range t.remote {
+		if n.url == "" {
+			t.warnings = append(t.warnings, fmt.Sprintf("node %s: %s", n.id, noHTTPNote))
+		}
+	}
 	return t, nil
 }
 
 func (t *target) close() error {
+	if t.scraper != nil {
+		t.scraper.client.CloseIdleConnections()
+	}
 	if t.dev == nil {
 		return nil
 	}
@@ -96,7 +114,9 @@ func (t *target) close() error {
 }
 
 // NodeCounters are one node's counters over one run (differences of
-// node.Stats and of its executor's localexec.Stats), in-process nodes only.
+// node.Stats and of its executor's localexec.Stats): read directly from
+// in-process nodes, from each node's /metrics on a running cluster (node
+// --http), which also gives the node's peak memory during the run.
 type NodeCounters struct {
 	Node            string                  `json:"node"`
 	Assignments     uint64                  `json:"assignments"`
@@ -106,6 +126,12 @@ type NodeCounters struct {
 	SignalsDup      uint64                  `json:"signals_duplicate"`
 	EventsPublished uint64                  `json:"events_published"`
 	Domains         []localexec.DomainStats `json:"scheduler"`
+	// A running cluster's nodes only: the largest resident set size and Go
+	// heap in use that the samples during the run saw (every 100 ms).
+	PeakRSSBytes  uint64 `json:"peak_rss_bytes,omitempty"`
+	PeakHeapBytes uint64 `json:"peak_heap_bytes,omitempty"`
+	// Note says why a node has no figures (no --http, a failed scrape).
+	Note string `json:"note,omitempty"`
 }
 
 // RunResult is one submitted flow's run.
@@ -129,8 +155,9 @@ type RunResult struct {
 	TasksPerNode map[string]int `json:"tasks_per_node"`
 	// In-process clusters only: the bench process's peak heap and CPU time
 	// during the run (the coordinator, NATS and every node share it: there
-	// is no per-node memory figure for in-process nodes) and each node's
-	// counters.
+	// is no per-node memory figure for in-process nodes). Each node's
+	// counters: in-process nodes, and a running cluster's nodes through
+	// their /metrics, with each one's peak memory.
 	PeakHeapBytes uint64         `json:"peak_heap_bytes,omitempty"`
 	PeakSysBytes  uint64         `json:"peak_sys_bytes,omitempty"`
 	CPUS          float64        `json:"process_cpu_s,omitempty"`
@@ -143,8 +170,11 @@ type RunResult struct {
 // snapshot is the counters of every in-process node.
 type snapshot []NodeCounters
 
-func (t *target) snapshot() snapshot {
+func (t *target) snapshot(ctx context.Context) snapshot {
 	if t.dev == nil {
+		if len(t.remote) > 0 {
+			return t.remoteSnapshot(ctx)
+		}
 		return nil
 	}
 	var s snapshot
@@ -161,6 +191,10 @@ func (s snapshot) since(before snapshot) []NodeCounters {
 	out := make([]NodeCounters, len(s))
 	for i, a := range s {
 		b := before[i]
+		if a.Note != "" || b.Note != "" {
+			out[i] = NodeCounters{Node: a.Node, Note: cmp.Or(a.Note, b.Note)}
+			continue
+		}
 		d := NodeCounters{Node: a.Node, Assignments: a.Assignments - b.Assignments, TasksExecuted: a.TasksExecuted - b.TasksExecuted,
 			SignalsSent: a.SignalsSent - b.SignalsSent, SignalsReceived: a.SignalsReceived - b.SignalsReceived,
 			SignalsDup: a.SignalsDup - b.SignalsDup, EventsPublished: a.EventsPublished - b.EventsPublished}
@@ -326,12 +360,15 @@ func (t *target) run(ctx context.Context, w *workload) (RunResult, error) {
 // figures (memory, CPU time, node counters) cover them together and are
 // given to each.
 func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, error) {
-	before := t.snapshot()
+	before := t.snapshot(ctx)
 	var mem *htdg.MemSampler
+	var rmem *memSampler
 	var cpu0 time.Duration
 	if t.dev != nil {
 		mem = htdg.StartMem(5 * time.Millisecond)
 		cpu0 = cpuTime()
+	} else if len(t.remote) > 0 {
+		rmem = t.remoteMem(ctx, 100*time.Millisecond)
 	}
 	subs := make([]submitted, 0, len(ws))
 	var err error
@@ -346,10 +383,21 @@ func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, erro
 	if err == nil {
 		rs, err = t.wait(ctx, subs)
 	}
+	if rmem != nil {
+		peaks := rmem.Stop()
+		nodes := t.snapshot(ctx).since(before)
+		for i := range nodes {
+			p := peaks[nodes[i].Node]
+			nodes[i].PeakRSSBytes, nodes[i].PeakHeapBytes = p[0], p[1]
+		}
+		for i := range rs {
+			rs[i].Nodes = nodes
+		}
+	}
 	if mem != nil {
 		peak := mem.Stop()
 		cpu := (cpuTime() - cpu0).Seconds()
-		nodes := t.snapshot().since(before)
+		nodes := t.snapshot(ctx).since(before)
 		for i := range rs {
 			rs[i].PeakHeapBytes, rs[i].PeakSysBytes, rs[i].CPUS, rs[i].Nodes = peak.HeapInuse, peak.Sys, cpu, nodes
 		}
