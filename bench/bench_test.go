@@ -348,8 +348,18 @@ func TestRunRemote(t *testing.T) {
 		t.Fatalf("configs %+v", h.Configs)
 	}
 	r := h.Configs[0].Points[0].Runs[0]
-	if r.State != "succeeded" || r.PeakHeapBytes != 0 || r.Nodes != nil || len(r.TasksPerNode) != 2 {
+	if r.State != "succeeded" || r.PeakHeapBytes != 0 || len(r.Nodes) != 2 || len(r.TasksPerNode) != 2 {
 		t.Fatalf("remote run %+v", r)
+	}
+	// a dev cluster's nodes serve no HTTP: each says so, in the run and in
+	// the notes (e2e/TestLoopbackBenchReadsNodeMetrics reads real ones)
+	for _, n := range r.Nodes {
+		if n.Note != noHTTPNote || n.TasksExecuted != 0 {
+			t.Fatalf("node without --http: %+v", n)
+		}
+	}
+	if notes := strings.Join(h.Meta.Notes, "\n"); !strings.Contains(notes, "node n1: "+noHTTPNote) {
+		t.Fatalf("notes %q do not name n1", notes)
 	}
 	if h.Meta.Cluster != d.dev.URL() {
 		t.Fatalf("meta cluster %q", h.Meta.Cluster)
