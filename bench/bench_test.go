@@ -117,8 +117,24 @@ func TestRunTiny(t *testing.T) {
 	if len(sr.Calibration) != 4 || len(sr.Projections) != 2 || len(sr.Assumptions) == 0 || sr.Params.TaskS <= 0 {
 		t.Fatalf("sim.json: %+v", sr)
 	}
-	if p := sr.Projections; p[0].CrossNodeEdges != 0 || p[1].CrossNodeEdges == 0 || p[1].TrafficBytes <= 0 {
+	if p := sr.Projections; p[0].CrossNodeEdges != 0 || p[1].CrossNodeEdges == 0 || p[1].TrafficBytes <= 0 ||
+		p[0].LeastCut != nil || p[1].LeastCut == nil || len(p[1].Latency) != len(sensitivityLatencies) {
 		t.Fatalf("projections: %+v", p)
+	}
+
+	// the simulation again from htdg.json, without a cluster
+	again := t.TempDir()
+	rc := tiny(again)
+	rc.SimNodes = []int{1, 3}
+	rs, files, err := Resim(ctx, rc, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Projections) != 2 || rs.Projections[1].Nodes != 3 || rs.Params != sr.Params || len(files) != 7 {
+		t.Fatalf("resim: %+v, files %v", rs, files)
+	}
+	if _, _, err := Resim(ctx, rc, again+"/none"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("resim of a directory without htdg.json: %v", err)
 	}
 
 	var svgs, pngs int

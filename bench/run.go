@@ -146,6 +146,48 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return rep, err
 }
 
+// Resim runs the simulation again on the HTDG results a Run wrote under
+// dir (htdg.json; no cluster is started): calibration and projection with
+// c's SimTasks and SimNodes, writing sim.json and its plots under c.Out.
+// It is how a change to the model or the planner is projected without
+// measuring again.
+func Resim(ctx context.Context, c Config, dir string) (*SimReport, []string, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	var h HTDGReport
+	p := filepath.Join(dir, "htdg.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrConfig, p, err)
+	}
+	c.Seed = h.Meta.Seed
+	sr, err := c.calibrate(ctx, &h)
+	if err == nil {
+		err = c.project(ctx, sr)
+	}
+	if err != nil {
+		return sr, nil, err
+	}
+	sr.Meta.Notes = append(sr.Meta.Notes, "calibrated on the HTDG runs of "+p+" ("+h.Meta.Date+"), not measured again")
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return sr, nil, fmt.Errorf("bench: %w", err)
+	}
+	out, err := json.MarshalIndent(sr, "", "  ")
+	if err != nil {
+		return sr, nil, err
+	}
+	files := []string{filepath.Join(c.Out, "sim.json")}
+	if err := os.WriteFile(files[0], append(out, '\n'), 0o644); err != nil {
+		return sr, nil, fmt.Errorf("bench: %w", err)
+	}
+	err = plotAll(c.Out, &Report{Sim: sr}, &files)
+	return sr, files, err
+}
+
 // metaOf is the Meta of a report, nil for another value.
 func metaOf(v any) *Meta {
 	switch r := v.(type) {

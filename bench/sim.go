@@ -198,7 +198,22 @@ type Projection struct {
 	// LeastCut is the same projection with the plain least-cut placement
 	// (coord.PlanLeastCut), the planner before level balancing.
 	LeastCut *LeastCutProjection `json:"least_cut,omitempty"`
+	// Latency gives the makespan of both placements at other edge
+	// latencies than the fitted one (which is an upper bound, see
+	// SimReport.Assumptions): what the comparison depends on.
+	Latency []LatencyPoint `json:"latency_sensitivity,omitempty"`
 }
+
+// LatencyPoint is one projection's makespans at one assumed edge latency.
+type LatencyPoint struct {
+	EdgeLatS          float64 `json:"edge_latency_s"`
+	MakespanS         float64 `json:"makespan_s"`
+	LeastCutMakespanS float64 `json:"least_cut_makespan_s"`
+}
+
+// sensitivityLatencies are the edge latencies every projection is also
+// given at: loopback NATS, a LAN, a slow network.
+var sensitivityLatencies = []float64{1e-4, 1e-3, 1e-2}
 
 // LeastCutProjection is a Projection's figures with the least-cut placement.
 type LeastCutProjection struct {
@@ -379,6 +394,13 @@ func (c *Config) project(ctx context.Context, sr *SimReport) error {
 			lm := sg.makespan(la, n, c.Workers, c.GPUSet[0], sr.Params, 1)
 			le, _, _ := sg.cut(la)
 			pr.LeastCut = &LeastCutProjection{RuntimeS: serial + lm, MakespanS: lm, CrossNodeEdges: le}
+			for _, lat := range sensitivityLatencies {
+				p := sr.Params
+				p.EdgeLatS = lat
+				pr.Latency = append(pr.Latency, LatencyPoint{EdgeLatS: lat,
+					MakespanS:         sg.makespan(a, n, c.Workers, c.GPUSet[0], p, 1),
+					LeastCutMakespanS: sg.makespan(la, n, c.Workers, c.GPUSet[0], p, 1)})
+			}
 			c.logf("sim: least cut on %d nodes: %.3f s (makespan %.3f s), %d cross-node edges", n, serial+lm, lm, le)
 		}
 		c.logf("sim: %d tasks on %d nodes: %.3f s (makespan %.3f s), %d cross-node edges", pr.Tasks, n, pr.RuntimeS, m, e)
