@@ -384,3 +384,30 @@ func TestRunRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// restart gives a fresh in-process cluster of the same shape that runs
+// the next box run.
+func TestTargetRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := startDev(ctx, 2, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	c := tiny(t.TempDir())
+	w, _, err := htdgWorkload(&c, 40, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := d.dev
+	if err := d.restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d.dev == old || len(d.dev.Nodes()) != 2 {
+		t.Fatalf("restart kept the old cluster or changed its shape")
+	}
+	if rt, err := d.runtime(ctx, w); err != nil || rt <= 0 {
+		t.Fatalf("after restart: runtime %v, %v", rt, err)
+	}
+}

@@ -263,7 +263,12 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 					return err
 				}
 				b := Box{Tasks: n, System: fmt.Sprintf("cluster, %d node%s", t.nodes, plural(t.nodes))}
-				for range c.BoxRuns {
+				for i := range c.BoxRuns {
+					if i > 0 && i%boxRestart == 0 {
+						if err := t.restart(ctx); err != nil {
+							return err
+						}
+					}
 					rt, err := t.runtime(ctx, w)
 					if err != nil {
 						return err

@@ -103,6 +103,31 @@ func remoteTarget(ctx context.Context, urls []string, token string) (*target, er
 	return t, nil
 }
 
+// restart replaces an in-process cluster by a fresh one of the same shape
+// (a running cluster is left alone). The box plots' long series of runs
+// restart every boxRestart runs: the nodes keep about 12 KB a GPU task
+// after a run ends (the saxpy GPU jobs' host buffers, cluster/node), so
+// 100 runs of 20K tasks in one process ran this 23 GiB machine out of
+// memory.
+func (t *target) restart(ctx context.Context) error {
+	if t.dev == nil {
+		return nil
+	}
+	if err := t.dev.Close(); err != nil {
+		return fmt.Errorf("bench: closing %s: %w", t.label, err)
+	}
+	t.dev = nil
+	nt, err := startDev(ctx, t.nodes, t.gpus, t.workers)
+	if err != nil {
+		return err
+	}
+	t.dev, t.client = nt.dev, nt.client
+	return nil
+}
+
+// boxRestart is how many box-plot runs share one in-process cluster.
+const boxRestart = 20
+
 func (t *target) close() error {
 	if t.scraper != nil {
 		t.scraper.client.CloseIdleConnections()
