@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/htdg"
 )
 
@@ -407,7 +408,34 @@ func TestTargetRestart(t *testing.T) {
 	if d.dev == old || len(d.dev.Nodes()) != 2 {
 		t.Fatalf("restart kept the old cluster or changed its shape")
 	}
-	if rt, err := d.runtime(ctx, w); err != nil || rt <= 0 {
-		t.Fatalf("after restart: runtime %v, %v", rt, err)
+	if rt, hung, err := d.runtime(ctx, w); err != nil || rt <= 0 || hung != 0 {
+		t.Fatalf("after restart: runtime %v, %d hung, %v", rt, hung, err)
+	}
+}
+
+// A run that does not finish in time is cancelled and tried again on a
+// fresh cluster, and after maxHangRetries it is an ErrHung.
+func TestHungRunRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := startDev(ctx, 1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	b := spec.NewFlow("slow")
+	b.Task("s").Func("sleep").Arg("ms", 20000)
+	fl, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorkload("slow", fl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.hangFor = 300 * time.Millisecond
+	_, hung, err := d.runtime(ctx, w)
+	if !errors.Is(err, ErrHung) || hung != maxHangRetries || d.hangs != maxHangRetries {
+		t.Fatalf("runtime: %v, %d hung attempts, %d hangs", err, hung, d.hangs)
 	}
 }

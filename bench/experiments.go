@@ -141,6 +141,7 @@ func (c *Config) each(ctx context.Context, nodes, gpus []int, fn func(*target) e
 		if err != nil {
 			return err
 		}
+		t.logf = c.logf
 		for _, w := range t.warnings {
 			c.logf("bench: %s", w)
 		}
@@ -157,6 +158,7 @@ func (c *Config) each(ctx context.Context, nodes, gpus []int, fn func(*target) e
 			if err != nil {
 				return err
 			}
+			t.logf = c.logf
 			err = fn(t)
 			if cerr := t.close(); err == nil && cerr != nil {
 				err = fmt.Errorf("bench: closing %s: %w", t.label, cerr)
@@ -208,6 +210,9 @@ type Box struct {
 	// LoadAvg1 is the machine's 1-minute load average after each run
 	// (cluster runs; other programs' share).
 	LoadAvg1 []float64 `json:"loadavg1,omitempty"`
+	// Hung counts the runs that hung and were cancelled and tried again
+	// (ErrHung): they are not among RunsS.
+	Hung int `json:"hung,omitempty"`
 }
 
 // HTDGReport is htdg.json.
@@ -269,7 +274,8 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 							return err
 						}
 					}
-					rt, err := t.runtime(ctx, w)
+					rt, hung, err := t.runtime(ctx, w)
+					b.Hung += hung
 					if err != nil {
 						return err
 					}

@@ -21,6 +21,41 @@ import (
 // ErrRun is matched by a benchmark run that did not succeed.
 var ErrRun = errors.New("bench: run failed")
 
+// ErrHung is matched by a run that did not finish within hangAfter of its
+// submission: the bench cancels it, starts a fresh in-process cluster and
+// tries again, up to maxHangRetries times, counting the hangs (RunResult.
+// HungAttempts, Box.Hung). Runs of the level-balanced placement, with
+// thousands of cross-node edges, hung on this machine with tasks pending
+// and nothing running (a lost cross-node signal; see cluster-bench.md).
+var ErrHung = errors.New("bench: run hung")
+
+const maxHangRetries = 3
+
+// hangAfter is how long a run of tasks tasks may take: a minute and a
+// millisecond a task, 10-50× what they take here.
+func hangAfter(tasks int) time.Duration {
+	return time.Minute + time.Duration(tasks)*time.Millisecond
+}
+
+// retryHung calls fn until it ends otherwise than ErrHung, restarting the
+// cluster after each hang, at most maxHangRetries times; it returns how
+// many attempts hung.
+func (t *target) retryHung(ctx context.Context, what string, fn func() error) (int, error) {
+	for hung := 0; ; hung++ {
+		err := fn()
+		if !errors.Is(err, ErrHung) || hung == maxHangRetries {
+			return hung, err
+		}
+		t.hangs++
+		if t.logf != nil {
+			t.logf("bench: %v; a fresh cluster for %s (hang %d)", err, what, t.hangs)
+		}
+		if err := t.restart(ctx); err != nil {
+			return hung + 1, err
+		}
+	}
+}
+
 // target is a cluster to submit to: an in-process dev cluster the bench
 // started (dev != nil: per-node counters and the process's memory and CPU
 // time are read), or a running cluster reached over its API.
@@ -38,6 +73,9 @@ type target struct {
 	remote   []remoteNode
 	scraper  *scraper
 	warnings []string // what the bench cannot measure on this cluster
+	hangs    int      // runs that hung (ErrHung), all told
+	hangFor  time.Duration // replaces hangAfter when > 0 (tests)
+	logf     func(format string, args ...any)
 }
 
 func configLabel(nodes, gpus, workers int) string {
@@ -187,6 +225,9 @@ type RunResult struct {
 	PeakSysBytes  uint64         `json:"peak_sys_bytes,omitempty"`
 	CPUS          float64        `json:"process_cpu_s,omitempty"`
 	Nodes         []NodeCounters `json:"node_counters,omitempty"`
+	// HungAttempts counts the attempts of this run that hung (ErrHung) and
+	// were cancelled before this one.
+	HungAttempts int `json:"hung_attempts,omitempty"`
 	// LoadAvg1 is the machine's 1-minute load average as the run ended
 	// (/proc/loadavg; 0 where there is none): other programs' share.
 	LoadAvg1 float64 `json:"loadavg1,omitempty"`
@@ -280,7 +321,16 @@ func (t *target) wait(ctx context.Context, subs []submitted) ([]RunResult, error
 // status (a 20K-task run's status is megabytes), counters or memory, and
 // samples nothing while the run goes on; the status is read only to say why
 // a run did not succeed.
-func (t *target) runtime(ctx context.Context, w *workload) (float64, error) {
+func (t *target) runtime(ctx context.Context, w *workload) (rt float64, hung int, err error) {
+	hung, err = t.retryHung(ctx, w.name, func() error {
+		var err error
+		rt, err = t.runtimeOnce(ctx, w)
+		return err
+	})
+	return rt, hung, err
+}
+
+func (t *target) runtimeOnce(ctx context.Context, w *workload) (float64, error) {
 	s, err := t.submit(ctx, w)
 	if err != nil {
 		return 0, err
@@ -309,6 +359,18 @@ func (t *target) await(ctx context.Context, subs []submitted) ([]RunResult, erro
 	out := make([]RunResult, len(subs))
 	poll := 2 * time.Millisecond
 	for len(left) > 0 {
+		for id, i := range left {
+			d := hangAfter(subs[i].w.tasks)
+			if t.hangFor > 0 {
+				d = t.hangFor
+			}
+			if time.Since(subs[i].start) > d {
+				for id := range left {
+					_, _ = t.client.Cancel(ctx, id)
+				}
+				return nil, fmt.Errorf("%w: %s on %s: run %s not finished after %v", ErrHung, subs[i].w.name, t.label, id, d)
+			}
+		}
 		runs, err := t.client.Runs(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bench: listing runs: %w", err)
@@ -384,7 +446,19 @@ func (t *target) run(ctx context.Context, w *workload) (RunResult, error) {
 // runMany submits every workload at once and waits for all; the process
 // figures (memory, CPU time, node counters) cover them together and are
 // given to each.
-func (t *target) runMany(ctx context.Context, ws []*workload) ([]RunResult, error) {
+func (t *target) runMany(ctx context.Context, ws []*workload) (rs []RunResult, err error) {
+	hung, err := t.retryHung(ctx, ws[0].name, func() error {
+		var err error
+		rs, err = t.runManyOnce(ctx, ws)
+		return err
+	})
+	for i := range rs {
+		rs[i].HungAttempts = hung
+	}
+	return rs, err
+}
+
+func (t *target) runManyOnce(ctx context.Context, ws []*workload) ([]RunResult, error) {
 	before := t.snapshot(ctx)
 	var mem *htdg.MemSampler
 	var rmem *memSampler

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,9 @@ func TestLoopbackBenchReadsNodeMetrics(t *testing.T) {
 			t.Fatalf("%d tasks: %d nodes' counters, want 4: %+v", p.Tasks, len(r.Nodes), r.Nodes)
 		}
 		var executed, sent, received uint64
+		var mem []string
 		for _, n := range r.Nodes {
+			mem = append(mem, fmt.Sprintf("%s RSS %d MiB heap %d MiB", n.Node, n.PeakRSSBytes>>20, n.PeakHeapBytes>>20))
 			if n.Node == "n4" {
 				if !strings.Contains(n.Note, "--http") || n.TasksExecuted != 0 {
 					t.Errorf("n4 (no --http): %+v", n)
@@ -86,7 +89,7 @@ func TestLoopbackBenchReadsNodeMetrics(t *testing.T) {
 		if executed == 0 || executed > r.Executions {
 			t.Errorf("%d tasks: nodes with --http executed %d functions, the run %d", p.Tasks, executed, r.Executions)
 		}
-		t.Logf("%d tasks: executed %d of %d on n1-n3, signals sent %d received %d, %d cross-node edges, per node %v",
-			p.Tasks, executed, r.Executions, sent, received, r.CrossNodeEdges, r.TasksPerNode)
+		t.Logf("%d tasks: executed %d of %d on n1-n3, signals sent %d received %d, %d cross-node edges, per node %v; peaks: %s",
+			p.Tasks, executed, r.Executions, sent, received, r.CrossNodeEdges, r.TasksPerNode, strings.Join(mem, ", "))
 	}
 }
