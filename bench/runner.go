@@ -72,8 +72,8 @@ type target struct {
 	// a running cluster: its alive nodes, whose /metrics are scraped
 	remote   []remoteNode
 	scraper  *scraper
-	warnings []string // what the bench cannot measure on this cluster
-	hangs    int      // runs that hung (ErrHung), all told
+	warnings []string      // what the bench cannot measure on this cluster
+	hangs    int           // runs that hung (ErrHung), all told
 	hangFor  time.Duration // replaces hangAfter when > 0 (tests)
 	logf     func(format string, args ...any)
 }
