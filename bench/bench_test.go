@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/htdg"
 )
 
@@ -117,8 +118,24 @@ func TestRunTiny(t *testing.T) {
 	if len(sr.Calibration) != 4 || len(sr.Projections) != 2 || len(sr.Assumptions) == 0 || sr.Params.TaskS <= 0 {
 		t.Fatalf("sim.json: %+v", sr)
 	}
-	if p := sr.Projections; p[0].CrossNodeEdges != 0 || p[1].CrossNodeEdges == 0 || p[1].TrafficBytes <= 0 {
+	if p := sr.Projections; p[0].CrossNodeEdges != 0 || p[1].CrossNodeEdges == 0 || p[1].TrafficBytes <= 0 ||
+		p[0].LeastCut != nil || p[1].LeastCut == nil || len(p[1].Latency) != len(sensitivityLatencies) {
 		t.Fatalf("projections: %+v", p)
+	}
+
+	// the simulation again from htdg.json, without a cluster
+	again := t.TempDir()
+	rc := tiny(again)
+	rc.SimNodes = []int{1, 3}
+	rs, files, err := Resim(ctx, rc, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Projections) != 2 || rs.Projections[1].Nodes != 3 || rs.Params != sr.Params || len(files) != 7 {
+		t.Fatalf("resim: %+v, files %v", rs, files)
+	}
+	if _, _, err := Resim(ctx, rc, again+"/none"); !errors.Is(err, ErrConfig) {
+		t.Fatalf("resim of a directory without htdg.json: %v", err)
 	}
 
 	var svgs, pngs int
@@ -348,13 +365,77 @@ func TestRunRemote(t *testing.T) {
 		t.Fatalf("configs %+v", h.Configs)
 	}
 	r := h.Configs[0].Points[0].Runs[0]
-	if r.State != "succeeded" || r.PeakHeapBytes != 0 || r.Nodes != nil || len(r.TasksPerNode) != 2 {
+	if r.State != "succeeded" || r.PeakHeapBytes != 0 || len(r.Nodes) != 2 || len(r.TasksPerNode) != 2 {
 		t.Fatalf("remote run %+v", r)
+	}
+	// a dev cluster's nodes serve no HTTP: each says so, in the run and in
+	// the notes (e2e/TestLoopbackBenchReadsNodeMetrics reads real ones)
+	for _, n := range r.Nodes {
+		if n.Note != noHTTPNote || n.TasksExecuted != 0 {
+			t.Fatalf("node without --http: %+v", n)
+		}
+	}
+	if notes := strings.Join(h.Meta.Notes, "\n"); !strings.Contains(notes, "node n1: "+noHTTPNote) {
+		t.Fatalf("notes %q do not name n1", notes)
 	}
 	if h.Meta.Cluster != d.dev.URL() {
 		t.Fatalf("meta cluster %q", h.Meta.Cluster)
 	}
 	if _, err := os.Stat(filepath.Join(out, "corun_speedup.svg")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// restart gives a fresh in-process cluster of the same shape that runs
+// the next box run.
+func TestTargetRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := startDev(ctx, 2, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	c := tiny(t.TempDir())
+	w, _, err := htdgWorkload(&c, 40, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := d.dev
+	if err := d.restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d.dev == old || len(d.dev.Nodes()) != 2 {
+		t.Fatalf("restart kept the old cluster or changed its shape")
+	}
+	if rt, hung, err := d.runtime(ctx, w); err != nil || rt <= 0 || hung != 0 {
+		t.Fatalf("after restart: runtime %v, %d hung, %v", rt, hung, err)
+	}
+}
+
+// A run that does not finish in time is cancelled and tried again on a
+// fresh cluster, and after maxHangRetries it is an ErrHung.
+func TestHungRunRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := startDev(ctx, 1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	b := spec.NewFlow("slow")
+	b.Task("s").Func("sleep").Arg("ms", 20000)
+	fl, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorkload("slow", fl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.hangFor = 300 * time.Millisecond
+	_, hung, err := d.runtime(ctx, w)
+	if !errors.Is(err, ErrHung) || hung != maxHangRetries || d.hangs != maxHangRetries {
+		t.Fatalf("runtime: %v, %d hung attempts, %d hangs", err, hung, d.hangs)
 	}
 }

@@ -54,6 +54,8 @@ type Config struct {
 	SimNodes []int
 
 	Progress io.Writer // a line per measurement (nil: none)
+
+	remoteWarnings []string // what the running cluster's nodes do not let the bench read
 }
 
 // Quick is the CI-sized preset: under two minutes on the 2-core machine.
@@ -68,11 +70,12 @@ func Quick() Config {
 }
 
 // Full is the preset for docs/bench: sizes 1K…100K on 1, 2 and 3 nodes
-// with 1 or 2 GPUs each, box plots at 5K and 20K tasks, co-runs of 20K.
+// with 1 or 2 GPUs each, box plots of 100 runs at 5K and 20K tasks (the
+// seed's Figure 14), co-runs of 20K.
 func Full() Config {
 	return Config{Out: "docs/bench", Seed: 1, Workers: 2, Timeout: 10 * time.Minute,
 		Sizes: []int{1000, 2000, 5000, 10000, 20000, 50000, 100000}, NodeSet: []int{1, 2, 3}, GPUSet: []int{1, 2}, Reps: 3, LargeReps: 1,
-		BoxSizes: []int{5000, 20000}, BoxRuns: 15,
+		BoxSizes: []int{5000, 20000}, BoxRuns: 100,
 		LoopIters: 1000, LoopWidth: 16, LoopSpinUS: 20,
 		CorunK: 4, CorunTasks: 20000,
 		GrainsUS: []int{1, 3, 10, 30, 100, 300, 1000, 3000, 10000}, GrainWorkS: 0.5, GrainMinSteps: 4, GrainMaxSteps: 200, GranNodes: 3,
@@ -138,7 +141,16 @@ func (c *Config) each(ctx context.Context, nodes, gpus []int, fn func(*target) e
 		if err != nil {
 			return err
 		}
-		return fn(t)
+		t.logf = c.logf
+		for _, w := range t.warnings {
+			c.logf("bench: %s", w)
+		}
+		c.remoteWarnings = t.warnings
+		err = fn(t)
+		if cerr := t.close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		return err
 	}
 	for _, n := range nodes {
 		for _, g := range gpus {
@@ -146,6 +158,7 @@ func (c *Config) each(ctx context.Context, nodes, gpus []int, fn func(*target) e
 			if err != nil {
 				return err
 			}
+			t.logf = c.logf
 			err = fn(t)
 			if cerr := t.close(); err == nil && cerr != nil {
 				err = fmt.Errorf("bench: closing %s: %w", t.label, cerr)
@@ -174,6 +187,7 @@ type ConfigResult struct {
 	GPUsPerNode  int         `json:"gpus_per_node"`
 	Workers      int         `json:"workers_per_node"`
 	TotalWorkers int         `json:"total_workers"`
+	TotalGPUs    int         `json:"total_gpus,omitempty"`
 	Points       []SizePoint `json:"points"`
 }
 
@@ -193,6 +207,12 @@ type Box struct {
 	Tasks  int       `json:"tasks"`
 	System string    `json:"system"`
 	RunsS  []float64 `json:"runs_s"`
+	// LoadAvg1 is the machine's 1-minute load average after each run
+	// (cluster runs; other programs' share).
+	LoadAvg1 []float64 `json:"loadavg1,omitempty"`
+	// Hung counts the runs that hung and were cancelled and tried again
+	// (ErrHung): they are not among RunsS.
+	Hung int `json:"hung,omitempty"`
 }
 
 // HTDGReport is htdg.json.
@@ -216,7 +236,7 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 	rep := &HTDGReport{Meta: newMeta(c, "htdg")}
 	maxNodes := c.NodeSet[len(c.NodeSet)-1]
 	err := c.each(ctx, c.NodeSet, c.GPUSet, func(t *target) error {
-		cr := ConfigResult{Label: t.label, Nodes: t.nodes, GPUsPerNode: t.gpus, Workers: t.workers, TotalWorkers: t.nodes * t.workers}
+		cr := ConfigResult{Label: t.label, Nodes: t.nodes, GPUsPerNode: t.gpus, Workers: t.workers, TotalWorkers: t.totalWorkers, TotalGPUs: t.totalGPUs}
 		for _, n := range c.Sizes {
 			w, _, err := htdgWorkload(c, n, t.gpus)
 			if err != nil {
@@ -241,19 +261,26 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 			cr.Points = append(cr.Points, p)
 		}
 		// box plots on the largest configuration and on one node, 1 GPU each
-		if t.gpus == c.GPUSet[0] && (t.nodes == maxNodes || t.nodes == 1 || len(c.Servers) > 0) {
+		if len(c.Servers) > 0 || t.gpus == c.GPUSet[0] && (t.nodes == maxNodes || t.nodes == 1) {
 			for _, n := range c.BoxSizes {
 				w, _, err := htdgWorkload(c, n, t.gpus)
 				if err != nil {
 					return err
 				}
 				b := Box{Tasks: n, System: fmt.Sprintf("cluster, %d node%s", t.nodes, plural(t.nodes))}
-				for range c.BoxRuns {
-					r, err := t.run(ctx, w)
+				for i := range c.BoxRuns {
+					if i > 0 && i%boxRestart == 0 {
+						if err := t.restart(ctx); err != nil {
+							return err
+						}
+					}
+					rt, hung, err := t.runtime(ctx, w)
+					b.Hung += hung
 					if err != nil {
 						return err
 					}
-					b.RunsS = append(b.RunsS, r.RuntimeS)
+					b.RunsS = append(b.RunsS, rt)
+					b.LoadAvg1 = append(b.LoadAvg1, loadAvg1())
 				}
 				c.logf("box %s %s tasks: median %.3f s of %d runs", b.System, sizeLabel(n), median(b.RunsS), len(b.RunsS))
 				rep.Boxes = append(rep.Boxes, b)
@@ -270,7 +297,7 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 	type key struct{ workers, gpus int }
 	seen := map[key]bool{}
 	for _, cr := range rep.Configs {
-		k := key{cr.TotalWorkers, cr.Nodes * cr.GPUsPerNode}
+		k := key{cr.TotalWorkers, max(cr.TotalGPUs, 1)}
 		if seen[k] {
 			continue
 		}
@@ -287,6 +314,9 @@ func (c *Config) runHTDG(ctx context.Context) (*HTDGReport, error) {
 		}
 	}
 	w0, g0 := c.Workers*maxNodes, maxNodes*c.GPUSet[0]
+	if len(c.Servers) > 0 && len(rep.Configs) > 0 {
+		w0, g0 = rep.Configs[0].TotalWorkers, max(rep.Configs[0].TotalGPUs, 1)
+	}
 	for _, n := range c.BoxSizes {
 		for _, m := range []htdg.Mode{htdg.ModeHetflow, htdg.ModeBaseline} {
 			bp, err := c.localRuns(n, m, w0, g0, c.BoxRuns)

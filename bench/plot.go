@@ -352,16 +352,28 @@ func plotSim(dir string, s *SimReport, files *[]string) error {
 	p := newPlot(fmt.Sprintf("projected HTDG runtime, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "runtime (s)")
 	p.Legend.Left = false
 	logXY(p, true, true)
-	var rt, mk plotter.XYs
+	var rt, mk, lrt, lmk plotter.XYs
 	for _, pr := range s.Projections {
 		rt = append(rt, plotter.XY{X: float64(pr.Nodes), Y: pr.RuntimeS})
 		mk = append(mk, plotter.XY{X: float64(pr.Nodes), Y: math.Max(pr.MakespanS, 1e-6)})
+		if l := pr.LeastCut; l != nil {
+			lrt = append(lrt, plotter.XY{X: float64(pr.Nodes), Y: l.RuntimeS})
+			lmk = append(lmk, plotter.XY{X: float64(pr.Nodes), Y: math.Max(l.MakespanS, 1e-6)})
+		}
 	}
-	if err := line(p, 0, "runtime", rt, false); err != nil {
+	if err := line(p, 0, "runtime (level-balanced placement)", rt, false); err != nil {
 		return err
 	}
 	if err := line(p, 1, "its distributed part (makespan)", mk, true); err != nil {
 		return err
+	}
+	if len(lrt) > 0 {
+		if err := line(p, 2, "runtime, least-cut placement", lrt, false); err != nil {
+			return err
+		}
+		if err := line(p, 3, "makespan, least-cut placement", lmk, true); err != nil {
+			return err
+		}
 	}
 	if err := save(p, dir, "sim_projection", files); err != nil {
 		return err

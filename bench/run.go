@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ func newMeta(c *Config, exp string) Meta {
 	}
 	if len(c.Servers) > 0 {
 		m.Cluster = strings.Join(c.Servers, ",")
-		m.Notes = []string{"a running cluster: per-node counters, memory and CPU time are not read"}
+		m.Notes = []string{"a running cluster: each node's counters (node_counters: deltas over each run) and peak memory (peak_rss_bytes, peak_heap_bytes: sampled every 100 ms) are read from its /metrics (node --http; GET /v1/nodes gives the address); the bench process's memory and CPU time are not the cluster's and are not given"}
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		m.LoadAvg = strings.TrimSpace(string(b))
@@ -98,6 +99,13 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		var v any
 		v, err = fn()
 		c.logf("== %s: %.1f s", name, time.Since(t0).Seconds())
+		if m := metaOf(v); m != nil {
+			for _, w := range c.remoteWarnings {
+				if !slices.Contains(m.Notes, w) {
+					m.Notes = append(m.Notes, w)
+				}
+			}
+		}
 		if v != nil {
 			if werr := write(name+".json", v); err == nil {
 				err = werr
@@ -136,6 +144,67 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		})
 	}
 	return rep, err
+}
+
+// Resim runs the simulation again on the HTDG results a Run wrote under
+// dir (htdg.json; no cluster is started): calibration and projection with
+// c's SimTasks and SimNodes, writing sim.json and its plots under c.Out.
+// It is how a change to the model or the planner is projected without
+// measuring again.
+func Resim(ctx context.Context, c Config, dir string) (*SimReport, []string, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	var h HTDGReport
+	p := filepath.Join(dir, "htdg.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrConfig, p, err)
+	}
+	c.Seed = h.Meta.Seed
+	sr, err := c.calibrate(ctx, &h)
+	if err == nil {
+		err = c.project(ctx, sr)
+	}
+	if err != nil {
+		return sr, nil, err
+	}
+	sr.Meta.Notes = append(sr.Meta.Notes, "calibrated on the HTDG runs of "+p+" ("+h.Meta.Date+"), not measured again")
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return sr, nil, fmt.Errorf("bench: %w", err)
+	}
+	out, err := json.MarshalIndent(sr, "", "  ")
+	if err != nil {
+		return sr, nil, err
+	}
+	files := []string{filepath.Join(c.Out, "sim.json")}
+	if err := os.WriteFile(files[0], append(out, '\n'), 0o644); err != nil {
+		return sr, nil, fmt.Errorf("bench: %w", err)
+	}
+	err = plotAll(c.Out, &Report{Sim: sr}, &files)
+	return sr, files, err
+}
+
+// metaOf is the Meta of a report, nil for another value.
+func metaOf(v any) *Meta {
+	switch r := v.(type) {
+	case *HTDGReport:
+		if r != nil {
+			return &r.Meta
+		}
+	case *LoopReport:
+		if r != nil {
+			return &r.Meta
+		}
+	case *CorunReport:
+		if r != nil {
+			return &r.Meta
+		}
+	}
+	return nil
 }
 
 // Replot reads the JSON result files a Run wrote under dir (those that are

@@ -70,11 +70,16 @@ func newSimGraph(f *spec.File) (*simGraph, error) {
 // plan places the graph on n nodes of workers CPUs and gpus GPUs with the
 // coordinator's own planner; it returns node indexes.
 func (s *simGraph) plan(n, workers, gpus int, seed uint64) ([]int, error) {
+	return s.placeWith(coord.Plan, n, workers, gpus, seed)
+}
+
+// placeWith is plan with another planner (coord.PlanLeastCut, to compare).
+func (s *simGraph) placeWith(planner func(*spec.Graph, []coord.Node, uint64) ([]string, error), n, workers, gpus int, seed uint64) ([]int, error) {
 	nodes := make([]coord.Node, n)
 	for i := range nodes {
 		nodes[i] = coord.Node{ID: fmt.Sprintf("n%05d", i), CPUs: workers, GPUs: gpus}
 	}
-	ids, err := coord.Plan(s.g, nodes, seed)
+	ids, err := planner(s.g, nodes, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +195,31 @@ type Projection struct {
 	CrossNodeEdges int     `json:"cross_node_edges"`
 	TrafficBytes   int64   `json:"cross_node_bytes"`
 	PlanS          float64 `json:"-"`
+	// LeastCut is the same projection with the plain least-cut placement
+	// (coord.PlanLeastCut), the planner before level balancing.
+	LeastCut *LeastCutProjection `json:"least_cut,omitempty"`
+	// Latency gives the makespan of both placements at other edge
+	// latencies than the fitted one (which is an upper bound, see
+	// SimReport.Assumptions): what the comparison depends on.
+	Latency []LatencyPoint `json:"latency_sensitivity,omitempty"`
+}
+
+// LatencyPoint is one projection's makespans at one assumed edge latency.
+type LatencyPoint struct {
+	EdgeLatS          float64 `json:"edge_latency_s"`
+	MakespanS         float64 `json:"makespan_s"`
+	LeastCutMakespanS float64 `json:"least_cut_makespan_s"`
+}
+
+// sensitivityLatencies are the edge latencies every projection is also
+// given at: loopback NATS, a LAN, a slow network.
+var sensitivityLatencies = []float64{1e-4, 1e-3, 1e-2}
+
+// LeastCutProjection is a Projection's figures with the least-cut placement.
+type LeastCutProjection struct {
+	RuntimeS       float64 `json:"runtime_s"`
+	MakespanS      float64 `json:"makespan_s"`
+	CrossNodeEdges int     `json:"cross_node_edges"`
 }
 
 // SimReport is sim.json.
@@ -291,7 +321,7 @@ func (c *Config) calibrate(ctx context.Context, rep *HTDGReport) (*SimReport, er
 		"every task costs the calibrated task_s on its worker (the HTDG's tasks are all the same SAXPY over 1K elements; sim GPUs run on the CPU here)",
 		"a cross-node edge delays its successor by edge_latency_s plus (signal_bytes + output bytes) / bandwidth; bandwidth (1 GB/s) and signal_bytes (64) are assumed, not fitted: the calibration's outputs are 8 bytes and cannot tell them apart",
 		"serial_s_per_task × tasks does not shrink with nodes (the coordinator folds every task event; every node parses and expands the whole flow), which is what bounds the projection",
-		"the placement is the coordinator's own (coord.Plan, the real partitioner) on the projected node count; no node fails, no re-executions",
+		"the placement is the coordinator's own (coord.Plan: the real partitioner, balancing each window of levels) on the projected node count; least_cut is the same projection with the plain least-cut placement (coord.PlanLeastCut), the planner before level balancing; no node fails, no re-executions",
 		"calibrated on in-process nodes sharing this machine's cores: there a task takes task_s × max(1, nodes × workers / cores)",
 	}
 	return sr, nil
@@ -356,6 +386,23 @@ func (c *Config) project(ctx context.Context, sr *SimReport) error {
 		serial := sr.Params.FixedS + sr.Params.SerialS*float64(c.SimTasks)
 		pr := Projection{Nodes: n, Tasks: c.SimTasks, RuntimeS: serial + m, MakespanS: m, SerialS: serial,
 			CrossNodeEdges: e, TrafficBytes: b + int64(e*sr.Params.SignalBytes)}
+		if n > 1 {
+			la, err := sg.placeWith(coord.PlanLeastCut, n, c.Workers, c.GPUSet[0], c.Seed)
+			if err != nil {
+				return fmt.Errorf("bench: planning %d tasks on %d nodes by least cut: %w", c.SimTasks, n, err)
+			}
+			lm := sg.makespan(la, n, c.Workers, c.GPUSet[0], sr.Params, 1)
+			le, _, _ := sg.cut(la)
+			pr.LeastCut = &LeastCutProjection{RuntimeS: serial + lm, MakespanS: lm, CrossNodeEdges: le}
+			for _, lat := range sensitivityLatencies {
+				p := sr.Params
+				p.EdgeLatS = lat
+				pr.Latency = append(pr.Latency, LatencyPoint{EdgeLatS: lat,
+					MakespanS:         sg.makespan(a, n, c.Workers, c.GPUSet[0], p, 1),
+					LeastCutMakespanS: sg.makespan(la, n, c.Workers, c.GPUSet[0], p, 1)})
+			}
+			c.logf("sim: least cut on %d nodes: %.3f s (makespan %.3f s), %d cross-node edges", n, serial+lm, lm, le)
+		}
 		c.logf("sim: %d tasks on %d nodes: %.3f s (makespan %.3f s), %d cross-node edges", pr.Tasks, n, pr.RuntimeS, m, e)
 		sr.Projections = append(sr.Projections, pr)
 	}

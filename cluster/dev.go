@@ -32,6 +32,10 @@ type DevConfig struct {
 	// credentials, the gossip ring its key, the API its token (Client uses it).
 	Secret proto.Secret
 	Logger *slog.Logger
+	// MaxTasks and MaxFlowBytes are the coordinator's run size limits
+	// (coord.Config; 0: its defaults). The bench's 100K-task HTDG file is
+	// over the default 8 MiB.
+	MaxTasks, MaxFlowBytes int
 }
 
 // Dev is an all-in-one cluster: an embedded NATS server with JetStream, one
@@ -87,6 +91,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	d.coord, err = coord.New(coord.Config{
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
+		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes,
 	})
 	if err != nil {
 		return nil, err

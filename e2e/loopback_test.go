@@ -174,6 +174,8 @@ type cluster struct {
 	nodeHTTP []string // the nodes' --http URLs, n1 first
 	nats     *proc
 	natsArgs []string // natsd's command line, to start it again on the same port and store
+	natsURL  string
+	gossip   []string // the coordinators' gossip addresses, to join more nodes
 }
 
 // startCluster starts natsd, three coordinators (c1 bootstraps, c2 and c3
@@ -217,7 +219,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 		c.nodes = append(c.nodes, start(t, id, args...))
 	}
-	c.https = https
+	c.https, c.gossip, c.natsURL = https, gossip, natsURL
 	// a follower first: the CLI must find the leader itself
 	c.servers = strings.Join([]string{https[2], https[1], https[0]}, ",")
 	eventually(t, 60*time.Second, "3 alive nodes and 3 raft peers", func() bool {

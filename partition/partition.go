@@ -35,6 +35,10 @@ type Options struct {
 	// bisection of the initial partition (recursive bisection of the
 	// coarsest graph), the best kept; 0 means DefaultTries.
 	Tries int
+	// WindowPerNode is for PartitionLevels only: each window of consecutive
+	// levels holds at least WindowPerNode vertices per node; 0 means
+	// DefaultWindowPerNode.
+	WindowPerNode int
 }
 
 const (
@@ -66,6 +70,12 @@ type Result struct {
 	// more than one node (because the balance did not allow otherwise, or
 	// because their members are pinned to different nodes).
 	SplitGroups []int
+	// PartitionLevels only: Windows is how many windows of levels it
+	// balanced, and WindowImbalance the largest ratio, over windows, nodes
+	// and resources, of a node's load in a window to its share of that
+	// window (Partition leaves both 0).
+	Windows         int
+	WindowImbalance float64
 }
 
 // Partition assigns every vertex of g to one of the nodes, minimising the cut

@@ -28,7 +28,11 @@ type scenario struct {
 	Edges     [][3]int64 `json:"edges"`
 	Tolerance float64    `json:"tolerance"`
 	Seed      uint64     `json:"seed"`
-	Expect    struct {
+	// Levels, when present, runs PartitionLevels with them (one per vertex)
+	// and WindowPerNode instead of Partition.
+	Levels        []int `json:"levels"`
+	WindowPerNode int   `json:"window_per_node"`
+	Expect        struct {
 		Error       string         `json:"error"` // "", "invalid", "infeasible"
 		ErrorVertex *int           `json:"error_vertex"`
 		ErrorEdge   *int           `json:"error_edge"`
@@ -41,6 +45,8 @@ type scenario struct {
 		On          map[string]int `json:"on"`
 		SplitGroups *[]int         `json:"split_groups"`
 		LoadsCPU    []int64        `json:"loads_cpu"`
+		// MaxWindowImbalance bounds Result.WindowImbalance (PartitionLevels).
+		MaxWindowImbalance float64 `json:"max_window_imbalance"`
 	} `json:"expect"`
 }
 
@@ -62,7 +68,12 @@ func (s *scenario) run() (*Graph, *Result, error) {
 	for _, n := range s.RawNodes {
 		s.Nodes = append(s.Nodes, Node{CPU: n.CPU, GPU: n.GPU})
 	}
-	res, err := Partition(g, s.Nodes, Options{Tolerance: s.Tolerance, Seed: s.Seed})
+	opt := Options{Tolerance: s.Tolerance, Seed: s.Seed, WindowPerNode: s.WindowPerNode}
+	if s.Levels != nil {
+		res, err := PartitionLevels(g, s.Nodes, s.Levels, opt)
+		return g, res, err
+	}
+	res, err := Partition(g, s.Nodes, opt)
 	return g, res, err
 }
 
@@ -129,6 +140,9 @@ func TestScenarios(t *testing.T) {
 			if ex.SplitGroups != nil && !slices.Equal(res.SplitGroups, *ex.SplitGroups) &&
 				!(len(res.SplitGroups) == 0 && len(*ex.SplitGroups) == 0) {
 				t.Errorf("split groups %v, want %v", res.SplitGroups, *ex.SplitGroups)
+			}
+			if ex.MaxWindowImbalance > 0 && res.WindowImbalance > ex.MaxWindowImbalance {
+				t.Errorf("window imbalance %.3f, want <= %.3f (assign %v)", res.WindowImbalance, ex.MaxWindowImbalance, res.Assign)
 			}
 			if ex.LoadsCPU != nil {
 				var got []int64

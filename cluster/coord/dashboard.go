@@ -73,19 +73,7 @@ func (d *dashSource) Coordinators() ([]dashboard.Coordinator, uint64) {
 	return out, term
 }
 
-func (d *dashSource) Nodes() []proto.NodeInfo {
-	out := []proto.NodeInfo{}
-	d.s.fsm.read(func(f *FSM) {
-		for _, n := range f.Nodes() {
-			st := n.State
-			if m, ok := d.s.members.Member(n.ID); ok && st == proto.NodeAlive && m.State == proto.NodeSuspect {
-				st = proto.NodeSuspect
-			}
-			out = append(out, proto.NodeInfo{ID: n.ID, Address: n.Address, State: st, CPUs: n.CPUs, GPUs: n.GPUs})
-		}
-	})
-	return out
-}
+func (d *dashSource) Nodes() []proto.NodeInfo { return d.s.nodeInfos() }
 
 func summary(r *Run) proto.RunSummary {
 	rs := proto.RunSummary{ID: r.ID, Flow: r.FlowName, State: r.State, Submitted: r.Submitted}

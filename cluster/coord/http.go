@@ -401,17 +401,28 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.nodeInfos())
+}
+
+// nodeInfos lists the nodes the FSM knows: an alive node memberlist
+// suspects is suspect; HTTP is the address in its memberlist metadata.
+func (s *Server) nodeInfos() []proto.NodeInfo {
 	out := []proto.NodeInfo{}
 	s.fsm.read(func(f *FSM) {
 		for _, n := range f.Nodes() {
 			st := n.State
-			if m, ok := s.members.Member(n.ID); ok && st == proto.NodeAlive && m.State == proto.NodeSuspect {
+			m, ok := s.members.Member(n.ID)
+			if ok && st == proto.NodeAlive && m.State == proto.NodeSuspect {
 				st = proto.NodeSuspect
 			}
-			out = append(out, proto.NodeInfo{ID: n.ID, Address: n.Address, State: st, CPUs: n.CPUs, GPUs: n.GPUs})
+			ni := proto.NodeInfo{ID: n.ID, Address: n.Address, State: st, CPUs: n.CPUs, GPUs: n.GPUs}
+			if ok {
+				ni.HTTP = m.Meta.HTTP
+			}
+			out = append(out, ni)
 		}
 	})
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // Peers lists raft's configuration.

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/topo"
 	"github.com/hetflow/hetflow/partition"
 )
 
@@ -24,7 +25,15 @@ var ErrPlan = errors.New("coord: cannot place the flow")
 // (LoopGroups) are groups too, kept together when the balance allows.
 // seed makes the answer deterministic (the leader derives it from the run id).
 func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
-	return plan(g, nodes, seed, nil)
+	return plan(g, nodes, seed, nil, true)
+}
+
+// PlanLeastCut is Plan with the plain least-cut placement (partition.Partition:
+// only the nodes' total loads balanced), which gives a layered DAG's nodes
+// bands of consecutive levels. The leader never uses it; it is there to
+// compare placements (the bench's simulation).
+func PlanLeastCut(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
+	return plan(g, nodes, seed, nil, false)
 }
 
 // PlanReassign places the tasks of a running run again after nodes were lost
@@ -71,7 +80,7 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 	if len(alive) == 0 {
 		return nil, nil, fmt.Errorf("%w: nodes %v were lost and no node is alive", ErrPlan, lost)
 	}
-	assign, err = plan(g, alive, seed, fixed)
+	assign, err = plan(g, alive, seed, fixed, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (moving the tasks of lost nodes %v)", err, lost)
 	}
@@ -79,8 +88,8 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 }
 
 // plan is Plan with fixed[v] (when fixed is not nil and the entry not "")
-// pinning vertex v to that node.
-func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, error) {
+// pinning vertex v to that node; byLevel false is PlanLeastCut.
+func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool) ([]string, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no alive node", ErrPlan)
 	}
@@ -177,7 +186,15 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
-	res, err := partition.Partition(pg, pnodes, partition.Options{Seed: seed})
+	// A DAG runs level by level: balance each window of levels across the
+	// nodes, not only the totals, or the least cut gives each node a band of
+	// consecutive levels and the nodes run one after the other.
+	var res *partition.Result
+	if levels := groupLevels(g, uf); byLevel && levels != nil {
+		res, err = partition.PartitionLevels(pg, pnodes, levels, partition.Options{Seed: seed})
+	} else {
+		res, err = partition.Partition(pg, pnodes, partition.Options{Seed: seed})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
@@ -195,6 +212,35 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string) ([]string, e
 		out[v] = nodes[i].ID
 	}
 	return out, nil
+}
+
+// groupLevels is each vertex's level: the longest path, in groups, from a
+// group without predecessors to its group, where a group is a set of
+// vertices uf joined (a module instance, a condition loop) and counts as
+// one step. Edges inside a group are ignored. It returns nil when the groups
+// still form a cycle (not expected: every cycle of a flow is a loop group).
+func groupLevels(g *spec.Graph, uf union) []int {
+	nv := len(g.Vertices)
+	succ := make([][]int, nv) // between the groups' representatives
+	for _, e := range g.Edges() {
+		if a, b := uf.find(e.From), uf.find(e.To); a != b {
+			succ[a] = append(succ[a], b)
+		}
+	}
+	order, ok := topo.Order(succ)
+	if !ok {
+		return nil
+	}
+	level := make([]int, nv)
+	for _, a := range order {
+		for _, b := range succ[a] {
+			level[b] = max(level[b], level[a]+1)
+		}
+	}
+	for v := range nv {
+		level[v] = level[uf.find(v)]
+	}
+	return level
 }
 
 // cpuWeight estimates a task's work: spin its microseconds, saxpy n/1000,

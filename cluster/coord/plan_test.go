@@ -2,6 +2,8 @@ package coord
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -261,5 +263,44 @@ func TestPlanReassignImpossibleMoves(t *testing.T) {
 	_, _, err = PlanReassign(gpu, []string{"n1", "n9"}, nil, 1)
 	if !errors.Is(err, ErrPlan) {
 		t.Fatalf("no node alive: %v", err)
+	}
+}
+
+// TestPlanBalancesEachLevel: a layered DAG (12 layers of 12 tasks, each
+// after two random tasks of the layer before, as the seed's HTDGs) on three nodes: every layer is
+// spread over the nodes, not given to one node as a band of layers.
+func TestPlanBalancesEachLevel(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("name: layers\ntasks:\n")
+	const layers, width = 12, 12
+	rng := rand.New(rand.NewPCG(1, 2))
+	for l := 0; l < layers; l++ {
+		for i := 0; i < width; i++ {
+			fmt.Fprintf(&sb, "  - {name: t%d_%d, func: spin, args: {us: 10}", l, i)
+			if l > 0 {
+				a := rng.IntN(width)
+				fmt.Fprintf(&sb, ", succeed: [t%d_%d, t%d_%d]", l-1, a, l-1, (a+1+rng.IntN(width-1))%width)
+			}
+			sb.WriteString("}\n")
+		}
+	}
+	g := expand(t, sb.String())
+	nodes := []Node{{ID: "n1", CPUs: 2}, {ID: "n2", CPUs: 2}, {ID: "n3", CPUs: 2}}
+	assign, err := Plan(g, nodes, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := 0; l < layers; l++ {
+		count := map[string]int{}
+		for i := 0; i < width; i++ {
+			count[onNode(t, g, assign, fmt.Sprintf("t%d_%d", l, i))]++
+		}
+		for _, n := range nodes {
+			// 4 a node, at most ceil(4 × 1.03) = 5
+			if c := count[n.ID]; c < 3 || c > 5 {
+				t.Errorf("layer %d: %v, want 3 to 5 tasks on each node", l, count)
+				break
+			}
+		}
 	}
 }

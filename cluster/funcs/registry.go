@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/topo"
 )
 
 // Errors of the registry and the built-ins, matched with errors.Is.
@@ -305,8 +306,7 @@ func (r *Registry) CheckChildren(children []Child) error {
 			}
 		}
 	}
-	// Kahn's algorithm over the Succeed edges finds unknown names and cycles.
-	indeg := make([]int, len(children))
+	// A topological order of the Succeed edges finds unknown names and cycles.
 	succ := make([][]int, len(children))
 	for i, ch := range children {
 		for _, p := range ch.Succeed {
@@ -315,27 +315,9 @@ func (r *Registry) CheckChildren(children []Child) error {
 				return fmt.Errorf("%w: child %q succeeds unknown child %q", ErrBadResult, ch.Name, p)
 			}
 			succ[j] = append(succ[j], i)
-			indeg[i]++
 		}
 	}
-	var queue []int
-	for i, d := range indeg {
-		if d == 0 {
-			queue = append(queue, i)
-		}
-	}
-	seen := 0
-	for len(queue) > 0 {
-		v := queue[0]
-		queue = queue[1:]
-		seen++
-		for _, w := range succ[v] {
-			if indeg[w]--; indeg[w] == 0 {
-				queue = append(queue, w)
-			}
-		}
-	}
-	if seen != len(children) {
+	if _, ok := topo.Order(succ); !ok {
 		return fmt.Errorf("%w: the children's succeed lists form a cycle", ErrBadResult)
 	}
 	return nil

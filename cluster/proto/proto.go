@@ -160,6 +160,10 @@ type NodeInfo struct {
 	State   string `json:"state"`
 	CPUs    int    `json:"cpus"`
 	GPUs    int    `json:"gpus"`
+	// HTTP is the node's HTTP address (its /metrics and /healthz), from its
+	// memberlist metadata; absent for a node that runs without --http or
+	// that this coordinator has not heard from.
+	HTTP string `json:"http,omitempty"`
 }
 
 // PeerInfo is one entry of GET /v1/peers.

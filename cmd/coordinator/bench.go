@@ -13,7 +13,7 @@ import (
 // benchCmd is `coordinator bench`: the cluster benchmark of package bench.
 func benchCmd() *cobra.Command {
 	var quick, quiet bool
-	var out, server, tokenFile, replot string
+	var out, server, tokenFile, replot, resim string
 	var workers int
 	var seed uint64
 	cmd := &cobra.Command{
@@ -42,6 +42,26 @@ See docs/benchmarks/cluster-bench.md.`,
 			}
 			if cmd.Flags().Changed("out") || quick {
 				c.Out = out
+			}
+			if resim != "" {
+				if !cmd.Flags().Changed("out") {
+					c.Out = resim
+				}
+				c.Workers = workers
+				c.Progress = cmd.ErrOrStderr()
+				if quiet {
+					c.Progress = nil
+				}
+				ctx, cancel := signalCtx()
+				defer cancel()
+				_, files, err := bench.Resim(ctx, c, resim)
+				for _, f := range files {
+					fmt.Fprintln(cmd.OutOrStdout(), f)
+				}
+				if errors.Is(err, bench.ErrConfig) {
+					return withCode(exitInvalid, err)
+				}
+				return withCode(exitRunFailed, err)
 			}
 			c.Workers, c.Seed = workers, seed
 			if server != "" {
@@ -85,6 +105,7 @@ See docs/benchmarks/cluster-bench.md.`,
 	fl.IntVar(&workers, "workers", 2, "CPU workers per in-process node")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the generated graphs")
 	fl.StringVar(&replot, "replot", "", "only draw the plots again from the JSON results under `DIR`")
+	fl.StringVar(&resim, "resim", "", "only run the simulation again on the HTDG results under `DIR` (writes sim.json there, or to --out)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	return cmd
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -218,6 +219,9 @@ func advertised(bound, host string) string {
 func handler(n *node.Node, token string) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector())
+	// process_resident_memory_bytes and friends: coordinator bench --server
+	// samples them for each node's peak memory
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(nodeCollector{n})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ type nodeCollector struct{ n *node.Node }
 var (
 	descRuns    = prometheus.NewDesc("hetflow_node_runs_active", "Runs the node holds now.", nil, nil)
 	descTasks   = prometheus.NewDesc("hetflow_node_tasks_executed_total", "Function executions, retries included.", nil, nil)
+	descAssign  = prometheus.NewDesc("hetflow_node_assignments_total", "Assignments taken (a re-sent one counts once).", nil, nil)
 	descSignals = prometheus.NewDesc("hetflow_node_signals_total", "Cross-node signals by direction and fate.", []string{"kind"}, nil)
 	descEvents  = prometheus.NewDesc("hetflow_node_events_published_total", "Task events stored in JetStream.", nil, nil)
 	descDropped = prometheus.NewDesc("hetflow_messages_dropped_total", "Messages on the node's subjects dropped undecoded, by reason.", []string{"reason"}, nil)
@@ -19,7 +20,7 @@ var (
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descTasks, descSignals, descEvents, descDropped, descSched} {
+	for _, d := range []*prometheus.Desc{descRuns, descTasks, descAssign, descSignals, descEvents, descDropped, descSched} {
 		ch <- d
 	}
 }
@@ -28,6 +29,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.n.Stats()
 	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(s.RunsActive))
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.CounterValue, float64(s.TasksExecuted))
+	ch <- prometheus.MustNewConstMetric(descAssign, prometheus.CounterValue, float64(s.Assignments))
 	for k, v := range map[string]uint64{"sent": s.SignalsSent, "received": s.SignalsReceived, "duplicate": s.SignalsDuplicate,
 		"fenced": s.SignalsFenced, "dropped": s.SignalsDropped, "replayed": s.SignalsReplayed} {
 		ch <- prometheus.MustNewConstMetric(descSignals, prometheus.CounterValue, float64(v), k)
