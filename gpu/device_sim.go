@@ -28,7 +28,7 @@ type Device struct {
 	closed  bool
 	allocs  map[*allocation]struct{}
 	used    int64
-	graphs  []*Graph
+	graphs  map[*Graph]struct{} // made here and not released (see track)
 	streams map[*Stream]struct{}
 	events  map[*Event]struct{}
 
@@ -123,7 +123,7 @@ func (d *Device) Close() error {
 	}
 	d.mu.Unlock()
 
-	for _, g := range graphs { // waits for a launch in flight of g
+	for g := range graphs { // waits for a launch in flight of g
 		g.Release()
 	}
 	for _, s := range streams {
@@ -148,12 +148,31 @@ func (d *Device) Close() error {
 	return nil
 }
 
+// track records a graph made on d for Close to release; Graph.Release
+// forgets it (untrack), so a device keeps no graph its user has let go.
 func (d *Device) track(g *Graph) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.closed {
-		d.graphs = append(d.graphs, g)
+		if d.graphs == nil {
+			d.graphs = map[*Graph]struct{}{}
+		}
+		d.graphs[g] = struct{}{}
 	}
+}
+
+// Graphs is the number of graphs the device keeps: those made on it
+// (NewGraph) and not released yet (Graph.Release, Device.Close).
+func (d *Device) Graphs() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.graphs)
+}
+
+func (d *Device) untrack(g *Graph) {
+	d.mu.Lock()
+	delete(d.graphs, g)
+	d.mu.Unlock()
 }
 
 // devMem is sim device memory: a Go array of words, so every element type is aligned. Free

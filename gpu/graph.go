@@ -307,13 +307,18 @@ func (g *Graph) Launch() error {
 	return g.exec.launch()
 }
 
-// Release frees what instantiation made (on cuda: the CUDA graph and its pinned host memory).
-// The graph can still be launched afterwards only if it is rebuilt; Device.Close releases
-// every graph of the device. Release is idempotent.
+// Release frees what instantiation made (on cuda: the CUDA graph and its pinned host memory),
+// and the device forgets the graph, so that nothing of it (host buffers its copies name
+// included) outlives its user's last reference. The graph can still be launched afterwards
+// only if it is rebuilt; Device.Close releases every graph of the device that is not released
+// yet. Release is idempotent.
 func (g *Graph) Release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.releaseLocked()
+	if g.dev != nil {
+		g.dev.untrack(g)
+	}
 }
 
 func (g *Graph) releaseLocked() {

@@ -417,3 +417,36 @@ func TestUseStreamsMatchesGraph(t *testing.T) {
 		t.Fatal("UseStreams(true) computed something else")
 	}
 }
+
+// A device keeps the graphs made on it, for Close to release, and
+// forgets one that is released: nothing of a released graph stays
+// reachable through its device.
+func TestReleaseForgetsTheGraph(t *testing.T) {
+	d := openDev(t)
+	n := 64
+	hx, hy, ox, oy := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	a := saxpyGraph(t, d, 1, hx, hy, ox, oy)
+	b := saxpyGraph(t, d, 2, hx, hy, ox, oy)
+	for _, g := range []*Graph{a, b, a} {
+		if err := g.Launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.Graphs(); got != 2 {
+		t.Fatalf("%d graphs kept with two made and launched, want 2", got)
+	}
+	a.Release()
+	a.Release() // idempotent
+	if got := d.Graphs(); got != 1 {
+		t.Fatalf("%d graphs kept after releasing one, want 1", got)
+	}
+	if err := a.Launch(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("launch of a released graph: %v, want ErrClosed", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Graphs(); got != 0 {
+		t.Fatalf("%d graphs kept after Close, want 0", got)
+	}
+}

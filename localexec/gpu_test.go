@@ -187,3 +187,49 @@ func TestManyGPUTasksAcrossDevices(t *testing.T) {
 		t.Fatalf("cpu %d g0 %d g1 %d stats %+v", cpu.Load(), g0.Load(), g1.Load(), st.Domains)
 	}
 }
+
+// A device keeps every graph it instantiated until the graph is released.
+// Clear releases a taskflow's GPU graphs, and a subflow's GPU children are
+// released when the subflow joins; else a long-lived executor that runs a
+// fresh taskflow each time (a cluster node) keeps every run's graphs, and
+// the host buffers their copies name, until the device closes.
+func TestGPUGraphsReleasedByClearAndSubflowJoin(t *testing.T) {
+	ex := newEx(t, WithWorkers(2), WithGPUs(1))
+	dev := ex.Device(0)
+	copyTo := func(g *gpu.Graph, host []float32) {
+		d, err := gpu.Alloc[float32](g.Device(), len(host))
+		if err != nil {
+			panic(err)
+		}
+		gpu.H2D(g, d, host).Precede(gpu.D2H(g, host, d))
+	}
+	host := make([]float32, 64)
+	for i := 0; i < 5; i++ {
+		tf := NewTaskflow("fresh")
+		tf.EmplaceGPU(func(g *gpu.Graph) { copyTo(g, host) }).Name("copy")
+		if err := ex.Run(tf).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := dev.Graphs(); got != 1 {
+			t.Fatalf("run %d: the device keeps %d graphs after the run, want 1 (the taskflow's, until Clear)", i, got)
+		}
+		tf.Clear()
+		if got := dev.Graphs(); got != 0 {
+			t.Fatalf("run %d: the device keeps %d graphs after Clear, want 0", i, got)
+		}
+	}
+	sf := NewTaskflow("subflow")
+	sf.EmplaceSubflow(func(s *Subflow) {
+		for range 3 {
+			s.EmplaceGPU(func(g *gpu.Graph) { copyTo(g, make([]float32, 16)) })
+		}
+	}).Name("spawn")
+	for i := 0; i < 3; i++ {
+		if err := ex.Run(sf).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := dev.Graphs(); got != 0 {
+			t.Fatalf("run %d: the device keeps %d graphs of joined subflow children, want 0", i, got)
+		}
+	}
+}

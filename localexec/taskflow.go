@@ -212,6 +212,7 @@ var nodePool = sync.Pool{New: func() any { return new(node) }}
 // go back to the pool with their successor arrays emptied, chunked ones are
 // zeroed, dropping what they hold, and their chunks kept.
 func (g *graph) release() {
+	g.releaseGPU()
 	for i, n := range g.pnodes {
 		*n = node{}
 		nodePool.Put(n)
@@ -228,6 +229,23 @@ func (g *graph) release() {
 	g.conds = 0
 	g.sched.valid = false
 	g.version++
+}
+
+// releaseGPU releases the GPU graphs that g's GPU tasks built, and those of
+// the subflow children g's subflow tasks still hold: a device keeps an
+// instantiated graph, and what its copies name, until it is released.
+func (g *graph) releaseGPU() {
+	for _, n := range g.gpus {
+		if x := n.ext; x.gpuGraph != nil {
+			x.gpuGraph.Release()
+			x.gpuGraph = nil
+		}
+	}
+	for n := range g.all() {
+		if n.kind == kindSubflow && n.ext.sub != nil {
+			n.ext.sub.releaseGPU()
+		}
+	}
 }
 
 // Task is a handle to a node of a Taskflow or Subflow. The zero Task is empty:
@@ -557,7 +575,11 @@ func (tf *Taskflow) Name() string { return tf.name }
 func (tf *Taskflow) SetName(name string) { tf.name = name }
 
 // Clear removes every task. It must not be called while the taskflow runs.
+// The GPU graphs its GPU tasks built are released (see gpu.Graph.Release):
+// call Clear on a taskflow with GPU tasks that is done with, or the devices
+// keep its graphs, and the host memory their copies name, until they close.
 func (tf *Taskflow) Clear() {
+	tf.graph.releaseGPU()
 	v := tf.graph.version
 	tf.graph = graph{version: v + 1}
 }

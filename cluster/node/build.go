@@ -174,6 +174,7 @@ func (r *run) build(in []bool) (*part, error) {
 		}
 	}
 	p := &part{tf: localexec.NewTaskflow(r.id), in: in}
+	p.tfs = append(p.tfs, p.tf)
 	if err := r.buildScope(p, p.tf, -1); err != nil {
 		return nil, err
 	}
@@ -275,6 +276,7 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexe
 	switch vx.Task.Kind.Or() {
 	case spec.KindModule:
 		inner := localexec.NewTaskflow(path)
+		p.tfs = append(p.tfs, inner)
 		if err := r.buildScope(p, inner, v); err != nil {
 			return entry, exit, err
 		}

@@ -90,7 +90,8 @@ func (t *ownerTab) has(node string) bool {
 // part is one local taskflow of a run, open on the executor.
 type part struct {
 	tf   *localexec.Taskflow
-	in   []bool // the vertices it runs
+	tfs  []*localexec.Taskflow // tf and its modules' taskflows, cleared when the run ends
+	in   []bool                // the vertices it runs
 	open atomic.Pointer[localexec.OpenRun]
 }
 
@@ -345,13 +346,19 @@ func (r *run) teardown() {
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
 
-// cleanup frees what the run's GPU tasks hold.
+// cleanup frees what the run's GPU tasks hold: their device memory, and
+// their GPU graphs (clearing the part's taskflows, which no longer run).
 func (r *run) cleanup() {
 	r.cancel()
 	for _, j := range r.jobs {
 		j.free()
 	}
 	r.jobs = nil
+	for _, p := range r.parts() {
+		for _, tf := range p.tfs {
+			tf.Clear()
+		}
+	}
 }
 
 // accept takes one Signal from the live subscription (under n.mu): a batch
