@@ -145,6 +145,14 @@ func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
 		t.Fatalf("the follower's overview: %+v", o)
 	}
 
+	// The follower forwards the cancel to where the leader serves, which
+	// it learns from gossip a little after it has the run (until then it
+	// answers 503 "no leader"), as in TestAPIOverTLS.
+	eventually(t, 20*time.Second, "the follower knows the leader's API", func() bool {
+		var li proto.LeaderInfo
+		code, _ := api(t, f.HTTPAddr(), "GET", "/v1/leader", tok, nil, &li)
+		return code == http.StatusOK && li.ID == l.ID() && li.HTTP != ""
+	})
 	req, err = http.NewRequest("POST", "http://"+f.HTTPAddr()+"/ui/runs/"+sub.ID+"/cancel", nil)
 	must(t, err)
 	req.Header.Set("Cookie", dashboard.CookieName+"="+tok)
