@@ -465,7 +465,7 @@ func (t *target) runManyOnce(ctx context.Context, ws []*workload) ([]RunResult, 
 	var cpu0 time.Duration
 	if t.dev != nil {
 		mem = htdg.StartMem(5 * time.Millisecond)
-		cpu0 = cpuTime()
+		cpu0 = htdg.CPUTime()
 	} else if len(t.remote) > 0 {
 		rmem = t.remoteMem(ctx, 100*time.Millisecond)
 	}
@@ -495,7 +495,7 @@ func (t *target) runManyOnce(ctx context.Context, ws []*workload) ([]RunResult, 
 	}
 	if mem != nil {
 		peak := mem.Stop()
-		cpu := (cpuTime() - cpu0).Seconds()
+		cpu := (htdg.CPUTime() - cpu0).Seconds()
 		nodes := t.snapshot(ctx).since(before)
 		for i := range rs {
 			rs[i].PeakHeapBytes, rs[i].PeakSysBytes, rs[i].CPUS, rs[i].Nodes = peak.HeapInuse, peak.Sys, cpu, nodes

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hetflow/hetflow/internal/flowgen"
+	"github.com/hetflow/hetflow/internal/htdg"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -93,13 +93,13 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 	var exec, hop1, span, hop2, cpu time.Duration
 	b.ResetTimer()
 	for range b.N {
-		cpu0 := processCPU(b)
+		cpu0 := htdg.CPUTime()
 		out := c.runFlow(ctx, file, own, runOpts{})
 		if out.failed != nil {
 			b.Fatalf("failed: %+v", out.failed)
 		}
 		b.StopTimer()
-		cpu += processCPU(b) - cpu0
+		cpu += htdg.CPUTime() - cpu0
 		var first, last, srcEnd, wFirst, wLast, sinkStart time.Time
 		err := c.leader.conn.ReplayEvents(ctx, out.run, func(e *transport.TaskEvent) error {
 			if first.IsZero() || e.Start.Before(first) {
@@ -193,11 +193,3 @@ func (o *hopObserver) hops() []time.Duration {
 	return lat
 }
 
-// processCPU is the user and system CPU time the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

@@ -99,7 +99,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 	}
 
 	durs := make([]time.Duration, c.reps)
-	cpu0 := cpuTime()
+	cpu0 := htdg.CPUTime()
 	for i := range durs {
 		t0 = time.Now()
 		if err := in.Run(ex); err != nil {
@@ -107,7 +107,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		}
 		durs[i] = time.Since(t0)
 	}
-	cpu := cpuTime() - cpu0
+	cpu := htdg.CPUTime() - cpu0
 	res.Peak = mem.Stop()
 	peakDone = true
 	res.Runs = 1 + c.reps

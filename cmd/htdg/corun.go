@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hetflow/hetflow/internal/htdg"
 )
 
 // childEnv marks a process started by corun as a child; the test binary's
@@ -41,14 +43,14 @@ func runChild(n int, m mode, c benchConfig, stdin io.Reader, stdout io.Writer) e
 		if _, err := in.ReadString('\n'); err != nil {
 			return fmt.Errorf("htdg: co-run child: waiting for the start signal: %w", err)
 		}
-		cpu0 = cpuTime()
+		cpu0 = htdg.CPUTime()
 		return nil
 	}
 	r, err := measure(n, m, c, barrier)
 	if err != nil {
 		return err
 	}
-	out := childResult{Mode: string(m), Tasks: n, MedianS: r.MedianS, CPUS: (cpuTime() - cpu0).Seconds(), MaxRSS: maxRSS()}
+	out := childResult{Mode: string(m), Tasks: n, MedianS: r.MedianS, CPUS: (htdg.CPUTime() - cpu0).Seconds(), MaxRSS: htdg.MaxRSS()}
 	for _, s := range r.RunsS {
 		out.TotalS += s
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package htdg
 
 import (
 	"runtime"
@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// cpuTime is the user+system CPU time this process has used.
-func cpuTime() time.Duration {
+// CPUTime is the user+system CPU time this process has used.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -17,9 +17,9 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// maxRSS is the process's peak resident set size in bytes (getrusage
+// MaxRSS is the process's peak resident set size in bytes (getrusage
 // ru_maxrss: KiB on Linux, bytes on Darwin).
-func maxRSS() uint64 {
+func MaxRSS() uint64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
