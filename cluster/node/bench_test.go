@@ -192,4 +192,3 @@ func (o *hopObserver) hops() []time.Duration {
 	slices.Sort(lat)
 	return lat
 }
-
