@@ -442,16 +442,7 @@ type SignalHandler func(from string, sigs []Signal)
 // d (fencing and dedup; nil delivers everything) and handed to h with the accepted
 // Signals. Batches are handled one at a time, in arrival order.
 func (c *Conn) SubscribeSignals(node string, d *Deduper, h SignalHandler) (*Subscription, error) {
-	filter, err := NodeSignalsFilter(node)
-	if err != nil {
-		return nil, err
-	}
-	var b Batch // reused: the handler runs on one goroutine
-	return c.subscribe([]string{filter}, func(m *nats.Msg) {
-		run, _, _ := parseSignalSubject(m.Subject)
-		if !c.decodeBatch(&b, m.Data, run) {
-			return
-		}
+	return c.SubscribeBatches(node, func(b *Batch) {
 		sigs := b.Signals
 		if d != nil {
 			sigs = d.Filter(sigs)

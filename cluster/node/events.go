@@ -54,24 +54,14 @@ func (p *eventPub) close() {
 	}
 }
 
-func (p *eventPub) emit(ev transport.TaskEvent) {
-	p.mu.Lock()
-	p.buf = append(p.buf, ev)
-	n := len(p.buf)
-	p.mu.Unlock()
-	if n == 1 {
-		nudge(p.kick)
-	}
-	if n >= p.max {
-		nudge(p.full)
-	}
-}
+func (p *eventPub) emit(ev transport.TaskEvent) { p.emitUnless(nil, ev) }
 
-// emitUnless emits ev unless stopped is set; stopped is set under p.mu (see
-// runningWatch), so an event emitted here precedes what follows the stop.
+// emitUnless emits ev unless stopped (when not nil) is set; stopped is set
+// under p.mu (see runningWatch), so an event emitted here precedes what
+// follows the stop.
 func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
 	p.mu.Lock()
-	if stopped.Load() {
+	if stopped != nil && stopped.Load() {
 		p.mu.Unlock()
 		return
 	}
