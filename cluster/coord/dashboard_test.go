@@ -18,9 +18,7 @@ import (
 func TestDashboardMountedWithTheAPIToken(t *testing.T) {
 	url := startNATS(t)
 	const tok = "0123456789abcdef"
-	c := startCoord(t, "c1", t.TempDir(), url, true, nil, func(cfg *Config) { cfg.Secret = proto.Secret{APIToken: tok} })
-	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
+	c := leadingCoord(t, url, func(cfg *Config) { cfg.Secret = proto.Secret{APIToken: tok} })
 	startFakeNode(t, "n1", url, []string{c.GossipAddr()}, 2, 0, nil)
 	eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
 	addr := c.HTTPAddr()

@@ -53,6 +53,16 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // startCoord starts one coordinator on loopback random ports.
+// leadingCoord starts c1, the one bootstrapping coordinator on url (mod, if
+// not nil, adjusts its Config), and waits until it leads.
+func leadingCoord(t *testing.T, url string, mod func(*Config)) *Server {
+	t.Helper()
+	c := startCoord(t, "c1", t.TempDir(), url, true, nil, mod)
+	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
+	eventually(t, 10*time.Second, "leader", c.Leader)
+	return c
+}
+
 func startCoord(t *testing.T, id, dir, natsURL string, bootstrap bool, join []string, mod func(*Config)) *Server {
 	t.Helper()
 	cfg := Config{ID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",

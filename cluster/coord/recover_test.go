@@ -32,9 +32,7 @@ func waitProbesDone(t *testing.T) {
 func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 	waitProbesDone(t)
 	url := startNATS(t)
-	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
-	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
+	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	live := startFakeNode(t, "live", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	zombie := startFakeNode(t, "zombie", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
@@ -70,9 +68,7 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 func TestLeaderRecoversFromALostNode(t *testing.T) {
 	waitProbesDone(t)
 	url := startNATS(t)
-	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
-	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
+	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	ok := startFakeNode(t, "ok", url, seeds, 1, 0, nil)
 	doomed := startFakeNode(t, "doomed", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
@@ -144,9 +140,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 	waitProbesDone(t)
 	url := startNATS(t)
-	c := startCoord(t, "c1", t.TempDir(), url, true, nil, nil)
-	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
+	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	again := startFakeNode(t, "again", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })

@@ -156,12 +156,10 @@ func TestRunOutcomes(t *testing.T) {
 	secret, err := proto.DeriveSecret([]byte("a cluster secret for the tests"))
 	must(t, err)
 	tok := secret.APIToken
-	c := startCoord(t, "c1", t.TempDir(), url, true, nil, func(cfg *Config) {
+	c := leadingCoord(t, url, func(cfg *Config) {
 		cfg.Secret = proto.Secret{APIToken: tok}
 		cfg.Retention = 3 * time.Second
 	})
-	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
 	seeds := []string{c.GossipAddr()}
 	startFakeNode(t, "ok", url, seeds, 4, 1, nil)
 	bad := startFakeNode(t, "bad", url, seeds, 1, 0, func(n *fakeNode) { n.failTask = "x" })
