@@ -86,7 +86,8 @@ func (t *topology) errNow() error {
 	return t.err
 }
 
-// invoke runs n on w and returns the successor to run inline, if any.
+// invoke runs n on w and returns the successor to run inline, if any. Static
+// tasks do not come here: runGuarded runs them.
 func (w *worker) invoke(n *node) *node {
 	switch n.kind {
 	case kindStart:
@@ -107,13 +108,7 @@ func (w *worker) invoke(n *node) *node {
 		w.observe(*obs, n, true)
 	}
 	var p *PanicError
-	switch n.kind {
-	case kindStatic:
-		if n.static != nil {
-			w.cur = n // a panic unwinds to runGuarded
-			n.static()
-			w.cur = nil
-		}
+	switch n.kind { // kindStatic: run by runGuarded itself
 	case kindCondition:
 		w.cur = n
 		idx := n.ext.cond()

@@ -201,7 +201,7 @@ func (w *worker) run(t *node) {
 
 // runGuarded runs an inline sequence of tasks under one recover. Static and
 // condition tasks, the common ones, call their function with no defer of
-// their own: invoke sets w.cur to the task for the length of the call, and a
+// their own: w.cur is set to the task for the length of the call, and a
 // panic there unwinds to here, which fails that task's run as callStatic
 // would and returns the task to continue with. A panic with w.cur nil is not
 // a task's (a broken invariant, say): it is not recovered. A defer per inline
@@ -215,14 +215,15 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			}
 		}
 	}()
-	cpu := w.dom.kind == domCPU
 	for t != nil {
-		if !cpu || t.kind != kindStatic {
+		if t.kind != kindStatic {
 			t = w.invoke(t)
 			continue
 		}
-		// invoke's path for a static task, inlined, with complete's
-		// for one successor that t alone releases: a chain's step.
+		// A static task runs here, not in invoke (inlined: it is most
+		// of every graph), with complete's path for one successor that t
+		// alone releases: a chain's step. Static tasks belong to the CPU
+		// domain, so w is a CPU worker.
 		f := t.frame
 		if f.topo.cancelled.Load() {
 			t = w.schedule(f, nil)
@@ -245,7 +246,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			// Handing s over even if the run was cancelled meanwhile is
 			// what complete would do by other means: s's own cancel
 			// check gives the count back.
-			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU {
+			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU { // a CPU task, like t
 				t.resetJoin()
 				t = s
 				continue
