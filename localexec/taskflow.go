@@ -212,14 +212,21 @@ var nodePool = sync.Pool{New: func() any { return new(node) }}
 // go back to the pool with their successor arrays emptied, chunked ones are
 // zeroed, dropping what they hold, and their chunks kept.
 func (g *graph) release() {
-	g.releaseGPU()
 	for i, n := range g.pnodes {
+		if n.ext != nil {
+			n.ext.releaseGPU()
+		}
 		*n = node{}
 		nodePool.Put(n)
 		g.pnodes[i] = nil
 	}
 	g.pnodes = g.pnodes[:0]
 	for i, c := range g.chunks {
+		for j := range c {
+			if x := c[j].ext; x != nil {
+				x.releaseGPU()
+			}
+		}
 		clear(c)
 		g.chunks[i] = c[:0]
 	}
@@ -232,19 +239,25 @@ func (g *graph) release() {
 }
 
 // releaseGPU releases the GPU graphs that g's GPU tasks built, and those of
-// the subflow children g's subflow tasks still hold: a device keeps an
-// instantiated graph, and what its copies name, until it is released.
+// the subflow children g's subflow tasks still hold: a device keeps a
+// graph, and what its copies name, until it is released.
 func (g *graph) releaseGPU() {
-	for _, n := range g.gpus {
-		if x := n.ext; x.gpuGraph != nil {
-			x.gpuGraph.Release()
-			x.gpuGraph = nil
+	for n := range g.all() {
+		if n.ext != nil {
+			n.ext.releaseGPU()
 		}
 	}
-	for n := range g.all() {
-		if n.kind == kindSubflow && n.ext.sub != nil {
-			n.ext.sub.releaseGPU()
-		}
+}
+
+// releaseGPU releases the GPU graph this task built, if any, and those of
+// the subflow children it holds.
+func (x *nodeExt) releaseGPU() {
+	if x.gpuGraph != nil {
+		x.gpuGraph.Release()
+		x.gpuGraph = nil
+	}
+	if x.sub != nil {
+		x.sub.releaseGPU()
 	}
 }
 
