@@ -351,7 +351,7 @@ func (g *graph) addEdge(from, to *node) {
 // carve returns room for c successors: from g's edge slab when c is small,
 // else an array of its own.
 func (g *graph) carve(c int) []*node {
-	if g == nil || c > edgeSlabSize/8 {
+	if c > edgeSlabSize/8 {
 		return make([]*node, c)
 	}
 	if len(g.edges) < c {
@@ -368,10 +368,6 @@ func (g *graph) carve(c int) []*node {
 func (g *graph) setName(n *node, name string) {
 	if n.name != nil {
 		*n.name = name // the slot is n's own
-		return
-	}
-	if g == nil {
-		n.name = &name
 		return
 	}
 	if len(g.names) == 0 {
