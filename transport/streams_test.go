@@ -162,9 +162,14 @@ func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
 	// Rebuild the status of r1: the latest event per task wins.
 	latest := map[uint32]TaskEvent{}
 	count := 0
+	// Each attempt gets a deadline of its own: a replay reads until it has
+	// caught up or its context ends, and a server still recovering its
+	// store can hold the first attempt past the test's whole context.
 	eventually(t, "replay after restart", func() bool {
 		count = 0
-		err := c.ReplayEvents(ctx, "r1", func(e *TaskEvent) error {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		err := c.ReplayEvents(actx, "r1", func(e *TaskEvent) error {
 			ev := *e
 			ev.Output = append([]byte(nil), e.Output...)
 			latest[e.Task] = ev
