@@ -92,6 +92,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
 		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes,
+		InProcessNodes: true, // gossip between members of one process learns nothing
 	})
 	if err != nil {
 		return nil, err

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -84,15 +86,22 @@ func startCoord(t *testing.T, id, dir, natsURL string, bootstrap bool, join []st
 // fakeNode stands in for a node agent (cluster/node) in the coordinator's
 // tests: it joins the ring, answers an Assignment by publishing a done event
 // for each of its tasks and an idle TermReport, answers probes, and records
-// Cancels. busy makes it never idle; failTask makes it report that task failed.
+// Cancels. busy makes it never idle; failTask makes it report that task failed;
+// lose makes it report that task's run as idle without any event for it (an
+// activation lost by a protocol bug). It answers liveness pings as a node does
+// unless silent is set (a frozen process) or stopPings closed the
+// subscription (a dead one, as NATS sees it).
 type fakeNode struct {
 	t        *testing.T
 	id       string
 	nc       *transport.Conn
 	ml       *member.List
 	sub      *transport.Subscription
+	ping     *transport.Subscription
+	silent   atomic.Bool
 	busy     bool
 	failTask string
+	lose     string
 
 	mu      sync.Mutex
 	runs    map[string]uint64 // run → gen it runs
@@ -114,6 +123,15 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.ping, err = nc.Subscribe(proto.PingSubject(id), func(m *nats.Msg) {
+		if !n.silent.Load() {
+			_ = m.Respond(nil)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, nc.Sync(ctxFor(t, 5*time.Second)))
 	n.ml, err = member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seeds,
 		Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: cpus, GPUs: gpus, Boot: "boot1"}})
 	if err != nil {
@@ -126,9 +144,14 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 	return n
 }
 
+// stopPings closes the ping subscription: NATS then answers pings with "no
+// responders", as for a process that is gone.
+func (n *fakeNode) stopPings() { _ = n.ping.Close(context.Background()) }
+
 func (n *fakeNode) stop() {
 	_ = n.ml.Shutdown()
 	_ = n.sub.Close(context.Background())
+	_ = n.ping.Close(context.Background())
 	_ = n.nc.Close()
 }
 
@@ -145,6 +168,7 @@ func (n *fakeNode) handle(m transport.Message) {
 		n.mu.Lock()
 		if n.runs[m.Run] == m.Gen {
 			n.mu.Unlock()
+			n.term(m.Run, m.Gen, 0) // the ack a node's heartbeat gives
 			return
 		}
 		n.runs[m.Run] = m.Gen
@@ -163,6 +187,9 @@ func (n *fakeNode) handle(m transport.Message) {
 		var evs []transport.TaskEvent
 		for _, task := range m.TasksOf(n.id) {
 			v := g.Vertices[task]
+			if v.Name() == n.lose {
+				continue
+			}
 			if v.Name() == n.failTask {
 				body, _ := json.Marshal(proto.FailBody{Task: v.Path, Error: "boom"})
 				e := transport.Envelope{Kind: proto.KindFail, Run: m.Run, Node: n.id, Body: body}

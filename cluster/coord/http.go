@@ -524,7 +524,36 @@ func (s *Server) initMetrics() {
 		Help: "API requests by method, route and status code."}, []string{"method", "route", "code"})
 	s.drops = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_messages_dropped_total",
 		Help: "Messages from peers dropped undecoded, by subject and reason (malformed, oversized, kind)."}, []string{"subject", "reason"})
-	s.reg.MustRegister(s.http, s.drops, (*collector)(s), prometheus.NewGoCollector())
+	s.refusedMetric = prometheus.NewCounter(prometheus.CounterOpts{Name: "hetflow_verdicts_refused_total",
+		Help: "Success verdicts the leader refused because the run's record shows work owed (a protocol bug; see coord.CheckSuccess)."})
+	s.deathsMetric = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_gossip_deaths_total",
+		Help: "Nodes gossip declared dead, by what NATS said: confirmed (dead) or refuted (alive, only slow); see coord.Liveness."}, []string{"verdict"})
+	s.reg.MustRegister(s.http, s.drops, s.refusedMetric, s.deathsMetric, (*collector)(s), prometheus.NewGoCollector())
+}
+
+// verdictRefused counts a refused success verdict.
+func (s *Server) verdictRefused() {
+	s.refusedMetric.Inc()
+	s.refused.Add(1)
+}
+
+// gossipDeath counts a death gossip declared, confirmed or refuted.
+func (s *Server) gossipDeath(confirmed bool) {
+	v := "refuted"
+	if confirmed {
+		v = "confirmed"
+		s.deathsConfirmed.Add(1)
+	} else {
+		s.deathsRefuted.Add(1)
+	}
+	s.deathsMetric.WithLabelValues(v).Inc()
+}
+
+// Verdicts reports how many success verdicts this server refused while it
+// led (hetflow_verdicts_refused_total), and how many deaths gossip declared
+// that NATS confirmed or refuted (hetflow_gossip_deaths_total).
+func (s *Server) Verdicts() (refused, deathsConfirmed, deathsRefuted uint64) {
+	return s.refused.Load(), s.deathsConfirmed.Load(), s.deathsRefuted.Load()
 }
 
 // errWrongKind: a message that decodes but is not what its subject carries.

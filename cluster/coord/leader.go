@@ -33,6 +33,7 @@ type tracker struct {
 	asg      *transport.Assignment
 	det      *Detector
 	lastSend time.Time
+	refused  int // success verdicts refused in a row (verdict)
 }
 
 // leader is the state of one term of leadership; only lead's goroutine
@@ -43,18 +44,29 @@ type leader struct {
 	cancelSent map[string]time.Time // "run/node" → last Cancel sent in answer to a report
 	lastSync   time.Time
 	lastPrune  time.Time
+	live       *Liveness // which nodes are dead (gossip, corroborated over NATS)
+	pingInbox  string    // replies to pings come to pingInbox + "." + node
 }
 
 type inbound struct {
 	term *transport.TermReport
 	fail *transport.Envelope
+	ping *pingAnswer
+}
+
+// pingAnswer is a node's answer to a liveness ping, or the NATS server's
+// "no responders" in its stead.
+type pingAnswer struct {
+	node  string
+	alive bool
 }
 
 // lead is the leader loop: it runs until ctx ends (leadership lost or Close).
 func (s *Server) lead(ctx context.Context) {
 	s.log.Info("leading")
 	defer s.log.Info("no longer leading")
-	l := &leader{s: s, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{}}
+	l := &leader{s: s, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{},
+		live: &Liveness{Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes}}
 
 	// Make sure every entry of earlier terms is applied before acting on the FSM.
 	if err := s.raft.Barrier(5 * time.Second).Error(); err != nil {
@@ -107,6 +119,19 @@ func (s *Server) lead(ctx context.Context) {
 		}
 		defer closeSub(fail)
 		defer closeSub(term)
+		l.pingInbox = s.nc.NATS().NewInbox()
+		pong, err := s.nc.Subscribe(l.pingInbox+".*", func(m *nats.Msg) {
+			node := m.Subject[len(l.pingInbox)+1:]
+			// The server answers a request nobody subscribes to with an
+			// empty message whose header says 503.
+			none := len(m.Data) == 0 && m.Header.Get("Status") == "503"
+			deliver(inbound{ping: &pingAnswer{node: node, alive: !none}})
+		})
+		if err != nil {
+			s.log.Error("subscribe ping answers", "err", err)
+			return
+		}
+		defer closeSub(pong)
 	}
 
 	t := time.NewTicker(tickEvery)
@@ -120,9 +145,15 @@ func (s *Server) lead(ctx context.Context) {
 			return
 		case m := <-in:
 			now := time.Now()
-			if m.term != nil {
+			switch {
+			case m.term != nil:
+				if l.live.Heard(now, m.term.Node) {
+					l.refuted(m.term.Node, "a TermReport")
+				}
 				l.report(now, m.term)
-			} else {
+			case m.ping != nil:
+				l.pinged(now, m.ping)
+			default:
 				l.fail(now, m.fail)
 			}
 		case <-s.kick:
@@ -131,15 +162,53 @@ func (s *Server) lead(ctx context.Context) {
 			l.syncMembers(time.Now())
 			l.recoverRuns(time.Now())
 		case now := <-t.C:
-			if now.Sub(l.lastSync) >= syncEvery {
+			if due := l.live.Next(now); now.Sub(l.lastSync) >= syncEvery || (!due.IsZero() && !due.After(now)) {
 				l.syncMembers(now)
 				l.recoverRuns(now)
 			}
+			l.ping(now)
 			l.reconcile(now)
 			l.tick(now)
 			l.prune(now)
 		}
 	}
+}
+
+// ping sends a liveness ping to every node gossip calls dead whose death is
+// not confirmed yet (Liveness); answers come back through the inbound
+// channel.
+func (l *leader) ping(now time.Time) {
+	if l.s.nc == nil || l.pingInbox == "" {
+		return
+	}
+	for _, id := range l.live.Pings(now) {
+		m := &nats.Msg{Subject: proto.PingSubject(id), Reply: l.pingInbox + "." + id}
+		if err := l.s.nc.NATS().PublishMsg(m); err != nil {
+			l.s.log.Warn("ping node", "node", id, "err", err)
+		}
+	}
+}
+
+// pinged takes a ping's answer; a node confirmed dead by it is recorded and
+// its runs recovered at once.
+func (l *leader) pinged(now time.Time, a *pingAnswer) {
+	if a.alive {
+		if l.live.Heard(now, a.node) {
+			l.refuted(a.node, "a ping's answer")
+		}
+		return
+	}
+	l.live.NoResponder(now, a.node)
+	if l.live.State(now, a.node) == proto.NodeDead {
+		l.syncMembers(now)
+		l.recoverRuns(now)
+	}
+}
+
+// refuted logs and counts a death gossip declared that NATS refuted.
+func (l *leader) refuted(node, sign string) {
+	l.s.gossipDeath(false)
+	l.s.log.Info("gossip declared a node dead, but it is alive (slow is not dead)", "node", node, "heard", sign)
 }
 
 func closeSub(sub *transport.Subscription) {
@@ -171,9 +240,16 @@ func (l *leader) syncMembers(now time.Time) {
 		switch m.Meta.Role {
 		case proto.RoleNode:
 			seen[m.ID] = true
-			state := m.State
-			if state == proto.NodeSuspect {
-				state = proto.NodeAlive // the FSM does not follow suspicion (it flaps); GET /v1/nodes shows it live
+			// The FSM does not follow suspicion (it flaps; GET /v1/nodes
+			// shows it), and gossip's deaths only once NATS corroborates
+			// them (Liveness).
+			l.live.Gossip(now, m.ID, m.State, m.Meta.Boot)
+			state := l.live.State(now, m.ID)
+			if state == proto.NodeDead && m.State == proto.NodeDead {
+				if k, ok := known[m.ID]; !ok || k.State != proto.NodeDead {
+					s.gossipDeath(true)
+					s.log.Info("node confirmed dead", "node", m.ID, "gossip_dead_for", now.Sub(m.Since).Round(time.Millisecond))
+				}
 			}
 			n := Node{ID: m.ID, Address: m.Addr, State: state, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs, Boot: m.Meta.Boot}
 			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs && k.Boot == n.Boot {
@@ -420,8 +496,58 @@ func (l *leader) act(now time.Time, t *tracker, a Action) {
 		l.probe(t, a.Probe)
 	}
 	if a.Terminated {
-		l.finish(now, t, proto.RunSucceeded, "")
+		l.verdict(now, t)
 	}
+}
+
+// maxRefusals is how many success verdicts in a row the leader refuses for
+// work owed before it fails the run loudly: the run is quiet (every node
+// idle, every Signal counted) with an activation undone, which nothing will
+// change.
+const maxRefusals = 5
+
+// verdict checks the detector's "terminated" against the run's record
+// before it commits success (CheckSuccess). A verdict that leaves work owed
+// is refused, logged and counted (hetflow_verdicts_refused_total), and the
+// run is probed again; after maxRefusals in a row it fails, naming the work
+// owed. A task whose latest activation failed fails the run. A record that
+// cannot be read now postpones the verdict.
+func (l *leader) verdict(now time.Time, t *tracker) {
+	s := l.s
+	reprobe := func() { t.det = NewDetector(t.run.Gen, t.run.Nodes, probeTimeout) }
+	if s.nc == nil {
+		l.finish(now, t, proto.RunSucceeded, "")
+		return
+	}
+	g, fold, err := s.record(context.Background(), t.run)
+	if err != nil {
+		s.log.Warn("success verdict postponed: the run's record cannot be read", "run", t.run.ID, "err", err)
+		reprobe()
+		return
+	}
+	owed, failed := CheckSuccess(g, fold)
+	if len(failed) > 0 {
+		l.finish(now, t, proto.RunFailed, fmt.Sprintf("task %s failed", failed[0]))
+		return
+	}
+	if len(owed) == 0 {
+		l.finish(now, t, proto.RunSucceeded, "")
+		return
+	}
+	t.refused++
+	s.verdictRefused()
+	show := owed[:min(len(owed), 5)]
+	msgs := make([]string, len(show))
+	for i, o := range show {
+		msgs[i] = o.String()
+	}
+	s.log.Error("success verdict refused: work is owed (a protocol bug)", "run", t.run.ID, "gen", t.run.Gen,
+		"refused", t.refused, "owed", len(owed), "first", strings.Join(msgs, "; "))
+	if t.refused >= maxRefusals {
+		l.finish(now, t, proto.RunFailed, fmt.Sprintf("internal error: the run went quiet with work undone (%s); please report this bug", strings.Join(msgs, "; ")))
+		return
+	}
+	reprobe()
 }
 
 func (l *leader) fail(now time.Time, e *transport.Envelope) {

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -46,6 +47,7 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 	}
 	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
 	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
+	zombie.silent.Store(true)     // frozen: it answers no ping
 	must(t, zombie.ml.Shutdown()) // gone from gossip, still on NATS
 	eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
 	if r, _ := c.run(sub.ID); r.State != proto.RunRunning || len(r.Nodes) != 1 || r.Nodes[0] != "live" {
@@ -170,4 +172,98 @@ func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs/"+sub.ID+"/cancel", "", nil, nil); code != http.StatusOK {
 		t.Fatalf("cancel: %d", code)
 	}
+}
+
+// Slow is not dead: a node gossip declares dead that still answers pings
+// over NATS keeps its tasks, for as long as it answers; once NATS has no
+// responder for it (its process is gone), its tasks move at once.
+func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	const silence = time.Second
+	c := leadingCoord(t, url, func(cfg *Config) { cfg.NodeSilence = silence })
+	seeds := []string{c.GossipAddr()}
+	ok := startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	slow := startFakeNode(t, "slow", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
+	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "slow") == proto.NodeAlive
+	})
+	var sub proto.SubmitResponse
+	flow := "name: two\ntasks:\n  - {name: a, func: spin, args: {us: 1000}, node: ok}\n  - {name: b, func: spin, args: {us: 1000}, node: slow}\n"
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
+	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(ok, 1) && took(slow, 1) })
+
+	must(t, slow.ml.Shutdown()) // gossip declares it dead; NATS still hears it
+	eventually(t, 15*time.Second, "gossip declares slow dead", func() bool {
+		m, found := c.members.Member("slow")
+		return found && m.State == proto.NodeDead
+	})
+	eventually(t, 10*time.Second, "NATS refutes the death", func() bool { _, _, refuted := c.Verdicts(); return refuted >= 1 })
+	for start := time.Now(); time.Since(start) < 3*silence; time.Sleep(50 * time.Millisecond) { // polling interval
+		if r, _ := c.run(sub.ID); r.Gen != 1 || nodeState(c, "slow") != proto.NodeAlive {
+			t.Fatalf("a node that answers pings was taken for dead: run gen %d, node %s", r.Gen, nodeState(c, "slow"))
+		}
+	}
+	if _, confirmed, _ := c.Verdicts(); confirmed != 0 {
+		t.Fatalf("%d deaths confirmed, want 0", confirmed)
+	}
+
+	slow.stopPings() // the process is gone, as NATS sees it
+	eventually(t, 10*time.Second, "slow confirmed dead", func() bool { return nodeState(c, "slow") == proto.NodeDead })
+	if r, _ := c.run(sub.ID); r.State != proto.RunFailed || !strings.Contains(r.Error, `"b"`) {
+		// b is pinned to slow: it cannot move, so the run fails naming it.
+		t.Fatalf("run after the loss: %s %q", r.State, r.Error)
+	}
+	if _, confirmed, _ := c.Verdicts(); confirmed != 1 {
+		t.Fatalf("%d deaths confirmed, want 1", confirmed)
+	}
+}
+
+// Success means done: a run whose nodes all report idle with balanced
+// counters, but whose record shows a task that never ran behind a
+// predecessor that did, is not marked succeeded. The leader refuses the
+// verdict, counts it, probes again and, as the run stays quiet, fails it
+// naming the task.
+func TestLeaderRefusesASuccessVerdictWithWorkOwed(t *testing.T) {
+	waitProbesDone(t)
+	url := startNATS(t)
+	c := leadingCoord(t, url, nil)
+	lossy := startFakeNode(t, "lossy", url, []string{c.GossipAddr()}, 1, 0, func(n *fakeNode) { n.lose = "b" })
+	eventually(t, 10*time.Second, "the node is alive", func() bool { return nodeState(c, "lossy") == proto.NodeAlive })
+	_ = lossy
+	var sub proto.SubmitResponse
+	flow := "name: chain\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: noop, succeed: [a]}\n  - {name: c, func: noop, succeed: [b]}\n"
+	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	eventually(t, 60*time.Second, "the run ends", func() bool { return proto.Finished(runState(c, sub.ID)) })
+	r, _ := c.run(sub.ID)
+	if r.State != proto.RunFailed || !strings.Contains(r.Error, "task b: never ran") || !strings.Contains(r.Error, "internal error") {
+		t.Fatalf("run: %s %q, want failed naming task b", r.State, r.Error)
+	}
+	if refused, _, _ := c.Verdicts(); refused < maxRefusals {
+		t.Fatalf("%d verdicts refused, want %d", refused, maxRefusals)
+	}
+	var metrics string
+	resp, err := http.Get("http://" + c.HTTPAddr() + "/metrics")
+	must(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metrics = string(b)
+	if !strings.Contains(metrics, "hetflow_verdicts_refused_total 5") {
+		t.Fatalf("/metrics lacks hetflow_verdicts_refused_total 5:\n%s", grepLines(metrics, "verdicts"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -77,6 +78,14 @@ type Config struct {
 	// a follower misses the leader after 0.5–1 s and a new leader is elected
 	// well within the 3 s the failover target allows; see the README).
 	RaftTimeout time.Duration
+	// InProcessNodes says the cluster's nodes run in this process (the
+	// all-in-one dev cluster): gossip cannot learn anything there (a busy
+	// process starves every member at once), so gossip never declares one
+	// dead (Liveness.InProcess).
+	InProcessNodes bool
+	// NodeSilence is how long a node gossip declares dead must stay unheard
+	// over NATS before its tasks move (default DefaultSilence; see Liveness).
+	NodeSilence time.Duration
 	Logger      *slog.Logger // nil: discard
 }
 
@@ -116,6 +125,12 @@ type Server struct {
 	drops     *prometheus.CounterVec
 	dropMu    sync.Mutex
 	dropCount map[string]uint64 // "subject reason" → count
+
+	// verdicts and deaths (Verdicts)
+	refusedMetric            prometheus.Counter
+	deathsMetric             *prometheus.CounterVec
+	refused, deathsConfirmed atomic.Uint64
+	deathsRefuted            atomic.Uint64
 }
 
 // New checks cfg and returns a Server that is not started.

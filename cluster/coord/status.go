@@ -33,6 +33,20 @@ type taskAgg struct {
 	output []byte
 }
 
+// clone returns a deep enough copy of f for reading while f goes on.
+func (f *Fold) clone() *Fold {
+	c := &Fold{tasks: make(map[string]*taskAgg, len(f.tasks)), extra: append([]string(nil), f.extra...)}
+	for k, a := range f.tasks {
+		b := *a
+		b.execs = make(map[string]uint64, len(a.execs))
+		for n, x := range a.execs {
+			b.execs[n] = x
+		}
+		c.tasks[k] = &b
+	}
+	return c
+}
+
 // NewFold returns an empty fold.
 func NewFold() *Fold { return &Fold{tasks: map[string]*taskAgg{}} }
 
@@ -129,12 +143,8 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 	if !ok {
 		return proto.RunStatus{}, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
 	}
+	c := s.cacheOf(id)
 	s.mu.Lock()
-	c := s.status[id]
-	if c == nil {
-		c = &statusCache{fold: NewFold()}
-		s.status[id] = c
-	}
 	for k := range s.status { // forget pruned runs
 		if _, ok := s.run(k); !ok {
 			delete(s.status, k)
@@ -144,14 +154,8 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.g == nil {
-		f, err := spec.ParseJSON(r.ID+".json", r.Flow)
-		if err == nil {
-			c.g, err = f.Expand()
-		}
-		if err != nil {
-			return proto.RunStatus{}, fmt.Errorf("coord: run %s: its flow does not expand: %w", id, err)
-		}
+	if err := c.graph(r); err != nil {
+		return proto.RunStatus{}, err
 	}
 	if s.nc != nil {
 		if err := s.readEvents(ctx, c, id); err != nil {
@@ -159,6 +163,49 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 		}
 	}
 	return c.fold.Status(r, c.g), nil
+}
+
+// record returns a run's graph and its record folded up to now (the status
+// cache's, brought up to date): what the leader checks a success verdict
+// against (CheckSuccess).
+func (s *Server) record(ctx context.Context, r Run) (*spec.Graph, *Fold, error) {
+	c := s.cacheOf(r.ID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.graph(r); err != nil {
+		return nil, nil, err
+	}
+	if err := s.readEvents(ctx, c, r.ID); err != nil {
+		return nil, nil, err
+	}
+	return c.g, c.fold.clone(), nil
+}
+
+// cacheOf returns run id's status cache, made on first use.
+func (s *Server) cacheOf(id string) *statusCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.status[id]
+	if c == nil {
+		c = &statusCache{fold: NewFold()}
+		s.status[id] = c
+	}
+	return c
+}
+
+// graph expands the run's flow once; c.mu is held.
+func (c *statusCache) graph(r Run) error {
+	if c.g != nil {
+		return nil
+	}
+	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+	if err == nil {
+		c.g, err = f.Expand()
+	}
+	if err != nil {
+		return fmt.Errorf("coord: run %s: its flow does not expand: %w", r.ID, err)
+	}
+	return nil
 }
 
 // readEvents folds the run's events after c.seq.

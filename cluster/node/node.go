@@ -151,17 +151,17 @@ type Node struct {
 	drained  chan struct{}
 	drainEnd bool // drained is closed
 
-	ctlSub, sigSub *transport.Subscription
-	flushKick      chan struct{} // a run went idle: publish the waiting Signals now
-	replayKick     chan struct{} // NATS reconnected: read what was missed from the record
-	flushStop      chan struct{}
-	flushDone      chan struct{}
-	unhook         func()         // removes the OnReconnect hook
-	wg             sync.WaitGroup // run goroutines
-	closeOnce      sync.Once
-	closeErr       error
-	stats          counters
-	scratch        acceptScratch // under mu
+	ctlSub, sigSub, pingSub *transport.Subscription
+	flushKick               chan struct{} // a run went idle: publish the waiting Signals now
+	replayKick              chan struct{} // NATS reconnected: read what was missed from the record
+	flushStop               chan struct{}
+	flushDone               chan struct{}
+	unhook                  func()         // removes the OnReconnect hook
+	wg                      sync.WaitGroup // run goroutines
+	closeOnce               sync.Once
+	closeErr                error
+	stats                   counters
+	scratch                 acceptScratch // under mu
 }
 
 // acceptScratch is the storage take and acceptAll reuse for every batch, so
@@ -304,8 +304,14 @@ func (n *Node) Start(ctx context.Context) error {
 		sig.Close(ctx)
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
+	ping, err := n.answerPings()
+	if err != nil {
+		sig.Close(ctx)
+		ctl.Close(ctx)
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
 	n.mu.Lock()
-	n.sigSub, n.ctlSub = sig, ctl
+	n.sigSub, n.ctlSub, n.pingSub = sig, ctl, ping
 	n.mu.Unlock()
 	// Make sure the server has the interest before anyone is told we are up.
 	if err := n.conn.Sync(ctx); err != nil {
@@ -359,11 +365,14 @@ func (n *Node) close() error {
 	defer cancel()
 	n.mu.Lock()
 	n.closed = true
-	ctl, sig := n.ctlSub, n.sigSub
+	ctl, sig, ping := n.ctlSub, n.sigSub, n.pingSub
 	n.mu.Unlock()
 	var errs []error
 	if ctl != nil {
 		errs = append(errs, ctl.Close(ctx))
+	}
+	if ping != nil {
+		errs = append(errs, ping.Close(ctx))
 	}
 	n.mu.Lock()
 	runs := make([]*run, 0, len(n.runs))

@@ -23,6 +23,11 @@ const (
 	SubjectFail = "hf.coord.fail" // transport.Envelope{Kind: KindFail} from nodes
 )
 
+// PingSubject is the core NATS subject a node answers liveness pings on
+// (request/reply, empty bodies): the leader corroborates gossip's verdict of
+// death with it (coord.Liveness). node is a valid id (transport.ValidateID).
+func PingSubject(node string) string { return "hf.ping." + node }
+
 // Envelope kinds.
 const (
 	KindFail  = "fail"  // node → leader: a task failed for good; Body is a FailBody as JSON

@@ -1,0 +1,127 @@
+package coord
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// verdictFlow: a source, a fan of two into a join, a do-while loop, and a
+// module whose instance has a source.
+const verdictFlow = `
+flows:
+  - name: main
+    tasks:
+      - {name: src, func: noop}
+      - {name: a, func: noop, succeed: [src]}
+      - {name: b, func: noop, succeed: [src]}
+      - {name: join, func: noop, succeed: [a, b]}
+      - {name: body, func: noop, succeed: [join]}
+      - {name: cond, kind: condition, func: loop, args: {n: 2}, succeed: [body], precede: [body, done]}
+      - {name: done, func: noop}
+      - {name: after, func: noop, succeed: [body]}
+      - {name: mod, kind: module, flow: inner, succeed: [done]}
+  - name: inner
+    tasks:
+      - {name: x, func: noop}
+      - {name: y, func: noop, succeed: [x]}
+`
+
+func verdictGraph(t *testing.T) *spec.Graph {
+	t.Helper()
+	f, err := spec.Parse("v.yaml", []byte(verdictFlow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// complete is the record of a correct run: every task done, the loop body
+// and "after" three times.
+func complete() map[string][2]uint64 { // name → {activations, executions}
+	return map[string][2]uint64{"src": {1, 1}, "a": {1, 1}, "b": {1, 1}, "join": {1, 1}, "body": {3, 3},
+		"cond": {3, 3}, "done": {1, 1}, "after": {3, 3}, "mod": {1, 1}, "mod/x": {1, 1}, "mod/y": {1, 1}}
+}
+
+func foldOf(g *spec.Graph, rec map[string][2]uint64, state map[string]transport.TaskState) *Fold {
+	f := NewFold()
+	for name, ae := range rec {
+		st := transport.TaskDone
+		if s, ok := state[name]; ok {
+			st = s
+		}
+		f.Add(g, &transport.TaskEvent{Run: "r", Gen: 1, Name: name, Node: "n1", Act: ae[0], Executions: ae[1], State: st})
+	}
+	return f
+}
+
+func TestCheckSuccess(t *testing.T) {
+	g := verdictGraph(t)
+	cases := []struct {
+		name   string
+		edit   func(rec map[string][2]uint64)
+		state  map[string]transport.TaskState
+		owed   []string // substrings of the owed tasks' reports, in order
+		failed []string
+	}{
+		{name: "a complete run stands"},
+		{name: "a condition's branch not taken is not owed", edit: func(r map[string][2]uint64) {
+			// the loop left at once: body and after once, done once
+			r["body"], r["cond"], r["after"] = [2]uint64{1, 1}, [2]uint64{1, 1}, [2]uint64{1, 1}
+		}},
+		{name: "a task still running", state: map[string]transport.TaskState{"a": transport.TaskRunning},
+			owed: []string{"task a: activation 1 is still running on node n1"}},
+		{name: "the join skipped behind a fan that ran", edit: func(r map[string][2]uint64) {
+			for _, k := range []string{"join", "body", "cond", "done", "after", "mod", "mod/x", "mod/y"} {
+				delete(r, k)
+			}
+		}, owed: []string{"task join: never ran although its strong predecessors (a, b) all did"}},
+		{name: "a fan task pending: the join is not owed yet, the fan task is", edit: func(r map[string][2]uint64) {
+			for _, k := range []string{"b", "join", "body", "cond", "done", "after", "mod", "mod/x", "mod/y"} {
+				delete(r, k)
+			}
+		}, owed: []string{"task b: never ran although its strong predecessors (src) all did"}},
+		{name: "the source never ran", edit: func(r map[string][2]uint64) {
+			for k := range r {
+				delete(r, k)
+			}
+		}, owed: []string{"task src: a source of the flow never ran"}},
+		{name: "a loop's strong successor ran fewer times than the body", edit: func(r map[string][2]uint64) {
+			r["after"] = [2]uint64{2, 2}
+		}, owed: []string{"task after: ran 2 times, its strong predecessor body 3 times"}},
+		{name: "after a re-execution activations are not compared", edit: func(r map[string][2]uint64) {
+			r["after"] = [2]uint64{2, 3}
+		}},
+		{name: "a module ran but its instance's source did not", edit: func(r map[string][2]uint64) {
+			delete(r, "mod/x")
+			delete(r, "mod/y")
+		}, owed: []string{"task mod/x: a source of module mod never ran although the module ran 1 times"}},
+		{name: "a task failed", state: map[string]transport.TaskState{"join": transport.TaskFailed}, failed: []string{"join"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := complete()
+			if c.edit != nil {
+				c.edit(rec)
+			}
+			owed, failed := CheckSuccess(g, foldOf(g, rec, c.state))
+			if len(owed) != len(c.owed) {
+				t.Fatalf("owed %v, want %d reports like %q", owed, len(c.owed), c.owed)
+			}
+			for i, o := range owed {
+				if !strings.Contains(o.String(), c.owed[i]) {
+					t.Errorf("owed[%d] = %q, want %q", i, o, c.owed[i])
+				}
+			}
+			if strings.Join(failed, ",") != strings.Join(c.failed, ",") {
+				t.Errorf("failed %v, want %v", failed, c.failed)
+			}
+		})
+	}
+}
