@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // waitProbesDone waits (registered first, it runs after every other cleanup)
@@ -31,12 +32,12 @@ func waitProbesDone(t *testing.T) {
 // old generation.
 func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	live := startFakeNode(t, "live", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	zombie := startFakeNode(t, "zombie", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "two nodes alive", func() bool {
 		return nodeState(c, "live") == proto.NodeAlive && nodeState(c, "zombie") == proto.NodeAlive
 	})
 	var sub proto.SubmitResponse
@@ -45,13 +46,13 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 		t.Fatalf("submit: %d", code)
 	}
 	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
-	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
+	testsupport.Eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
 	must(t, zombie.ml.Shutdown()) // gone from gossip, still on NATS
-	eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
+	testsupport.Eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
 	if r, _ := c.run(sub.ID); r.State != proto.RunRunning || len(r.Nodes) != 1 || r.Nodes[0] != "live" {
 		t.Fatalf("run after the loss: %s on %v", r.State, r.Nodes)
 	}
-	eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
 		zombie.term(sub.ID, 1, 0)
 		return zombie.cancelled(sub.ID) == "reassigned"
 	})
@@ -67,13 +68,13 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 // and fails a run whose tasks cannot move, naming the task and the node.
 func TestLeaderRecoversFromALostNode(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	ok := startFakeNode(t, "ok", url, seeds, 1, 0, nil)
 	doomed := startFakeNode(t, "doomed", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	pinned := startFakeNode(t, "pinned", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "three nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "three nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "doomed") == proto.NodeAlive && nodeState(c, "pinned") == proto.NodeAlive
 	})
 	submit := func(flow string) string {
@@ -92,7 +93,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 	spread := submit(b.String())
 	stuck := submit("name: stuck\ntasks:\n  - {name: p, func: noop, node: pinned}\n  - {name: q, func: noop, succeed: [p]}\n")
 	gen1 := map[string]bool{}
-	eventually(t, 10*time.Second, "every node took its part", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "every node took its part", func() bool {
 		for _, n := range []*fakeNode{ok, doomed, pinned} {
 			n.mu.Lock()
 			gen1[n.id] = n.runs[spread] == 1
@@ -107,7 +108,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 
 	doomed.stop() // no Leave: memberlist declares them dead
 	pinned.stop()
-	eventually(t, 15*time.Second, "the spread run succeeds on ok alone", func() bool { return runState(c, spread) == proto.RunSucceeded })
+	testsupport.Eventually(t, 15*time.Second, "the spread run succeeds on ok alone", func() bool { return runState(c, spread) == proto.RunSucceeded })
 	r, _ = c.run(spread)
 	if r.Gen < 2 || len(r.Nodes) != 1 || r.Nodes[0] != "ok" {
 		t.Fatalf("spread run after the losses: gen %d nodes %v", r.Gen, r.Nodes)
@@ -126,7 +127,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 		}
 	}
 
-	eventually(t, 15*time.Second, "the stuck run fails", func() bool { return runState(c, stuck) == proto.RunFailed })
+	testsupport.Eventually(t, 15*time.Second, "the stuck run fails", func() bool { return runState(c, stuck) == proto.RunFailed })
 	r, _ = c.run(stuck)
 	if !strings.Contains(r.Error, `task "p"`) || !strings.Contains(r.Error, "pinned") || !strings.Contains(r.Error, "lost") {
 		t.Fatalf("the stuck run's error does not name the task and the lost node: %q", r.Error)
@@ -139,12 +140,12 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 // run.
 func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	again := startFakeNode(t, "again", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "two nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "again") == proto.NodeAlive
 	})
 	var b strings.Builder
@@ -160,7 +161,7 @@ func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 		t.Fatalf("run before the restart: nodes %v boots %v", r.Nodes, r.Boots)
 	}
 	must(t, again.ml.UpdateMeta(proto.Meta{Role: proto.RoleNode, ID: "again", CPUs: 1, Boot: "boot2"}))
-	eventually(t, 15*time.Second, "the run moved off the restarted node", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "the run moved off the restarted node", func() bool {
 		r, _ := c.run(sub.ID)
 		return r.Gen == 2 && len(r.Nodes) == 1 && r.Nodes[0] == "ok"
 	})
