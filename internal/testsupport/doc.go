@@ -24,8 +24,10 @@
 // # Waiting for a condition: Eventually, EventuallyCtx, EventuallyState
 //
 // Eventually polls a condition, with a short backoff (1 ms, doubling up to
-// 50 ms), until it holds or Scale(d) has passed; then it fails the test
-// with t.Fatalf, naming what it waited for and how long:
+// 50 ms, and never less than the last check took, up to 250 ms, so that a
+// condition that runs a command does not keep a core busy), until it holds
+// or Scale(d) has passed; then it fails the test with t.Fatalf, naming
+// what it waited for and how long:
 //
 //	testsupport.Eventually(t, 10*time.Second, "a leader", c.Leader)
 //

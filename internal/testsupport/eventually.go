@@ -7,10 +7,13 @@ import (
 )
 
 // Polling backoff: the first check is immediate, then the pause doubles
-// from minPause up to maxPause.
+// from minPause up to maxPause; it is never shorter than the last check
+// took, up to maxCostPause, so that a costly condition (one that runs a
+// command) leaves the machine at least half of the time.
 const (
-	minPause = time.Millisecond
-	maxPause = 50 * time.Millisecond
+	minPause     = time.Millisecond
+	maxPause     = 50 * time.Millisecond
+	maxCostPause = 250 * time.Millisecond
 )
 
 // Eventually polls cond until it returns true, or fails the test with
@@ -84,16 +87,18 @@ const (
 func wait(t testing.TB, deadline time.Time, done <-chan struct{}, cond func() (bool, string)) outcome {
 	pause := minPause
 	for {
+		t0 := time.Now()
 		if ok, _ := cond(); ok {
 			return met
 		}
+		cost := time.Since(t0)
 		if t.Failed() {
 			return failed
 		}
 		if over(deadline, done) {
 			return timedOut
 		}
-		timer := time.NewTimer(pause)
+		timer := time.NewTimer(max(pause, min(cost, maxCostPause)))
 		select {
 		case <-timer.C:
 		case <-done:
