@@ -15,6 +15,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/flowgen"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // deepModules nests modules depth levels deep: f0 holds a module of f1, ...,
@@ -124,7 +125,7 @@ func TestBadInputThroughTheCoordinator(t *testing.T) {
 			t.Fatalf("endless loop: %+v %v", st, err)
 		}
 		for _, n := range d.Nodes() {
-			eventually(t, 20*time.Second, n.ID()+" lets the run go", func() bool { return n.Stats().RunsActive == 0 })
+			testsupport.Eventually(t, 20*time.Second, n.ID()+" lets the run go", func() bool { return n.Stats().RunsActive == 0 })
 		}
 	})
 	t.Run("garbage bodies", func(t *testing.T) {

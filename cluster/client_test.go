@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
 	"github.com/hetflow/hetflow/cluster"
@@ -20,32 +19,18 @@ import (
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func timeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func timeout(t *testing.T, d time.Duration) context.Context { return testsupport.Context(t, d) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -100,18 +85,12 @@ func fakeNode(t *testing.T, id, natsURL, seed string) {
 }
 
 func startCluster(t *testing.T, token string) ([]*coord.Server, string) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	must(t, err)
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	natsURL := testsupport.NATS(t).URL()
 	var servers []*coord.Server
 	var seed []string
 	for i, id := range []string{"c1", "c2", "c3"} {
 		s, err := coord.New(coord.Config{ID: id, DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			GossipAddr: "127.0.0.1:0", Join: seed, Bootstrap: i == 0, NATSURL: ns.ClientURL(),
+			GossipAddr: "127.0.0.1:0", Join: seed, Bootstrap: i == 0, NATSURL: natsURL,
 			Streams: &transport.StreamConfig{}, Secret: proto.Secret{APIToken: token}})
 		must(t, err)
 		must(t, s.Start(timeout(t, 20*time.Second)))
@@ -120,7 +99,7 @@ func startCluster(t *testing.T, token string) ([]*coord.Server, string) {
 		seed = []string{servers[0].GossipAddr()}
 	}
 	must(t, servers[0].WaitLeader(timeout(t, 20*time.Second)))
-	return servers, ns.ClientURL()
+	return servers, natsURL
 }
 
 // postSubmit posts a raw SubmitRequest and checks the status code.
@@ -158,7 +137,7 @@ func TestClient(t *testing.T) {
 	fakeNode(t, "n1", natsURL, servers[0].GossipAddr())
 	ctx := timeout(t, 60*time.Second)
 	c := cluster.NewClient(urls(servers), "tok")
-	eventually(t, 20*time.Second, "three peers and a node", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "three peers and a node", func() bool {
 		ps, err1 := c.Peers(ctx)
 		ns, err2 := c.Nodes(ctx)
 		return err1 == nil && err2 == nil && len(ps) == 3 && len(ns) == 1 && ns[0].State == proto.NodeAlive

@@ -11,6 +11,7 @@ import (
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -173,12 +174,12 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	must(t, peer.Sync(ctx))
 
 	n1 := d.Nodes()[0]
-	eventually(t, 20*time.Second, "n1 counts what it dropped", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "n1 counts what it dropped", func() bool {
 		s := n1.Stats()
 		return s.MessagesMalformed == uint64(wantMal) && s.MessagesOversized == uint64(wantOver) && s.MessagesMismatched == 1
 	})
 	co := d.Coordinator()
-	eventually(t, 20*time.Second, "the leader counts what it dropped", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "the leader counts what it dropped", func() bool {
 		return co.Dropped(proto.SubjectTerm, "malformed") == uint64(len(toTerm)) && co.Dropped(proto.SubjectFail, "malformed") == uint64(len(toFail)) &&
 			co.Dropped(proto.SubjectFail, "oversized") == 1 && co.Dropped(proto.SubjectFail, "kind") == 1
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hetflow/hetflow/bench"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // TestLoopbackBenchReadsNodeMetrics: coordinator bench --server on the real
@@ -21,7 +22,7 @@ func TestLoopbackBenchReadsNodeMetrics(t *testing.T) {
 	c := startCluster(t)
 	start(t, "n4", "node", "--id", "n4", "--nats", c.natsURL, "--gossip", addr(freePort(t)),
 		"--join", strings.Join(c.gossip, ","), "--cpus", "1")
-	eventually(t, 60*time.Second, "4 alive nodes, 3 with an HTTP address", func() bool {
+	testsupport.Eventually(t, 60*time.Second, "4 alive nodes, 3 with an HTTP address", func() bool {
 		out, code := poll(t, "nodes", "--json", "--server", c.servers)
 		var ns []proto.NodeInfo
 		if code != 0 || json.Unmarshal([]byte(out), &ns) != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // The chaos test runs a mixed flow, pinned to all three nodes, on a fresh
@@ -200,7 +201,7 @@ func chaosSeed(t *testing.T, seed uint64, kinds []string, path string, ref map[s
 						rest = append(rest, u)
 					}
 				}
-				eventually(t, 15*time.Second, "a new leader", func() bool {
+				testsupport.Eventually(t, 15*time.Second, "a new leader", func() bool {
 					for _, u := range rest {
 						if l := leaderOf(u); l != "" && l != old {
 							return true
@@ -290,7 +291,7 @@ func chaosSeed(t *testing.T, seed uint64, kinds []string, path string, ref map[s
 		if touched[id] || base[id] <= 0 {
 			continue
 		}
-		eventually(t, 20*time.Second, id+"'s goroutines back to where they were", func() bool {
+		testsupport.Eventually(t, 20*time.Second, id+"'s goroutines back to where they were", func() bool {
 			return gauge(u, "hetflow_node_runs_active") == 0 && gauge(u, "go_goroutines") <= base[id]+10
 		})
 	}

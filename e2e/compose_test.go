@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // The compose CLIs scripts/compose.sh runs (its HETFLOW_COMPOSE).
@@ -90,24 +91,6 @@ func composeFreePorts(t *testing.T, n int) []int {
 		l.Close()
 	}
 	return ps
-}
-
-// composeEventually polls cond until it holds or d passes.
-func composeEventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last: %s", what, d, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // composeSinks maps each task that reported an output to that output.
@@ -197,7 +180,7 @@ func (e *composeEnv) leader() string {
 func (e *composeEnv) status(t *testing.T, id string, d time.Duration, what string, fn func(proto.RunStatus) bool) proto.RunStatus {
 	t.Helper()
 	var st proto.RunStatus
-	composeEventually(t, d, what, func() (bool, string) {
+	testsupport.EventuallyState(t, d, what, func() (bool, string) {
 		out, _ := e.run(10*time.Second, "status", "--json", id) // exit 1 for a failed run still prints it
 		if json.Unmarshal([]byte(strings.TrimSpace(out)), &st) != nil {
 			return false, out
@@ -316,7 +299,7 @@ func composeUp(t *testing.T, which string) *composeEnv {
 	e.run = func(d time.Duration, args ...string) (string, error) {
 		return composeExec(root, nil, d, cli, append(args, "--server", e.servers, "--token-file", token)...)
 	}
-	composeEventually(t, 90*time.Second, "three alive nodes", func() (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "three alive nodes", func() (bool, string) {
 		m, last := e.nodes()
 		return m["n1"] == proto.NodeAlive && m["n2"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
 	})
@@ -425,7 +408,7 @@ func TestComposeCluster(t *testing.T) {
 		killed := time.Now()
 		e.docker(t, "kill", c)
 		var elected time.Duration
-		composeEventually(t, 30*time.Second, "a new leader", func() (bool, string) {
+		testsupport.EventuallyState(t, 30*time.Second, "a new leader", func() (bool, string) {
 			l := e.leader()
 			elected = time.Since(killed)
 			return l != "" && l != old, l
@@ -438,7 +421,7 @@ func TestComposeCluster(t *testing.T) {
 		sameAsReference(t, st, ref)
 		e.docker(t, "start", c) // back, with its raft data, for what follows
 		i, _ := strconv.Atoi(strings.TrimPrefix(old, "c"))
-		composeEventually(t, time.Minute, old+" healthy again", func() (bool, string) {
+		testsupport.EventuallyState(t, time.Minute, old+" healthy again", func() (bool, string) {
 			_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--url", e.urls[i-1])
 			return err == nil && e.leader() != "", fmt.Sprint(err)
 		})
@@ -527,7 +510,7 @@ func TestComposeCluster(t *testing.T) {
 		hit := time.Now()
 		inject(c, victim)
 		var detected time.Duration
-		composeEventually(t, 30*time.Second, victim+" dead after "+how, func() (bool, string) {
+		testsupport.EventuallyState(t, 30*time.Second, victim+" dead after "+how, func() (bool, string) {
 			m, last := e.nodes()
 			detected = time.Since(hit)
 			return m[victim] == proto.NodeDead, last
@@ -548,7 +531,7 @@ func TestComposeCluster(t *testing.T) {
 				t.Errorf("task %s on n1 ran %d times for %d activations", tk.Name, tk.Executions, tk.Activations)
 			}
 		}
-		composeEventually(t, time.Minute, victim+" alive again", func() (bool, string) {
+		testsupport.EventuallyState(t, time.Minute, victim+" alive again", func() (bool, string) {
 			m, last := e.nodes()
 			return m["n1"] == proto.NodeAlive && m["n2"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
 		})

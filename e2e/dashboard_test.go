@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // The dashboard in a real browser: headless Chromium, driven through
@@ -125,7 +127,7 @@ func (w *wd) js(out any, script string, args ...any) {
 func (w *wd) until(d time.Duration, what, script string, args ...any) {
 	w.t.Helper()
 	var last string
-	eventually(w.t, d, what, func() bool {
+	testsupport.Eventually(w.t, d, what, func() bool {
 		var ok bool
 		w.js(&ok, script, args...)
 		if !ok {
@@ -181,7 +183,7 @@ func browser(t *testing.T) *wd {
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 	root := fmt.Sprintf("http://127.0.0.1:%d", port)
-	eventually(t, 30*time.Second, "chromedriver ready", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "chromedriver ready", func() bool {
 		var st struct {
 			Ready bool `json:"ready"`
 		}
@@ -217,7 +219,7 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 		return p
 	}
 	// The bundled examples run first; wait for all seven.
-	eventually(t, 2*time.Minute, "the bundled examples ran", func() bool {
+	testsupport.Eventually(t, 2*time.Minute, "the bundled examples ran", func() bool {
 		out, code := poll(t, "runs", "--json", "--server", url)
 		return code == 0 && strings.Count(out, `"state":"succeeded"`) == 7
 	})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // slowFlow runs for a few seconds with tasks on every node, cross-node
@@ -66,25 +68,22 @@ func sameAsReference(t *testing.T, got proto.RunStatus, ref map[string]string) {
 	}
 }
 
-// status polls a run until fn accepts its status.
+// waitStatus polls a run until fn accepts its status.
 func waitStatus(t *testing.T, servers, id string, d time.Duration, what string, fn func(proto.RunStatus) bool) proto.RunStatus {
 	t.Helper()
 	var last proto.RunStatus
-	deadline := time.Now().Add(d)
-	for {
+	testsupport.EventuallyState(t, d, what, func() (bool, string) {
 		out, code := poll(t, "status", "--json", "--server", servers, id)
 		var st proto.RunStatus
 		if (code == 0 || code == 1) && json.Unmarshal([]byte(out), &st) == nil {
 			last = st
 			if fn(st) {
-				return st
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last status %+v", d, what, last)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval
-	}
+		return false, fmt.Sprintf("status %+v", last)
+	})
+	return last
 }
 
 func ended(st proto.RunStatus) bool { return proto.Finished(st.State) }
@@ -155,7 +154,7 @@ func TestLoopbackLeaderDiesMidRun(t *testing.T) {
 	dead.stop(syscall.SIGKILL, 10*time.Second)
 
 	var elected time.Duration
-	eventually(t, 10*time.Second, "a new leader", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "a new leader", func() bool {
 		for _, u := range rest {
 			if l := leaderOf(u); l != "" && l != old {
 				elected = time.Since(killed)
@@ -248,7 +247,7 @@ tasks:
 		t.Fatalf("cancel: exit %d, %s", code, out)
 	}
 	for _, u := range c.nodeHTTP {
-		eventually(t, 20*time.Second, u+" lets go of the run", func() bool {
+		testsupport.Eventually(t, 20*time.Second, u+" lets go of the run", func() bool {
 			return gauge(u, "hetflow_node_runs_active") == 0
 		})
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // freePort returns a loopback port nobody uses now, for TCP and UDP
@@ -154,18 +155,6 @@ func runCLI(t *testing.T, logFail bool, args ...string) (string, int) {
 	return out.String(), code
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for a condition
-	}
-}
-
 type cluster struct {
 	servers  string   // comma-separated coordinator URLs, a follower first
 	https    []string // coordinator URLs, c1 first
@@ -202,7 +191,7 @@ func startCluster(t *testing.T) *cluster {
 		gossip = append(gossip, g)
 		https = append(https, "http://"+h)
 		if i == 1 {
-			eventually(t, 30*time.Second, "c1 healthy", func() bool {
+			testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool {
 				_, code := poll(t, "health", "--url", https[0])
 				return code == 0
 			})
@@ -222,7 +211,7 @@ func startCluster(t *testing.T) *cluster {
 	c.https, c.gossip, c.natsURL = https, gossip, natsURL
 	// a follower first: the CLI must find the leader itself
 	c.servers = strings.Join([]string{https[2], https[1], https[0]}, ",")
-	eventually(t, 60*time.Second, "3 alive nodes and 3 raft peers", func() bool {
+	testsupport.Eventually(t, 60*time.Second, "3 alive nodes and 3 raft peers", func() bool {
 		out, code := poll(t, "nodes", "--json", "--server", c.servers)
 		if code != 0 {
 			return false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // getJSON GETs url into v; false on any failure (for polling).
@@ -79,7 +80,7 @@ func runLosingNode(t *testing.T, c *cluster, sig syscall.Signal) loss {
 		return st, ok
 	}
 	var l loss
-	eventually(t, 30*time.Second, "the loop's third round", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "the loop's third round", func() bool {
 		st, ok := status()
 		b := task(st, "body")
 		if ok && st.State == proto.RunRunning && b.Activations >= 3 && b.Node != "" {
@@ -228,7 +229,7 @@ func TestLoopbackRecoversFromLostNodes(t *testing.T) {
 				h = c.nodeHTTP[i]
 			}
 		}
-		eventually(t, 30*time.Second, l.victim+" alive again and holding no run", func() bool {
+		testsupport.Eventually(t, 30*time.Second, l.victim+" alive again and holding no run", func() bool {
 			return c.nodeState(l.victim) == proto.NodeAlive && gauge(h, "hetflow_node_runs_active") == 0
 		})
 	})

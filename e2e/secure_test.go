@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/internal/testcert"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // exited waits (with a deadline) for a process that must stop on its own
@@ -74,7 +75,7 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	server := "http://" + h
 	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", r, "--http", h,
 		"--gossip", g, "--nats", natsURL, "--bootstrap", "--secret-file", secret)
-	eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--url", server); return code == 0 })
+	testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--url", server); return code == 0 })
 	nodeHTTP := addr(freePort(t))
 	start(t, "n1", "node", "--id", "n1", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
 		"--http", nodeHTTP, "--cpus", "2", "--secret-file", secret)
@@ -97,7 +98,7 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	}
 
 	// The CLI: no token, a wrong one, then the right one.
-	eventually(t, 30*time.Second, "n1 alive", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "n1 alive", func() bool {
 		out, code := poll(t, "nodes", "--json", "--server", server, "--token-file", tokenFile)
 		return code == 0 && strings.Contains(out, `"state":"alive"`)
 	})
@@ -159,7 +160,7 @@ func TestLoopbackAPIOverTLS(t *testing.T) {
 	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", addr(freePort(t)),
 		"--http", h, "--gossip", g, "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
 	start(t, "n1", "node", "--id", "n1", "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--gossip", addr(freePort(t)), "--join", g, "--cpus", "2")
-	eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
 		_, code := poll(t, "health", "--url", server, "--ca-file", certFile)
 		return code == 0
 	})
@@ -175,7 +176,7 @@ func TestLoopbackAPIOverTLS(t *testing.T) {
 	if _, code := cli(t, "serve", "--id", "c2", "--data", filepath.Join(dir, "c2"), "--tls-cert", certFile); code != 2 {
 		t.Fatalf("--tls-cert without --tls-key: exit %d, want 2", code)
 	}
-	eventually(t, 30*time.Second, "n1 alive", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "n1 alive", func() bool {
 		out, code := poll(t, "nodes", "--json", "--server", server, "--ca-file", certFile)
 		return code == 0 && strings.Contains(out, `"state":"alive"`)
 	})

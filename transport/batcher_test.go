@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/hetflow/hetflow/internal/natsembed"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // batchRig: one Conn sending, one receiving raw batches on node n2's subjects.
@@ -20,9 +22,9 @@ type batchRig struct {
 	subs   []string
 }
 
-func newBatchRig(t *testing.T, mods ...func(*server.Options)) *batchRig {
-	ts := startServer(t, mods...)
-	r := &batchRig{tx: connect(t, ts.url, WithAckTimeout(500*time.Millisecond)), rx: connect(t, ts.url)}
+func newBatchRig(t *testing.T, mods ...func(*natsembed.Options)) *batchRig {
+	ts := testsupport.NATS(t, mods...)
+	r := &batchRig{tx: connect(t, ts.URL(), WithAckTimeout(500*time.Millisecond)), rx: connect(t, ts.URL())}
 	filter, _ := NodeSignalsFilter("n2")
 	sub, err := r.rx.Subscribe(filter, func(m *nats.Msg) {
 		b, err := DecodeBatch(m.Data, Limits{})
@@ -55,7 +57,7 @@ func (r *batchRig) batches() []Batch {
 func (r *batchRig) settle(t *testing.T, wantBatches int) []Batch {
 	t.Helper()
 	must(t, r.tx.Sync(testCtx(t)))
-	eventually(t, fmt.Sprintf("%d batches", wantBatches), func() bool { return len(r.batches()) >= wantBatches })
+	testsupport.Eventually(t, 15*time.Second, fmt.Sprintf("%d batches", wantBatches), func() bool { return len(r.batches()) >= wantBatches })
 	must(t, r.rx.Sync(testCtx(t)))
 	return r.batches()
 }
@@ -202,7 +204,7 @@ func TestBatcherRealLinger(t *testing.T) {
 	ctx := testCtx(t)
 	s := sigN("r1", 1)[0]
 	must(t, b.Add(ctx, "n2", &s))
-	eventually(t, "linger flush", func() bool { return len(r.batches()) == 1 })
+	testsupport.Eventually(t, 15*time.Second, "linger flush", func() bool { return len(r.batches()) == 1 })
 	must(t, b.Close(ctx))
 }
 
@@ -236,11 +238,11 @@ func TestBatcherPerDestination(t *testing.T) {
 	if subs != "[hf.run.r1.node.n2 hf.run.r2.node.n2]" {
 		t.Errorf("subjects %s", subs)
 	}
-	eventually(t, "n3's signals", func() bool { return col.count() == 4 })
+	testsupport.Eventually(t, 15*time.Second, "n3's signals", func() bool { return col.count() == 4 })
 }
 
 func TestBatcherRejects(t *testing.T) {
-	r := newBatchRig(t, func(o *server.Options) { o.MaxPayload = 4096 })
+	r := newBatchRig(t, func(o *natsembed.Options) { o.MaxPayload = 4096 })
 	b, err := r.tx.NewBatcher("n1", WithLinger(0))
 	must(t, err)
 	ctx := testCtx(t)
@@ -302,7 +304,7 @@ func TestBatcherConcurrentAdd(t *testing.T) {
 	wg.Wait()
 	must(t, b.Close(ctx))
 	must(t, r.tx.Sync(ctx))
-	eventually(t, "all signals", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "all signals", func() bool {
 		n := 0
 		for _, bt := range r.batches() {
 			n += len(bt.Signals)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // Reflection baselines: the same fields, encoded by msgpack's reflection path (as
@@ -166,9 +168,9 @@ func BenchmarkEdges(b *testing.B) {
 		{"unbatched", []BatchOption{WithMaxSignals(1)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			ts := startServer(b)
-			tx := connect(b, ts.url)
-			rx := connect(b, ts.url)
+			ts := testsupport.NATS(b)
+			tx := connect(b, ts.URL())
+			rx := connect(b, ts.URL())
 			ctx := testCtx(b)
 			must(b, tx.EnsureStreams(ctx, StreamConfig{}))
 			var got atomic.Int64
@@ -220,9 +222,9 @@ func percentiles(b *testing.B, lat []time.Duration, scale float64, unit string) 
 
 // BenchmarkRequestReply: loopback request/reply latency through the server.
 func BenchmarkRequestReply(b *testing.B) {
-	ts := startServer(b)
-	srv := connect(b, ts.url)
-	cli := connect(b, ts.url)
+	ts := testsupport.NATS(b)
+	srv := connect(b, ts.URL())
+	cli := connect(b, ts.URL())
 	sub, err := srv.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 	must(b, err)
 	defer sub.Close(context.Background())
@@ -245,9 +247,9 @@ func BenchmarkRequestReply(b *testing.B) {
 // once); reported as one-way latency, half the round trip, through Batcher,
 // server, decode and Deduper.
 func BenchmarkSignalLatency(b *testing.B) {
-	ts := startServer(b)
-	a := connect(b, ts.url)
-	z := connect(b, ts.url)
+	ts := testsupport.NATS(b)
+	a := connect(b, ts.URL())
+	z := connect(b, ts.URL())
 	ctx := testCtx(b)
 	back, err := z.NewBatcher("n2", WithLinger(0))
 	must(b, err)

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/hetflow/hetflow/internal/natsembed"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // collector gathers delivered Signals (copied out of the handler).
@@ -49,10 +51,10 @@ func sigN(run string, n int) []Signal {
 }
 
 func TestConnectAuth(t *testing.T) {
-	ts := startServer(t, func(o *server.Options) { o.Username, o.Password = "hf", "s3cret" })
+	ts := testsupport.NATS(t, func(o *natsembed.Options) { o.User, o.Password = "hf", "s3cret" })
 	ctx := testCtx(t)
 	for _, opts := range [][]Option{nil, {WithUserPassword("hf", "wrong")}, {WithToken("s3cret")}} {
-		c, err := Connect(ctx, ts.url, opts...)
+		c, err := Connect(ctx, ts.URL(), opts...)
 		if !errors.Is(err, ErrAuth) {
 			if c != nil {
 				_ = c.Close()
@@ -60,24 +62,24 @@ func TestConnectAuth(t *testing.T) {
 			t.Fatalf("connect with %d options: err %v, want ErrAuth", len(opts), err)
 		}
 	}
-	c := connect(t, ts.url, WithUserPassword("hf", "s3cret"), WithName("n1"))
+	c := connect(t, ts.URL(), WithUserPassword("hf", "s3cret"), WithName("n1"))
 	if !c.Connected() {
 		t.Fatal("not connected")
 	}
 }
 
 func TestConnectToken(t *testing.T) {
-	ts := startServer(t, func(o *server.Options) { o.Authorization = "tok" })
-	if _, err := Connect(testCtx(t), ts.url); !errors.Is(err, ErrAuth) {
+	ts := testsupport.NATS(t, func(o *natsembed.Options) { o.Token = "tok" })
+	if _, err := Connect(testCtx(t), ts.URL()); !errors.Is(err, ErrAuth) {
 		t.Fatalf("no token: %v", err)
 	}
-	connect(t, ts.url, WithToken("tok"))
+	connect(t, ts.URL(), WithToken("tok"))
 }
 
 func TestConnectGivesUpWithContext(t *testing.T) {
-	ts := startServer(t)
-	url := ts.url
-	ts.stop()
+	ts := testsupport.NATS(t)
+	url := ts.URL()
+	ts.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := Connect(ctx, url, WithReconnectBackoff(10*time.Millisecond, 50*time.Millisecond))
@@ -87,8 +89,8 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndFinal(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	sub, err := c.SubscribeSignals("n1", nil, func(string, []Signal) {})
 	must(t, err)
 	if err := c.Close(); err != nil {
@@ -112,8 +114,8 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 }
 
 func TestRequestReply(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	sub, err := c.Subscribe("svc", func(m *nats.Msg) { _ = m.Respond(append([]byte("re:"), m.Data...)) })
 	if err != nil {
 		t.Fatal(err)
@@ -131,8 +133,8 @@ func TestRequestReply(t *testing.T) {
 }
 
 func TestControlMessages(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	var mu sync.Mutex
 	var got []Message
 	sub, err := c.SubscribeControl("n1", func(m Message) { mu.Lock(); got = append(got, m); mu.Unlock() })
@@ -148,11 +150,11 @@ func TestControlMessages(t *testing.T) {
 	must(t, c.Publish("hf.ctl.n1", []byte("garbage")))
 	must(t, c.Broadcast(&Cancel{Run: "r", Gen: 2, Reason: "stop"}))
 	must(t, c.SendControl("n1", &Envelope{Kind: "drain", Node: "n1"}))
-	eventually(t, "3 control messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
+	testsupport.Eventually(t, 15*time.Second, "3 control messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 })
 	if err := c.SendControl("bad.node", &Cancel{Run: "r"}); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("bad node: %v", err)
 	}
-	eventually(t, "malformed counted", func() bool { return c.Stats().Malformed == 1 })
+	testsupport.Eventually(t, 15*time.Second, "malformed counted", func() bool { return c.Stats().Malformed == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	kinds := map[Type]Message{}
@@ -180,9 +182,9 @@ func must(t testing.TB, err error) {
 // Malformed, oversized and mismatched batches are dropped and counted; the
 // subscription keeps delivering good ones.
 func TestReceiverDropsBadInput(t *testing.T) {
-	ts := startServer(t)
-	rx := connect(t, ts.url, WithLimits(Limits{MaxBatch: 4, MaxOutput: 8}))
-	tx := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	rx := connect(t, ts.URL(), WithLimits(Limits{MaxBatch: 4, MaxOutput: 8}))
+	tx := connect(t, ts.URL())
 	var col collector
 	sub, err := rx.SubscribeSignals("n2", nil, col.handle)
 	must(t, err)
@@ -197,8 +199,8 @@ func TestReceiverDropsBadInput(t *testing.T) {
 	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: []Signal{{Run: "r1", Act: 1, Kind: 1, Output: make([]byte, 9)}}}))) // over MaxOutput
 	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: sigN("r2", 1)})))                                                   // run differs from subject
 	must(t, tx.Publish(subj, good))
-	eventually(t, "the good batch", func() bool { return col.count() == 2 })
-	eventually(t, "counters", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "the good batch", func() bool { return col.count() == 2 })
+	testsupport.Eventually(t, 15*time.Second, "counters", func() bool {
 		s := rx.Stats()
 		return s.Malformed == 4 && s.Oversized == 2 && s.Mismatched == 1 && s.ReceivedBatches == 1 && s.ReceivedSignals == 2
 	})
@@ -209,8 +211,8 @@ func TestReceiverDropsBadInput(t *testing.T) {
 
 // Repeated and stale-generation Signals do not reach the handler.
 func TestReceiverDedupAndFencing(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	d := NewDeduper()
 	var col collector
 	sub, err := c.SubscribeSignals("n2", d, col.handle)
@@ -226,15 +228,15 @@ func TestReceiverDedupAndFencing(t *testing.T) {
 		}
 		must(t, b.Flush(ctx))
 	}
-	eventually(t, "first copies", func() bool { return d.Stats().Accepted+d.Stats().Duplicate == 20 })
+	testsupport.Eventually(t, 15*time.Second, "first copies", func() bool { return d.Stats().Accepted+d.Stats().Duplicate == 20 })
 	d.SetGen("r1", 2) // a new assignment: gen-1 stragglers are fenced
 	stale := Signal{Run: "r1", Gen: 1, Src: 9, Dst: 2, Act: 1, Kind: SignalEdge}
 	fresh := Signal{Run: "r1", Gen: 2, Src: 9, Dst: 2, Act: 1, Kind: SignalEdge}
 	must(t, b.Add(ctx, "n2", &stale))
 	must(t, b.Add(ctx, "n2", &fresh))
 	must(t, b.Close(ctx))
-	eventually(t, "fresh signal", func() bool { return col.count() == 11 })
-	eventually(t, "verdicts", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "fresh signal", func() bool { return col.count() == 11 })
+	testsupport.Eventually(t, 15*time.Second, "verdicts", func() bool {
 		s := d.Stats()
 		return s.Accepted == 11 && s.Duplicate == 10 && s.Fenced == 1
 	})
@@ -253,10 +255,10 @@ func TestReceiverDedupAndFencing(t *testing.T) {
 // the connection reconnects by itself, what was published while it was down is
 // delivered, and the JetStream record survives the restart.
 func TestReconnectAfterServerRestart(t *testing.T) {
-	ts := startServer(t)
+	ts := testsupport.NATS(t)
 	var mu sync.Mutex
 	var disc, reco int
-	c := connect(t, ts.url,
+	c := connect(t, ts.URL(),
 		WithDisconnectHandler(func(error) { mu.Lock(); disc++; mu.Unlock() }),
 		WithReconnectHandler(func() { mu.Lock(); reco++; mu.Unlock() }))
 	ctx := testCtx(t)
@@ -273,19 +275,19 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	for _, s := range sigs[:16] {
 		must(t, b.Add(ctx, "n2", &s))
 	}
-	eventually(t, "before restart", func() bool { return col.count() == 16 })
+	testsupport.Eventually(t, 15*time.Second, "before restart", func() bool { return col.count() == 16 })
 	must(t, c.Sync(ctx)) // the record stream has stored them too
 
-	ts.stop()
-	eventually(t, "disconnect noticed", func() bool { mu.Lock(); defer mu.Unlock(); return disc >= 1 })
+	ts.Stop()
+	testsupport.Eventually(t, 15*time.Second, "disconnect noticed", func() bool { mu.Lock(); defer mu.Unlock(); return disc >= 1 })
 	for _, s := range sigs[16:] { // published into the reconnect buffer
 		must(t, b.Add(ctx, "n2", &s))
 	}
 	must(t, b.Flush(ctx))
-	ts.start()
+	ts.Start()
 
-	eventually(t, "reconnect", func() bool { mu.Lock(); defer mu.Unlock(); return reco >= 1 })
-	eventually(t, "all 40 delivered", func() bool { return col.count() == 40 })
+	testsupport.Eventually(t, 15*time.Second, "reconnect", func() bool { mu.Lock(); defer mu.Unlock(); return reco >= 1 })
+	testsupport.Eventually(t, 15*time.Second, "all 40 delivered", func() bool { return col.count() == 40 })
 	for i, s := range col.snapshot() {
 		if s.Act != uint64(i+1) {
 			t.Fatalf("signal %d has act %d", i, s.Act)
@@ -299,7 +301,7 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	// before JetStream has recovered its streams, and a plain publish is not
 	// stored then (doc.go: recover with ReplaySignals, or use WithAck), so
 	// the later 24 are not required to be in the record.
-	eventually(t, "record holds the 16 stored before the restart", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "record holds the 16 stored before the restart", func() bool {
 		n := 0
 		err := c.ReplaySignals(ctx, "r1", "", func(_ string, b *Batch) error { n += len(b.Signals); return nil })
 		return err == nil && n >= 16
@@ -309,9 +311,9 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 // SubscribeBatches hands over whole batches, sender and batch number
 // included, with no Deduper: a repeated batch comes again.
 func TestSubscribeBatches(t *testing.T) {
-	ts := startServer(t)
-	rx := connect(t, ts.url)
-	tx := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	rx := connect(t, ts.URL())
+	tx := connect(t, ts.URL())
 	var mu sync.Mutex
 	var got []Batch
 	sub, err := rx.SubscribeBatches("n2", func(b *Batch) {
@@ -328,7 +330,7 @@ func TestSubscribeBatches(t *testing.T) {
 	must(t, tx.Publish(subj, []byte{0xde, 0xad})) // malformed: dropped
 	must(t, tx.Publish(subj, one))
 	must(t, tx.Publish(subj, one))
-	eventually(t, "both copies", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	testsupport.Eventually(t, 15*time.Second, "both copies", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	for _, b := range got {

@@ -2,82 +2,18 @@ package transport
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// testServer is a real embedded nats-server with JetStream on a file store in a
-// temp dir, on a random loopback port.
-type testServer struct {
-	t    testing.TB
-	opts server.Options
-	s    *server.Server
-	url  string
-}
-
-func startServer(t testing.TB, mods ...func(*server.Options)) *testServer {
-	t.Helper()
-	ts := &testServer{t: t, opts: server.Options{
-		Host:      "127.0.0.1",
-		Port:      -1,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	}}
-	for _, m := range mods {
-		m(&ts.opts)
-	}
-	ts.start()
-	t.Cleanup(ts.stop)
-	return ts
-}
-
-func (ts *testServer) start() {
-	ts.t.Helper()
-	o := ts.opts
-	s, err := server.NewServer(&o)
-	if err != nil {
-		ts.t.Fatalf("nats server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		ts.t.Fatalf("nats server not ready")
-	}
-	ts.s = s
-	// Pin the port so a restart comes back on the same address.
-	ts.opts.Port = s.Addr().(*net.TCPAddr).Port
-	ts.url = fmt.Sprintf("nats://127.0.0.1:%d", ts.opts.Port)
-}
-
-func (ts *testServer) stop() {
-	if ts.s != nil {
-		ts.s.Shutdown()
-		ts.s.WaitForShutdown()
-		ts.s = nil
-	}
-}
-
-func (ts *testServer) restart() {
-	ts.t.Helper()
-	ts.stop()
-	ts.start()
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testsupport.Context(t, 20*time.Second) }
 
 func connect(t testing.TB, url string, opts ...Option) *Conn {
 	t.Helper()
@@ -88,18 +24,6 @@ func connect(t testing.TB, url string, opts ...Option) *Conn {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // fakeClock fires linger timers only when the test says so.

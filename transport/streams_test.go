@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hetflow/hetflow/internal/natsembed"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 func TestReplaySignals(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
 	must(t, c.EnsureStreams(ctx, StreamConfig{MaxAge: time.Hour})) // idempotent, updates
@@ -86,8 +88,8 @@ func TestReplaySignals(t *testing.T) {
 // A node takes over tasks after a failure: it replays the run's record for its
 // new tasks; its Deduper drops what it had already received live.
 func TestNewOwnerReplaysThroughDedup(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
 	b, err := c.NewBatcher("n1", WithLinger(0), WithAck())
@@ -141,8 +143,8 @@ func TestNewOwnerReplaysThroughDedup(t *testing.T) {
 }
 
 func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
 	start := time.Unix(1700000000, 0)
@@ -157,15 +159,15 @@ func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
 	if err := c.PublishEvents(ctx, TaskEvent{Run: "r1", Node: "bad node"}); !errors.Is(err, ErrInvalidID) {
 		t.Fatalf("bad node: %v", err)
 	}
-	ts.restart()
-	eventually(t, "reconnect", func() bool { return c.Connected() })
+	ts.Restart()
+	testsupport.Eventually(t, 15*time.Second, "reconnect", func() bool { return c.Connected() })
 	// Rebuild the status of r1: the latest event per task wins.
 	latest := map[uint32]TaskEvent{}
 	count := 0
 	// Each attempt gets a deadline of its own: a replay reads until it has
 	// caught up or its context ends, and a server still recovering its
 	// store can hold the first attempt past the test's whole context.
-	eventually(t, "replay after restart", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "replay after restart", func() bool {
 		count = 0
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -186,8 +188,8 @@ func TestEventsPublishReplayAndSurviveRestart(t *testing.T) {
 // A node's events of one run are stored as few EventBatch messages, cut
 // at about 256 KiB, and read back one by one in their order.
 func TestEventsAreStoredInBatches(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
 	var evs []TaskEvent
@@ -229,8 +231,8 @@ func TestEventsAreStoredInBatches(t *testing.T) {
 }
 
 func TestNoJetStream(t *testing.T) {
-	ts := startServer(t, func(o *server.Options) { o.JetStream = false })
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t, func(o *natsembed.Options) { o.NoJetStream = true })
+	c := connect(t, ts.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.EnsureStreams(ctx, StreamConfig{}); !errors.Is(err, ErrNoJetStream) {
@@ -242,8 +244,8 @@ func TestNoJetStream(t *testing.T) {
 }
 
 func TestReplayCountsMalformed(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
 	subj, _ := SignalSubject("r1", "n2")
@@ -263,8 +265,8 @@ func TestReplayCountsMalformed(t *testing.T) {
 }
 
 func TestFollowSignals(t *testing.T) {
-	ts := startServer(t)
-	c := connect(t, ts.url)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
 	// An empty record is caught up at once; later batches still come.
@@ -300,7 +302,7 @@ func TestFollowSignals(t *testing.T) {
 		defer mu.Unlock()
 		return len(got["n2"]) + len(got["n3"])
 	}
-	waitUntil(t, ctx, "the live batches", func() bool { return count() == 20 })
+	testsupport.EventuallyCtx(t, ctx, "the live batches", func() bool { return count() == 20 })
 	f.Stop()
 	f.Stop() // idempotent
 	mu.Lock()
@@ -333,18 +335,8 @@ func TestFollowSignals(t *testing.T) {
 	s := Signal{Run: "r1", Gen: 2, Src: 1, Dst: 2, Act: 21, Kind: SignalEdge}
 	must(t, b.Add(ctx, "n4", &s))
 	must(t, b.Close(ctx))
-	waitUntil(t, ctx, "a batch after the catch-up", func() bool { return n.Load() == 21 })
+	testsupport.EventuallyCtx(t, ctx, "a batch after the catch-up", func() bool { return n.Load() == 21 })
 	if _, err := c.FollowSignals(ctx, "bad.run", nil, nil); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("bad run: %v", err)
-	}
-}
-
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -10,23 +10,24 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/dashboard"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // The dashboard is mounted at / and /ui/, checks the API token itself (as
 // a Bearer header, or once as ?token= and then as its cookie), and reads the
 // coordinator's FSM and event stream; the cookie does not open the API.
 func TestDashboardMountedWithTheAPIToken(t *testing.T) {
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	const tok = "0123456789abcdef"
 	c := leadingCoord(t, url, func(cfg *Config) { cfg.Secret = proto.Secret{APIToken: tok} })
 	startFakeNode(t, "n1", url, []string{c.GossipAddr()}, 2, 0, nil)
-	eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
+	testsupport.Eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
 	addr := c.HTTPAddr()
 	var sub proto.SubmitResponse
 	if code, _ := api(t, addr, "POST", "/v1/runs", tok, proto.SubmitRequest{Path: "f.yaml", Flow: "name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: noop, succeed: [a]}\n"}, &sub); code != http.StatusCreated {
 		t.Fatalf("submit: %d", code)
 	}
-	eventually(t, 10*time.Second, "the run succeeds", func() bool { return runState(c, sub.ID) == proto.RunSucceeded })
+	testsupport.Eventually(t, 10*time.Second, "the run succeeds", func() bool { return runState(c, sub.ID) == proto.RunSucceeded })
 
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(method, path string, hdr ...string) (*http.Response, string) {
@@ -96,7 +97,7 @@ func TestDashboardMountedWithTheAPIToken(t *testing.T) {
 // On a follower the dashboard reads locally and sends a cancel to the
 // leader with the cluster's token.
 func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	const tok = "fedcba9876543210"
 	sec := func(cfg *Config) { cfg.Secret = proto.Secret{APIToken: tok} }
 	c1 := startCoord(t, "c1", t.TempDir(), url, true, nil, sec)
@@ -104,22 +105,22 @@ func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
 	c2 := startCoord(t, "c2", t.TempDir(), url, false, seeds, sec)
 	all := []*Server{c1, c2}
 	must(t, c1.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 20*time.Second, "two voters", func() bool { l := leaderOf(all); return l != nil && voters(l) == 2 })
+	testsupport.Eventually(t, 20*time.Second, "two voters", func() bool { l := leaderOf(all); return l != nil && voters(l) == 2 })
 	busy := startFakeNode(t, "busy", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	l := leaderOf(all)
 	f := c1
 	if f == l {
 		f = c2
 	}
-	eventually(t, 10*time.Second, "both see the node", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "both see the node", func() bool {
 		return nodeState(c1, "busy") == proto.NodeAlive && nodeState(c2, "busy") == proto.NodeAlive
 	})
 	var sub proto.SubmitResponse
 	if code, _ := api(t, l.HTTPAddr(), "POST", "/v1/runs", tok, proto.SubmitRequest{Path: "f.yaml", Flow: "name: f\ntasks:\n  - {name: a, func: noop}\n"}, &sub); code != http.StatusCreated {
 		t.Fatalf("submit: %d", code)
 	}
-	eventually(t, 10*time.Second, "the node took the run", func() bool { busy.mu.Lock(); defer busy.mu.Unlock(); return busy.runs[sub.ID] == 1 })
-	eventually(t, 10*time.Second, "the follower has the run", func() bool { return runState(f, sub.ID) == proto.RunRunning })
+	testsupport.Eventually(t, 10*time.Second, "the node took the run", func() bool { busy.mu.Lock(); defer busy.mu.Unlock(); return busy.runs[sub.ID] == 1 })
+	testsupport.Eventually(t, 10*time.Second, "the follower has the run", func() bool { return runState(f, sub.ID) == proto.RunRunning })
 
 	req, err := http.NewRequest("GET", "http://"+f.HTTPAddr()+"/ui/overview.json", nil)
 	must(t, err)
@@ -146,7 +147,7 @@ func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
 	// The follower forwards the cancel to where the leader serves, which
 	// it learns from gossip a little after it has the run (until then it
 	// answers 503 "no leader"), as in TestAPIOverTLS.
-	eventually(t, 20*time.Second, "the follower knows the leader's API", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "the follower knows the leader's API", func() bool {
 		var li proto.LeaderInfo
 		code, _ := api(t, f.HTTPAddr(), "GET", "/v1/leader", tok, nil, &li)
 		return code == http.StatusOK && li.ID == l.ID() && li.HTTP != ""
@@ -162,6 +163,6 @@ func TestDashboardOnAFollowerCancelsThroughTheLeader(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("cancel through the follower: %d %s", resp.StatusCode, b)
 	}
-	eventually(t, 10*time.Second, "the run is cancelled on the leader", func() bool { return runState(l, sub.ID) == proto.RunCancelled })
-	eventually(t, 5*time.Second, "the node is told", func() bool { return busy.cancelled(sub.ID) == proto.RunCancelled })
+	testsupport.Eventually(t, 10*time.Second, "the run is cancelled on the leader", func() bool { return runState(l, sub.ID) == proto.RunCancelled })
+	testsupport.Eventually(t, 5*time.Second, "the node is told", func() bool { return busy.cancelled(sub.ID) == proto.RunCancelled })
 }

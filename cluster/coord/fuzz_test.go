@@ -14,6 +14,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // fuzzServer is a real single coordinator (raft on disk, gossip, no NATS:
@@ -51,12 +52,9 @@ func fuzzServer(f testing.TB, mod ...func(*Config)) (*Server, string) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = ml.Shutdown() })
-	for deadline := time.Now().Add(20 * time.Second); nodeState(s, "n1") != proto.NodeAlive || !s.Leader(); {
-		if time.Now().After(deadline) {
-			f.Fatal("the coordinator does not lead with n1 alive")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Eventually(f, 20*time.Second, "the coordinator to lead with n1 alive", func() bool {
+		return nodeState(s, "n1") == proto.NodeAlive && s.Leader()
+	})
 	return s, sec.APIToken
 }
 

@@ -12,47 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
-// startNATS runs a real embedded nats-server with JetStream in a temp dir.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
-
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+func ctxFor(t *testing.T, d time.Duration) context.Context { return testsupport.Context(t, d) }
 
 // startCoord starts one coordinator on loopback random ports.
 // leadingCoord starts c1, the one bootstrapping coordinator on url (mod, if
@@ -61,7 +30,7 @@ func leadingCoord(t *testing.T, url string, mod func(*Config)) *Server {
 	t.Helper()
 	c := startCoord(t, "c1", t.TempDir(), url, true, nil, mod)
 	must(t, c.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "leader", c.Leader)
+	testsupport.Eventually(t, 10*time.Second, "leader", c.Leader)
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // waitProbesDone waits (registered first, it runs after every other cleanup)
@@ -32,12 +33,12 @@ func waitProbesDone(t *testing.T) {
 // old generation.
 func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	live := startFakeNode(t, "live", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	zombie := startFakeNode(t, "zombie", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "two nodes alive", func() bool {
 		return nodeState(c, "live") == proto.NodeAlive && nodeState(c, "zombie") == proto.NodeAlive
 	})
 	var sub proto.SubmitResponse
@@ -46,14 +47,14 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 		t.Fatalf("submit: %d", code)
 	}
 	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
-	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
+	testsupport.Eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(live, 1) && took(zombie, 1) })
 	zombie.silent.Store(true)     // frozen: it answers no ping
 	must(t, zombie.ml.Shutdown()) // gone from gossip, still on NATS
-	eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
+	testsupport.Eventually(t, 15*time.Second, "live holds the whole run under gen 2", func() bool { return took(live, 2) })
 	if r, _ := c.run(sub.ID); r.State != proto.RunRunning || len(r.Nodes) != 1 || r.Nodes[0] != "live" {
 		t.Fatalf("run after the loss: %s on %v", r.State, r.Nodes)
 	}
-	eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the zombie is told its tasks were reassigned", func() bool {
 		zombie.term(sub.ID, 1, 0)
 		return zombie.cancelled(sub.ID) == "reassigned"
 	})
@@ -69,13 +70,13 @@ func TestLeaderReleasesANodeThatLostItsTasks(t *testing.T) {
 // and fails a run whose tasks cannot move, naming the task and the node.
 func TestLeaderRecoversFromALostNode(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	ok := startFakeNode(t, "ok", url, seeds, 1, 0, nil)
 	doomed := startFakeNode(t, "doomed", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	pinned := startFakeNode(t, "pinned", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "three nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "three nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "doomed") == proto.NodeAlive && nodeState(c, "pinned") == proto.NodeAlive
 	})
 	submit := func(flow string) string {
@@ -94,7 +95,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 	spread := submit(b.String())
 	stuck := submit("name: stuck\ntasks:\n  - {name: p, func: noop, node: pinned}\n  - {name: q, func: noop, succeed: [p]}\n")
 	gen1 := map[string]bool{}
-	eventually(t, 10*time.Second, "every node took its part", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "every node took its part", func() bool {
 		for _, n := range []*fakeNode{ok, doomed, pinned} {
 			n.mu.Lock()
 			gen1[n.id] = n.runs[spread] == 1
@@ -109,7 +110,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 
 	doomed.stop() // no Leave: memberlist declares them dead
 	pinned.stop()
-	eventually(t, 15*time.Second, "the spread run succeeds on ok alone", func() bool { return runState(c, spread) == proto.RunSucceeded })
+	testsupport.Eventually(t, 15*time.Second, "the spread run succeeds on ok alone", func() bool { return runState(c, spread) == proto.RunSucceeded })
 	r, _ = c.run(spread)
 	if r.Gen < 2 || len(r.Nodes) != 1 || r.Nodes[0] != "ok" {
 		t.Fatalf("spread run after the losses: gen %d nodes %v", r.Gen, r.Nodes)
@@ -128,7 +129,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 		}
 	}
 
-	eventually(t, 15*time.Second, "the stuck run fails", func() bool { return runState(c, stuck) == proto.RunFailed })
+	testsupport.Eventually(t, 15*time.Second, "the stuck run fails", func() bool { return runState(c, stuck) == proto.RunFailed })
 	r, _ = c.run(stuck)
 	if !strings.Contains(r.Error, `task "p"`) || !strings.Contains(r.Error, "pinned") || !strings.Contains(r.Error, "lost") {
 		t.Fatalf("the stuck run's error does not name the task and the lost node: %q", r.Error)
@@ -141,12 +142,12 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 // run.
 func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	seeds := []string{c.GossipAddr()}
 	startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	again := startFakeNode(t, "again", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "two nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "again") == proto.NodeAlive
 	})
 	var b strings.Builder
@@ -162,7 +163,7 @@ func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 		t.Fatalf("run before the restart: nodes %v boots %v", r.Nodes, r.Boots)
 	}
 	must(t, again.ml.UpdateMeta(proto.Meta{Role: proto.RoleNode, ID: "again", CPUs: 1, Boot: "boot2"}))
-	eventually(t, 15*time.Second, "the run moved off the restarted node", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "the run moved off the restarted node", func() bool {
 		r, _ := c.run(sub.ID)
 		return r.Gen == 2 && len(r.Nodes) == 1 && r.Nodes[0] == "ok"
 	})
@@ -179,13 +180,13 @@ func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 // responder for it (its process is gone), its tasks move at once.
 func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	const silence = time.Second
 	c := leadingCoord(t, url, func(cfg *Config) { cfg.NodeSilence = silence })
 	seeds := []string{c.GossipAddr()}
 	ok := startFakeNode(t, "ok", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
 	slow := startFakeNode(t, "slow", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "two nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "two nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "slow") == proto.NodeAlive
 	})
 	var sub proto.SubmitResponse
@@ -194,14 +195,14 @@ func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
 		t.Fatalf("submit: %d", code)
 	}
 	took := func(n *fakeNode, gen uint64) bool { n.mu.Lock(); defer n.mu.Unlock(); return n.runs[sub.ID] == gen }
-	eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(ok, 1) && took(slow, 1) })
+	testsupport.Eventually(t, 10*time.Second, "both nodes took gen 1", func() bool { return took(ok, 1) && took(slow, 1) })
 
 	must(t, slow.ml.Shutdown()) // gossip declares it dead; NATS still hears it
-	eventually(t, 15*time.Second, "gossip declares slow dead", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "gossip declares slow dead", func() bool {
 		m, found := c.members.Member("slow")
 		return found && m.State == proto.NodeDead
 	})
-	eventually(t, 10*time.Second, "NATS refutes the death", func() bool { _, _, refuted := c.Verdicts(); return refuted >= 1 })
+	testsupport.Eventually(t, 10*time.Second, "NATS refutes the death", func() bool { _, _, refuted := c.Verdicts(); return refuted >= 1 })
 	for start := time.Now(); time.Since(start) < 3*silence; time.Sleep(50 * time.Millisecond) { // polling interval
 		if r, _ := c.run(sub.ID); r.Gen != 1 || nodeState(c, "slow") != proto.NodeAlive {
 			t.Fatalf("a node that answers pings was taken for dead: run gen %d, node %s", r.Gen, nodeState(c, "slow"))
@@ -212,7 +213,7 @@ func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
 	}
 
 	slow.stopPings() // the process is gone, as NATS sees it
-	eventually(t, 10*time.Second, "slow confirmed dead", func() bool { return nodeState(c, "slow") == proto.NodeDead })
+	testsupport.Eventually(t, 10*time.Second, "slow confirmed dead", func() bool { return nodeState(c, "slow") == proto.NodeDead })
 	if r, _ := c.run(sub.ID); r.State != proto.RunFailed || !strings.Contains(r.Error, `"b"`) {
 		// b is pinned to slow: it cannot move, so the run fails naming it.
 		t.Fatalf("run after the loss: %s %q", r.State, r.Error)
@@ -229,17 +230,17 @@ func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
 // naming the task.
 func TestLeaderRefusesASuccessVerdictWithWorkOwed(t *testing.T) {
 	waitProbesDone(t)
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := leadingCoord(t, url, nil)
 	lossy := startFakeNode(t, "lossy", url, []string{c.GossipAddr()}, 1, 0, func(n *fakeNode) { n.lose = "b" })
-	eventually(t, 10*time.Second, "the node is alive", func() bool { return nodeState(c, "lossy") == proto.NodeAlive })
+	testsupport.Eventually(t, 10*time.Second, "the node is alive", func() bool { return nodeState(c, "lossy") == proto.NodeAlive })
 	_ = lossy
 	var sub proto.SubmitResponse
 	flow := "name: chain\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: noop, succeed: [a]}\n  - {name: c, func: noop, succeed: [b]}\n"
 	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "f.yaml", Flow: flow}, &sub); code != http.StatusCreated {
 		t.Fatalf("submit: %d", code)
 	}
-	eventually(t, 60*time.Second, "the run ends", func() bool { return proto.Finished(runState(c, sub.ID)) })
+	testsupport.Eventually(t, 60*time.Second, "the run ends", func() bool { return proto.Finished(runState(c, sub.ID)) })
 	r, _ := c.run(sub.ID)
 	if r.State != proto.RunFailed || !strings.Contains(r.Error, "task b: never ran") || !strings.Contains(r.Error, "internal error") {
 		t.Fatalf("run: %s %q, want failed naming task b", r.State, r.Error)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 const wideFlow = `
@@ -20,7 +21,7 @@ tasks:
 `
 
 func TestThreeCoordinators(t *testing.T) {
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	c1 := startCoord(t, "c1", dirs[0], url, true, nil, nil)
 	seeds := []string{c1.GossipAddr()}
@@ -28,11 +29,11 @@ func TestThreeCoordinators(t *testing.T) {
 	c3 := startCoord(t, "c3", dirs[2], url, false, seeds, nil)
 	all := []*Server{c1, c2, c3}
 	must(t, c1.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 20*time.Second, "three voters", func() bool { l := leaderOf(all); return l != nil && voters(l) == 3 })
+	testsupport.Eventually(t, 20*time.Second, "three voters", func() bool { l := leaderOf(all); return l != nil && voters(l) == 3 })
 	n1 := startFakeNode(t, "n1", url, seeds, 2, 0, nil)
 	n2 := startFakeNode(t, "n2", url, seeds, 2, 0, nil)
 	for _, s := range all {
-		eventually(t, 10*time.Second, s.ID()+" sees both nodes alive", func() bool {
+		testsupport.Eventually(t, 10*time.Second, s.ID()+" sees both nodes alive", func() bool {
 			return nodeState(s, "n1") == proto.NodeAlive && nodeState(s, "n2") == proto.NodeAlive
 		})
 	}
@@ -54,7 +55,7 @@ func TestThreeCoordinators(t *testing.T) {
 		t.Fatalf("run id %q does not follow the protocol", sub.ID)
 	}
 	for _, s := range all {
-		eventually(t, 10*time.Second, s.ID()+" has the run succeeded", func() bool { return runState(s, sub.ID) == proto.RunSucceeded })
+		testsupport.Eventually(t, 10*time.Second, s.ID()+" has the run succeeded", func() bool { return runState(s, sub.ID) == proto.RunSucceeded })
 	}
 	var st proto.RunStatus
 	if code, _ := api(t, follower.HTTPAddr(), "GET", "/v1/runs/"+sub.ID, "", nil, &st); code != http.StatusOK {
@@ -75,7 +76,7 @@ func TestThreeCoordinators(t *testing.T) {
 		}
 	}
 	if n1.cancelled(sub.ID) != "finished" || n2.cancelled(sub.ID) != "finished" {
-		eventually(t, 5*time.Second, "both nodes released with reason finished", func() bool {
+		testsupport.Eventually(t, 5*time.Second, "both nodes released with reason finished", func() bool {
 			return n1.cancelled(sub.ID) == "finished" && n2.cancelled(sub.ID) == "finished"
 		})
 	}
@@ -92,7 +93,7 @@ func TestThreeCoordinators(t *testing.T) {
 	must(t, old.Close())
 	all[oldIdx] = nil
 	var nl *Server
-	eventually(t, 15*time.Second, "a new leader", func() bool { nl = leaderOf(all); return nl != nil })
+	testsupport.Eventually(t, 15*time.Second, "a new leader", func() bool { nl = leaderOf(all); return nl != nil })
 	t.Logf("new leader %s %v after the old one closed", nl.ID(), time.Since(killed).Round(time.Millisecond))
 	if runState(nl, sub.ID) != proto.RunSucceeded {
 		t.Fatalf("the run is gone on the new leader: %q", runState(nl, sub.ID))
@@ -102,7 +103,7 @@ func TestThreeCoordinators(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("submit to the new leader: %d", code)
 	}
-	eventually(t, 10*time.Second, "the second run succeeds", func() bool { return runState(nl, sub2.ID) == proto.RunSucceeded })
+	testsupport.Eventually(t, 10*time.Second, "the second run succeeds", func() bool { return runState(nl, sub2.ID) == proto.RunSucceeded })
 
 	// The old leader comes back from its data dir; --bootstrap again is a no-op.
 	var seed string
@@ -113,10 +114,10 @@ func TestThreeCoordinators(t *testing.T) {
 	}
 	back := startCoord(t, old.ID(), dirs[oldIdx], url, true, []string{seed}, nil)
 	all[oldIdx] = back
-	eventually(t, 15*time.Second, "the restarted coordinator catches up", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "the restarted coordinator catches up", func() bool {
 		return runState(back, sub.ID) == proto.RunSucceeded && runState(back, sub2.ID) == proto.RunSucceeded
 	})
-	eventually(t, 10*time.Second, "still one leader among three voters", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "still one leader among three voters", func() bool {
 		l := leaderOf(all)
 		return l != nil && voters(l) == 3
 	})
@@ -152,7 +153,7 @@ func TestThreeCoordinators(t *testing.T) {
 }
 
 func TestRunOutcomes(t *testing.T) {
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	secret, err := proto.DeriveSecret([]byte("a cluster secret for the tests"))
 	must(t, err)
 	tok := secret.APIToken
@@ -164,7 +165,7 @@ func TestRunOutcomes(t *testing.T) {
 	startFakeNode(t, "ok", url, seeds, 4, 1, nil)
 	bad := startFakeNode(t, "bad", url, seeds, 1, 0, func(n *fakeNode) { n.failTask = "x" })
 	busy := startFakeNode(t, "busy", url, seeds, 1, 0, func(n *fakeNode) { n.busy = true })
-	eventually(t, 10*time.Second, "three nodes alive", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "three nodes alive", func() bool {
 		return nodeState(c, "ok") == proto.NodeAlive && nodeState(c, "bad") == proto.NodeAlive && nodeState(c, "busy") == proto.NodeAlive
 	})
 	addr := c.HTTPAddr()
@@ -227,27 +228,27 @@ func TestRunOutcomes(t *testing.T) {
 
 	// A task fails: the run fails naming it, the nodes are released.
 	failed := submit("name: f\ntasks:\n  - {name: a, func: noop, node: ok}\n  - {name: x, func: fail, succeed: [a], node: bad}\n")
-	eventually(t, 10*time.Second, "the run fails", func() bool { return status(failed).State == proto.RunFailed })
+	testsupport.Eventually(t, 10*time.Second, "the run fails", func() bool { return status(failed).State == proto.RunFailed })
 	if st := status(failed); st.Error != "task x: boom" {
 		t.Fatalf("failed run: %+v", st)
 	}
-	eventually(t, 5*time.Second, "bad is released", func() bool { return bad.cancelled(failed) == proto.RunFailed })
+	testsupport.Eventually(t, 5*time.Second, "bad is released", func() bool { return bad.cancelled(failed) == proto.RunFailed })
 
 	// A run that never goes idle times out.
 	slow := submit("name: slow\ntimeout: 1s\ntasks:\n  - {name: a, func: noop, node: busy}\n")
-	eventually(t, 10*time.Second, "the run times out", func() bool { return status(slow).State == proto.RunFailed })
+	testsupport.Eventually(t, 10*time.Second, "the run times out", func() bool { return status(slow).State == proto.RunFailed })
 	if st := status(slow); st.Error != "timed out after 1s" {
 		t.Fatalf("timed-out run: %+v", st)
 	}
 
 	// A user cancel.
 	long := submit("name: long\ntasks:\n  - {name: a, func: noop, node: busy}\n  - {name: b, func: noop, node: busy, succeed: [a]}\n")
-	eventually(t, 5*time.Second, "busy took the run", func() bool { busy.mu.Lock(); defer busy.mu.Unlock(); return busy.runs[long] == 1 })
+	testsupport.Eventually(t, 5*time.Second, "busy took the run", func() bool { busy.mu.Lock(); defer busy.mu.Unlock(); return busy.runs[long] == 1 })
 	var cst proto.RunStatus
 	if code, _ := api(t, addr, "POST", "/v1/runs/"+long+"/cancel", tok, nil, &cst); code != http.StatusOK || cst.State != proto.RunCancelled {
 		t.Fatalf("cancel: %d %+v", code, cst)
 	}
-	eventually(t, 5*time.Second, "busy is told to cancel", func() bool { return busy.cancelled(long) == proto.RunCancelled })
+	testsupport.Eventually(t, 5*time.Second, "busy is told to cancel", func() bool { return busy.cancelled(long) == proto.RunCancelled })
 	if code, _ := api(t, addr, "POST", "/v1/runs/"+long+"/cancel", tok, nil, &cst); code != http.StatusOK || cst.State != proto.RunCancelled {
 		t.Fatalf("a second cancel: %d %+v", code, cst)
 	}
@@ -278,7 +279,7 @@ func TestRunOutcomes(t *testing.T) {
 	}
 
 	// Finished runs go after the retention.
-	eventually(t, 15*time.Second, "finished runs pruned", func() bool {
+	testsupport.Eventually(t, 15*time.Second, "finished runs pruned", func() bool {
 		_, a := c.run(failed)
 		_, b := c.run(long)
 		return !a && !b

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testcert"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key
@@ -34,9 +35,9 @@ func TestAPIOverTLS(t *testing.T) {
 	withTLS := func(c *Config) { c.TLS, c.ForwardTLS = srvTLS, cliTLS }
 	c1 := startCoord(t, "c1", t.TempDir(), "", true, nil, withTLS)
 	must(t, c1.WaitLeader(ctxFor(t, 20*time.Second)))
-	eventually(t, 10*time.Second, "c1 leads", c1.Leader)
+	testsupport.Eventually(t, 10*time.Second, "c1 leads", c1.Leader)
 	c2 := startCoord(t, "c2", t.TempDir(), "", false, []string{c1.GossipAddr()}, withTLS)
-	eventually(t, 20*time.Second, "two voters", func() bool { return voters(c1) == 2 })
+	testsupport.Eventually(t, 20*time.Second, "two voters", func() bool { return voters(c1) == 2 })
 
 	trusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cliTLS}}
 	defer trusting.CloseIdleConnections()
@@ -69,7 +70,7 @@ func TestAPIOverTLS(t *testing.T) {
 	// alive, so the leader refuses the flow: its 400 comes back). A new
 	// voter learns who leads, and where it serves, a little after c1 counts
 	// it: until then it answers 503 "no leader".
-	eventually(t, 20*time.Second, "c2 knows the leader's API", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "c2 knows the leader's API", func() bool {
 		resp, err := trusting.Get("https://" + c2.HTTPAddr() + "/v1/leader")
 		if err != nil {
 			return false

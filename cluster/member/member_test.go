@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -53,18 +54,6 @@ func start(t *testing.T, id string, key []byte, join []string, evs *eventLog) *L
 	return l
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func stateOf(l *List, id string) string {
 	m, ok := l.Member(id)
 	if !ok {
@@ -88,7 +77,7 @@ func threeMembers(t *testing.T, key []byte, evs *eventLog) (a, b, c *List) {
 	b = start(t, "b", key, []string{a.LocalAddr()}, nil)
 	c = start(t, "c", key, []string{"127.0.0.1:1", a.LocalAddr(), b.LocalAddr()}, nil) // a dead seed is skipped
 	for _, l := range []*List{a, b, c} {
-		eventually(t, 5*time.Second, "every member sees three alive", func() bool { return alive(l) == 3 })
+		testsupport.Eventually(t, 5*time.Second, "every member sees three alive", func() bool { return alive(l) == 3 })
 	}
 	return a, b, c
 }
@@ -100,17 +89,17 @@ func TestJoinMetaAndEvents(t *testing.T) {
 	if !ok || m.Meta.ID != "a" || m.Meta.Role != proto.RoleNode || m.Meta.CPUs != 2 || m.Addr != a.LocalAddr() {
 		t.Fatalf("c sees a as %+v", m)
 	}
-	eventually(t, 5*time.Second, "join events for b and c", func() bool { return evs.has(EventJoin, "b") && evs.has(EventJoin, "c") })
+	testsupport.Eventually(t, 5*time.Second, "join events for b and c", func() bool { return evs.has(EventJoin, "b") && evs.has(EventJoin, "c") })
 
 	if err := b.UpdateMeta(proto.Meta{Role: proto.RoleNode, ID: "b", CPUs: 8, GPUs: 2}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "a and c see b's new metadata", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a and c see b's new metadata", func() bool {
 		ma, _ := a.Member("b")
 		mc, _ := c.Member("b")
 		return ma.Meta.GPUs == 2 && mc.Meta.CPUs == 8
 	})
-	eventually(t, 5*time.Second, "update event", func() bool { return evs.has(EventUpdate, "b") })
+	testsupport.Eventually(t, 5*time.Second, "update event", func() bool { return evs.has(EventUpdate, "b") })
 }
 
 func TestShutdownIsDeadLeaveIsLeft(t *testing.T) {
@@ -121,7 +110,7 @@ func TestShutdownIsDeadLeaveIsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, 5*time.Second, "a and b declare c dead", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a and b declare c dead", func() bool {
 		return stateOf(a, "c") == proto.NodeDead && stateOf(b, "c") == proto.NodeDead
 	})
 	t.Logf("crash detected in %v", time.Since(start).Round(10*time.Millisecond))
@@ -132,8 +121,8 @@ func TestShutdownIsDeadLeaveIsLeft(t *testing.T) {
 	if err := b.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "a sees b left", func() bool { return stateOf(a, "b") == proto.NodeLeft })
-	eventually(t, 5*time.Second, "leave event", func() bool { return evs.has(EventLeave, "b") })
+	testsupport.Eventually(t, 5*time.Second, "a sees b left", func() bool { return stateOf(a, "b") == proto.NodeLeft })
+	testsupport.Eventually(t, 5*time.Second, "leave event", func() bool { return evs.has(EventLeave, "b") })
 	if evs.has(EventFail, "b") {
 		t.Fatal("b left on purpose but was reported failed")
 	}
@@ -183,7 +172,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 			t.Fatalf("the intruder got into %s's table", m.cfg.ID)
 		}
 	}
-	eventually(t, 10*time.Second, "a sees its ring of three alive", func() bool { return alive(a) == 3 })
+	testsupport.Eventually(t, 10*time.Second, "a sees its ring of three alive", func() bool { return alive(a) == 3 })
 }
 
 func TestConfigErrors(t *testing.T) {

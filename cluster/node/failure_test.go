@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/nats-io/nats.go"
 )
@@ -242,7 +243,7 @@ func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
 	if nsig == 0 {
 		t.Fatal("no signal crossed nodes")
 	}
-	waitFor(t, 10*time.Second, "duplicates dropped", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "duplicates dropped", func() bool {
 		_, _, dup := stats()
 		return dup == dup0+uint64(nsig)
 	})
@@ -292,7 +293,7 @@ func TestDrainFinishesHeldRuns(t *testing.T) {
 	n1 := c.nodes[1]
 	drained := make(chan error, 1)
 	go func() { drained <- n1.Drain(ctx) }()
-	waitFor(t, 5*time.Second, "draining", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "draining", func() bool {
 		n1.mu.Lock()
 		defer n1.mu.Unlock()
 		return n1.draining
@@ -331,7 +332,7 @@ func TestDrainFinishesHeldRuns(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	conn := connect(t, url, "cfg")
 	for _, cfg := range []Config{
 		{ID: "", Conn: conn},

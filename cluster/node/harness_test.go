@@ -12,38 +12,15 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// startNATS runs a real embedded nats-server with JetStream on a file store
-// in a temp dir, on a random loopback port.
-func startNATS(t testing.TB) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatalf("nats server: %v", err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
-
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB, d time.Duration) context.Context { return testsupport.Context(t, d) }
 
 func connect(t testing.TB, url, name string) *transport.Conn {
 	t.Helper()
@@ -74,7 +51,7 @@ type nodeSpec struct {
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 	t.Helper()
-	url := startNATS(t)
+	url := testsupport.NATS(t).URL()
 	c := &cluster{t: t, url: url, killed: map[string]bool{}}
 	lc := connect(t, url, "leader")
 	if err := lc.EnsureStreams(testCtx(t, 10*time.Second), transport.StreamConfig{}); err != nil {
@@ -404,18 +381,6 @@ func summary(m map[string]*taskFold) string {
 		fmt.Fprintf(&b, "  %s: %v\n", n, m[n])
 	}
 	return b.String()
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func specJSON(t testing.TB, f *spec.File) ([]byte, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -290,7 +291,7 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the republished batches seen", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the republished batches seen", func() bool {
 		d := c.nodes[0].Stats().SignalsDuplicate + c.nodes[1].Stats().SignalsDuplicate
 		f := c.nodes[0].Stats().SignalsFenced + c.nodes[1].Stats().SignalsFenced
 		return d+f >= dup0+republished
@@ -314,7 +315,7 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 	if err := ghost.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the stale Signal fenced", func() bool { return sinkNode.Stats().SignalsFenced == fenced0+1 })
+	testsupport.Eventually(t, 10*time.Second, "the stale Signal fenced", func() bool { return sinkNode.Stats().SignalsFenced == fenced0+1 })
 
 	// Release gen 2 and check nothing changed.
 	cancel := &transport.Cancel{Run: runID, Gen: 2, Reason: "finished"}
@@ -323,7 +324,7 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the run released", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the run released", func() bool {
 		for _, n := range c.nodes[:2] {
 			if n.Stats().RunsActive != 0 {
 				return false
@@ -401,7 +402,7 @@ func TestRecoveryFromTwoLosses(t *testing.T) {
 	if err := c.leader.conn.SendControl(survivor, cancel); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the run released", func() bool { return c.nodes[indexOf(c.ids, survivor)].Stats().RunsActive == 0 })
+	testsupport.Eventually(t, 10*time.Second, "the run released", func() bool { return c.nodes[indexOf(c.ids, survivor)].Stats().RunsActive == 0 })
 }
 
 func indexOf(xs []string, x string) int {

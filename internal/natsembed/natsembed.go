@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -16,13 +17,18 @@ import (
 type Options struct {
 	Host     string // default 127.0.0.1
 	Port     int    // 0 = 4222, -1 = random
-	StoreDir string // JetStream store (required)
+	StoreDir string // JetStream store (required unless NoJetStream)
 	User     string // with Password: require these credentials
 	Password string
+	Token    string      // require this authorization token (optional)
 	TLS      *tls.Config // with a certificate: clients must speak TLS (optional)
 	HTTPHost string      // monitoring (optional)
 	HTTPPort int
 	Logs     bool // print the server's log to stderr
+	// MaxPayload overrides the largest message the server accepts
+	// (0 = the package's MaxPayload).
+	MaxPayload  int32
+	NoJetStream bool // run without JetStream (tests of a server lacking it)
 }
 
 // MaxPayload is the largest message the server accepts (NATS's own ceiling).
@@ -38,7 +44,7 @@ var ErrNotReady = errors.New("natsembed: server not ready")
 
 // Start starts a server and waits until it accepts connections.
 func Start(o Options) (*Server, error) {
-	if o.StoreDir == "" {
+	if o.StoreDir == "" && !o.NoJetStream {
 		return nil, errors.New("natsembed: StoreDir is required")
 	}
 	if o.Host == "" {
@@ -47,13 +53,17 @@ func Start(o Options) (*Server, error) {
 	if o.Port == 0 {
 		o.Port = 4222
 	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = MaxPayload
+	}
 	so := &server.Options{
-		Host: o.Host, Port: o.Port, JetStream: true, StoreDir: o.StoreDir,
+		Host: o.Host, Port: o.Port, JetStream: !o.NoJetStream, StoreDir: o.StoreDir,
 		ServerName: "hetflow-nats", Username: o.User, Password: o.Password,
-		HTTPHost: o.HTTPHost, HTTPPort: o.HTTPPort, NoSigs: true,
+		Authorization: o.Token,
+		HTTPHost:      o.HTTPHost, HTTPPort: o.HTTPPort, NoSigs: true,
 		// A run's Assignment carries its whole flow; NATS's default 1 MiB
 		// payload stops flows at a few thousand tasks.
-		MaxPayload: MaxPayload,
+		MaxPayload: o.MaxPayload,
 		TLSConfig:  o.TLS,
 	}
 	s, err := server.NewServer(so)
@@ -71,6 +81,9 @@ func Start(o Options) (*Server, error) {
 	}
 	return &Server{s: s}, nil
 }
+
+// Port returns the port the server listens on (the one picked for Port -1).
+func (s *Server) Port() int { return s.s.Addr().(*net.TCPAddr).Port }
 
 // URL returns the client URL (nats://host:port).
 func (s *Server) URL() string { return s.s.ClientURL() }
