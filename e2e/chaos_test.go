@@ -151,6 +151,11 @@ func chaosSeed(t *testing.T, seed uint64, kinds []string, path string, ref map[s
 	// The schedule: one or two faults, 200–1500 ms after the submit, on
 	// distinct targets.
 	n := 1 + rng.IntN(2)
+	distinct := map[string]bool{} // the targets the kinds can hit: one node fault at most
+	for _, k := range kinds {
+		distinct[strings.TrimSuffix(strings.TrimSuffix(k, "-kill"), "-stop")] = true
+	}
+	n = min(n, len(distinct)) // with node faults alone, a second would never be drawn
 	used := map[string]bool{}
 	for len(res.Faults) < n {
 		k := kinds[rng.IntN(len(kinds))]
