@@ -67,7 +67,8 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
-	d = &Dev{dir: cfg.Dir, token: cfg.Secret.APIToken}
+	dev := &Dev{dir: cfg.Dir, token: cfg.Secret.APIToken}
+	d = dev
 	sec := cfg.Secret
 	var creds []transport.Option
 	if sec.NATSPassword != "" {
@@ -81,7 +82,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	}
 	defer func() {
 		if err != nil {
-			d.Close()
+			dev.Close() // not d: a failed start returns nil, which the named result already holds
 		}
 	}()
 	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats"),

@@ -102,6 +102,10 @@ func (f *Fold) Status(r Run, g *spec.Graph) proto.RunStatus {
 			return
 		}
 		ts := proto.TaskStatus{Name: name, Node: a.node, State: a.state.String(), Activations: a.act}
+		if a.state == transport.TaskRunning && (r.State == proto.RunCancelled || r.State == proto.RunFailed) {
+			// The run ended under it: its node cancelled it and will report no more.
+			ts.State = proto.TaskCancelled
+		}
 		for _, x := range a.execs {
 			ts.Executions += x
 		}

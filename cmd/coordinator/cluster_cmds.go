@@ -323,8 +323,14 @@ func cancelCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(func(ctx context.Context, c *cluster.Client) error {
-				if _, err := c.Cancel(ctx, args[0]); err != nil {
+				st, err := c.Cancel(ctx, args[0])
+				if err != nil {
 					return err
+				}
+				if st.State != proto.RunCancelled {
+					// It had ended before the cancel arrived: say how.
+					fmt.Fprintf(cmd.ErrOrStderr(), "run %s had already %s: nothing to cancel\n", args[0], st.State)
+					return nil
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "cancelled", args[0])
 				return nil
@@ -515,6 +521,7 @@ func serveCmd() *cobra.Command {
 
 func devCmd() *cobra.Command {
 	var cfg cluster.DevConfig
+	var simGPUs int
 	var asJSON, serve, verbose bool
 	var secretFile string
 	cmd := &cobra.Command{
@@ -563,12 +570,13 @@ func devCmd() *cobra.Command {
 				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s\n", cfg.Nodes, d.URL())
 			}
 			c := d.Client()
-			failed := false
+			failed, invalid := false, false
 			for _, f := range flows {
 				id, err := c.Submit(ctx, filepath.Base(f.path), f.text)
 				if err != nil {
 					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
 					failed = true
+					invalid = invalid || errors.Is(err, proto.ErrInvalid)
 					continue
 				}
 				st, err := c.Wait(ctx, id, nil)
@@ -591,7 +599,10 @@ func devCmd() *cobra.Command {
 				fmt.Fprintf(errw, "serving the API and the dashboard (%s/) until interrupted\n", d.URL())
 				<-ctx.Done()
 			}
-			if failed {
+			switch {
+			case invalid:
+				return withCode(exitInvalid, errSilent) // a flow the cluster refused: invalid input
+			case failed:
 				return withCode(exitRunFailed, errSilent)
 			}
 			return nil
@@ -599,7 +610,7 @@ func devCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&cfg.Nodes, "nodes", 3, "in-process nodes")
-	fl.IntVar(&cfg.SimGPUs, "sim-gpus", 1, "sim GPUs on the last node")
+	fl.IntVar(&simGPUs, "sim-gpus", 1, "sim GPUs on the last node (0: none)")
 	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
 	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
 	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
@@ -608,6 +619,10 @@ func devCmd() *cobra.Command {
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {
 		if serve && cfg.HTTPAddr == "" {
 			cfg.HTTPAddr = "127.0.0.1:7070"
+		}
+		cfg.SimGPUs = simGPUs
+		if simGPUs <= 0 {
+			cfg.SimGPUs = -1 // DevConfig's 0 is its default (one); the flag's 0 is none
 		}
 	}
 	return cmd

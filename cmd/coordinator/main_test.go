@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 func TestValidateAndDumpExitCodes(t *testing.T) {
@@ -26,5 +34,103 @@ func TestValidateAndDumpExitCodes(t *testing.T) {
 	}
 	if c := run([]string{"nosuchcommand"}); c != exitInvalid {
 		t.Fatalf("unknown command: %d", c)
+	}
+}
+
+// dev's exit codes follow the table: 2 for a flow the cluster refuses,
+// whether it fails to parse or names what the cluster lacks; --sim-gpus 0
+// means no GPU at all; a taken --http port is 3 (cannot serve), not a panic.
+func TestDevExitCodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts dev clusters")
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "name: demo\ntasks:\n  - {name: a, func: hash}\n")
+	unknown := write("unknown.yaml", "name: demo\ntasks:\n  - {name: a, func: nosuchfunc}\n")
+	gpu := write("gpu.yaml", "name: g\ntasks:\n  - {name: s, func: saxpy, args: {n: 64, a: 2}, domain: gpu}\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"a good flow", []string{"dev", "--nodes", "1", good}, exitOK},
+		{"an unknown function", []string{"dev", "--nodes", "1", unknown}, exitInvalid},
+		{"a GPU task with --sim-gpus 0", []string{"dev", "--nodes", "1", "--sim-gpus", "0", gpu}, exitInvalid},
+		{"a GPU task with --sim-gpus 1", []string{"dev", "--nodes", "1", "--sim-gpus", "1", gpu}, exitOK},
+	} {
+		if got := run(c.args); got != c.want {
+			t.Errorf("%s: coordinator %v: exit %d, want %d", c.name, c.args, got, c.want)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := run([]string{"dev", "--nodes", "1", "--http", ln.Addr().String(), good}); got != exitUnreachable {
+		t.Errorf("dev on a taken port: exit %d, want %d", got, exitUnreachable)
+	}
+}
+
+// cancel tells the truth: a run that had already ended is not reported
+// cancelled, and a cancelled run shows no task still running.
+func TestCancelSaysWhatHappened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c := d.Client()
+	cancel := func(id string) (string, string, int) {
+		root := newRoot()
+		var out, errb strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs([]string{"cancel", id, "--server", d.URL()})
+		code := exitOK
+		if err := root.Execute(); err != nil {
+			code = -1
+		}
+		return out.String(), errb.String(), code
+	}
+
+	quick, err := c.Submit(ctx, "quick.yaml", []byte("name: q\ntasks:\n  - {name: a, func: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Wait(ctx, quick, nil); err != nil || st.State != proto.RunSucceeded {
+		t.Fatalf("quick run: %+v %v", st, err)
+	}
+	out, errs, code := cancel(quick)
+	if code != exitOK || strings.Contains(out, "cancelled") || !strings.Contains(errs, "had already succeeded") {
+		t.Errorf("cancel of a succeeded run: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	slow, err := c.Submit(ctx, "slow.yaml", []byte("name: s\ntasks:\n  - {name: a, func: sleep, args: {ms: 60000}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 30*time.Second, "the slow task running", func() bool {
+		st, err := c.Status(ctx, slow)
+		return err == nil && len(st.Tasks) == 1 && st.Tasks[0].State == proto.TaskRunning
+	})
+	if out, errs, code := cancel(slow); code != exitOK || !strings.Contains(out, "cancelled "+slow) {
+		t.Errorf("cancel of a running run: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	st, err := c.Status(ctx, slow)
+	if err != nil || st.State != proto.RunCancelled || st.Tasks[0].State != proto.TaskCancelled {
+		t.Errorf("after the cancel: %+v %v, want the run and its task cancelled", st, err)
 	}
 }
