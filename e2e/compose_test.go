@@ -557,3 +557,38 @@ func subnetOf() string {
 	}
 	return composeNet
 }
+
+// The compose file reads without a warning on both CLIs: v2 warns that a
+// top-level `version` is obsolete on every command, and v1 (1.27+) does not
+// need it.
+func TestComposeFileHasNoWarnings(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, which := range []string{composeV1, composeV2} {
+		if composeUsable(which) != nil {
+			continue
+		}
+		name, args := "docker-compose", []string{"-f", filepath.Join(root, "docker-compose.yml"), "config", "-q"}
+		if which == composeV2 {
+			name, args = "docker", append([]string{"compose"}, args...)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Logf("%s config: %v\n%s", which, err, out) // a missing build context is not this test's concern
+		}
+		if s := strings.ToLower(string(out)); strings.Contains(s, "obsolete") || strings.Contains(s, "warn") {
+			t.Errorf("%s config warns:\n%s", which, out)
+		}
+		ran++
+	}
+	if ran == 0 {
+		t.Skip("neither docker compose (v2) nor docker-compose (v1) is installed")
+	}
+}
