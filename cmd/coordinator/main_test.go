@@ -134,3 +134,28 @@ func TestCancelSaysWhatHappened(t *testing.T) {
 		t.Errorf("after the cancel: %+v %v, want the run and its task cancelled", st, err)
 	}
 }
+
+// validate warns, naming the tasks, about a join behind both branches of
+// one condition (the run would end with it skipped), and still exits 0.
+func TestValidateWarnsOfABranchJoin(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pit.yaml")
+	flow := "name: pit\ntasks:\n  - {name: cond, kind: condition, func: loop, precede: [yes, no]}\n" +
+		"  - {name: yes, func: noop}\n  - {name: no, func: noop}\n  - {name: join, func: noop, succeed: [yes, no]}\n"
+	if err := os.WriteFile(p, []byte(flow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot()
+	var out, errb strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"validate", p})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if !strings.Contains(errb.String(), `warning: `+p+`: flow "pit" task "join": joins two branches of condition "cond"`) {
+		t.Errorf("stderr %q lacks the warning", errb.String())
+	}
+	if !strings.Contains(out.String(), "ok") {
+		t.Errorf("stdout %q", out.String())
+	}
+}

@@ -37,6 +37,9 @@ func validateCmd() *cobra.Command {
 				for _, fl := range f.Flows {
 					n += len(fl.Tasks)
 				}
+				for _, w := range f.Warnings() {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d flow(s), %d task(s))\n", p, len(f.Flows), n)
 			}
 			if bad {
