@@ -139,7 +139,7 @@ func TestCancelSaysWhatHappened(t *testing.T) {
 // one condition (the run would end with it skipped), and still exits 0.
 func TestValidateWarnsOfABranchJoin(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "pit.yaml")
-	flow := "name: pit\ntasks:\n  - {name: cond, kind: condition, func: loop, precede: [yes, no]}\n" +
+	flow := "name: pit\ntasks:\n  - {name: cond, kind: condition, func: loop, args: {n: 1}, precede: [yes, no]}\n" +
 		"  - {name: yes, func: noop}\n  - {name: no, func: noop}\n  - {name: join, func: noop, succeed: [yes, no]}\n"
 	if err := os.WriteFile(p, []byte(flow), 0o644); err != nil {
 		t.Fatal(err)
