@@ -137,12 +137,16 @@ func printStatus(w io.Writer, st proto.RunStatus) {
 }
 
 // progress draws a progress bar of tasks done / total and the current
-// activations on a terminal line.
+// activations on a terminal line. A task counts as done once it has finished
+// an activation, so a loop running again does not move the bar back.
 func progress(w io.Writer) func(proto.RunStatus) {
 	return func(st proto.RunStatus) {
 		done, acts := 0, uint64(0)
 		for _, t := range st.Tasks {
-			if t.State == proto.TaskDone || t.State == proto.TaskFailed || t.State == proto.TaskSkipped {
+			switch {
+			case t.State == proto.TaskDone || t.State == proto.TaskFailed || t.State == proto.TaskSkipped:
+				done++
+			case t.Activations > 1: // running again: it finished an activation before
 				done++
 			}
 			acts += t.Activations
@@ -221,11 +225,19 @@ func submitCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), id)
 				return nil
 			}
-			return waitRun(ctx, c, id, f.json, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			errw := cmd.ErrOrStderr()
+			fmt.Fprintf(errw, "run %s submitted; following it (Ctrl-C detaches, the run goes on)\n", id)
+			err = waitRun(ctx, c, id, f.json, cmd.OutOrStdout(), errw)
+			if ctx.Err() != nil { // interrupted: the run is the cluster's, not this command's
+				fmt.Fprintf(errw, "detached from run %s: it goes on in the cluster.\n"+
+					"  follow it:  coordinator status %s\n  cancel it:  coordinator cancel %s\n", id, id, id)
+				return withCode(exitInterrupted, errSilent)
+			}
+			return err
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends (Ctrl-C detaches and exits 130; the run goes on)")
 	return cmd
 }
 

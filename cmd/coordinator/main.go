@@ -23,6 +23,9 @@ const (
 	exitUnreachable  = 3
 	exitUnauthorized = 4
 	exitNotFound     = 5
+	// exitInterrupted: submit --wait detached on Ctrl-C (128 + SIGINT, as
+	// shells report it); the run goes on in the cluster.
+	exitInterrupted = 130
 )
 
 // exitError carries an exit code out of a command.
