@@ -135,12 +135,12 @@ type recvEdge struct {
 // taskflow: the top-level scope, module instances as nested taskflows.
 func (r *run) build(in []bool) (*part, error) {
 	g := r.g
-	tab := r.tab.Load()
+	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
-		if int(tab.owner[v]) >= len(tab.nodes) {
-			return nil, &assignError{vx.Path, fmt.Errorf("owner %d names no node of the assignment", tab.owner[v])}
+		if int(tab.Owner[v]) >= len(tab.Nodes) {
+			return nil, &assignError{vx.Path, fmt.Errorf("owner %d names no node of the assignment", tab.Owner[v])}
 		}
 		if !in[v] {
 			continue

@@ -69,7 +69,7 @@
 // or a condition returning 0 (weak edge). A batch's Signals are fenced one
 // by one — refused unless the sender owns the source in the generation in
 // force; one of a newer generation waits for that generation's Assignment —
-// and the rest go to the Deduper together; they are counted (duplicates
+// and the rest go to the run's dedup set together; they are counted (duplicates
 // too, see Recovery), the new ones pushed to their edges' FIFOs and the
 // proxies scheduled with one OpenRun.ScheduleAll; a proxy records v's
 // output for u's Inputs.
@@ -77,6 +77,19 @@
 // and delivered when it does. A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
 // once).
+//
+// # The protocol's state machine
+//
+// What a run's share of the protocol decides (the generation in force and
+// its owner table, fencing, the Signals held for a newer generation, dedup
+// verdicts, counting, idleness, the follow's bookkeeping) is a
+// runproto.Run, one per run, driven under the node's lock: an input
+// (Assignment, batch, batch of the record, catch-up, probe, heartbeat) goes
+// in, actions come out, and the node carries them out (queue and schedule
+// proxies, open a part, start or stop the follow, report). The node's
+// goroutines do the I/O and the execution. The rules are runproto's
+// documentation and its testdata/ scenarios; the sections here describe
+// them as the node carries them out.
 //
 // # Termination and reports
 //
@@ -91,12 +104,13 @@
 // Heartbeat while it holds the run; the first one acknowledges the
 // Assignment. Before each report it flushes the Batcher and waits until its
 // TaskEvents are stored, so a leader that sees every node idle finds every
-// event in JetStream. Received is read before Idle and Sent after it: a
-// counted Signal has been scheduled, so the run is either not idle or its
-// consequences are counted. Cancel (any reason, "finished" included)
-// cancels what still runs, waits for it, frees GPU memory, ends the run in
-// the Deduper and forgets it; a late Assignment of a released run is
-// ignored.
+// event in JetStream. Received is read before Idle and Sent after it (the
+// parts' idleness is read under the node's lock, so no counted Signal is
+// still to be scheduled): a counted Signal has been scheduled, so the run
+// is either not idle or its consequences are counted. Cancel (any reason, "finished" included)
+// cancels what still runs, waits for it, frees GPU memory, stops the run's
+// state machine and forgets it (its dedup set with it); a late Assignment
+// of a released run is ignored.
 //
 // # Recovery
 //

@@ -113,7 +113,7 @@ func TestRefusedAssignments(t *testing.T) {
 		if s := n.Stats(); s.RunsActive != 0 || s.Refused == 0 {
 			n.mu.Lock()
 			for id, r := range n.runs {
-				t.Logf("held: %s gen %d reason %q", id, r.gen, r.reason)
+				t.Logf("held: %s gen %d reason %q", id, r.sm.Gen(), r.reason)
 			}
 			n.mu.Unlock()
 			t.Fatalf("%s: %+v", n.ID(), s)
@@ -218,7 +218,8 @@ func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
 		for _, n := range c.nodes {
 			n.mu.Lock()
 			if r := n.runs[first.run]; r != nil {
-				sum += r.received.Load()
+				_, received, _ := r.sm.Counts()
+				sum += received
 			}
 			n.mu.Unlock()
 		}

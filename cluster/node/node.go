@@ -120,7 +120,7 @@ type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed          atomic.Uint64
-	takenOver                        atomic.Uint64
+	takenOver, duplicate             atomic.Uint64
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -133,7 +133,6 @@ type Node struct {
 	conn    *transport.Conn
 	reg     *funcs.Registry
 	ex      *localexec.Executor
-	dedup   *transport.Deduper
 	batcher *transport.Batcher
 	events  *eventPub
 	log     *slog.Logger
@@ -141,7 +140,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	runs     map[string]*run
-	early    map[string][]fromSig
+	early    map[string][]early
 	ended    map[string]uint64 // run → last generation released
 	endedQ   []string
 	refused  map[runGen]error
@@ -164,15 +163,10 @@ type Node struct {
 	scratch                 acceptScratch // under mu
 }
 
-// acceptScratch is the storage take and acceptAll reuse for every batch, so
-// that accepting a batch does not allocate (under Node.mu).
+// acceptScratch is the storage run.apply reuses for every batch, so that
+// accepting a batch does not allocate (under Node.mu).
 type acceptScratch struct {
-	batchIDs  []physID
-	batchSigs []*transport.Signal
-	ids       []physID
-	sigs      []*transport.Signal
-	verdicts  []transport.Verdict
-	tasks     []localexec.Task
+	tasks []localexec.Task
 }
 
 type runGen struct {
@@ -239,12 +233,11 @@ func New(cfg Config) (*Node, error) {
 		conn:    cfg.Conn,
 		reg:     cfg.Registry,
 		ex:      ex,
-		dedup:   transport.NewDeduper(),
 		batcher: b,
 		log:     cfg.Logger.With("node", cfg.ID),
 		now:     cfg.Now,
 		runs:    map[string]*run{},
-		early:   map[string][]fromSig{},
+		early:   map[string][]early{},
 		ended:   map[string]uint64{},
 		refused: map[runGen]error{},
 		drained: make(chan struct{}),
@@ -293,8 +286,8 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.events.start()
 	// No Deduper in the subscription: the node fences by ownership and dedups
-	// itself (run.accept), since after a loss a live sender's Signals of an
-	// older generation are still good.
+	// itself (runproto.Run.Batch), since after a loss a live sender's Signals
+	// of an older generation are still good.
 	sig, err := n.conn.SubscribeBatches(n.id, n.onBatch)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
@@ -407,7 +400,6 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	active := len(n.runs)
 	n.mu.Unlock()
-	d := n.dedup.Stats()
 	cs := n.conn.Stats()
 	return Stats{
 		RunsActive:       active,
@@ -416,8 +408,8 @@ func (n *Node) Stats() Stats {
 		TasksExecuted:    n.stats.tasks.Load(),
 		SignalsSent:      n.stats.sent.Load(),
 		SignalsReceived:  n.stats.received.Load(),
-		SignalsDuplicate: d.Duplicate,
-		SignalsFenced:    d.Fenced + n.stats.fenced.Load(),
+		SignalsDuplicate: n.stats.duplicate.Load(),
+		SignalsFenced:    n.stats.fenced.Load(),
 		SignalsTakenOver: n.stats.takenOver.Load(),
 		SignalsDropped:   n.stats.dropped.Load(),
 		SignalsEarly:     n.stats.early.Load(),
@@ -526,7 +518,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 	old := n.runs[a.Run]
-	if old != nil && a.Gen <= old.gen {
+	if old != nil && a.Gen <= old.sm.Gen() {
 		n.mu.Unlock()
 		return // already running it (the leader re-sends until it hears from us)
 	}
@@ -554,7 +546,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 
-	r, err := newRun(n, a, uint32(me))
+	r, err := newRun(n, a)
 	var p *part
 	if err == nil {
 		p, err = r.build(r.mine())
@@ -565,7 +557,6 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	var open *localexec.OpenRun
 	if err == nil {
-		n.dedup.SetGen(a.Run, a.Gen)
 		open, err = n.ex.RunOpen(p.tf, r.onIdle)
 	}
 	if err != nil {
@@ -575,24 +566,27 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 	r.addPart(p, open)
-	if a.Gen == 1 {
-		r.moved = make([]bool, len(r.g.Vertices))
-	}
 	n.runs[a.Run] = r
-	early := n.early[a.Run]
+	var follow uint64
+	if a.Gen > 1 {
+		// A node new to the run at a later generation holds only tasks of
+		// lost nodes: rebuild their inputs from the record (not idle until
+		// the follow has caught up, from before the first report on).
+		follow = r.apply(r.sm.StartFollow()).follow
+	}
+	held := n.early[a.Run]
 	delete(n.early, a.Run)
-	for i := range early {
-		r.accept(early[i].from, early[i].id, &early[i].s)
+	for i := range held {
+		e := &held[i]
+		r.take(e.from, e.seq, e.i, []transport.Signal{e.s})
 	}
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
 	n.stats.assignments.Add(1)
-	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(early))
-	if a.Gen > 1 {
-		// A node new to the run at a later generation holds only tasks of
-		// lost nodes: rebuild their inputs from the record.
-		r.startFollow()
+	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(held))
+	if follow != 0 {
+		r.startFollow(follow)
 	}
 }
 
@@ -616,7 +610,6 @@ func (n *Node) cancel(c *transport.Cancel) {
 	if r == nil {
 		delete(n.early, c.Run)
 		if _, ok := n.ended[c.Run]; !ok {
-			n.dedup.EndRun(c.Run)
 			n.markEndedLocked(c.Run, c.Gen)
 		}
 		n.mu.Unlock()
@@ -624,7 +617,7 @@ func (n *Node) cancel(c *transport.Cancel) {
 	}
 	n.mu.Unlock()
 	n.mu.Lock()
-	gen := r.gen
+	gen := r.sm.Gen()
 	n.mu.Unlock()
 	if c.Gen != 0 && c.Gen < gen {
 		return // a cancel of a generation we no longer run
@@ -652,9 +645,8 @@ func (n *Node) probe(e *transport.Envelope) {
 		return
 	}
 	n.mu.Lock()
-	r := n.runs[e.Run]
-	n.mu.Unlock()
-	if r != nil {
+	defer n.mu.Unlock()
+	if r := n.runs[e.Run]; r != nil {
 		r.probe(wave)
 	}
 }
@@ -678,14 +670,7 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 			j++
 		}
 		if r := n.runs[run]; r != nil {
-			ids, ptrs := n.scratch.batchIDs[:0], n.scratch.batchSigs[:0]
-			for k := i; k < j; k++ {
-				ids = append(ids, physID{from, sigs[k].Gen, b.Seq, k})
-				ptrs = append(ptrs, &sigs[k])
-			}
-			n.scratch.batchIDs, n.scratch.batchSigs = ids, ptrs
-			fresh += r.acceptAll(from, ids, ptrs)
-			clear(ptrs) // keep no Signal of the batch alive
+			fresh += r.take(from, b.Seq, i, sigs[i:j])
 			i = j
 			continue
 		}
@@ -711,7 +696,7 @@ func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
 	}
 	c := *s
 	c.Output = clone(s.Output)
-	n.early[s.Run] = append(buf, fromSig{from, physID{from, s.Gen, seq, i}, c})
+	n.early[s.Run] = append(buf, early{from, seq, i, c})
 	n.stats.early.Add(1)
 }
 

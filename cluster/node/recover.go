@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -18,116 +17,94 @@ import (
 // a node that is not in the generation, whose destination this node now owns.
 
 // mine marks the vertices this node runs in the generation in force.
-func (r *run) mine() []bool {
-	in := make([]bool, len(r.g.Vertices))
-	for v := range in {
-		in[v] = r.local(v)
-	}
-	return in
-}
+func (r *run) mine() []bool { return r.sm.Mine() }
 
-// update takes a newer generation of the run (see above).
+// update takes a newer generation of the run (see above): the SM switches
+// the owner table and decides the Signals held for it; the node opens the
+// tasks that moved here and follows the record for them.
 func (r *run) update(a *transport.Assignment) error {
 	n := r.n
-	if len(a.Owner) != len(r.g.Vertices) {
-		return fmt.Errorf("the assignment places %d tasks, the flow has %d", len(a.Owner), len(r.g.Vertices))
-	}
-	tab := &ownerTab{nodes: a.Nodes, owner: a.Owner}
 	n.mu.Lock()
-	if r.stopping.Load() || a.Gen <= r.gen {
+	if r.stopping.Load() {
 		n.mu.Unlock()
 		return nil
 	}
-	old := r.tab.Load()
-	in := make([]bool, len(a.Owner))
-	moved, kept, gone := 0, 0, 0
-	for v := range in {
-		if r.moved != nil && old.nodeOf(v) != tab.nodeOf(v) {
-			r.moved[v] = true
-		}
-		was, now := old.nodeOf(v) == n.id, tab.nodeOf(v) == n.id
-		switch {
-		case now && !was:
-			in[v] = true
-			moved++
-			r.vs[v].resetOut() // what it saw of the task as a remote input; it runs here from its first activation now
-		case now:
-			kept++
-		case was:
-			gone++
-		}
+	acts, m, err := r.sm.Assign(a)
+	if err != nil || len(acts) == 0 {
+		n.mu.Unlock()
+		return r.named(err)
 	}
-	if gone > 0 {
+	if m.Given > 0 {
 		// Not what the leader does (a live node keeps its tasks); they go on
 		// running here and their Signals are fenced by their receivers.
-		n.log.Warn("a newer generation moved tasks away from a live node", "run", r.id, "gen", a.Gen, "tasks", gone)
+		n.log.Warn("a newer generation moved tasks away from a live node", "run", r.id, "gen", a.Gen, "tasks", m.Given)
 	}
-	prev := r.gen
-	r.tab.Store(tab)
-	r.gen = a.Gen
-	r.genA.Store(a.Gen)
-	n.dedup.SetGen(r.id, a.Gen)
-	var err error
-	if moved > 0 {
-		var p *part
-		if p, err = r.build(in); err == nil {
-			var open *localexec.OpenRun
-			if open, err = n.ex.RunOpen(p.tf, r.onIdle); err == nil {
-				r.addPart(p, open)
-				r.pwg.Add(1)
-				go func() {
-					defer r.pwg.Done()
-					<-open.Done()
-					r.openEnded(open.Wait())
-				}()
-			}
+	res := r.apply(acts)
+	n.mu.Unlock()
+	if res.err != nil {
+		return res.err
+	}
+	n.log.Info("run moved to a newer generation", "run", r.id, "gen", a.Gen, "from", m.Prev, "kept", m.Kept, "taken_over", m.Taken)
+	if res.follow != 0 {
+		r.startFollow(res.follow)
+	}
+	if res.report {
+		r.onIdle() // report the new generation now
+	}
+	return nil
+}
+
+// open builds the vertices of in, moved here, as one more part of the run
+// and opens it (under n.mu).
+func (r *run) open(in []bool) error {
+	for v, ok := range in {
+		if ok {
+			r.vs[v].resetOut() // what it saw of the task as a remote input; it runs here from its first activation now
 		}
 	}
-	// Signals that came stamped with this generation before it did.
-	pend := r.pending
-	r.pending = nil
-	for i := range pend {
-		r.accept(pend[i].from, pend[i].id, &pend[i].s)
-	}
-	n.mu.Unlock()
+	p, err := r.build(in)
 	if err != nil {
 		return err
 	}
-	n.log.Info("run moved to a newer generation", "run", r.id, "gen", a.Gen, "from", prev, "kept", kept, "taken_over", moved)
-	if moved > 0 {
-		r.startFollow()
+	open, err := r.n.ex.RunOpen(p.tf, r.onIdle)
+	if err != nil {
+		return err
 	}
-	r.onIdle() // report the new generation now
+	r.addPart(p, open)
+	r.pwg.Add(1)
+	go func() {
+		defer r.pwg.Done()
+		<-open.Done()
+		r.openEnded(open.Wait())
+	}()
 	return nil
 }
 
 // followFor bounds how long a takeover retries starting to follow the record.
 const followFor = 30 * time.Second
 
-// startFollow (re)starts following the run's record from its start. A
-// restart (a later loss moved more tasks here) skips the Signals taken
-// already, so that each is counted once.
-func (r *run) startFollow() {
+// startFollow starts follow id (the SM numbers them) of the run's record
+// from its start, stopping the one before. A restart (a later loss moved
+// more tasks here) skips the Signals taken already, so that each is counted
+// once (the SM's bookkeeping).
+func (r *run) startFollow(id uint64) {
 	n := r.n
 	n.mu.Lock()
-	if r.stopping.Load() {
+	if r.stopping.Load() || r.sm.FollowID() != id {
 		n.mu.Unlock()
 		return
 	}
 	old := r.follow
 	r.follow = nil
-	id := r.followID.Add(1)
-	r.caught.Store(false)
-	if r.taken == nil {
-		r.taken = map[sigPos]struct{}{}
-	}
 	n.mu.Unlock()
 	if old != nil {
 		old.Stop()
 	}
 	caught := func() {
-		if r.followID.Load() == id {
-			r.caught.Store(true)
+		n.mu.Lock()
+		due := len(r.sm.CaughtUp(id)) > 0
+		n.mu.Unlock()
+		if due {
 			r.onIdle()
 		}
 	}
@@ -138,7 +115,7 @@ func (r *run) startFollow() {
 	deadline := time.Now().Add(followFor)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		f, err = n.conn.FollowSignals(ctx, r.id, r.replayed, caught)
+		f, err = n.conn.FollowSignals(ctx, r.id, r.followed, caught)
 		cancel()
 		if err == nil || r.stopping.Load() || time.Now().Add(backoff).After(deadline) {
 			break
@@ -157,7 +134,7 @@ func (r *run) startFollow() {
 		return
 	}
 	n.mu.Lock()
-	if r.stopping.Load() || r.followID.Load() != id {
+	if r.stopping.Load() || r.sm.FollowID() != id {
 		n.mu.Unlock()
 		f.Stop()
 		return
@@ -166,32 +143,14 @@ func (r *run) startFollow() {
 	n.mu.Unlock()
 }
 
-// replayed takes one batch of the record: the Signals addressed to a node
-// not in the generation in force whose destination this node owns now are
-// counted (by sender, duplicates included) and delivered when new.
-func (r *run) replayed(seq uint64, to string, b *transport.Batch) {
+// followed takes one batch of the record, read by the follow: the SM
+// decides which of its Signals are taken, counted and delivered.
+func (r *run) followed(seq uint64, to string, b *transport.Batch) {
 	n := r.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	tab := r.tab.Load()
-	if r.stopping.Load() || tab.has(to) {
+	if r.stopping.Load() {
 		return
 	}
-	for i := range b.Signals {
-		s := &b.Signals[i]
-		if s.Run != r.id || int(s.Dst) >= len(tab.owner) || int(s.Src) >= len(tab.owner) || tab.nodeOf(int(s.Dst)) != n.id {
-			continue
-		}
-		k := sigPos{seq, i}
-		if _, ok := r.taken[k]; ok {
-			continue
-		}
-		r.taken[k] = struct{}{}
-		n.stats.takenOver.Add(1)
-		r.count(b.From)
-		if n.dedup.AdmitReplayed(s) != transport.Accept {
-			continue
-		}
-		r.deliver(s, true)
-	}
+	r.apply(r.sm.FollowBatch(seq, to, b))
 }

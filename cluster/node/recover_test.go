@@ -261,14 +261,8 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 	counted := func() (out [2]map[string]uint64) {
 		for i, n := range c.nodes[:2] {
 			n.mu.Lock()
-			r := n.runs[runID]
+			_, _, out[i] = n.runs[runID].sm.Counts()
 			n.mu.Unlock()
-			r.cmu.Lock()
-			out[i] = map[string]uint64{}
-			for k, v := range r.recvFrom {
-				out[i][k] = v
-			}
-			r.cmu.Unlock()
 		}
 		return out
 	}

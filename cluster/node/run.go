@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
@@ -18,13 +19,14 @@ var jsonMarshal = json.Marshal
 
 // run is this node's share of one run, across generations: the tasks it was
 // assigned first (parts[0]) and those it took over from lost nodes later
-// (one more part per generation that moved tasks here).
+// (one more part per generation that moved tasks here). The protocol's
+// decisions (the generation in force and its owner table, fencing, held
+// Signals, dedup, the counters of the termination reports, the follow's
+// bookkeeping) are sm's, under n.mu; run does the I/O and the execution.
 type run struct {
 	n      *Node
 	id     string
-	gen    uint64 // the generation in force; written under n.mu (see curGen)
-	genA   atomic.Uint64
-	tab    atomic.Pointer[ownerTab]
+	sm     *runproto.Run // under n.mu, except sm.Table and sm.AddSent
 	g      *spec.Graph
 	nLocal int
 
@@ -33,59 +35,26 @@ type run struct {
 	partsP atomic.Pointer[[]*part] // copy on write, under n.mu
 	pwg    sync.WaitGroup          // watchers of parts after the first
 
-	// Counters of the termination reports (see doc.go, Recovery).
-	cmu      sync.Mutex
-	recvFrom map[string]uint64 // Signals counted for the leader (accept, replayed), by sender
-	pending  []fromSig         // Signals of a generation newer than gen, until its Assignment (under n.mu)
-
 	// The follow of the run's record, while this node owns tasks taken from
-	// lost nodes (under n.mu, except caught).
-	follow   *transport.Follow
-	caught   atomic.Bool   // the follow has caught up (true when there is none)
-	followID atomic.Uint64 // numbers the follows, so a stopped one's catch-up is ignored
-	taken    map[sigPos]struct{}
-	// moved marks the vertices whose owner changed in a generation this node
-	// saw (under n.mu); nil on a node that joined the run after a loss (it
-	// cannot tell, and counts every duplicate).
-	moved []bool
-	phys  map[physID]struct{} // physical Signals of moved sources counted (under n.mu)
+	// lost nodes (under n.mu).
+	follow *transport.Follow
 
 	vs   []vstate              // per vertex of g
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
 	jobs []*gpuJob             // GPU work to free when the run ends
 
-	sent, received atomic.Uint64
-	inflight       atomic.Int64 // accepted Signals being scheduled
-	failed         atomic.Bool
-	stopping       atomic.Bool
+	failed   atomic.Bool
+	stopping atomic.Bool
 
-	idleCh    chan struct{}
-	probeCh   chan struct{}
-	probeWave atomic.Uint64
-	stopOnce  sync.Once
-	stopCh    chan struct{}
-	reason    string
-	done      chan struct{}
+	idleCh   chan struct{}
+	probeCh  chan struct{}
+	stopOnce sync.Once
+	stopCh   chan struct{}
+	reason   string
+	done     chan struct{}
 }
 
 type edgeKey struct{ src, dst uint32 }
-
-// ownerTab is one generation's placement: vertex v runs on nodes[owner[v]].
-type ownerTab struct {
-	nodes []string
-	owner []uint32
-}
-
-func (t *ownerTab) nodeOf(v int) string { return t.nodes[t.owner[v]] }
-
-func (t *ownerTab) has(node string) bool {
-	for _, n := range t.nodes {
-		if n == node {
-			return true
-		}
-	}
-	return false
-}
 
 // part is one local taskflow of a run, open on the executor.
 type part struct {
@@ -95,25 +64,13 @@ type part struct {
 	open atomic.Pointer[localexec.OpenRun]
 }
 
-type fromSig struct {
+// early is a Signal kept until its run's Assignment comes: its sender,
+// batch number and place in the batch.
+type early struct {
 	from string
-	id   physID
-	s    transport.Signal
-}
-
-// physID names one Signal as it crossed the wire: its batch (sender, batch
-// number) and place in it. Gen keeps a restarted sender's batch numbers,
-// which start again at 1, apart: it is only ever given later generations.
-type physID struct {
-	from string
-	gen  uint64
 	seq  uint64
 	i    int
-}
-
-type sigPos struct {
-	seq uint64
-	i   int
+	s    transport.Signal
 }
 
 // assignError is a refusal that names the task at fault.
@@ -134,22 +91,17 @@ func taskOf(err error) string {
 }
 
 // newRun parses and expands the assignment's flow; build makes the graph.
-func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
+func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	r := &run{
-		n: n, id: a.Run, gen: a.Gen,
-		recvFrom: map[string]uint64{},
-		recv:     map[edgeKey]*recvEdge{},
-		idleCh:   make(chan struct{}, 1),
-		probeCh:  make(chan struct{}, 1),
-		stopCh:   make(chan struct{}),
-		done:     make(chan struct{}),
+		n: n, id: a.Run,
+		recv:    map[edgeKey]*recvEdge{},
+		idleCh:  make(chan struct{}, 1),
+		probeCh: make(chan struct{}, 1),
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
 	}
-	r.genA.Store(a.Gen)
-	r.tab.Store(&ownerTab{nodes: a.Nodes, owner: a.Owner})
-	r.caught.Store(true)
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	_ = me
 	f, err := spec.Parse("run "+a.Run+".json", a.Flow)
 	if err != nil {
 		return r, err
@@ -163,16 +115,26 @@ func newRun(n *Node, a *transport.Assignment, me uint32) (*run, error) {
 	}
 	r.g = g
 	r.vs = make([]vstate, len(g.Vertices))
-	return r, nil
+	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals})
+	return r, r.named(err)
+}
+
+// named makes the SM's refusal of a placement name the task at fault.
+func (r *run) named(err error) error {
+	var oe *runproto.OwnerError
+	if errors.As(err, &oe) && r.g != nil && oe.Vertex < len(r.g.Vertices) {
+		return &assignError{r.g.Vertices[oe.Vertex].Path, fmt.Errorf("owner %d names no node of the assignment", oe.Owner)}
+	}
+	return err
 }
 
 // local reports whether v runs on this node in the generation in force.
-func (r *run) local(v int) bool { return r.tab.Load().nodeOf(v) == r.n.id }
+func (r *run) local(v int) bool { return r.sm.Table().NodeOf(v) == r.n.id }
 
-func (r *run) nodeOf(v int) string { return r.tab.Load().nodeOf(v) }
+func (r *run) nodeOf(v int) string { return r.sm.Table().NodeOf(v) }
 
 // curGen is the generation in force (any goroutine).
-func (r *run) curGen() uint64 { return r.genA.Load() }
+func (r *run) curGen() uint64 { return r.sm.Table().Gen }
 
 func (r *run) parts() []*part { return *r.partsP.Load() }
 
@@ -186,15 +148,15 @@ func (r *run) addPart(p *part, o *localexec.OpenRun) {
 	}
 }
 
-// idle: every part idle, no accepted Signal being scheduled, and the record
-// of lost nodes read up to where it stood when the follow began.
-func (r *run) idle() bool {
+// partsIdle: every part idle (under n.mu, so that no Signal counted is
+// waiting to be scheduled).
+func (r *run) partsIdle() bool {
 	for _, p := range r.parts() {
 		if !p.open.Load().Idle() {
 			return false
 		}
 	}
-	return r.inflight.Load() == 0 && r.caught.Load()
+	return true
 }
 
 // onIdle is the open run's idle callback (on a worker: it must not block).
@@ -206,12 +168,10 @@ func (r *run) onIdle() {
 	}
 }
 
+// probe takes a termination probe (under n.mu) and asks for a report.
 func (r *run) probe(wave uint64) {
-	for {
-		cur := r.probeWave.Load()
-		if wave <= cur || r.probeWave.CompareAndSwap(cur, wave) {
-			break
-		}
+	if len(r.sm.Probe(wave)) == 0 {
+		return
 	}
 	select {
 	case r.probeCh <- struct{}{}:
@@ -256,9 +216,8 @@ func (r *run) loop() {
 
 // report flushes what the run has sent (Signals, then TaskEvents, so that
 // the leader never sees a node idle before its events are stored) and sends
-// a TermReport. Received is read before Idle and Sent after it: a Signal
-// counted as received has been scheduled, so either the run is not idle or
-// its consequences, Signals included, are counted.
+// a TermReport, built by the SM from the parts' idleness (runproto.Run.Report
+// says in which order the counters and idleness are read, and why).
 func (r *run) report() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -266,20 +225,10 @@ func (r *run) report() {
 		r.n.log.Warn("flushing signals", "run", r.id, "err", err)
 	}
 	r.n.events.flush(ctx)
-	r.cmu.Lock()
-	received := r.received.Load()
-	from := make(map[string]uint64, len(r.recvFrom))
-	for k, v := range r.recvFrom {
-		from[k] = v
-	}
-	r.cmu.Unlock()
-	gen := r.curGen()
-	idle := r.idle()
-	sent := r.sent.Load()
-	r.n.sendReport(&transport.TermReport{
-		Run: r.id, Gen: gen, Node: r.n.id, Wave: r.probeWave.Load(),
-		Sent: sent, Received: received, Idle: idle, ReceivedFrom: from,
-	})
+	r.n.mu.Lock()
+	rep := r.sm.Report(r.partsIdle())
+	r.n.mu.Unlock()
+	r.n.sendReport(&rep)
 }
 
 // openEnded handles the open run ending on its own: after a failure this
@@ -313,9 +262,9 @@ func (r *run) openEnded(err error) {
 func (r *run) teardown() {
 	r.n.mu.Lock() // no part is added, no follow started, after this
 	r.stopping.Store(true)
+	r.sm.Stop()
 	f := r.follow
 	r.follow = nil
-	r.followID.Add(1)
 	r.n.mu.Unlock()
 	r.cancel()
 	if f != nil {
@@ -339,8 +288,7 @@ func (r *run) teardown() {
 	if n.runs[r.id] == r {
 		delete(n.runs, r.id)
 	}
-	n.dedup.EndRun(r.id)
-	n.markEndedLocked(r.id, r.gen)
+	n.markEndedLocked(r.id, r.sm.Gen())
 	n.checkDrainedLocked()
 	n.mu.Unlock()
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
@@ -361,118 +309,80 @@ func (r *run) cleanup() {
 	}
 }
 
-// accept takes one Signal from the live subscription (under n.mu): a batch
-// of one (see acceptAll).
-func (r *run) accept(from string, id physID, s *transport.Signal) (fresh bool) {
-	return r.acceptAll(from, []physID{id}, []*transport.Signal{s}) > 0
+// take decides Signals of the run from the live subscription or a replay
+// of this node's subject (under n.mu): sigs are those at first, first+1, …
+// of batch seq of sender from. It returns how many were new.
+func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal) (fresh int) {
+	return r.apply(r.sm.Batch(from, seq, first, sigs)).fresh
 }
 
-// acceptAll takes Signals of the run from the live subscription (under
-// n.mu), sigs[i] named ids[i], and returns how many were new. A Signal of a
-// newer generation waits for its Assignment; one whose sender does not own
-// its source in the generation in force is fenced; the rest go to the
-// Deduper together; a new one is counted and delivered (fresh); a duplicate
-// is counted only when its source moved (see below). The per-Signal work is
-// the fence and the bookkeeping; the Deduper's lock, the counters' lock and
-// the executor's queue and wake-up are taken once for the whole batch.
-func (r *run) acceptAll(from string, ids []physID, sigs []*transport.Signal) (fresh int) {
+// applied is what apply left for its caller: the actions that must wait
+// until n.mu is released.
+type applied struct {
+	fresh  int    // Signals delivered
+	follow uint64 // a follow to start (0: none)
+	report bool   // a report is due
+	err    error  // opening a part failed
+}
+
+// apply carries out the SM's actions (under n.mu): it counts and logs the
+// Signals refused, opens a part of tasks moved here, and queues the new
+// Signals on their proxies and schedules them, the proxies of one part with
+// one ScheduleAll (the executor's queue and wake-up are taken once per
+// batch). What needs I/O (a follow, a report) is left to the caller.
+func (r *run) apply(acts []runproto.Action) (res applied) {
 	n := r.n
-	tab := r.tab.Load()
-	sc := &n.scratch
-	sc.sigs, sc.ids = sc.sigs[:0], sc.ids[:0]
-	for i, s := range sigs {
-		if s.Gen > r.gen {
-			if len(r.pending) >= maxEarlySignals {
-				n.stats.dropped.Add(1)
+	tasks := n.scratch.tasks[:0]
+	var open *localexec.OpenRun
+	for i := range acts {
+		a := &acts[i]
+		switch a.Kind {
+		case runproto.Hold:
+			n.stats.early.Add(1)
+		case runproto.Fence:
+			n.stats.fenced.Add(1)
+			n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", a.Sig.Src, "from", a.From, "gen", a.Sig.Gen, "why", a.Reason)
+		case runproto.Drop:
+			n.stats.dropped.Add(1)
+			n.log.Warn("signal dropped", "run", r.id, "src", a.Sig.Src, "dst", a.Sig.Dst, "from", a.From, "why", a.Reason)
+		case runproto.Duplicate:
+			n.stats.duplicate.Add(1)
+			if a.Replayed {
+				n.stats.takenOver.Add(1)
+			}
+		case runproto.Deliver:
+			if a.Replayed {
+				n.stats.takenOver.Add(1)
+			}
+			e := r.proxy(a.Sig, a.Replayed)
+			if e == nil {
 				continue
 			}
-			c := *s
-			c.Output = clone(s.Output)
-			r.pending = append(r.pending, fromSig{from, ids[i], c})
-			n.stats.early.Add(1)
-			continue
-		}
-		if int(s.Src) >= len(tab.owner) || int(s.Dst) >= len(tab.owner) {
-			n.stats.dropped.Add(1)
-			n.log.Warn("signal for no task of the run dropped", "run", r.id, "src", s.Src, "dst", s.Dst, "from", from)
-			continue
-		}
-		if owner := tab.nodeOf(int(s.Src)); owner != from {
-			n.stats.fenced.Add(1)
-			n.log.Debug("signal fenced: its sender does not own its source", "run", r.id, "src", s.Src, "from", from, "owner", owner, "gen", s.Gen)
-			continue
-		}
-		sc.sigs, sc.ids = append(sc.sigs, s), append(sc.ids, ids[i])
-	}
-	if len(sc.sigs) == 0 {
-		return 0
-	}
-	// Scheduled work is in flight before it is counted, so that a report
-	// never shows it counted while the run looks idle without it.
-	r.inflight.Add(int64(len(sc.sigs)))
-	defer r.inflight.Add(-int64(len(sc.sigs)))
-	sc.verdicts = n.dedup.AdmitReplayedAll(sc.sigs, sc.verdicts)
-	// What the leader balances is physical Signals: each one its sender
-	// counted in Sent is counted here once. A Signal of a source that never
-	// moved is sent once, so it counts when new; a duplicate of one is a
-	// batch published again (after a NATS outage this node reads its own
-	// record back) and counting it would unbalance the run. The new owner of
-	// a moved source runs it again and re-sends what its old owner had sent:
-	// those duplicates were counted by their sender, so they count here —
-	// once per physical Signal (id), however often it is read.
-	counted := 0
-	sc.tasks = sc.tasks[:0]
-	var open *localexec.OpenRun
-	for i, s := range sc.sigs {
-		v := sc.verdicts[i]
-		moved := r.moved == nil || r.moved[s.Src]
-		if moved && v != transport.Ended {
-			if _, seen := r.phys[sc.ids[i]]; !seen {
-				if r.phys == nil {
-					r.phys = map[physID]struct{}{}
-				}
-				r.phys[sc.ids[i]] = struct{}{}
-				counted++
+			res.fresh++
+			if o := e.p.open.Load(); o != open && open != nil {
+				r.schedule(open, tasks) // another part: schedule what the last one got
+				tasks = tasks[:0]
 			}
-		} else if v == transport.Accept {
-			counted++
+			open = e.p.open.Load()
+			tasks = append(tasks, e.task)
+		case runproto.Open:
+			if open != nil { // the Signals before it go to the parts they were for
+				r.schedule(open, tasks)
+				tasks, open = tasks[:0], nil
+			}
+			res.err = r.open(a.In)
+		case runproto.Follow:
+			res.follow = a.Follow
+		case runproto.Report:
+			res.report = true
 		}
-		if v != transport.Accept {
-			continue
-		}
-		e := r.proxy(s, false)
-		if e == nil {
-			continue
-		}
-		fresh++
-		if o := e.p.open.Load(); o != open && open != nil {
-			r.schedule(open, sc.tasks) // another part: schedule what the last one got
-			sc.tasks = sc.tasks[:0]
-		}
-		open = e.p.open.Load()
-		sc.tasks = append(sc.tasks, e.task)
 	}
-	r.countN(from, counted)
 	if open != nil {
-		r.schedule(open, sc.tasks)
+		r.schedule(open, tasks)
 	}
-	clear(sc.sigs) // keep no Signal, and no task of an ended run, alive
-	clear(sc.tasks)
-	return fresh
-}
-
-// count counts one Signal processed after fencing, from sender.
-func (r *run) count(from string) { r.countN(from, 1) }
-
-// countN counts k Signals processed after fencing, from sender.
-func (r *run) countN(from string, k int) {
-	if k == 0 {
-		return
-	}
-	r.cmu.Lock()
-	r.recvFrom[from] += uint64(k)
-	r.received.Add(uint64(k))
-	r.cmu.Unlock()
+	clear(tasks) // keep no task of an ended run alive
+	n.scratch.tasks = tasks[:0]
+	return res
 }
 
 // proxy queues one new Signal on its edge's receive proxy (under n.mu) and
@@ -497,21 +407,6 @@ func (r *run) schedule(open *localexec.OpenRun, tasks []localexec.Task) {
 		return // the run is closing
 	}
 	r.n.stats.received.Add(uint64(len(tasks)))
-}
-
-// deliver schedules one new Signal (under n.mu): it queues it on the edge's
-// proxy and schedules the proxy.
-func (r *run) deliver(s *transport.Signal, replayed bool) {
-	e := r.proxy(s, replayed)
-	if e == nil {
-		return
-	}
-	r.inflight.Add(1)
-	defer r.inflight.Add(-1)
-	if err := e.p.open.Load().Schedule(e.task); err != nil {
-		return // the run is closing
-	}
-	r.n.stats.received.Add(1)
 }
 
 // fail reports a task's final failure once: a failed TaskEvent, a fail

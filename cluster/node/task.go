@@ -85,7 +85,7 @@ func (r *run) watch(v int, path string, act uint64, execs *atomic.Uint64) *runni
 	start := r.n.now()
 	w.t = time.AfterFunc(RunningAfter, func() {
 		w.p.emitUnless(&w.stopped, transport.TaskEvent{
-			Run: r.id, Gen: r.gen, Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,
+			Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,
 			Act: act, Executions: execs.Load(), Start: start, End: r.n.now(),
 		})
 	})
@@ -312,13 +312,14 @@ func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
 	if r.ctx.Err() != nil {
 		return
 	}
-	gen, tab := r.curGen(), r.tab.Load()
+	tab := r.sm.Table() // one generation: its number and its owners
+	gen := tab.Gen
 	sigs := make([]transport.Signal, len(ses))
 	ptrs := make([]*transport.Signal, len(ses))
 	for i := 0; i < len(ses); {
-		node := tab.nodeOf(ses[i].dst)
+		node := tab.NodeOf(ses[i].dst)
 		j := i
-		for ; j < len(ses) && tab.nodeOf(ses[j].dst) == node; j++ {
+		for ; j < len(ses) && tab.NodeOf(ses[j].dst) == node; j++ {
 			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(ses[j].dst), Act: act, Kind: transport.SignalEdge, Output: out}
 			ptrs[j] = &sigs[j]
 		}
@@ -328,7 +329,7 @@ func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
 			}
 			return
 		}
-		r.sent.Add(uint64(j - i))
+		r.sm.AddSent(j - i)
 		r.n.stats.sent.Add(uint64(j - i))
 		i = j
 	}
@@ -341,11 +342,12 @@ func (r *run) send(se *sendEdge) {
 	if !ok || r.ctx.Err() != nil {
 		return
 	}
+	tab := r.sm.Table() // one generation: its number and its owners
 	s := transport.Signal{
-		Run: r.id, Gen: r.curGen(), Src: uint32(se.src), Dst: uint32(se.dst),
+		Run: r.id, Gen: tab.Gen, Src: uint32(se.src), Dst: uint32(se.dst),
 		Act: it.act, Kind: se.kind, Output: it.out,
 	}
-	node := r.nodeOf(se.dst) // the owner in force: a task moved off a lost node is sent to its new one
+	node := tab.NodeOf(se.dst) // the owner in force: a task moved off a lost node is sent to its new one
 	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
 		if r.ctx.Err() == nil {
 			v := se.src
@@ -353,7 +355,7 @@ func (r *run) send(se *sendEdge) {
 		}
 		return
 	}
-	r.sent.Add(1)
+	r.sm.AddSent(1)
 	r.n.stats.sent.Add(1)
 }
 

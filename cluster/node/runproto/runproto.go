@@ -1,0 +1,552 @@
+package runproto
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hetflow/hetflow/transport"
+)
+
+// DefaultMaxHeld bounds the Signals a run holds for a generation it has not
+// been assigned yet (Config.MaxHeld 0).
+const DefaultMaxHeld = 1 << 16
+
+// Table is one generation's placement: vertex v runs on Nodes[Owner[v]].
+// A Table is never changed once made: a node's task goroutines read the one
+// in force without a lock (Switch hands it over).
+type Table struct {
+	Gen   uint64
+	Nodes []string
+	Owner []uint32
+}
+
+// NodeOf is the node that runs v.
+func (t *Table) NodeOf(v int) string { return t.Nodes[t.Owner[v]] }
+
+// Has reports whether node is one of the generation's nodes.
+func (t *Table) Has(node string) bool {
+	for _, n := range t.Nodes {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnerError is a placement whose Owner of Vertex names no node.
+type OwnerError struct {
+	Vertex int
+	Owner  uint32
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("task %d: owner %d names no node of the assignment", e.Vertex, e.Owner)
+}
+
+// check reports an Owner that names no node (an *OwnerError), or a
+// placement of another size.
+func (t *Table) check(vertices int) error {
+	if vertices >= 0 && len(t.Owner) != vertices {
+		return fmt.Errorf("the assignment places %d tasks, the flow has %d", len(t.Owner), vertices)
+	}
+	for v, o := range t.Owner {
+		if int(o) >= len(t.Nodes) {
+			return &OwnerError{v, o}
+		}
+	}
+	return nil
+}
+
+// PhysID names one Signal as it crossed the wire: its batch (sender, batch
+// number) and place in it. Gen keeps a restarted sender's batch numbers,
+// which start again at 1, apart: it is only ever given later generations.
+type PhysID struct {
+	From  string
+	Gen   uint64
+	Seq   uint64
+	Index int
+}
+
+// pos is a place in the run's record: a batch's stream sequence and a
+// Signal's index in it.
+type pos struct {
+	seq uint64
+	i   int
+}
+
+type held struct {
+	id PhysID
+	s  transport.Signal
+}
+
+// Kind says what an Action asks of the node.
+type Kind uint8
+
+// The actions. Those about one Signal (Deliver to Drop) come one per Signal
+// in the order of the input; the others come in the order the node must
+// carry them out.
+const (
+	// Deliver: Sig is new; queue it on the receive proxy of its edge
+	// (Sig.Src, Sig.Dst) and schedule the proxy. Replayed: it was taken
+	// from the record by the follow (a missing proxy is no error then: the
+	// edge may now be inside one part).
+	Deliver Kind = iota + 1
+	// Hold: Sig is of a generation newer than the one in force; it is kept
+	// (copied) until that generation's Assignment.
+	Hold
+	// Fence: Sig's sender does not own its source in the generation in
+	// force; it is refused.
+	Fence
+	// Duplicate: Sig was delivered before; it is dropped (and counted or
+	// not: see Batch).
+	Duplicate
+	// Drop: Sig names no task of the run, or the hold buffer is full.
+	Drop
+	// Switch: Table is the generation in force now; the node's sends
+	// resolve their destinations and stamp their Gen from it.
+	Switch
+	// Open: the vertices In moved here; build them as one more part of
+	// the run (clearing what this node had seen of them as remote inputs)
+	// before carrying out the actions after this one.
+	Open
+	// Follow: (re)start following the run's record from its start; Follow
+	// names this follow in CaughtUp. A follow already running is stopped.
+	Follow
+	// StopFollow: stop the follow (the run is stopping).
+	StopFollow
+	// Report: send a TermReport now (built by Report).
+	Report
+)
+
+var kindNames = [...]string{"?", "deliver", "hold", "fence", "duplicate", "drop", "switch", "open", "follow", "stop-follow", "report"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "?"
+}
+
+// Action is one thing the node has to do after an input.
+type Action struct {
+	Kind     Kind
+	Sig      *transport.Signal // Deliver to Drop; valid until the next input
+	From     string            // Deliver to Drop: the sender
+	Replayed bool              // Deliver, Duplicate: taken by the follow
+	Reason   string            // Fence, Drop: why (for the log)
+	Table    *Table            // Switch
+	In       []bool            // Open
+	Follow   uint64            // Follow
+}
+
+// Config is what a node knows about its part of a run when it first takes
+// it: the run's first Assignment it sees (of any generation).
+type Config struct {
+	Self  string
+	Run   string
+	Gen   uint64
+	Nodes []string
+	Owner []uint32
+	// MaxHeld bounds the Signals held for a newer generation (0:
+	// DefaultMaxHeld).
+	MaxHeld int
+}
+
+// Run is one node's share of the run protocol for one run, across its
+// generations (see the package documentation). Its methods are not safe for
+// concurrent use, except AddSent and Table, which may be called from any
+// goroutine.
+type Run struct {
+	self, id string
+	n        int // vertices
+	tab      atomic.Pointer[Table]
+	gen      uint64
+
+	// moved marks the vertices whose owner changed in a generation this
+	// node saw; nil on a node that joined the run after a loss (it cannot
+	// tell, and counts every physical Signal).
+	moved []bool
+	phys  map[PhysID]struct{} // physical Signals of moved sources counted
+	dedup *transport.Deduper  // this run only
+
+	held    []held
+	maxHeld int
+
+	sent     atomic.Uint64
+	received uint64
+	from     map[string]uint64
+	wave     uint64
+
+	follow  uint64 // the follow in force (0: none ever)
+	caught  bool   // the follow has caught up (true when there is none)
+	taken   map[pos]struct{}
+	stopped bool
+
+	acts []Action
+	ok   []*transport.Signal // scratch: the Signals that passed the fence
+	ids  []PhysID
+	vd   []transport.Verdict
+}
+
+// New starts a node's share of a run from its first Assignment.
+func New(c Config) (*Run, error) {
+	t := &Table{Gen: c.Gen, Nodes: c.Nodes, Owner: c.Owner}
+	if err := t.check(-1); err != nil {
+		return nil, err
+	}
+	r := &Run{
+		self: c.Self, id: c.Run, n: len(c.Owner), gen: c.Gen,
+		dedup: transport.NewDeduper(), maxHeld: c.MaxHeld,
+		from: map[string]uint64{}, caught: true,
+	}
+	if r.maxHeld <= 0 {
+		r.maxHeld = DefaultMaxHeld
+	}
+	if c.Gen == 1 {
+		r.moved = make([]bool, r.n)
+	}
+	r.tab.Store(t)
+	r.dedup.SetGen(c.Run, c.Gen)
+	return r, nil
+}
+
+// Table is the generation in force (any goroutine).
+func (r *Run) Table() *Table { return r.tab.Load() }
+
+// Gen is the generation in force.
+func (r *Run) Gen() uint64 { return r.gen }
+
+// Local reports whether v runs on this node in the generation in force.
+func (r *Run) Local(v int) bool { return r.tab.Load().NodeOf(v) == r.self }
+
+// Mine marks the vertices this node runs in the generation in force.
+func (r *Run) Mine() []bool {
+	t := r.tab.Load()
+	in := make([]bool, r.n)
+	for v := range in {
+		in[v] = t.NodeOf(v) == r.self
+	}
+	return in
+}
+
+// Held is how many Signals wait for a newer generation's Assignment.
+func (r *Run) Held() int { return len(r.held) }
+
+// Caught reports whether the follow, if any, has caught up.
+func (r *Run) Caught() bool { return r.caught }
+
+// FollowID names the follow in force (0: none was started).
+func (r *Run) FollowID() uint64 { return r.follow }
+
+// Stopped reports whether Stop was called.
+func (r *Run) Stopped() bool { return r.stopped }
+
+// AddSent counts k Signals of the run handed to the Batcher (any
+// goroutine: the producing tasks count their own sends).
+func (r *Run) AddSent(k int) { r.sent.Add(uint64(k)) }
+
+// Counts are the counters a TermReport carries.
+func (r *Run) Counts() (sent, received uint64, from map[string]uint64) {
+	from = make(map[string]uint64, len(r.from))
+	for k, v := range r.from {
+		from[k] = v
+	}
+	return r.sent.Load(), r.received, from
+}
+
+// Report builds the TermReport of the run. partsIdle is whether every open
+// part of the run was idle, observed after every Signal counted so far was
+// delivered (under the lock that serialises this Run's inputs: then no
+// Signal is counted and not yet scheduled) and before this call: Received
+// is thus read before Idle, and Sent, read here, after it. A Signal counted
+// as received has been scheduled, so either the run is not idle or its
+// consequences, Signals included, are counted. The run is idle when its
+// parts are and the follow has caught up.
+func (r *Run) Report(partsIdle bool) transport.TermReport {
+	from := make(map[string]uint64, len(r.from))
+	for k, v := range r.from {
+		from[k] = v
+	}
+	rep := transport.TermReport{
+		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
+		Received: r.received, Idle: partsIdle && r.caught, ReceivedFrom: from,
+	}
+	rep.Sent = r.sent.Load()
+	return rep
+}
+
+// Probe takes a termination probe: the reports carry its wave from now on
+// (a lower one than seen already changes nothing), and one is due now.
+func (r *Run) Probe(wave uint64) []Action {
+	r.wave = max(r.wave, wave)
+	return r.reset(Action{Kind: Report})
+}
+
+// Tick is the heartbeat: a report is due.
+func (r *Run) Tick() []Action {
+	if r.stopped {
+		return nil
+	}
+	return r.reset(Action{Kind: Report})
+}
+
+// Idle says that a part of the run went idle: a report is due.
+func (r *Run) Idle() []Action { return r.Tick() }
+
+func (r *Run) reset(as ...Action) []Action {
+	clear(r.acts)
+	r.acts = append(r.acts[:0], as...)
+	return r.acts
+}
+
+// Stop ends the run's protocol: later inputs do nothing.
+func (r *Run) Stop() []Action {
+	if r.stopped {
+		return nil
+	}
+	r.stopped = true
+	r.held = nil
+	if r.follow != 0 {
+		return r.reset(Action{Kind: StopFollow})
+	}
+	return r.reset()
+}
+
+// Moved is how Assign changed this node's tasks (for the log).
+type Moved struct {
+	Prev               uint64
+	Kept, Taken, Given int // tasks kept, taken over here, moved away from here
+}
+
+// Assign takes an Assignment of the run. One of the generation in force or
+// older, or one that does not name this node, changes nothing. A newer one
+// switches the owner table (Switch) and, if tasks moved here, asks for them
+// to be opened as one more part (Open) and for the run's record to be
+// followed (Follow); the Signals held for it are then decided again (they
+// may wait for a still newer one). A placement that does not fit the run is
+// an error, and nothing changes.
+func (r *Run) Assign(a *transport.Assignment) ([]Action, Moved, error) {
+	if r.stopped || a.Gen <= r.gen || !(&Table{Nodes: a.Nodes}).Has(r.self) {
+		return nil, Moved{}, nil
+	}
+	t := &Table{Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner}
+	if err := t.check(r.n); err != nil {
+		return nil, Moved{}, err
+	}
+	old := r.tab.Load()
+	in := make([]bool, r.n)
+	m := Moved{Prev: r.gen}
+	for v := range in {
+		if r.moved != nil && old.NodeOf(v) != t.NodeOf(v) {
+			r.moved[v] = true
+		}
+		was, now := old.NodeOf(v) == r.self, t.NodeOf(v) == r.self
+		switch {
+		case now && !was:
+			in[v] = true
+			m.Taken++
+		case now:
+			m.Kept++
+		case was:
+			m.Given++
+		}
+	}
+	r.tab.Store(t)
+	r.gen = a.Gen
+	r.dedup.SetGen(r.id, a.Gen)
+	acts := r.reset(Action{Kind: Switch, Table: t})
+	if m.Taken > 0 {
+		acts = append(acts, Action{Kind: Open, In: in})
+		// Not idle from now until the new follow has caught up.
+		r.follow++
+		r.caught = false
+		if r.taken == nil {
+			r.taken = map[pos]struct{}{}
+		}
+	}
+	r.acts = acts
+	// Signals that came stamped with this generation before it did.
+	hs := r.held
+	r.held = nil
+	for i := range hs {
+		h := &hs[i]
+		r.accept(h.id.From, h.id.Seq, h.id.Index, []*transport.Signal{&h.s})
+	}
+	if m.Taken > 0 {
+		r.acts = append(r.acts, Action{Kind: Follow, Follow: r.follow})
+	}
+	r.acts = append(r.acts, Action{Kind: Report}) // report the new generation now
+	return r.acts, m, nil
+}
+
+// StartFollow (re)starts the follow of the run's record on a node that
+// joined the run after a loss (all its tasks were some lost node's). It
+// returns the Follow action, or nil after Stop.
+func (r *Run) StartFollow() []Action {
+	if r.stopped {
+		return nil
+	}
+	r.follow++
+	r.caught = false
+	if r.taken == nil {
+		r.taken = map[pos]struct{}{}
+	}
+	return r.reset(Action{Kind: Follow, Follow: r.follow})
+}
+
+// CaughtUp says that follow id has read everything the record held when it
+// began. It counts only for the follow in force; then a report is due.
+func (r *Run) CaughtUp(id uint64) []Action {
+	if r.stopped || id != r.follow || r.caught {
+		return nil
+	}
+	r.caught = true
+	return r.reset(Action{Kind: Report})
+}
+
+// Batch takes Signals of the run from the live subscription (or a replay of
+// this node's own subject in the record): sigs are the Signals at index
+// first, first+1, … of batch seq of sender from.
+//
+// Each Signal of a newer generation is held; one naming no task is dropped;
+// one whose sender does not own its source in the generation in force is
+// fenced; the rest are looked up in the run's dedup set together, and a new
+// one is delivered.
+//
+// Counting: what the leader balances is physical Signals, each one its
+// sender counted in Sent counted here once. A Signal of a source that never
+// moved is sent once, so it counts when new; a duplicate of one is a batch
+// published again (after a NATS outage this node reads its own record back)
+// and counting it would unbalance the run. The new owner of a moved source
+// runs it again and re-sends what its old owner had sent: those duplicates
+// were counted by their sender, so they count here, once per physical
+// Signal (PhysID), however often it is read.
+func (r *Run) Batch(from string, seq uint64, first int, sigs []transport.Signal) []Action {
+	r.reset()
+	if r.stopped {
+		return nil
+	}
+	ptrs := r.ok[:0]
+	for i := range sigs {
+		ptrs = append(ptrs, &sigs[i])
+	}
+	r.ok = ptrs
+	r.accept(from, seq, first, ptrs)
+	clear(r.ok) // keep no Signal of the batch alive past the next input
+	return r.acts
+}
+
+// accept decides sigs (see Batch), appending to r.acts.
+func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signal) {
+	tab := r.tab.Load()
+	// The Signals that pass the fence, compacted to the front of sigs
+	// (which may be r.ok itself) and r.ids.
+	ok, ids := sigs[:0], r.ids[:0]
+	base := len(r.acts)
+	for i, s := range sigs {
+		id := PhysID{from, s.Gen, seq, first + i}
+		switch {
+		case s.Gen > r.gen:
+			if len(r.held) >= r.maxHeld {
+				r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "hold buffer full"})
+				continue
+			}
+			c := *s
+			c.Output = clone(s.Output)
+			r.held = append(r.held, held{id, c})
+			r.acts = append(r.acts, Action{Kind: Hold, Sig: s, From: from})
+			continue
+		case int(s.Src) >= r.n || int(s.Dst) >= r.n:
+			r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "no task of the run"})
+			continue
+		}
+		if owner := tab.NodeOf(int(s.Src)); owner != from {
+			r.acts = append(r.acts, Action{Kind: Fence, Sig: s, From: from, Reason: "sender does not own the source: " + owner + " does"})
+			continue
+		}
+		// Keep the order of the input: the verdict fills this place.
+		r.acts = append(r.acts, Action{Sig: s, From: from})
+		ok, ids = append(ok, s), append(ids, id)
+	}
+	r.ids = ids
+	if len(ok) == 0 {
+		return
+	}
+	r.vd = r.dedup.AdmitReplayedAll(ok, r.vd)
+	counted, k := 0, 0
+	for i := base; i < len(r.acts); i++ {
+		a := &r.acts[i]
+		if a.Kind != 0 {
+			continue
+		}
+		s, v, id := ok[k], r.vd[k], ids[k]
+		k++
+		moved := r.moved == nil || r.moved[s.Src]
+		if moved && v != transport.Ended {
+			if _, seen := r.phys[id]; !seen {
+				if r.phys == nil {
+					r.phys = map[PhysID]struct{}{}
+				}
+				r.phys[id] = struct{}{}
+				counted++
+			}
+		} else if v == transport.Accept {
+			counted++
+		}
+		if v == transport.Accept {
+			a.Kind = Deliver
+		} else {
+			a.Kind = Duplicate
+		}
+	}
+	r.count(from, counted)
+	clear(ok)
+}
+
+// FollowBatch takes one batch of the run's record, read by a follow: b was
+// addressed to node to and stored at stream sequence seq. The Signals
+// addressed to a node not in the generation in force whose destination this
+// node owns now are taken: each stream position once (a restarted follow
+// reads the record again from its start), counted for its sender whether
+// new or not, and delivered when new (Deliver or Duplicate, Replayed).
+func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
+	r.reset()
+	tab := r.tab.Load()
+	if r.stopped || r.taken == nil || tab.Has(to) {
+		return nil
+	}
+	for i := range b.Signals {
+		s := &b.Signals[i]
+		if s.Run != r.id || int(s.Dst) >= r.n || int(s.Src) >= r.n || tab.NodeOf(int(s.Dst)) != r.self {
+			continue
+		}
+		k := pos{seq, i}
+		if _, ok := r.taken[k]; ok {
+			continue
+		}
+		r.taken[k] = struct{}{}
+		r.count(b.From, 1)
+		a := Action{Kind: Duplicate, Sig: s, From: b.From, Replayed: true}
+		if r.dedup.AdmitReplayed(s) == transport.Accept {
+			a.Kind = Deliver
+		}
+		r.acts = append(r.acts, a)
+	}
+	return r.acts
+}
+
+// count counts k Signals processed after fencing, from sender.
+func (r *Run) count(from string, k int) {
+	if k == 0 {
+		return
+	}
+	r.from[from] += uint64(k)
+	r.received += uint64(k)
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,295 @@
+package runproto
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hetflow/hetflow/transport"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testdata/*.txt")
+
+// TestScenarios runs testdata/*.txt: one node's share of one run, driven
+// by inputs, each followed by the actions it must produce. A case is
+//
+//	command arg=value …
+//	[input lines]
+//	----
+//	expected output lines
+//
+// and ends at a blank line; lines starting with # between cases are
+// comments. Commands:
+//
+//	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K]   owner: vertex v's node
+//	assign gen=G nodes=… owner=…                        the run's Assignment
+//	batch from=N seq=S [first=I]                        a batch from the live subscription
+//	follow to=N from=M seq=S                            a batch of the record, addressed to N
+//	startfollow | caught id=F | probe W | tick | sent K | stop
+//	report [idle]                                       the TermReport (idle: the parts are)
+//	state                                               gen, held Signals, follow, counters
+//
+// A Signal input line is SRC>DST@ACT gGEN [run=R] [choice] [out=TEXT].
+// go test -run TestScenarios -rewrite rewrites the expected outputs.
+func TestScenarios(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no scenarios")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) { runFile(t, file) })
+	}
+}
+
+type scenario struct {
+	t   *testing.T
+	at  string
+	r   *Run
+	run string
+}
+
+func runFile(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	var out []string
+	sc := &scenario{t: t, run: "r1"}
+	for i := 0; i < len(lines); {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			out = append(out, line)
+			i++
+			continue
+		}
+		start := i
+		sc.at = fmt.Sprintf("%s:%d", file, i+1)
+		var input []string
+		for i < len(lines) && lines[i] != "----" {
+			input = append(input, lines[i])
+			i++
+		}
+		if i == len(lines) {
+			t.Fatalf("%s: no ----", sc.at)
+		}
+		i++ // ----
+		var want []string
+		for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
+			want = append(want, lines[i])
+			i++
+		}
+		got := sc.do(input)
+		out = append(out, lines[start:start+len(input)]...)
+		out = append(out, "----")
+		out = append(out, got...)
+		if !*rewrite && !slices.Equal(got, want) {
+			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", sc.at, input[0], strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(file, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (sc *scenario) fatalf(format string, args ...any) {
+	sc.t.Helper()
+	sc.t.Fatalf("%s: "+format, append([]any{sc.at}, args...)...)
+}
+
+func args(fields []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func (sc *scenario) num(m map[string]string, k string) uint64 {
+	if m[k] == "" {
+		return 0
+	}
+	n, err := strconv.ParseUint(m[k], 10, 64)
+	if err != nil {
+		sc.fatalf("%s=%q: %v", k, m[k], err)
+	}
+	return n
+}
+
+// placement reads nodes=A,B owner=A,B,A.
+func (sc *scenario) placement(m map[string]string) ([]string, []uint32) {
+	nodes := strings.Split(m["nodes"], ",")
+	var owner []uint32
+	for _, o := range strings.Split(m["owner"], ",") {
+		i := slices.Index(nodes, o)
+		if i < 0 {
+			i = len(nodes) + 7 // a node the assignment does not name
+		}
+		owner = append(owner, uint32(i))
+	}
+	return nodes, owner
+}
+
+// signals reads Signal input lines.
+func (sc *scenario) signals(lines []string) []transport.Signal {
+	var sigs []transport.Signal
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			sc.fatalf("signal line %q", l)
+		}
+		var src, dst uint32
+		var act uint64
+		if _, err := fmt.Sscanf(f[0], "%d>%d@%d", &src, &dst, &act); err != nil {
+			sc.fatalf("signal %q: %v", f[0], err)
+		}
+		gen, err := strconv.ParseUint(strings.TrimPrefix(f[1], "g"), 10, 64)
+		if err != nil {
+			sc.fatalf("signal gen %q", f[1])
+		}
+		s := transport.Signal{Run: sc.run, Gen: gen, Src: src, Dst: dst, Act: act, Kind: transport.SignalEdge}
+		for _, o := range f[2:] {
+			switch k, v, _ := strings.Cut(o, "="); k {
+			case "choice":
+				s.Kind = transport.SignalChoice
+			case "run":
+				s.Run = v
+			case "out":
+				s.Output = []byte(v)
+			default:
+				sc.fatalf("signal option %q", o)
+			}
+		}
+		sigs = append(sigs, s)
+	}
+	return sigs
+}
+
+func (sc *scenario) do(input []string) []string {
+	f := strings.Fields(input[0])
+	cmd, m := f[0], args(f[1:])
+	r := sc.r
+	if r == nil && cmd != "new" {
+		sc.fatalf("%s before new", cmd)
+	}
+	switch cmd {
+	case "new":
+		nodes, owner := sc.placement(m)
+		var err error
+		sc.r, err = New(Config{Self: m["self"], Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner, MaxHeld: int(sc.num(m, "maxheld"))})
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		return []string{"ok"}
+	case "assign":
+		nodes, owner := sc.placement(m)
+		acts, mv, err := r.Assign(&transport.Assignment{Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner})
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		if acts == nil {
+			return []string{"ignored"}
+		}
+		return append([]string{fmt.Sprintf("moved from=%d kept=%d taken=%d given=%d", mv.Prev, mv.Kept, mv.Taken, mv.Given)}, show(acts)...)
+	case "batch":
+		return show(r.Batch(m["from"], sc.num(m, "seq"), int(sc.num(m, "first")), sc.signals(input[1:])))
+	case "follow":
+		b := &transport.Batch{From: m["from"], Seq: sc.num(m, "seq"), Signals: sc.signals(input[1:])}
+		return show(r.FollowBatch(sc.num(m, "seq"), m["to"], b))
+	case "startfollow":
+		return show(r.StartFollow())
+	case "caught":
+		return show(r.CaughtUp(sc.num(m, "id")))
+	case "probe":
+		w, _ := strconv.ParseUint(f[1], 10, 64)
+		return show(r.Probe(w))
+	case "tick":
+		return show(r.Tick())
+	case "sent":
+		k, _ := strconv.Atoi(f[1])
+		r.AddSent(k)
+		return []string{"ok"}
+	case "stop":
+		return show(r.Stop())
+	case "report":
+		rep := r.Report(len(f) > 1 && f[1] == "idle")
+		return []string{fmt.Sprintf("report gen=%d wave=%d sent=%d received=%d idle=%t from=%s", rep.Gen, rep.Wave, rep.Sent, rep.Received, rep.Idle, counts(rep.ReceivedFrom))}
+	case "state":
+		sent, received, from := r.Counts()
+		return []string{fmt.Sprintf("gen=%d held=%d follow=%d caught=%t stopped=%t sent=%d received=%d from=%s", r.Gen(), r.Held(), r.FollowID(), r.Caught(), r.Stopped(), sent, received, counts(from))}
+	}
+	sc.fatalf("unknown command %q", cmd)
+	return nil
+}
+
+func counts(m map[string]uint64) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	var b strings.Builder
+	b.WriteString("{")
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%s:%d", k, m[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func show(acts []Action) []string {
+	if len(acts) == 0 {
+		return []string{"nothing"}
+	}
+	var out []string
+	for _, a := range acts {
+		var b strings.Builder
+		b.WriteString(a.Kind.String())
+		switch a.Kind {
+		case Deliver, Hold, Fence, Duplicate, Drop:
+			s := a.Sig
+			fmt.Fprintf(&b, " %d>%d@%d g%d from %s", s.Src, s.Dst, s.Act, s.Gen, a.From)
+			if s.Kind == transport.SignalChoice {
+				b.WriteString(" choice")
+			}
+			if len(s.Output) > 0 {
+				fmt.Fprintf(&b, " out=%s", s.Output)
+			}
+			if a.Replayed {
+				b.WriteString(" replayed")
+			}
+			if a.Reason != "" {
+				fmt.Fprintf(&b, " (%s)", a.Reason)
+			}
+		case Switch:
+			owners := make([]string, len(a.Table.Owner))
+			for v := range owners {
+				owners[v] = a.Table.NodeOf(v)
+			}
+			fmt.Fprintf(&b, " gen=%d owner=%s", a.Table.Gen, strings.Join(owners, ","))
+		case Open:
+			var vs []string
+			for v, in := range a.In {
+				if in {
+					vs = append(vs, strconv.Itoa(v))
+				}
+			}
+			fmt.Fprintf(&b, " %s", strings.Join(vs, ","))
+		case Follow:
+			fmt.Fprintf(&b, " %d", a.Follow)
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
