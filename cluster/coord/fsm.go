@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,6 +44,12 @@ type Run struct {
 	// (submit, reassign): a node whose Boot has changed since was restarted
 	// and lost its part, like a dead one.
 	Boots map[string]string `json:"boots,omitempty"`
+	// Lost are the nodes that held a part of the run in an earlier
+	// generation and lost it (sorted). None of them is given a part of the
+	// run again: such a node may still run its old part until it hears of
+	// the loss, and a part given to it again would take Signals meant for
+	// the tasks' new owners.
+	Lost []string `json:"lost,omitempty"`
 }
 
 // Settings are the cluster-wide settings in the FSM.
@@ -177,6 +184,17 @@ func (f *FSM) Apply(c *Command) error {
 		if err != nil {
 			return refuse("run %s: %v", a.ID, err)
 		}
+		for _, n := range nodes {
+			if slices.Contains(r.Lost, n) {
+				return refuse("run %s: node %s lost its part of the run in an earlier generation; it cannot take one again", a.ID, n)
+			}
+		}
+		for _, n := range r.Nodes {
+			if !slices.Contains(nodes, n) && !slices.Contains(r.Lost, n) {
+				r.Lost = append(r.Lost, n)
+			}
+		}
+		slices.Sort(r.Lost)
 		r.Gen, r.Assignment, r.Nodes = a.Gen, append([]string(nil), a.Assignment...), nodes
 		if a.Boots != nil {
 			r.Boots = maps.Clone(a.Boots)

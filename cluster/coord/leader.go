@@ -447,9 +447,12 @@ func (l *leader) recoverRuns(now time.Time) {
 			continue
 		}
 		start := time.Now()
-		var takers []Node // alive, and not a lost node's new process (it knows nothing of the run)
+		// Takers: alive, not a lost node's new process (it knows nothing of
+		// the run), and not a node that lost its part in an earlier
+		// generation (it may still run that part: FSM Run.Lost).
+		var takers []Node
 		for _, n := range alive {
-			if !slices.Contains(lost, n.ID) {
+			if !slices.Contains(lost, n.ID) && !slices.Contains(r.Lost, n.ID) {
 				takers = append(takers, n)
 			}
 		}
