@@ -73,7 +73,7 @@ func ParseFormat(path string, data []byte, format Format) (*File, error) {
 		root, err = treeFromYAML(data)
 	}
 	if err != nil {
-		c.add(syntaxError(err, format))
+		c.add(syntaxError(err, format, data))
 		return nil, c.result()
 	}
 	f := decodeFile(root, c)
@@ -111,7 +111,7 @@ func Load(path string, opts Options) (*File, error) {
 	return f, nil
 }
 
-func syntaxError(err error, format Format) *Error {
+func syntaxError(err error, format Format, data []byte) *Error {
 	e := &Error{Kind: ErrSyntax}
 	msg := err.Error()
 	if le, ok := err.(*lineError); ok {
@@ -123,6 +123,9 @@ func syntaxError(err error, format Format) *Error {
 			if i := strings.Index(rest, ":"); i > 0 {
 				if l, err := strconv.Atoi(rest[:i]); err == nil {
 					e.Line, msg = l, strings.TrimSpace(rest[i+1:])
+					if at, why := misindented(data, l); at > 0 {
+						e.Line, msg = at, why+" ("+msg+")"
+					}
 				}
 			}
 		}
@@ -133,6 +136,40 @@ func syntaxError(err error, format Format) *Error {
 	}
 	e.Msg = "not valid " + name + ": " + msg
 	return e
+}
+
+// misindented finds the line that breaks a block sequence opened after
+// line from: the YAML parser names the line where the sequence began ("did
+// not find expected '-' indicator"), not the line at fault. It returns the
+// first later line indented between the items' dash and their content, or
+// at the dash's column without a dash, and says why; 0 when there is none.
+func misindented(data []byte, from int) (int, string) {
+	lines := strings.Split(string(data), "\n")
+	dash, content := -1, -1
+	for i := from; i < len(lines); i++ { // lines[from] is line from+1
+		l := strings.TrimRight(lines[i], " \t\r")
+		t := strings.TrimLeft(l, " ")
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		ind := len(l) - len(t)
+		if dash < 0 {
+			if !strings.HasPrefix(t, "- ") && t != "-" {
+				return 0, ""
+			}
+			dash, content = ind, ind+2
+			continue
+		}
+		switch {
+		case ind < dash:
+			return 0, "" // the block ended where the parser says
+		case ind == dash && !strings.HasPrefix(t, "- ") && t != "-":
+			return i + 1, fmt.Sprintf("indented like the list's dashes (%d spaces) without a dash: indent it %d spaces to belong to the item above, or start a new item with '- '", dash, content)
+		case ind > dash && ind < content:
+			return i + 1, fmt.Sprintf("indented %d spaces, between the list's dash (%d) and the item's keys (%d)", ind, dash, content)
+		}
+	}
+	return 0, ""
 }
 
 // --- decoding the tree ---
