@@ -579,10 +579,15 @@ func devCmd() *cobra.Command {
 			defer d.Close()
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if !asJSON {
-				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s\n", cfg.Nodes, d.URL())
+				until := "until the flows have run"
+				if serve {
+					until = "until interrupted"
+				}
+				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s %s\n", cfg.Nodes, d.URL(), until)
 			}
 			c := d.Client()
 			failed, invalid := false, false
+			var ran []string // states of the runs that ran
 			for _, f := range flows {
 				id, err := c.Submit(ctx, filepath.Base(f.path), f.text)
 				if err != nil {
@@ -597,6 +602,7 @@ func devCmd() *cobra.Command {
 					failed = true
 					continue
 				}
+				ran = append(ran, st.State)
 				if st.State != proto.RunSucceeded {
 					failed = true
 				}
@@ -605,6 +611,19 @@ func devCmd() *cobra.Command {
 				} else {
 					fmt.Fprintf(out, "== %s\n", f.path)
 					printStatus(out, st)
+				}
+			}
+			if !asJSON {
+				ok := 0
+				for _, st := range ran {
+					if st == proto.RunSucceeded {
+						ok++
+					}
+				}
+				fmt.Fprintf(errw, "ran %d flow(s): %d succeeded, %d did not\n", len(flows), ok, len(flows)-ok)
+				if !serve {
+					fmt.Fprintf(errw, "next: run your own flow file with `coordinator dev FLOW.yaml` (examples: cluster/spec/examples/, examples/flows/),\n"+
+						"      or keep the cluster up with its dashboard: `coordinator dev --serve`, then open http://127.0.0.1:7070/\n")
 				}
 			}
 			if serve {

@@ -159,3 +159,28 @@ func TestValidateWarnsOfABranchJoin(t *testing.T) {
 		t.Errorf("stdout %q", out.String())
 	}
 }
+
+// dev says what ran and what to do next, and does not present the API
+// address as if it stayed up.
+func TestDevSaysWhatRanAndWhatNext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	p := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(p, []byte("name: one\ntasks:\n  - {name: a, func: hash}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot()
+	var out, errb strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"dev", "--nodes", "1", p})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("dev: %v", err)
+	}
+	for _, want := range []string{"until the flows have run", "ran 1 flow(s): 1 succeeded, 0 did not", "next: run your own flow file", "coordinator dev --serve"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
