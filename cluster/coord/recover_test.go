@@ -214,8 +214,9 @@ func TestLeaderKeepsTheTasksOfANodeThatAnswersPings(t *testing.T) {
 
 	slow.stopPings() // the process is gone, as NATS sees it
 	testsupport.Eventually(t, 10*time.Second, "slow confirmed dead", func() bool { return nodeState(c, "slow") == proto.NodeDead })
+	// b is pinned to slow: it cannot move, so the run fails naming it.
+	testsupport.Eventually(t, 10*time.Second, "the run failed", func() bool { return proto.Finished(runState(c, sub.ID)) })
 	if r, _ := c.run(sub.ID); r.State != proto.RunFailed || !strings.Contains(r.Error, `"b"`) {
-		// b is pinned to slow: it cannot move, so the run fails naming it.
 		t.Fatalf("run after the loss: %s %q", r.State, r.Error)
 	}
 	if _, confirmed, _ := c.Verdicts(); confirmed != 1 {
