@@ -46,6 +46,13 @@ func TestThreeCoordinators(t *testing.T) {
 			break
 		}
 	}
+	// The follower forwards to the leader's HTTP address, which it learns
+	// from gossip (until then it answers 503 "no leader").
+	testsupport.Eventually(t, 20*time.Second, follower.ID()+" knows the leader's API", func() bool {
+		var li proto.LeaderInfo
+		code, _ := api(t, follower.HTTPAddr(), "GET", "/v1/leader", "", nil, &li)
+		return code == http.StatusOK && li.HTTP != ""
+	})
 	var sub proto.SubmitResponse
 	code, hdr := api(t, follower.HTTPAddr(), "POST", "/v1/runs", "", proto.SubmitRequest{Path: "wide.yaml", Flow: wideFlow}, &sub)
 	if code != http.StatusCreated || sub.ID == "" || hdr.Get(HeaderForwardedBy) != follower.ID() {
@@ -159,7 +166,9 @@ func TestRunOutcomes(t *testing.T) {
 	tok := secret.APIToken
 	c := leadingCoord(t, url, func(cfg *Config) {
 		cfg.Secret = proto.Secret{APIToken: tok}
-		cfg.Retention = 3 * time.Second
+		// Longer than the test takes to list the runs on a loaded machine
+		// (at 3 s the first runs were pruned before the listing, at load 18).
+		cfg.Retention = 10 * time.Second
 	})
 	seeds := []string{c.GossipAddr()}
 	startFakeNode(t, "ok", url, seeds, 4, 1, nil)
@@ -279,7 +288,7 @@ func TestRunOutcomes(t *testing.T) {
 	}
 
 	// Finished runs go after the retention.
-	testsupport.Eventually(t, 15*time.Second, "finished runs pruned", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "finished runs pruned", func() bool {
 		_, a := c.run(failed)
 		_, b := c.run(long)
 		return !a && !b
