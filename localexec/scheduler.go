@@ -265,7 +265,8 @@ func (w *worker) findWork() *node {
 		if t := w.q.pop(); t != nil {
 			return t
 		}
-		if t := w.spin(); t != nil {
+		t, spun := w.spin()
+		if t != nil {
 			return t
 		}
 		// Park, in two phases.
@@ -276,6 +277,13 @@ func (w *worker) findWork() *node {
 		}
 		if t := w.recheck(); t != nil {
 			d.notifier.cancel(w.parker)
+			if spun {
+				// Rule 3 for work the re-check found: pushes made
+				// while w still counted as the spinner woke
+				// nobody, and w takes one task of them. After
+				// cancel, so that the notify is not spent on w.
+				d.wake(w)
+			}
 			return t
 		}
 		if invariants && w.spinning {
@@ -287,11 +295,13 @@ func (w *worker) findWork() *node {
 }
 
 // spin is rule 1 and 3: become the domain's spinner if nobody is, steal up
-// to maxSteals times, and wake a successor spinner on success.
-func (w *worker) spin() *node {
+// to maxSteals times, and wake a successor spinner on success. spun reports
+// whether w was the spinner (then findWork owes rule 3 for what its re-check
+// finds).
+func (w *worker) spin() (t *node, spun bool) {
 	d := w.dom
 	if d.nSpinning.Load() != 0 || !d.nSpinning.CompareAndSwap(0, 1) {
-		return nil
+		return nil, false
 	}
 	w.spinning = true
 	for i := 0; i < d.maxSteals; i++ {
@@ -300,7 +310,7 @@ func (w *worker) spin() *node {
 			if d.addSpinning(-1) == 0 {
 				d.wake(w) // rule 3
 			}
-			return t
+			return t, true
 		}
 		if i&7 == 7 {
 			runtime.Gosched()
@@ -308,7 +318,7 @@ func (w *worker) spin() *node {
 	}
 	w.spinning = false
 	d.addSpinning(-1)
-	return nil
+	return nil, true
 }
 
 // stealOnce makes one steal attempt: from the domain's shared queue when it
@@ -335,7 +345,12 @@ func (w *worker) stealOnce() *node {
 }
 
 // recheck is the re-check of the essay: with w prepared to park, look at
-// every queue of the domain once and take work if any is visible.
+// every queue of the domain and take work if any is visible. A steal that
+// fails while its victim still looks non-empty lost a race to another thief
+// (or to the owner taking its last task) and is retried: giving up there
+// would let w park beside a task that nobody else is bound to wake a worker
+// for (see "The race"). Every retry follows a steal that succeeded
+// elsewhere, so the loop ends.
 func (w *worker) recheck() *node {
 	d := w.dom
 	if !d.shared.empty() {
@@ -346,7 +361,10 @@ func (w *worker) recheck() *node {
 		w.stats.failedSteals.Add(1)
 	}
 	for _, v := range d.workers {
-		if v != w && !v.q.empty() {
+		if v == w {
+			continue
+		}
+		for !v.q.empty() {
 			w.stats.stealAttempts.Add(1)
 			if t := v.q.steal(); t != nil {
 				return t
