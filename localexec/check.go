@@ -64,9 +64,12 @@ func (ex *Executor) checkTaskflow(tf *Taskflow, stack []*Taskflow) error {
 	return ex.checkGraph(fmt.Sprintf("taskflow %q", tf.name), &tf.graph)
 }
 
-// checkGraph checks one graph's GPU placements and module pairs. owner names
-// the graph in errors.
+// checkGraph checks one graph's sources, GPU placements and module pairs.
+// owner names the graph in errors.
 func (ex *Executor) checkGraph(owner string, g *graph) error {
+	if err := checkSources(owner, g); err != nil {
+		return err
+	}
 	for _, n := range g.gpus {
 		if ex.openErr != nil {
 			return &TaskError{Task: n.taskName(), Err: ex.openErr}
@@ -146,4 +149,23 @@ func strongPath(from, to *node) bool {
 		}
 	}
 	return false
+}
+
+// checkSources reports a graph with tasks of which none can start: every
+// task has a predecessor (a cycle with no condition task on it, or tasks
+// reached only from such a cycle) and none is External (an entry point an
+// open run schedules). Such a run would end at once having run nothing.
+func checkSources(owner string, g *graph) error {
+	if g.count == 0 {
+		return nil
+	}
+	if c := &g.sched; c.valid && c.version == g.version && len(c.sources) > 0 {
+		return nil
+	}
+	for n := range g.all() {
+		if n.nPreds == 0 || n.external {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: every one of the %d tasks of %s has a predecessor, so none can start (a cycle needs a condition task and an entry task without predecessors)", ErrNoSource, g.count, owner)
 }

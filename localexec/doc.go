@@ -28,6 +28,27 @@
 // before a run starts. Runtime tasks (EmplaceRuntime) can schedule a task of
 // the graph and co-run another taskflow without blocking their worker.
 //
+// A subflow can also join its children itself: Subflow.Join runs the children
+// spawned so far and returns when they have finished (the worker runs other
+// tasks meanwhile), so that the parent reads their results — recursive
+// Fibonacci spawns fib(n-1) and fib(n-2), joins, and adds. A joined subflow
+// takes no more children.
+//
+// A task that can fail without panicking is a context task, shaped like a
+// function given to errgroup's Go:
+//
+//	tf.EmplaceContext(func(ctx context.Context) error { ... })
+//
+// Its context is cancelled with the run (Future.Cancel, another task's
+// failure; context.Cause gives the run's error) and when the run ends; a
+// non-nil error fails the run as a panic does, as a *TaskError naming the
+// task and wrapping the error.
+//
+// A graph with tasks of which none is a source (every task has a predecessor:
+// a cycle with no condition task and no entry) could never start: its run
+// fails with an error wrapping ErrNoSource, as does a module or subflow
+// graph of that shape.
+//
 // # Running it
 //
 //	ex := localexec.NewExecutor(localexec.WithWorkers(4))
@@ -37,7 +58,17 @@
 // Runs of one taskflow queue and run in order. A panicking task fails its run
 // with a *PanicError naming the task (with the panic value and stack); tasks
 // of that run not yet started do not start. Future.Cancel stops a run the same
-// way, with an error wrapping ErrCancelled.
+// way, with an error wrapping ErrCancelled. The zero Future refers to no work
+// (Taskflow's empty future): Wait returns nil at once and Cancel returns
+// false.
+//
+// Async runs one function on a worker; DependentAsync (Taskflow's dependent
+// async) runs one after the futures it is given have finished, whatever
+// their outcome:
+//
+//	a := ex.Async(loadA)
+//	b := ex.Async(loadB)
+//	c := ex.DependentAsync(merge, a, b) // starts when a and b are done
 //
 // # The scheduler
 //
@@ -45,9 +76,12 @@
 // has a shared queue for work from outside it. A finishing task runs one ready
 // successor inline and pushes the rest to the right domain. Idle workers
 // steal a bounded number of times and park; at most one spins per domain when
-// no work is visible. scheduler.go opens with the essay on this invariant and
-// how it avoids both lost wake-ups and wasted steals; Executor.Stats exposes
-// its counters.
+// no work is visible, and a spinner that finds work — while spinning or in
+// its last look before parking — wakes another. scheduler.go opens with the
+// essay on this invariant and how it avoids both lost wake-ups and wasted
+// steals; a model of the protocol checked in every interleaving of a few
+// workers (parkmodel_test.go) backs it, and Executor.Stats exposes its
+// counters.
 //
 // # Seeing it
 //

@@ -18,6 +18,10 @@ var (
 	// ErrNoDevice is wrapped by the error of a run with a GPU task on a device
 	// the executor does not have.
 	ErrNoDevice = errors.New("localexec: no such GPU device")
+	// ErrNoSource is wrapped by the error of a run whose graph (or a
+	// module's or subflow's) has tasks but none without predecessors, so
+	// that nothing could start.
+	ErrNoSource = errors.New("localexec: no source task")
 )
 
 // PanicError is the error of a run in which a task panicked. Find it with
@@ -40,8 +44,9 @@ func (e *PanicError) Unwrap() error {
 	return nil
 }
 
-// TaskError is the error of a run in which a task reported an error (a GPU
-// task whose graph failed to launch).
+// TaskError is the error of a run in which a task reported an error: a
+// context task (EmplaceContext) returned one, or a GPU task's graph failed
+// to launch.
 type TaskError struct {
 	Task string
 	Err  error

@@ -1,6 +1,8 @@
 package localexec_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -191,4 +193,109 @@ func ExampleExecutor_Async() {
 	f := ex.Async(func() { fmt.Println("hello from a worker") })
 	_ = f.Wait()
 	// Output: hello from a worker
+}
+
+// The zero Future is empty, as Taskflow's default future is: it refers to
+// no work, so Wait returns at once and Cancel has nothing to cancel.
+func ExampleFuture_zero() {
+	var f localexec.Future
+	fmt.Println(f.Wait(), f.Cancel())
+	<-f.Done()
+	// Output: <nil> false
+}
+
+// A task that can fail without panicking, shaped like a function given to
+// errgroup's Go: its error fails the run, wrapped in a *TaskError that
+// names the task, and tasks not yet started do not start. The context is
+// cancelled with the run: a long task watches it to stop early.
+func ExampleTaskflow_EmplaceContext() {
+	ex := localexec.NewExecutor(localexec.WithWorkers(2), localexec.WithGPUs(0))
+	defer ex.Close()
+
+	errNotFound := errors.New("config not found")
+	tf := localexec.NewTaskflow("load")
+	load := tf.EmplaceContext(func(ctx context.Context) error {
+		return fmt.Errorf("reading app.yaml: %w", errNotFound)
+	}).Name("load")
+	parse := tf.Emplace(func() { fmt.Println("parse never runs") }).Name("parse")
+	load.Precede(parse)
+
+	err := ex.Run(tf).Wait()
+	var te *localexec.TaskError
+	fmt.Println(errors.As(err, &te), te.Task, errors.Is(err, errNotFound))
+	fmt.Println(err)
+	// Output:
+	// true load true
+	// localexec: task "load": reading app.yaml: config not found
+}
+
+// Subflow.Join runs the children spawned so far and returns when they are
+// done, so that the parent reads their results: recursive Fibonacci, each
+// level a subflow that spawns two and adds what they computed.
+func ExampleSubflow_Join() {
+	ex := localexec.NewExecutor(localexec.WithWorkers(2), localexec.WithGPUs(0))
+	defer ex.Close()
+
+	var fib func(n int, sf *localexec.Subflow) int
+	fib = func(n int, sf *localexec.Subflow) int {
+		if n < 2 {
+			return n
+		}
+		var a, b int
+		sf.EmplaceSubflow(func(sf *localexec.Subflow) { a = fib(n-1, sf) })
+		sf.EmplaceSubflow(func(sf *localexec.Subflow) { b = fib(n-2, sf) })
+		if err := sf.Join(); err != nil {
+			return 0
+		}
+		return a + b // both children have finished
+	}
+	var res int
+	tf := localexec.NewTaskflow("fib")
+	tf.EmplaceSubflow(func(sf *localexec.Subflow) { res = fib(20, sf) })
+	if err := ex.Run(tf).Wait(); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(res)
+	// Output: 6765
+}
+
+// DependentAsync is Taskflow's dependent async: C starts after both A and B
+// have finished, D after C.
+func ExampleExecutor_DependentAsync() {
+	ex := localexec.NewExecutor(localexec.WithWorkers(2), localexec.WithGPUs(0))
+	defer ex.Close()
+
+	var mu sync.Mutex
+	var log []string
+	say := func(s string) func() { return func() { mu.Lock(); log = append(log, s); mu.Unlock() } }
+
+	A := ex.Async(say("A"))
+	B := ex.Async(say("B"))
+	C := ex.DependentAsync(say("C"), A, B)
+	D := ex.DependentAsync(say("D"), C)
+	if err := D.Wait(); err != nil {
+		fmt.Println(err)
+	}
+	sort.Strings(log[:2]) // A and B may run in either order
+	fmt.Println(log)
+	// Output: [A B C D]
+}
+
+// A graph in which every task has a predecessor (a cycle with no condition
+// task) could never start: Run says so instead of running nothing.
+func ExampleErrNoSource() {
+	ex := localexec.NewExecutor(localexec.WithWorkers(2), localexec.WithGPUs(0))
+	defer ex.Close()
+
+	tf := localexec.NewTaskflow("cycle")
+	a := tf.Emplace(func() {}).Name("a")
+	b := tf.Emplace(func() {}).Name("b")
+	a.Precede(b)
+	b.Precede(a)
+	err := ex.Run(tf).Wait()
+	fmt.Println(errors.Is(err, localexec.ErrNoSource))
+	fmt.Println(err)
+	// Output:
+	// true
+	// localexec: no source task: every one of the 2 tasks of taskflow "cycle" has a predecessor, so none can start (a cycle needs a condition task and an entry task without predecessors)
 }

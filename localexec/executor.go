@@ -303,6 +303,35 @@ func (ex *Executor) Async(fn func()) *Future {
 	return &a.f
 }
 
+// DependentAsync runs fn on a CPU worker once every future in after has
+// finished: Taskflow's dependent async. The futures may be those of Async
+// or DependentAsync calls, or of runs; nil and zero futures count as
+// finished. fn runs whatever their outcome (a dependency orders, it does
+// not propagate failure): fn may read their errors with Wait, which returns
+// at once. The returned future is like Async's: Cancel before fn starts
+// keeps it from running (its own dependents then start), a panic comes back
+// as a *PanicError, and WaitForAll and Close wait for it.
+func (ex *Executor) DependentAsync(fn func(), after ...*Future) *Future {
+	if ex.closed.Load() {
+		return doneFuture(ErrClosed)
+	}
+	a := newAsync(fn)
+	a.ex = ex
+	a.deps.Store(1)
+	ex.begin()
+	for _, f := range after {
+		if f == nil {
+			continue
+		}
+		a.deps.Add(1)
+		if !f.after(a) {
+			a.deps.Add(-1)
+		}
+	}
+	a.depDone()
+	return &a.f
+}
+
 // AddObserver attaches o to every worker; it sees the tasks that start after
 // the call.
 func (ex *Executor) AddObserver(o Observer) {

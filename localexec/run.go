@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"context"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,11 @@ type topology struct {
 	errMu sync.Mutex
 	err   error
 	final bool
+	// ctx is the run's context, made on first use by a context task
+	// (EmplaceContext); ctxCancel cancels it when the run is cancelled or
+	// finishes.
+	ctx       context.Context
+	ctxCancel context.CancelCauseFunc
 }
 
 func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology {
@@ -58,6 +64,7 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 		t.remaining = -1
 	}
 	t.future = &Future{topo: t}
+	t.future.state.Store(futPending)
 	t.root = &tf.root
 	t.starter.kind = kindStart
 	t.startFrame.topo = t
@@ -77,7 +84,24 @@ func (t *topology) cancel(err error) bool {
 		t.err = err
 	}
 	t.cancelled.Store(true)
+	if t.ctxCancel != nil {
+		t.ctxCancel(t.err)
+	}
 	return true
+}
+
+// context returns the run's context (see EmplaceContext), making it on
+// first use: a run without context tasks pays nothing for it.
+func (t *topology) context() context.Context {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	if t.ctx == nil {
+		t.ctx, t.ctxCancel = context.WithCancelCause(context.Background())
+		if t.err != nil {
+			t.ctxCancel(t.err)
+		}
+	}
+	return t.ctx
 }
 
 func (t *topology) errNow() error {
@@ -155,6 +179,14 @@ func (w *worker) invoke(n *node) *node {
 		rt := &Runtime{w: w, n: n, topo: topo}
 		p = callRuntime(n, rt)
 		rt.w = nil
+	case kindContext:
+		var err error
+		err, p = callContext(n, topo.context())
+		if err != nil && p == nil {
+			w.endTask(obs, n)
+			topo.cancel(&TaskError{Task: n.taskName(), Err: err})
+			return w.schedule(f, nil)
+		}
 	case kindGPU:
 		if err := w.runGPU(n); err != nil {
 			w.endTask(obs, n)
@@ -396,6 +428,9 @@ func (w *worker) finalize(t *topology) *node {
 	t.errMu.Lock()
 	t.final = true
 	err := t.err
+	if t.ctxCancel != nil {
+		t.ctxCancel(nil) // the run is over: release the context
+	}
 	t.errMu.Unlock()
 	tf := t.tf
 	tf.mu.Lock()
@@ -434,6 +469,13 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 		x.sub.release()
 		return w.schedule(n.frame, nil)
 	}
+	if sf.joined {
+		// Join ran the children already.
+		if !sf.retain {
+			x.sub.release()
+		}
+		return w.complete(n)
+	}
 	if x.sub.count == 0 {
 		return w.complete(n)
 	}
@@ -461,12 +503,25 @@ func (w *worker) invokeSubflow(n *node, obs *[]Observer) *node {
 type asyncTask struct {
 	n node
 	f Future
+	// deps counts the futures a DependentAsync call still waits for,
+	// plus one held while they are being registered; the call is
+	// submitted when it reaches zero.
+	deps atomic.Int32
+	ex   *Executor
 }
 
 func newAsync(fn func()) *asyncTask {
 	a := &asyncTask{}
 	a.n.kind, a.n.static = kindAsync, fn
+	a.f.state.Store(futPending)
 	return a
+}
+
+// depDone releases one of a's dependencies; the last submits it.
+func (a *asyncTask) depDone() {
+	if a.deps.Add(-1) == 0 {
+		a.ex.submit(&a.n)
+	}
 }
 
 func (w *worker) runAsync(n *node) {
@@ -534,6 +589,15 @@ func callRuntime(n *node, rt *Runtime) (p *PanicError) {
 	}()
 	n.ext.runtime(rt)
 	return nil
+}
+
+func callContext(n *node, ctx context.Context) (err error, p *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = newPanic(n, r)
+		}
+	}()
+	return n.ext.ctxFn(ctx), nil
 }
 
 func callPred(pred func() bool) (stop bool, p *PanicError) {

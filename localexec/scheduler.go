@@ -38,7 +38,9 @@ package localexec
 //     published at once (pushMany: a graph's sources) is one push here:
 //     one thief is woken, and rule 3 wakes the next if there is more.
 //  3. The last spinning thief that finds work wakes another before it runs
-//     it, so that if there is more work, a new spinner looks for it.
+//     it, so that if there is more work, a new spinner looks for it. This
+//     holds for work found while spinning and for work found in the
+//     re-check just after it stopped (see "The spinner's last look").
 //
 // A spinner makes at most maxSteals steal attempts (random victims of its
 // domain, and its domain's shared queue), then stops spinning and parks.
@@ -68,13 +70,40 @@ package localexec
 // increment (it sees nSpinning == 0 and waiting > 0 and notifies, and a notify
 // after prepare makes commit return at once). Either way the task is seen.
 //
+// # The spinner's last look
+//
+// The barrier makes the task *seen*; seeing is not enough when the spinner
+// takes it. Every push made while a thief spun skipped its wake-up (rule 2),
+// so that thief answers for all of them: a burst of a thousand pushes by a
+// worker releasing a fan-out can land entirely while it spins. If its
+// steals miss them and its re-check then finds one, it takes that one and
+// would run it with the rest still queued and nobody woken: a worker stays
+// parked beside ready work (issue 13; with tasks that wait for each other,
+// a hang). So findWork applies rule 3 to the re-check too: a worker that
+// was the spinner of this pass and finds work there wakes another after it
+// cancels its prepare — the Go runtime's "a spinning M that found work
+// wakes a P" (resetspinning), which re-becomes spinning for the same
+// reason. A worker that never spun answers for no skipped push and wakes
+// nobody. For the same reason the re-check does not give up on a victim
+// whose steal lost a race while it still holds work: the winner of that
+// race took one task, not the responsibility for the rest.
+//
 // # Checking it
 //
 // Every counter below points back here. Executor.Stats reports, per domain,
 // executed tasks, steal attempts, failed steals, parks and wake-ups; tests
 // check the bound (failed steals per task on a chain and on a wavefront) and
-// the liveness half (a task that releases 1,000 tasks gets every worker busy,
-// a thousand times, under -race). In -race and `invariants` builds the
+// the liveness half: a task that releases 1,000 tasks gets every worker busy,
+// a thousand times, under -race (TestNoLostWakeup), and a loop that releases
+// a fan-out of tasks waiting for three of them to run at once, from inside
+// the run, completes (TestNoLostWakeupBurstInLoop, Taskflow's own work-
+// stealing test; the first test could not see issue 13, whose burst has to
+// be pushed while a thief spins). parkmodel_test.go checks the protocol
+// itself: a model of these steps, one atomic operation each, explored in
+// every interleaving for a few workers, pushes from inside and outside a
+// domain and across domains, finds no state where a task waits beside a
+// parked worker and nothing is left to wake it; with the fix above
+// reverted, it finds issue 13's. In -race and `invariants` builds the
 // scheduler randomizes victim and successor order and throws (panics) when
 // nSpinning leaves [0, workers] or a worker parks while counted as spinning.
 
@@ -265,7 +294,8 @@ func (w *worker) findWork() *node {
 		if t := w.q.pop(); t != nil {
 			return t
 		}
-		if t := w.spin(); t != nil {
+		t, spun := w.spin()
+		if t != nil {
 			return t
 		}
 		// Park, in two phases.
@@ -276,6 +306,15 @@ func (w *worker) findWork() *node {
 		}
 		if t := w.recheck(); t != nil {
 			d.notifier.cancel(w.parker)
+			if spun {
+				// Rule 3 for work the re-check found: pushes made
+				// while w still counted as the spinner woke
+				// nobody, and w takes one task of them (see "The
+				// spinner's last look"). After cancel, so that
+				// w's own prepare does not make notifyOne take
+				// its lock when nobody else waits.
+				d.wake(w)
+			}
 			return t
 		}
 		if invariants && w.spinning {
@@ -287,11 +326,13 @@ func (w *worker) findWork() *node {
 }
 
 // spin is rule 1 and 3: become the domain's spinner if nobody is, steal up
-// to maxSteals times, and wake a successor spinner on success.
-func (w *worker) spin() *node {
+// to maxSteals times, and wake a successor spinner on success. spun reports
+// whether w was the spinner (then findWork owes rule 3 for what its re-check
+// finds).
+func (w *worker) spin() (t *node, spun bool) {
 	d := w.dom
 	if d.nSpinning.Load() != 0 || !d.nSpinning.CompareAndSwap(0, 1) {
-		return nil
+		return nil, false
 	}
 	w.spinning = true
 	for i := 0; i < d.maxSteals; i++ {
@@ -300,7 +341,7 @@ func (w *worker) spin() *node {
 			if d.addSpinning(-1) == 0 {
 				d.wake(w) // rule 3
 			}
-			return t
+			return t, true
 		}
 		if i&7 == 7 {
 			runtime.Gosched()
@@ -308,7 +349,7 @@ func (w *worker) spin() *node {
 	}
 	w.spinning = false
 	d.addSpinning(-1)
-	return nil
+	return nil, true
 }
 
 // stealOnce makes one steal attempt: from the domain's shared queue when it
@@ -335,7 +376,12 @@ func (w *worker) stealOnce() *node {
 }
 
 // recheck is the re-check of the essay: with w prepared to park, look at
-// every queue of the domain once and take work if any is visible.
+// every queue of the domain and take work if any is visible. A steal that
+// fails while its victim still looks non-empty lost a race to another thief
+// (or to the owner taking its last task) and is retried: giving up there
+// would let w park beside a task that nobody else is bound to wake a worker
+// for (see "The race"). Every retry follows a steal that succeeded
+// elsewhere, so the loop ends.
 func (w *worker) recheck() *node {
 	d := w.dom
 	if !d.shared.empty() {
@@ -346,7 +392,10 @@ func (w *worker) recheck() *node {
 		w.stats.failedSteals.Add(1)
 	}
 	for _, v := range d.workers {
-		if v != w && !v.q.empty() {
+		if v == w {
+			continue
+		}
+		for !v.q.empty() {
 			w.stats.stealAttempts.Add(1)
 			if t := v.q.steal(); t != nil {
 				return t

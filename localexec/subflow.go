@@ -14,8 +14,50 @@ type Subflow struct {
 	retain   bool
 }
 
-// Detach lets the subflow run independently of its parent task.
-func (sf *Subflow) Detach() { sf.detached = true }
+// Detach lets the subflow run independently of its parent task. It panics
+// after Join.
+func (sf *Subflow) Detach() {
+	if sf.joined {
+		panic("localexec: Detach of a joined subflow")
+	}
+	sf.detached = true
+}
+
+// Join runs the children spawned so far and returns when every one of them
+// has finished, so that the function can read their results before it
+// returns (Taskflow's explicit join; recursive Fibonacci spawns two
+// children, joins them and adds their results). The worker does not block:
+// while it waits it runs other tasks, the children among them. Join
+// returns the run's error, non-nil when a child (or any task of the run)
+// failed, panicked or the run was cancelled; the children not yet started
+// then do not start. After Join the subflow is done: it takes no more
+// children (Emplace and the like panic) and cannot be detached. Join on a
+// detached subflow panics; a second Join returns at once.
+func (sf *Subflow) Join() error {
+	if sf.detached {
+		panic("localexec: Join of a detached subflow")
+	}
+	n := sf.parent
+	topo := n.frame.topo
+	if sf.joined {
+		return topo.errNow()
+	}
+	sf.joined = true
+	w, g := sf.w, sf.builder.g
+	if g.count == 0 {
+		return topo.errNow()
+	}
+	if err := w.ex.checkGraph(n.taskName(), g); err != nil {
+		topo.cancel(err)
+		return topo.errNow()
+	}
+	f := &frame{kind: frameCorun, topo: topo}
+	if next := w.scheduleGraph(f, g, true); next != nil {
+		w.run(next)
+	}
+	w.corunUntil(&f.done)
+	return topo.errNow()
+}
 
 // Detached reports whether Detach was called.
 func (sf *Subflow) Detached() bool { return sf.detached }

@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"context"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -24,9 +25,10 @@ const (
 	kindAsync                      // an Executor.Async call (not part of any graph)
 	kindStart                      // a topology's starter: begins its first run on a worker
 	kindHold                       // an open run's hold on its root frame, released by OpenRun.Close
+	kindContext                    // func(context.Context) error: a static task that can fail
 )
 
-var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold"}
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -93,6 +95,7 @@ type nodeExt struct {
 	subflow  func(*Subflow)
 	multi    func() []int
 	runtime  func(*Runtime)
+	ctxFn    func(context.Context) error
 	gpuFn    func(*gpu.Graph)
 	module   *Taskflow
 	child    frame  // the frame of this node's joined subflow or module run
@@ -454,9 +457,15 @@ func (t Task) Device() int {
 // builder is the graph-building half shared by Taskflow and Subflow.
 type builder struct {
 	g *graph
+	// joined is set by Subflow.Join: the children have run, and a task
+	// added now would never run.
+	joined bool
 }
 
 func (b *builder) add(k kind) *node {
+	if b.joined {
+		panic("localexec: a task added to a subflow after Join (a joined subflow takes no more children)")
+	}
 	n := b.g.alloc()
 	n.kind = k
 	switch k {
@@ -476,6 +485,20 @@ func (b *builder) task(n *node) Task { return Task{n: n, g: b.g} }
 func (b *builder) Emplace(fn func()) Task {
 	n := b.add(kindStatic)
 	n.static = fn
+	return b.task(n)
+}
+
+// EmplaceContext adds a static task that can fail, shaped like a function
+// given to errgroup's Go: fn receives a context that is cancelled when the
+// run is (by Future.Cancel, or because another task failed or panicked; its
+// cause is then the run's error, see context.Cause) or has finished. A
+// non-nil error from fn fails the run as a panic does: the run's error is a
+// *TaskError naming the task and wrapping the error (find it with
+// errors.Is or errors.As), and tasks of the run not yet started do not
+// start. A panic in fn is a *PanicError, as for Emplace.
+func (b *builder) EmplaceContext(fn func(ctx context.Context) error) Task {
+	n := b.add(kindContext)
+	n.x().ctxFn = fn
 	return b.task(n)
 }
 
