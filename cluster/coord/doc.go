@@ -37,14 +37,24 @@
 //     instances whole, loops kept together, pins and GPU affinity);
 //     PlanReassign places a running run's tasks again after a node loss.
 //   - Fold: a run's TaskEvents folded into the API's status object.
+//   - CheckSuccess: a success verdict checked against the folded record
+//     (nothing still running, every source ran, no task left behind strong
+//     predecessors that all ran): what "succeeded" must mean.
+//   - Liveness: which nodes are dead. Gossip's deaths are candidates, pinged
+//     over NATS; an answer refutes one (slow is not dead), no responder or a
+//     silence confirms it. testdata/liveness.txt holds its scenarios.
 //
 // # The leader loop
 //
-// While a server leads it: writes gossip membership of nodes into the FSM;
+// While a server leads it: writes node membership into the FSM (gossip's
+// deaths only once Liveness confirms them, pinging candidates on
+// proto.PingSubject);
 // adds coordinator voters; for every running run re-sends the Assignment every
 // 500ms to each node that has not reported for the generation, feeds
 // TermReports (hf.coord.term) to the run's Detector and sends probes; ends the
-// run on termination (succeeded), a fail envelope (hf.coord.fail: failed,
+// run on termination (succeeded, once CheckSuccess finds no work owed; a
+// refused verdict is counted in hetflow_verdicts_refused_total and probed
+// again, and five in a row fail the run), a fail envelope (hf.coord.fail: failed,
 // "task X: error"), its timeout (failed, "timed out after D") or a user cancel
 // (cancelled), then sends Cancel to its nodes, and again to any node that
 // still reports for an ended run; prunes finished runs older than the
