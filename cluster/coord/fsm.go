@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,6 +44,13 @@ type Run struct {
 	// (submit, reassign): a node whose Boot has changed since was restarted
 	// and lost its part, like a dead one.
 	Boots map[string]string `json:"boots,omitempty"`
+	// Lost are the nodes the run lost (they held a part and a reassign
+	// left them out), in the order it lost them. The leader never gives
+	// the run's tasks to one of them again: the Signals its earlier part
+	// sent are counted by the receivers for its name, which a new part
+	// there, starting from Sent 0, could never balance (docs/cluster-
+	// protocol.md, Recovery).
+	Lost []string `json:"lost,omitempty"`
 }
 
 // Settings are the cluster-wide settings in the FSM.
@@ -176,6 +184,11 @@ func (f *FSM) Apply(c *Command) error {
 		nodes, err := nodesOf(a.Assignment)
 		if err != nil {
 			return refuse("run %s: %v", a.ID, err)
+		}
+		for _, n := range r.Nodes {
+			if !slices.Contains(nodes, n) && !slices.Contains(r.Lost, n) {
+				r.Lost = append(r.Lost, n)
+			}
 		}
 		r.Gen, r.Assignment, r.Nodes = a.Gen, append([]string(nil), a.Assignment...), nodes
 		if a.Boots != nil {

@@ -371,9 +371,13 @@ func (l *leader) recoverRuns(now time.Time) {
 			continue
 		}
 		start := time.Now()
-		var takers []Node // alive, and not a lost node's new process (it knows nothing of the run)
+		// alive, not a lost node's new process (it knows nothing of the
+		// run), and not a node the run lost before: a part there would
+		// start from Sent 0 while the receivers keep counting what its
+		// earlier part sent, and the run could never terminate (Run.Lost)
+		var takers []Node
 		for _, n := range alive {
-			if !slices.Contains(lost, n.ID) {
+			if !slices.Contains(lost, n.ID) && !slices.Contains(r.Lost, n.ID) {
 				takers = append(takers, n)
 			}
 		}
