@@ -1,0 +1,151 @@
+package runsim
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// defaultSeeds is what a plain `go test ./cluster/runsim/` runs.
+const defaultSeeds = 200
+
+// TestSimulation runs HETFLOW_RUNSIM_SEEDS seeds (default 200) from
+// HETFLOW_RUNSIM_FIRST (default 1); HETFLOW_RUNSIM_SEED=S replays one seed
+// with its whole trace.
+func TestSimulation(t *testing.T) {
+	if s := os.Getenv("HETFLOW_RUNSIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HETFLOW_RUNSIM_SEED=%q: %v", s, err)
+		}
+		res := Run(seed, true)
+		for _, l := range res.Trace {
+			t.Log(l)
+		}
+		t.Logf("seed %d: %s %s, gens %d, faults %v, steps %d, simulated %v", seed, res.State, res.Error, res.Gens, res.Faults, res.Steps, res.SimTime)
+		if res.Violation != nil {
+			t.Fatal(res.Violation)
+		}
+		return
+	}
+	n := uint64(defaultSeeds)
+	if s := os.Getenv("HETFLOW_RUNSIM_SEEDS"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HETFLOW_RUNSIM_SEEDS=%q: %v", s, err)
+		}
+		n = v
+	}
+	first := uint64(1)
+	if s := os.Getenv("HETFLOW_RUNSIM_FIRST"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HETFLOW_RUNSIM_FIRST=%q: %v", s, err)
+		}
+		first = v
+	}
+	start := time.Now()
+	var ok, failedOK, gens, reexec, fenced, failures int
+	known := map[string][]uint64{}
+	for seed := first; seed < first+n; seed++ {
+		res := Run(seed, false)
+		if v := res.Violation; v != nil && v.Known != "" {
+			known[v.Known] = append(known[v.Known], seed)
+			continue
+		}
+		if res.Violation != nil {
+			failures++
+			t.Errorf("%v\nfaults: %s\nreplay: HETFLOW_RUNSIM_SEED=%d go test -count=1 -run TestSimulation ./cluster/runsim/\ntrace tail:\n%s",
+				res.Violation, strings.Join(res.Faults, "; "), seed, tail(res.Trace, 60))
+			if failures >= 5 {
+				t.Fatalf("stopping after %d failing seeds", failures)
+			}
+			continue
+		}
+		switch {
+		case res.State == "succeeded":
+			ok++
+		case res.Unrecoverable():
+			failedOK++
+		}
+		if res.Gens > 1 {
+			gens++
+		}
+		reexec += res.Reexec
+		fenced += res.Fenced
+	}
+	el := time.Since(start)
+	for _, bug := range sortedKeys(known) {
+		t.Logf("known bug, not fixed (%d seeds, skipped): %s; seeds %v", len(known[bug]), bug, known[bug])
+	}
+	t.Logf("%d seeds in %v (%.0f seeds/minute): %d succeeded, %d failed unrecoverably (a pinned task lost, or no node the run can use), %d reassigned, %d re-executions, %d Signals fenced",
+		n, el.Round(time.Millisecond), float64(n)/el.Minutes(), ok, failedOK, gens, reexec, fenced)
+}
+
+func tail(lines []string, n int) string {
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestReplay checks that a seed replays exactly: the same steps, the same
+// trace.
+func TestReplay(t *testing.T) {
+	for _, seed := range []uint64{3, 17, 42} {
+		a, b := Run(seed, true), Run(seed, true)
+		if a.Steps != b.Steps || a.State != b.State || len(a.Trace) != len(b.Trace) {
+			t.Fatalf("seed %d: two runs differ: %d/%d steps, %q/%q", seed, a.Steps, b.Steps, a.State, b.State)
+		}
+		for i := range a.Trace {
+			if a.Trace[i] != b.Trace[i] {
+				t.Fatalf("seed %d: traces differ at line %d:\n%s\n%s", seed, i, a.Trace[i], b.Trace[i])
+			}
+		}
+	}
+}
+
+// TestKnownBugs replays a seed of each protocol bug that is known and not
+// fixed yet. When one no longer fails this way, the bug is fixed (or the
+// simulation's draws changed): remove its classification (world.go) or pick
+// another seed.
+func TestKnownBugs(t *testing.T) {
+	for seed, bug := range map[uint64]string{455: bugLoopOrder, 105: bugLoopOrder} {
+		res := Run(seed, false)
+		if res.Violation == nil || res.Violation.Known != bug {
+			t.Errorf("seed %d: want the known bug %q, got %v", seed, bug, res.Violation)
+		}
+	}
+}
+
+// TestReadRecordAtStart shows the node fix the simulation assumes
+// (Options.ReadRecordAtStart): without it, these seeds never terminate —
+// Signals core NATS lost while the node was disconnected, before it held
+// the run, are never read from the record.
+func TestReadRecordAtStart(t *testing.T) {
+	for _, seed := range []uint64{1520, 1629} {
+		res := RunWith(seed, false, Options{})
+		if res.Violation == nil || !strings.Contains(res.Violation.What, "did not terminate") {
+			t.Errorf("seed %d without the fix: want no termination, got %v", seed, res.Violation)
+		}
+		if res := Run(seed, false); res.Violation != nil {
+			t.Errorf("seed %d with the fix: %v", seed, res.Violation)
+		}
+	}
+}
+
+// TestRegressions replays the seeds that found the bugs fixed so far (with
+// the simulation's draws of the commit that fixed them): the follow
+// counting a batch the record stored twice twice (83, runproto), and a run
+// giving its tasks back to a node it had lost (74, 84, 112, 201, 281, 478,
+// 1188, coord). The durable regressions are runproto's
+// testdata/recorded-twice.txt and coord's testdata/fsm_reassign.txt.
+func TestRegressions(t *testing.T) {
+	for _, seed := range []uint64{74, 83, 84, 112, 201, 281, 478, 1188} {
+		if res := Run(seed, false); res.Violation != nil {
+			t.Errorf("%v", res.Violation)
+		}
+	}
+}
