@@ -143,7 +143,7 @@ func (l *leader) syncMembers() {
 		known[n.ID] = n
 	}
 	for _, id := range w.nodeIDs {
-		n := coord.Node{ID: id, Address: id, State: w.ring[id], CPUs: w.cpus[id], Boot: fmt.Sprint(w.boots[id])}
+		n := coord.Node{ID: id, Address: id, State: w.ring[id], CPUs: w.cpus[id], Boot: fmt.Sprint(w.ringBoot[id])}
 		if k, ok := known[id]; ok && k.State == n.State && k.Boot == n.Boot {
 			continue
 		}

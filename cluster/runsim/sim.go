@@ -32,7 +32,7 @@ var Default = Options{ReadRecordAtStart: true}
 func RunWith(seed uint64, verbose bool, opt Options) Result {
 	w := &world{
 		seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x68657466)), verbose: verbose,
-		cpus: map[string]int{}, procs: map[string]*proc{}, boots: map[string]int{}, ring: map[string]string{},
+		cpus: map[string]int{}, procs: map[string]*proc{}, boots: map[string]int{}, ringBoot: map[string]int{}, ring: map[string]string{},
 		natsUp: true, chans: map[[2]string]time.Duration{}, fsm: coord.NewFSM(), tables: map[uint64][]string{},
 	}
 	w.res.Seed = seed
@@ -43,6 +43,7 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 		w.cpus[id] = 1 + w.rng.IntN(4)
 		w.ring[id] = proto.NodeAlive
 		w.newProc(id)
+		w.ringBoot[id] = 1
 	}
 	w.flow = genFlow(w.rng, w.nodeIDs, w.rng.IntN(6) == 0)
 	g, err := parseFlow(w.flow)
@@ -132,7 +133,7 @@ func (w *world) planFaults() {
 				restart = w.dur(200*time.Millisecond, 3*time.Second)
 			}
 			desc = fmt.Sprintf("kill %s at %v (restart after %v)", id, at, restart)
-			last = at + max(detect, restart)
+			last = at + max(detect, restart+time.Second)
 			fn = func() { w.kill(id, detect, restart) }
 		case 1: // freeze (SIGSTOP … SIGCONT)
 			d := w.dur(100*time.Millisecond, 4*time.Second)
@@ -224,13 +225,21 @@ func (w *world) kill(id string, detect, restart time.Duration) {
 			}
 			np := w.newProc(id)
 			w.logf("%s restarted (boot %d)", id, np.boot)
-			if w.ring[id] == proto.NodeAlive {
-				if w.lead != nil {
-					w.lead.memberKick() // same name, new incarnation
+			// memberlist shows the new incarnation after a while
+			w.at(w.dur(10*time.Millisecond, time.Second), nil, func() {
+				if w.procs[id] != np {
+					return
 				}
-			} else {
-				w.setRing(id, proto.NodeAlive)
-			}
+				w.ringBoot[id] = np.boot
+				w.logf("ring: %s boot %d", id, np.boot)
+				if w.ring[id] == proto.NodeAlive {
+					if w.lead != nil {
+						w.lead.memberKick() // same name, new incarnation
+					}
+				} else {
+					w.setRing(id, proto.NodeAlive)
+				}
+			})
 		})
 	}
 }

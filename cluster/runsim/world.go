@@ -159,6 +159,10 @@ type world struct {
 	procs   map[string]*proc // the live process of each node (nil: down)
 	boots   map[string]int
 	ring    map[string]string // memberlist's view: alive or dead
+	// ringBoot is the boot memberlist shows for a node: a restart's new
+	// boot shows some time after the process is up (gossip), and the
+	// leader may re-send the Assignment to the new process meanwhile
+	ringBoot map[string]int
 	holds   []*hold           // every holding of the run, for the ledger
 
 	natsUp bool
