@@ -163,7 +163,7 @@ type world struct {
 	// boot shows some time after the process is up (gossip), and the
 	// leader may re-send the Assignment to the new process meanwhile
 	ringBoot map[string]int
-	holds   []*hold           // every holding of the run, for the ledger
+	holds    []*hold // every holding of the run, for the ledger
 
 	natsUp bool
 	record []recEntry
