@@ -47,7 +47,7 @@ func TestSimulation(t *testing.T) {
 		first = v
 	}
 	start := time.Now()
-	var ok, failedOK, gens, reexec, fenced, failures int
+	var ok, failedOK, pinned, gens, reexec, fenced, failures int
 	known := map[string][]uint64{}
 	for seed := first; seed < first+n; seed++ {
 		res := Run(seed, false)
@@ -69,6 +69,9 @@ func TestSimulation(t *testing.T) {
 			ok++
 		case res.Unrecoverable():
 			failedOK++
+			if strings.Contains(res.Error, "pinned") {
+				pinned++
+			}
 		}
 		if res.Gens > 1 {
 			gens++
@@ -80,8 +83,8 @@ func TestSimulation(t *testing.T) {
 	for _, bug := range sortedKeys(known) {
 		t.Logf("known bug, not fixed (%d seeds, skipped): %s; seeds %v", len(known[bug]), bug, known[bug])
 	}
-	t.Logf("%d seeds in %v (%.0f seeds/minute): %d succeeded, %d failed unrecoverably (a pinned task lost, or no node the run can use), %d reassigned, %d re-executions, %d Signals fenced",
-		n, el.Round(time.Millisecond), float64(n)/el.Minutes(), ok, failedOK, gens, reexec, fenced)
+	t.Logf("%d seeds in %v (%.0f seeds/minute): %d succeeded, %d failed unrecoverably (%d a pinned task lost, the others no node the run can use), %d reassigned, %d re-executions, %d Signals fenced",
+		n, el.Round(time.Millisecond), float64(n)/el.Minutes(), ok, failedOK, pinned, gens, reexec, fenced)
 }
 
 func tail(lines []string, n int) string {
@@ -103,6 +106,12 @@ func TestReplay(t *testing.T) {
 			if a.Trace[i] != b.Trace[i] {
 				t.Fatalf("seed %d: traces differ at line %d:\n%s\n%s", seed, i, a.Trace[i], b.Trace[i])
 			}
+		}
+	}
+	for seed := uint64(1); seed <= 100; seed++ {
+		a, b := Run(seed, false), Run(seed, false)
+		if a.Steps != b.Steps || a.SimTime != b.SimTime || a.Reexec != b.Reexec || a.Fenced != b.Fenced || a.State != b.State {
+			t.Fatalf("seed %d: two runs differ: %+v / %+v", seed, a, b)
 		}
 	}
 }
