@@ -75,8 +75,9 @@ func (v *Violation) Error() string {
 }
 
 // bugLoopOrder is the known bug a violation of this shape is: a task of a
-// condition loop re-executed on a new owner numbers its activations in the
-// order its inputs arrive there. A condition's pick (taken from the record,
+// condition loop re-executed on a new owner (or by a restarted process
+// given its old tasks before the leader saw the restart) numbers its
+// activations in the order its inputs arrive there. A condition's pick (taken from the record,
 // held for the new generation, or live) can come before the loop's entry
 // input, which the record or a re-executed predecessor gives later; the
 // new owner's activation k then runs on the inputs of another activation,
@@ -87,19 +88,13 @@ func (v *Violation) Error() string {
 // protocol change (see the package documentation).
 const bugLoopOrder = "loop-order: a re-executed loop task numbers its activations in arrival order"
 
-// loopMoved reports whether v is in a condition loop that has a task whose
-// owner changed in some generation: the shape of bugLoopOrder.
-func (w *world) loopMoved(v int) bool {
+// inLoop reports whether v is in a condition loop: run by a holding that
+// runs again what ran before (a part taken over, a holding that started
+// after a loss, a restarted process), the shape of bugLoopOrder.
+func (w *world) inLoop(v int) bool {
 	for _, grp := range w.g.LoopGroups() {
-		if !slices.Contains(grp, v) {
-			continue
-		}
-		for _, u := range grp {
-			for gen := uint64(2); w.tables[gen] != nil; gen++ {
-				if w.tables[gen][u] != w.tables[gen-1][u] {
-					return true
-				}
-			}
+		if slices.Contains(grp, v) {
+			return true
 		}
 	}
 	return false
