@@ -43,7 +43,7 @@ go test -race -shuffle=on -timeout 30m ./...
 # -race), so the step stays well under 3 minutes even at a few times that load. `make runsim
 # SEEDS=N` runs more; a failing seed prints the command that replays it.
 echo "== run-protocol simulation, ${RUNSIM_SEEDS:-5000} seeds"
-HETFLOW_RUNSIM_SEEDS="${RUNSIM_SEEDS:-5000}" go test -count=1 -timeout 10m -run 'TestSimulation$' ./cluster/runsim/
+HETFLOW_RUNSIM_SEEDS="${RUNSIM_SEEDS:-5000}" go test -count=1 -timeout 10m -v -run 'TestSimulation$' ./cluster/runsim/
 # Each fuzz target runs a fixed number of executions (a few seconds here), not a
 # duration: Go 1.26's coordinator can report a bare "context deadline exceeded"
 # failure when a duration-based -fuzztime ends while a worker is mid-input
