@@ -5,10 +5,12 @@
 //
 // # What is simulated
 //
-// A single-threaded discrete-event loop: a seeded PCG (math/rand/v2), a
-// virtual clock, an event queue ordered by (time, sequence). No goroutines,
-// no wall clock, no maps iterated where order matters: a seed replays
-// exactly, step by step (TestReplay).
+// One to three runs, each of its own random flow, submitted in the first
+// second and a half, on two to five nodes. A single-threaded
+// discrete-event loop: a seeded PCG (math/rand/v2), a virtual clock, an
+// event queue ordered by (time, sequence). No goroutines, no wall clock, no
+// maps iterated where order matters: a seed replays exactly, step by step
+// (TestReplay).
 //
 //   - The coordinator: the real coord.FSM (commands applied as raft applies
 //     them once committed; it survives a leader change), the real
@@ -82,7 +84,7 @@
 //	go test ./cluster/runsim/                         # 200 seeds
 //	HETFLOW_RUNSIM_SEEDS=20000 go test -run TestSimulation ./cluster/runsim/
 //	make runsim SEEDS=20000                           # the same
-//	HETFLOW_RUNSIM_SEED=455 go test -run TestSimulation -v ./cluster/runsim/
+//	HETFLOW_RUNSIM_SEED=361 go test -run TestSimulation -v ./cluster/runsim/
 //
 // HETFLOW_RUNSIM_FIRST moves the range of seeds. A failing seed prints its
 // violation, its faults, the trace's tail and the command that replays it
@@ -99,7 +101,7 @@
 // does not have yet (TestReadRecordAtStart shows why).
 //
 // Not simulated: task failures and retries, run timeouts, user cancels,
-// more than one run at a time, GPU placement, the event stream and status
+// GPU placement, the event stream and status
 // folding, raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer
 // disconnects, Signal loss on core NATS without a reconnect (nothing would

@@ -53,7 +53,7 @@ func (w *world) apply(c *coord.Command) error {
 
 // submit mirrors the leader's part of POST /v1/runs (server.go): Plan over
 // the alive nodes, then RunSubmit.
-func (w *world) submit() error {
+func (w *world) submit(sr *simRun) error {
 	var alive []coord.Node
 	boots := map[string]string{}
 	for _, n := range w.fsm.Nodes() {
@@ -62,7 +62,7 @@ func (w *world) submit() error {
 		}
 		boots[n.ID] = n.Boot
 	}
-	assign, err := coord.Plan(w.g, alive, coord.Seed(runID))
+	assign, err := coord.Plan(sr.g, alive, coord.Seed(sr.id))
 	if err != nil {
 		return err
 	}
@@ -70,9 +70,9 @@ func (w *world) submit() error {
 	for _, n := range assign {
 		rb[n] = boots[n]
 	}
-	w.tables[1] = assign
-	w.logf("submit: gen 1 %v", assign)
-	return w.apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: runID, Flow: w.flow, FlowName: "top",
+	sr.tables[1] = assign
+	w.logf("submit %s: gen 1 %v", sr.id, assign)
+	return w.apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: sr.id, Flow: sr.flow, FlowName: "top",
 		State: proto.RunRunning, Submitted: w.clock(), Gen: 1, Assignment: assign, Boots: rb}})
 }
 
@@ -163,7 +163,8 @@ func (l *leader) reconcile() {
 			runs[r.ID] = r
 		}
 	}
-	for id, r := range runs {
+	for _, id := range sortedKeys(runs) {
+		r := runs[id]
 		t := l.runs[id]
 		switch {
 		case r.State != proto.RunRunning:
@@ -187,7 +188,7 @@ func (l *leader) track(r coord.Run) {
 	t := &tracker{run: r, det: coord.NewDetector(r.Gen, r.Nodes, probeTimeout),
 		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow}}
 	l.runs[r.ID] = t
-	l.w.logf("leader: tracking gen %d over %v", r.Gen, r.Nodes)
+	l.w.logf("leader: tracking %s gen %d over %v", r.ID, r.Gen, r.Nodes)
 	l.sendAssignment(t)
 }
 
@@ -275,7 +276,8 @@ func (l *leader) recoverRuns() {
 				takers = append(takers, n)
 			}
 		}
-		assign, _, err := coord.PlanReassign(w.g, r.Assignment, takers, coord.Seed(r.ID)+r.Gen)
+		sr := w.run(r.ID)
+		assign, _, err := coord.PlanReassign(sr.g, r.Assignment, takers, coord.Seed(r.ID)+r.Gen)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			w.logf("leader: run cannot recover: %s", msg)
@@ -283,7 +285,7 @@ func (l *leader) recoverRuns() {
 				l.finish(t, proto.RunFailed, msg)
 			} else {
 				w.apply(&coord.Command{Op: coord.OpRunFinish, Finish: &coord.Finish{ID: r.ID, State: proto.RunFailed, Error: msg, At: w.clock()}})
-				w.onFinish()
+				w.onFinish(r.ID)
 			}
 			continue
 		}
@@ -294,8 +296,8 @@ func (l *leader) recoverRuns() {
 		if w.apply(&coord.Command{Op: coord.OpRunReassign, Reassign: &coord.Reassign{ID: r.ID, Gen: r.Gen + 1, Assignment: assign, Boots: boots}}) != nil {
 			continue
 		}
-		w.tables[r.Gen+1] = assign
-		w.logf("leader: reassigned (lost %v) gen %d %v", lost, r.Gen+1, assign)
+		sr.tables[r.Gen+1] = assign
+		w.logf("leader: %s reassigned (lost %v) gen %d %v", r.ID, lost, r.Gen+1, assign)
 		l.reconcile()
 	}
 }
@@ -325,12 +327,12 @@ func (l *leader) tick() {
 // finish mirrors leader.finish.
 func (l *leader) finish(t *tracker, state, msg string) {
 	w := l.w
-	w.logf("leader: finish %s %s", state, msg)
+	w.logf("leader: finish %s %s %s", t.run.ID, state, msg)
 	w.apply(&coord.Command{Op: coord.OpRunFinish, Finish: &coord.Finish{ID: t.run.ID, State: state, Error: msg, At: w.clock()}})
 	if run, ok := w.fsm.Run(t.run.ID); ok {
 		state = run.State
 	}
-	w.onFinish()
+	w.onFinish(t.run.ID)
 	l.release(t, state)
 }
 

@@ -134,8 +134,8 @@ func (w *world) appendRecord(to string, b *transport.Batch) {
 	w.record = append(w.record, recEntry{seq: uint64(len(w.record) + 1), to: to, b: b})
 	for _, id := range w.nodeIDs {
 		if p := w.procs[id]; p != nil {
-			for _, h := range p.runs {
-				h.wakeFollow()
+			for _, run := range sortedKeys(p.runs) {
+				p.runs[run].wakeFollow()
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package runsim
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"time"
 
@@ -51,6 +50,7 @@ type queued struct {
 // activations it executed, which outlives the process.
 type hold struct {
 	p        *proc
+	run      *simRun
 	n        int    // holding number, for the log
 	startGen uint64 // the generation of its first Assignment
 	r        *runproto.Run
@@ -128,12 +128,16 @@ func (p *proc) assign(a *transport.Assignment) {
 		return
 	}
 	w := p.w
-	h := &hold{p: p, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: newEngine(w.g), out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
+	sr := w.run(a.Run)
+	if sr == nil {
+		return
+	}
+	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: newEngine(sr.g), out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
 	w.holds = append(w.holds, h)
 	h.e.schedule = func(j job) { p.queue = append(p.queue, queued{h, j}); p.runJobs() }
 	h.e.emit = h.emit
 	p.runs[a.Run] = h
-	p.logf("run started at gen %d (holding %d)", a.Gen, h.n)
+	p.logf("%s started at gen %d (holding %d)", a.Run, a.Gen, h.n)
 	h.e.open(r.Mine(), 0)
 	h.flush()
 	early := p.early[a.Run]
@@ -220,8 +224,8 @@ func (p *proc) reconnect() {
 	}
 	p.replayMissed()
 	w.at(replayAgain, p, p.replayMissed)
-	for _, h := range p.runs {
-		h.wakeFollow()
+	for _, run := range sortedKeys(p.runs) {
+		p.runs[run].wakeFollow()
 	}
 }
 
@@ -258,7 +262,7 @@ func (p *proc) runJobs() {
 		}
 		p.running++
 		d := w.dur(time.Millisecond, 40*time.Millisecond)
-		if t := w.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
+		if t := q.h.run.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
 			// the subflow's children run before it completes
 			for range argInt(t.Args, "n") {
 				d += w.dur(time.Millisecond, 20*time.Millisecond)
@@ -267,36 +271,37 @@ func (p *proc) runJobs() {
 		w.at(d, p, func() {
 			p.running--
 			if !q.h.gone {
-				q.h.run(q.j)
+				q.h.execute(q.j)
 			}
 			p.runJobs()
 		})
 	}
 }
 
-// run executes one activation: its effect goes into the ledger, checked
+// execute runs one activation: its effect goes into the ledger, checked
 // against the ground truth.
-func (h *hold) run(j job) {
+func (h *hold) execute(j job) {
 	w := h.p.w
 	k := [2]uint64{uint64(j.v), j.act}
 	h.exec[k]++
 	h.execs++
-	path := w.g.Vertices[j.v].Path
+	sr := h.run
+	path := sr.g.Vertices[j.v].Path
 	if h.exec[k] > 1 {
 		w.fail("task %q activation %d executed twice on %s (holding %d): an effect applied twice", path, j.act, h.p.id, h.n)
 	}
-	if j.act > w.truth.acts[j.v] {
-		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, w.truth.acts[j.v])
+	if j.act > sr.truth.acts[j.v] {
+		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, sr.truth.acts[j.v])
 	}
 	out := h.e.finish(j)
-	if want, ok := w.truth.outs[j.v][j.act]; ok && want != out {
-		if w.inLoop(j.v) && (j.part > 0 || h.startGen > 1 || h.p.boot > 1) { // a holding that runs again what ran before
+	if want, ok := sr.truth.outs[j.v][j.act]; ok && want != out {
+		if sr.inLoop(j.v) && (j.part > 0 || h.startGen > 1 || h.p.boot > 1) { // a holding that runs again what ran before
 			w.known(bugLoopOrder, "task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
 		} else {
 			w.fail("task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
 		}
 	}
-	w.logf("%s: ran %s#%d", h.p.id, path, j.act)
+	w.logf("%s: ran %s %s#%d", h.p.id, sr.id[len(sr.id)-2:], path, j.act)
 	h.flush()
 	h.idleCheck()
 }
@@ -312,7 +317,7 @@ func (h *hold) idleCheck() {
 // force (the sends resolve it when they send).
 func (h *hold) emit(from, to int, act uint64, choice bool, out uint64) {
 	t := h.r.Table()
-	s := transport.Signal{Run: runID, Gen: t.Gen, Src: uint32(from), Dst: uint32(to), Act: act, Kind: transport.SignalEdge}
+	s := transport.Signal{Run: h.run.id, Gen: t.Gen, Src: uint32(from), Dst: uint32(to), Act: act, Kind: transport.SignalEdge}
 	if choice {
 		s.Kind = transport.SignalChoice
 	} else {
@@ -348,11 +353,11 @@ func (h *hold) apply(acts []runproto.Action) {
 			h.deliver(a)
 		case runproto.Fence:
 			w.res.Fenced++
-			w.logf("%s: fenced %s→%s#%d from %s: %s", h.p.id, w.path(a.Sig.Src), w.path(a.Sig.Dst), a.Sig.Act, a.From, a.Reason)
+			w.logf("%s: fenced %s→%s#%d from %s: %s", h.p.id, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.From, a.Reason)
 		case runproto.Duplicate:
 			w.res.Dups++
 		case runproto.Hold, runproto.Drop:
-			w.logf("%s: %s %s→%s#%d gen %d from %s %s", h.p.id, a.Kind, w.path(a.Sig.Src), w.path(a.Sig.Dst), a.Sig.Act, a.Sig.Gen, a.From, a.Reason)
+			w.logf("%s: %s %s→%s#%d gen %d from %s %s", h.p.id, a.Kind, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.Sig.Gen, a.From, a.Reason)
 		case runproto.Switch:
 			w.logf("%s: switch to gen %d", h.p.id, a.Table.Gen)
 		case runproto.Open:
@@ -372,13 +377,6 @@ func (h *hold) apply(acts []runproto.Action) {
 	}
 }
 
-func (w *world) path(v uint32) string {
-	if int(v) < len(w.g.Vertices) {
-		return w.g.Vertices[v].Path
-	}
-	return fmt.Sprint(v)
-}
-
 // deliver hands a Signal runproto accepted to the executor, after checking
 // it against the ground truth: its sender owns its source in the
 // generation in force (unless the follow took it from the record) and it
@@ -388,38 +386,38 @@ func (h *hold) deliver(a runproto.Action) {
 	s := a.Sig
 	src, dst := int(s.Src), int(s.Dst)
 	if !a.Replayed {
-		tab := w.tables[h.r.Gen()]
+		tab := h.run.tables[h.r.Gen()]
 		if tab == nil || tab[src] != a.From {
-			w.fail("%s accepted %s→%s#%d (gen %d) from %s, which does not own %s in gen %d (%v)", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act, s.Gen, a.From, w.path(s.Src), h.r.Gen(), tab)
+			w.fail("%s accepted %s→%s#%d (gen %d) from %s, which does not own %s in gen %d (%v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, s.Gen, a.From, h.run.path(s.Src), h.r.Gen(), tab)
 		}
 	}
 	choice := s.Kind == transport.SignalChoice
 	var out uint64
 	if choice {
-		if t := w.g.Vertices[src].Succ[pick(w.g, src, s.Act)].To; t != dst {
-			w.fail("%s accepted a choice %s→%s#%d; the condition picks %s", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act, w.path(uint32(t)))
+		if t := h.run.g.Vertices[src].Succ[pick(h.run.g, src, s.Act)].To; t != dst {
+			w.fail("%s accepted a choice %s→%s#%d; the condition picks %s", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, h.run.path(uint32(t)))
 		}
 	} else {
 		if len(s.Output) == 8 {
 			out = binary.LittleEndian.Uint64(s.Output)
 		}
-		if want, ok := w.truth.outs[src][s.Act]; !ok || want != out {
-			w.fail("%s accepted %s→%s#%d with output %x; the ground truth's is %x (present %v)", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act, out, want, ok)
+		if want, ok := h.run.truth.outs[src][s.Act]; !ok || want != out {
+			w.fail("%s accepted %s→%s#%d with output %x; the ground truth's is %x (present %v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, out, want, ok)
 		}
 	}
 	if h.e.part[dst] < 0 {
-		w.logf("%s: delivered %s→%s#%d, a task not here", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act)
+		w.logf("%s: delivered %s→%s#%d, a task not here", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act)
 		return
 	}
 	if h.e.part[src] == h.e.part[dst] {
 		// both ends now in one part: the part's own edge does the work
 		// (cluster/node: a replayed Signal has no proxy then)
 		if !a.Replayed {
-			w.logf("%s: live Signal %s→%s#%d inside one part ignored", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act)
+			w.logf("%s: live Signal %s→%s#%d inside one part ignored", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act)
 		}
 		return
 	}
-	w.logf("%s: deliver %s→%s#%d from %s%s", h.p.id, w.path(s.Src), w.path(s.Dst), s.Act, a.From, map[bool]string{true: " (record)"}[a.Replayed])
+	w.logf("%s: deliver %s→%s#%d from %s%s", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, a.From, map[bool]string{true: " (record)"}[a.Replayed])
 	h.e.deliver(src, dst, s.Act, choice, out)
 }
 

@@ -21,7 +21,7 @@ type Options struct {
 	// of the Signals addressed to it for that run (as it does after a
 	// reconnect). cluster/node does not yet: Signals core NATS lost while
 	// the node was disconnected, before its Assignment came, are never
-	// read, and the run never terminates (seeds 1520, 1629 without it).
+	// read, and the run never terminates (seeds 587, 1145 without it).
 	ReadRecordAtStart bool
 }
 
@@ -33,7 +33,7 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 	w := &world{
 		seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x68657466)), verbose: verbose,
 		cpus: map[string]int{}, procs: map[string]*proc{}, boots: map[string]int{}, ringBoot: map[string]int{}, ring: map[string]string{},
-		natsUp: true, chans: map[[2]string]time.Duration{}, fsm: coord.NewFSM(), tables: map[uint64][]string{},
+		natsUp: true, chans: map[[2]string]time.Duration{}, fsm: coord.NewFSM(),
 	}
 	w.res.Seed = seed
 	n := 2 + w.rng.IntN(4)
@@ -45,30 +45,56 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 		w.newProc(id)
 		w.ringBoot[id] = 1
 	}
-	w.flow = genFlow(w.rng, w.nodeIDs, w.rng.IntN(6) == 0)
-	g, err := parseFlow(w.flow)
-	if err != nil {
-		w.fail("generated flow does not expand: %v\n%s", err, w.flow)
-		return w.result()
+	// One to three runs, each its own random flow, submitted at times in
+	// the first second and a half.
+	for i := range 1 + w.rng.IntN(3) {
+		sr := &simRun{id: fmt.Sprintf("r%013x-%06x", i+1, i+1), tables: map[uint64][]string{}}
+		sr.flow = genFlow(w.rng, w.nodeIDs, w.rng.IntN(6) == 0)
+		g, err := parseFlow(sr.flow)
+		if err != nil {
+			w.fail("generated flow does not expand: %v\n%s", err, sr.flow)
+			return w.result()
+		}
+		sr.g, sr.loops = g, g.LoopGroups()
+		if sr.truth, err = reference(g); err != nil {
+			w.fail("%v\n%s", err, sr.flow)
+			return w.result()
+		}
+		w.runs = append(w.runs, sr)
+		w.logf("%s: flow (%d tasks, %d nodes):\n%s", sr.id, len(g.Vertices), n, sr.flow)
 	}
-	w.g = g
-	if w.truth, err = reference(g); err != nil {
-		w.fail("%v\n%s", err, w.flow)
-		return w.result()
-	}
-	w.logf("flow (%d tasks, %d nodes):\n%s", len(g.Vertices), n, w.flow)
 	w.planFaults()
 
-	// The cluster starts: the leader syncs the ring into the FSM, the run is
-	// submitted, and the leader loop takes it from there.
+	// The cluster starts: the leader syncs the ring into the FSM, the runs
+	// are submitted, and the leader loop takes them from there.
 	w.startLeader()
-	if err := w.submit(); err != nil {
-		w.fail("submit: %v", err)
-		return w.result()
+	for i, sr := range w.runs {
+		at := time.Duration(0)
+		if i > 0 {
+			at = w.dur(0, 1500*time.Millisecond)
+		}
+		w.at(at, nil, func() { w.submitRetry(sr) })
 	}
-	w.lead.reconcile()
 	w.loop()
 	return w.result()
+}
+
+// submitRetry submits a run to the leader, or again 100 ms later while no
+// coordinator leads (the client tries the servers until one answers).
+func (w *world) submitRetry(sr *simRun) {
+	if w.lead == nil {
+		w.at(100*time.Millisecond, nil, func() { w.submitRetry(sr) })
+		return
+	}
+	if err := w.submit(sr); err != nil {
+		// refused (no alive node the plan can use): the client is told;
+		// nothing runs
+		w.logf("submit %s refused: %v", sr.id, err)
+		sr.finished = w.now
+		w.allFinished()
+		return
+	}
+	w.lead.reconcile() // the submit's kick
 }
 
 func (w *world) result() Result {
@@ -77,18 +103,24 @@ func (w *world) result() Result {
 	r.Steps = w.step
 	r.SimTime = w.now
 	r.Faults = w.faults
-	if run, ok := w.fsm.Run(runID); ok {
-		r.Gens = run.Gen
-		if proto.Finished(run.State) {
-			r.State, r.Error = run.State, run.Error
+	var sum uint64
+	for _, sr := range w.runs {
+		rr := RunResult{ID: sr.id}
+		if run, ok := w.fsm.Run(sr.id); ok {
+			rr.Gens = run.Gen
+			if proto.Finished(run.State) {
+				rr.State, rr.Error = run.State, run.Error
+			}
+		} else if sr.finished > 0 {
+			rr.State = "refused"
+		}
+		r.Runs = append(r.Runs, rr)
+		for _, a := range sr.truth.acts {
+			sum += a
 		}
 	}
 	if w.viol != nil || w.verbose {
 		r.Trace = w.trace
-	}
-	var sum uint64
-	for _, a := range w.truth.actsOrNil() {
-		sum += a
 	}
 	execs := 0
 	for _, h := range w.holds {
@@ -96,13 +128,6 @@ func (w *world) result() Result {
 	}
 	r.Reexec = execs - int(sum)
 	return *r
-}
-
-func (t *truth) actsOrNil() []uint64 {
-	if t == nil {
-		return nil
-	}
-	return t.acts
 }
 
 // planFaults draws the faults of the seed: each at a time in the fault
@@ -275,44 +300,58 @@ func (w *world) freeze(id string, d, detect time.Duration) {
 	})
 }
 
-// onFinish checks a verdict: a success must have every activation the
-// ground truth has, executed once on its task's final owner; a failure is
-// allowed only when the fault model made the run unrecoverable.
-func (w *world) onFinish() {
-	if w.finished > 0 {
+// onFinish checks a run's verdict: a success must have every activation
+// the ground truth has, executed once on its task's final owner; a failure
+// is allowed only when the fault model made the run unrecoverable.
+func (w *world) onFinish(id string) {
+	sr := w.run(id)
+	if sr == nil || sr.finished > 0 {
 		return
 	}
-	run, ok := w.fsm.Run(runID)
+	run, ok := w.fsm.Run(id)
 	if !ok || !proto.Finished(run.State) {
 		return
 	}
-	w.finished = w.now
-	w.logf("verdict: %s %s (gen %d)", run.State, run.Error, run.Gen)
+	sr.finished = w.now
+	defer w.allFinished()
+	w.logf("verdict %s: %s %s (gen %d)", id, run.State, run.Error, run.Gen)
 	if run.State != proto.RunSucceeded {
-		r := Result{State: run.State, Error: run.Error}
+		r := RunResult{State: run.State, Error: run.Error}
 		if !r.Unrecoverable() {
-			w.fail("run %s: %s — not a failure the faults can cause", run.State, run.Error)
+			w.fail("run %s %s: %s — not a failure the faults can cause", id, run.State, run.Error)
 		}
 		return
 	}
-	for v := range w.g.Vertices {
+	for v := range sr.g.Vertices {
 		owner := run.Assignment[v]
 		var h *hold
 		for _, x := range w.holds {
-			if x.p.id == owner {
+			if x.p.id == owner && x.run == sr {
 				h = x
 			}
 		}
-		path := w.g.Vertices[v].Path
+		path := sr.g.Vertices[v].Path
 		if h == nil || h.r.Gen() != run.Gen {
-			w.fail("success, but %s, the final owner of %q, does not hold gen %d", owner, path, run.Gen)
+			w.fail("%s succeeded, but %s, the final owner of %q, does not hold gen %d", id, owner, path, run.Gen)
 			return
 		}
-		for a := uint64(1); a <= w.truth.acts[v]; a++ {
+		for a := uint64(1); a <= sr.truth.acts[v]; a++ {
 			if c := h.exec[[2]uint64{uint64(v), a}]; c != 1 {
-				w.fail("success with activation %d of %q executed %d times on its final owner %s (holding %d); the ground truth has %d activations", a, path, c, owner, h.n, w.truth.acts[v])
+				w.fail("%s succeeded with activation %d of %q executed %d times on its final owner %s (holding %d); the ground truth has %d activations", id, a, path, c, owner, h.n, sr.truth.acts[v])
 				return
 			}
 		}
+	}
+}
+
+// allFinished notes when every run has ended.
+func (w *world) allFinished() {
+	for _, sr := range w.runs {
+		if sr.finished == 0 {
+			return
+		}
+	}
+	if w.finished == 0 {
+		w.finished = w.now
 	}
 }

@@ -25,8 +25,26 @@ const (
 	replayAgain   = time.Second            // node.go replayAgain
 	quietBound    = 30 * time.Second       // termination must follow the last fault within this
 	tailAfterDone = 2 * time.Second        // simulated after the verdict, to see late effects
-	runID         = "r0000000000001-abcdef"
 )
+
+// simRun is one run of the simulation: its flow, the ground truth, the
+// assignment of each generation the leader committed, and when it ended.
+type simRun struct {
+	id       string
+	g        *spec.Graph
+	flow     []byte
+	truth    *truth
+	loops    [][]int
+	tables   map[uint64][]string // gen → assignment (history, for the invariants)
+	finished time.Duration       // 0: not yet
+}
+
+func (r *simRun) path(v uint32) string {
+	if int(v) < len(r.g.Vertices) {
+		return r.g.Vertices[v].Path
+	}
+	return fmt.Sprint(v)
+}
 
 // event is one thing due at a time; seq orders events of one time by
 // scheduling order, so a seed replays exactly.
@@ -91,8 +109,8 @@ const bugLoopOrder = "loop-order: a re-executed loop task numbers its activation
 // inLoop reports whether v is in a condition loop: run by a holding that
 // runs again what ran before (a part taken over, a holding that started
 // after a loss, a restarted process), the shape of bugLoopOrder.
-func (w *world) inLoop(v int) bool {
-	for _, grp := range w.g.LoopGroups() {
+func (sr *simRun) inLoop(v int) bool {
+	for _, grp := range sr.loops {
 		if slices.Contains(grp, v) {
 			return true
 		}
@@ -110,12 +128,25 @@ func (w *world) known(bug, format string, args ...any) {
 	w.viol.Known = bug
 }
 
+// RunResult is the outcome of one run of a seed.
+type RunResult struct {
+	ID    string
+	State string // the run's final state ("" if it never finished)
+	Error string
+	Gens  uint64
+}
+
+// Unrecoverable reports whether the run failed for a reason the fault
+// model allows: a task that cannot move off a lost node, or no node left
+// that the run can use.
+func (r *RunResult) Unrecoverable() bool {
+	return r.State == "failed" && (strings.Contains(r.Error, "pinned") || strings.Contains(r.Error, "no node is alive"))
+}
+
 // Result is the outcome of one seed.
 type Result struct {
 	Seed      uint64
-	State     string // the run's final state ("" if it never finished)
-	Error     string
-	Gens      uint64
+	Runs      []RunResult
 	Steps     int
 	SimTime   time.Duration
 	Faults    []string
@@ -124,12 +155,6 @@ type Result struct {
 	Reexec    int // executions beyond the activations (moved tasks run again)
 	Violation *Violation
 	Trace     []string // the whole trace (verbose) or its tail (on a violation)
-}
-
-// Unrecoverable reports whether the run failed for a reason the fault
-// model allows: a task that cannot move off a lost node.
-func (r *Result) Unrecoverable() bool {
-	return r.State == "failed" && (strings.Contains(r.Error, "pinned") || strings.Contains(r.Error, "no node is alive"))
 }
 
 // world is one simulation: everything a seed drives.
@@ -145,9 +170,7 @@ type world struct {
 	trace   []string
 	viol    *Violation
 
-	g     *spec.Graph
-	flow  []byte
-	truth *truth
+	runs []*simRun
 
 	nodeIDs []string
 	cpus    map[string]int
@@ -169,12 +192,11 @@ type world struct {
 	leadConn  bool
 	leadOut   []func()
 	leadEpoch int
-	tables    map[uint64][]string // gen → assignment (history, for the invariants)
 
 	lossP, dupP float64
 	faultEnd    time.Duration // the last fault's effect ends here
 	faults      []string
-	finished    time.Duration // when the run finished (0: not yet)
+	finished    time.Duration // when the last run finished (0: not yet)
 	res         Result
 }
 
@@ -262,4 +284,13 @@ func (w *world) loop() {
 	if w.viol == nil && w.finished == 0 {
 		w.fail("no event left and no verdict: the run is stuck")
 	}
+}
+
+func (w *world) run(id string) *simRun {
+	for _, r := range w.runs {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
 }
