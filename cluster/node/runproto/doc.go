@@ -31,6 +31,7 @@
 //	CaughtUp(id)             follow id has read what the record held: Report
 //	Probe(wave), Tick(), Idle()  Report
 //	AddSent(k)               Signals handed to the Batcher (any goroutine)
+//	Fail()                   a task failed for good: never idle again; Report
 //	Report(partsIdle)        the TermReport
 //	Stop()                   StopFollow; later inputs do nothing
 //

@@ -177,6 +177,7 @@ type Run struct {
 	from     map[string]uint64
 	wave     uint64
 
+	failed  bool   // a task failed for good: never idle again
 	follow  uint64 // the follow in force (0: none ever)
 	caught  bool   // the follow has caught up (true when there is none)
 	taken   map[pos]struct{}
@@ -269,7 +270,7 @@ func (r *Run) Report(partsIdle bool) transport.TermReport {
 	}
 	rep := transport.TermReport{
 		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
-		Received: r.received, Idle: partsIdle && r.caught, ReceivedFrom: from,
+		Received: r.received, Idle: partsIdle && r.caught && !r.failed, ReceivedFrom: from,
 	}
 	rep.Sent = r.sent.Load()
 	return rep
@@ -298,6 +299,22 @@ func (r *Run) reset(as ...Action) []Action {
 	r.acts = append(r.acts[:0], as...)
 	return r.acts
 }
+
+// Fail says that a task of the run failed for good here (the node sends its
+// fail envelope and cancels its parts): the run is never idle again, so
+// this node's reports can lead to no success verdict, whatever became of
+// the envelope — core NATS may lose it, or deliver it after an idle
+// report. A report is due.
+func (r *Run) Fail() []Action {
+	if r.stopped || r.failed {
+		return nil
+	}
+	r.failed = true
+	return r.reset(Action{Kind: Report})
+}
+
+// Failed reports whether Fail was called.
+func (r *Run) Failed() bool { return r.failed }
 
 // Stop ends the run's protocol: later inputs do nothing.
 func (r *Run) Stop() []Action {

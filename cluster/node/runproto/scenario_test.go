@@ -31,7 +31,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	batch from=N seq=S [first=I]                        a batch from the live subscription
 //	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
 //	                                                    (B: the batch's own number, default S)
-//	startfollow | caught id=F | probe W | tick | sent K | stop
+//	startfollow | caught id=F | probe W | tick | sent K | stop | fail
 //	report [idle]                                       the TermReport (idle: the parts are)
 //	state                                               gen, held Signals, follow, counters
 //
@@ -224,6 +224,8 @@ func (sc *scenario) do(input []string) []string {
 		return []string{"ok"}
 	case "stop":
 		return show(r.Stop())
+	case "fail":
+		return show(r.Fail())
 	case "report":
 		rep := r.Report(len(f) > 1 && f[1] == "idle")
 		return []string{fmt.Sprintf("report gen=%d wave=%d sent=%d received=%d idle=%t from=%s", rep.Gen, rep.Wave, rep.Sent, rep.Received, rep.Idle, counts(rep.ReceivedFrom))}
