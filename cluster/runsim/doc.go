@@ -55,7 +55,9 @@
 // change (0.2–3 s without a leader; the leader's state is lost, the FSM
 // kept), a NATS server restart (every client reconnects; what was in
 // flight is lost), one client's disconnect, message loss on the control and
-// report subjects, batches the record stores twice. After the last fault's
+// report subjects, batches the record stores twice, a task that fails for
+// good (wherever it runs; its fail envelope goes on core NATS like any
+// report). After the last fault's
 // effect the cluster is quiet.
 //
 // # Invariants
@@ -77,7 +79,8 @@
 //     reference has for it.
 //  4. Termination: a verdict within 30 s of simulated time after the last
 //     fault; a failed run only for a reason the faults can cause (a task
-//     pinned to a lost node, no node left the run can use).
+//     pinned to a lost node, no node left the run can use, the task that
+//     failed for good), and never a success when a task failed for good.
 //
 // # Running
 //
@@ -98,9 +101,11 @@
 // on a new owner numbers its activations in the order its inputs arrive,
 // which can differ from the original). The nodes read the record for a run
 // when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
-// does not have yet (TestReadRecordAtStart shows why).
+// does not have yet (TestReadRecordAtStart shows why), and a node whose task
+// failed for good sends the fail envelope again with each heartbeat
+// (Options.ResendFail; cluster/node sends it once: TestTaskFailure).
 //
-// Not simulated: task failures and retries, run timeouts, user cancels,
+// Not simulated: task retries, run timeouts, user cancels,
 // GPU placement, the event stream and status
 // folding, raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer

@@ -128,7 +128,7 @@ func (l *leader) receive(m any) {
 		l.report(m)
 	case failMsg:
 		if t := l.runs[m.run]; t != nil {
-			l.finish(t, proto.RunFailed, fmt.Sprintf("node %s: %s", m.node, m.err))
+			l.finish(t, proto.RunFailed, m.err) // leader.fail: "task X: error"
 		}
 	}
 }

@@ -59,6 +59,7 @@ type hold struct {
 	out      map[string][]transport.Signal // Signals of the current input, by destination
 	dests    []string
 	gone     bool // released, or the process ended
+	failed   bool // a task failed for good: the parts are cancelled
 
 	exec  map[[2]uint64]int // (task, activation) → executions
 	execs int
@@ -158,11 +159,20 @@ func (p *proc) assign(a *transport.Assignment) {
 	h.beat()
 }
 
-// beat is the run's heartbeat: a report every 500 ms while it is held.
+func (h *hold) sendFail() {
+	sr := h.run
+	h.p.w.publish(h.p, "", failMsg{run: sr.id, node: h.p.id, err: "task " + sr.failedTask + ": injected failure"})
+}
+
+// beat is the run's heartbeat: a report every 500 ms while it is held (and
+// the fail envelope again, Options.ResendFail).
 func (h *hold) beat() {
 	h.p.w.at(heartbeat, h.p, func() {
 		if h.gone {
 			return
+		}
+		if h.failed && h.p.w.opt.ResendFail {
+			h.sendFail()
 		}
 		h.apply(h.r.Tick())
 		h.beat()
@@ -282,6 +292,23 @@ func (p *proc) runJobs() {
 // against the ground truth.
 func (h *hold) execute(j job) {
 	w := h.p.w
+	if h.failed {
+		return // the parts were cancelled
+	}
+	if sr := h.run; sr.failNext && (sr.failedTask == "" || sr.failedTask == sr.g.Vertices[j.v].Path) {
+		// the task fails for good (retries exhausted), wherever it runs:
+		// cluster/node's run.fail — the fail envelope (core NATS) and the
+		// parts cancelled — and runproto's Fail: never idle again
+		sr.failedTask = sr.g.Vertices[j.v].Path
+		h.failed = true
+		w.logf("%s: task %s#%d of %s fails for good", h.p.id, sr.failedTask, j.act, sr.id)
+		h.sendFail()
+		if !w.opt.NoFailInput {
+			h.apply(h.r.Fail())
+		}
+		h.idleCheck()
+		return
+	}
 	k := [2]uint64{uint64(j.v), j.act}
 	h.exec[k]++
 	h.execs++
@@ -308,7 +335,7 @@ func (h *hold) execute(j job) {
 
 // idleCheck tells runproto the parts went idle (localexec's onIdle).
 func (h *hold) idleCheck() {
-	if !h.gone && !h.e.busy() {
+	if !h.gone && (h.failed || !h.e.busy()) {
 		h.apply(h.r.Idle())
 	}
 }
@@ -371,7 +398,7 @@ func (h *hold) apply(acts []runproto.Action) {
 		case runproto.StopFollow:
 			h.fol.active = false
 		case runproto.Report:
-			rep := h.r.Report(!h.e.busy())
+			rep := h.r.Report(h.failed || !h.e.busy()) // a cancelled part is idle
 			w.publish(h.p, "", &rep)
 		}
 	}

@@ -3,6 +3,7 @@ package runsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/coord"
@@ -21,12 +22,21 @@ type Options struct {
 	// of the Signals addressed to it for that run (as it does after a
 	// reconnect). cluster/node does not yet: Signals core NATS lost while
 	// the node was disconnected, before its Assignment came, are never
-	// read, and the run never terminates (seeds 587, 1145 without it).
+	// read, and the run never terminates (seeds 305, 508 without it).
 	ReadRecordAtStart bool
+	// ResendFail: a node whose task failed for good sends the fail
+	// envelope again with every heartbeat until the run is released.
+	// cluster/node sends it once: when core NATS loses it the leader never
+	// hears of the failure (and, before runproto's Fail, declared success;
+	// NoFailInput shows that).
+	ResendFail bool
+	// NoFailInput: the node does not tell runproto of the failure
+	// (runproto.Run.Fail), as before it existed: its reports stay idle.
+	NoFailInput bool
 }
 
 // Default is what Run simulates.
-var Default = Options{ReadRecordAtStart: true}
+var Default = Options{ReadRecordAtStart: true, ResendFail: true}
 
 // RunWith is Run with options.
 func RunWith(seed uint64, verbose bool, opt Options) Result {
@@ -151,7 +161,7 @@ func (w *world) planFaults() {
 		var desc string
 		var fn func()
 		var last time.Duration
-		switch k := w.rng.IntN(6); k {
+		switch k := w.rng.IntN(7); k {
 		case 0: // kill, maybe restart
 			restart := time.Duration(-1)
 			if w.rng.IntN(2) == 0 {
@@ -195,6 +205,14 @@ func (w *world) planFaults() {
 				if w.natsUp {
 					w.natsRestart(d)
 				}
+			}
+		case 6: // a task fails for good
+			sr := w.runs[w.rng.IntN(len(w.runs))]
+			desc = fmt.Sprintf("a task of %s fails at %v", sr.id, at)
+			last = at
+			fn = func() {
+				w.logf("FAULT: the next task of %s to run fails for good", sr.id)
+				sr.failNext = true
 			}
 		default: // one client's reconnect
 			d := w.dur(20*time.Millisecond, time.Second)
@@ -315,9 +333,13 @@ func (w *world) onFinish(id string) {
 	sr.finished = w.now
 	defer w.allFinished()
 	w.logf("verdict %s: %s %s (gen %d)", id, run.State, run.Error, run.Gen)
+	if sr.failedTask != "" && run.State == proto.RunSucceeded {
+		w.fail("%s succeeded, but task %q failed for good", id, sr.failedTask)
+		return
+	}
 	if run.State != proto.RunSucceeded {
 		r := RunResult{State: run.State, Error: run.Error}
-		if !r.Unrecoverable() {
+		if !r.Unrecoverable() && !(sr.failedTask != "" && strings.HasPrefix(run.Error, "task "+sr.failedTask+":")) {
 			w.fail("run %s %s: %s — not a failure the faults can cause", id, run.State, run.Error)
 		}
 		return

@@ -37,6 +37,10 @@ type simRun struct {
 	loops    [][]int
 	tables   map[uint64][]string // gen → assignment (history, for the invariants)
 	finished time.Duration       // 0: not yet
+	// failNext: a fault made the next activation of the run to execute
+	// fail for good; failedTask is the task that did
+	failNext   bool
+	failedTask string
 }
 
 func (r *simRun) path(v uint32) string {
