@@ -113,7 +113,6 @@ func (w *world) result() Result {
 	r.Steps = w.step
 	r.SimTime = w.now
 	r.Faults = w.faults
-	var sum uint64
 	for _, sr := range w.runs {
 		rr := RunResult{ID: sr.id}
 		if run, ok := w.fsm.Run(sr.id); ok {
@@ -124,19 +123,28 @@ func (w *world) result() Result {
 		} else if sr.finished > 0 {
 			rr.State = "refused"
 		}
+		rr.TaskFailed = sr.failedTask != ""
 		r.Runs = append(r.Runs, rr)
-		for _, a := range sr.truth.acts {
-			sum += a
-		}
 	}
 	if w.viol != nil || w.verbose {
 		r.Trace = w.trace
 	}
-	execs := 0
-	for _, h := range w.holds {
-		execs += h.execs
+	// executions of an activation after its first, anywhere
+	type key struct {
+		run *simRun
+		k   [2]uint64
 	}
-	r.Reexec = execs - int(sum)
+	seen := map[key]bool{}
+	for _, h := range w.holds {
+		for k, c := range h.exec {
+			if seen[key{h.run, k}] {
+				r.Reexec += c
+			} else {
+				seen[key{h.run, k}] = true
+				r.Reexec += c - 1
+			}
+		}
+	}
 	return *r
 }
 

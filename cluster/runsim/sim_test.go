@@ -48,7 +48,7 @@ func TestSimulation(t *testing.T) {
 		first = v
 	}
 	start := time.Now()
-	var runs, ok, refused, failedOK, pinned, gens, reexec, fenced, failures int
+	var runs, ok, refused, taskFailed, failedOK, pinned, gens, reexec, fenced, failures int
 	known := map[string][]uint64{}
 	for seed := first; seed < first+n; seed++ {
 		res := Run(seed, false)
@@ -72,6 +72,8 @@ func TestSimulation(t *testing.T) {
 				ok++
 			case r.State == "refused":
 				refused++
+			case r.State == "failed" && r.TaskFailed:
+				taskFailed++
 			case r.Unrecoverable():
 				failedOK++
 				if strings.Contains(r.Error, "pinned") {
@@ -89,8 +91,8 @@ func TestSimulation(t *testing.T) {
 	for _, bug := range sortedKeys(known) {
 		t.Logf("known bug, not fixed (%d seeds, skipped): %s; seeds %v", len(known[bug]), bug, known[bug])
 	}
-	t.Logf("%d seeds in %v (%.0f seeds/minute), %d runs: %d succeeded, %d failed unrecoverably (%d a pinned task lost, the others no node the run can use), %d refused at submit, %d reassigned, %d re-executions, %d Signals fenced",
-		n, el.Round(time.Millisecond), float64(n)/el.Minutes(), runs, ok, failedOK, pinned, refused, gens, reexec, fenced)
+	t.Logf("%d seeds in %v (%.0f seeds/minute), %d runs: %d succeeded, %d failed by a task failed for good, %d failed unrecoverably (%d a pinned task lost, the others no node the run can use), %d refused at submit, %d reassigned, %d re-executions, %d Signals fenced",
+		n, el.Round(time.Millisecond), float64(n)/el.Minutes(), runs, ok, taskFailed, failedOK, pinned, refused, gens, reexec, fenced)
 }
 
 func tail(lines []string, n int) string {

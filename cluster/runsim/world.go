@@ -138,6 +138,8 @@ type RunResult struct {
 	State string // the run's final state ("" if it never finished)
 	Error string
 	Gens  uint64
+	// TaskFailed: a task of the run failed for good (a fault)
+	TaskFailed bool
 }
 
 // Unrecoverable reports whether the run failed for a reason the fault
