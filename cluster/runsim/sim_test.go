@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// defaultSeeds is what a plain `go test ./cluster/runsim/` runs.
+// defaultSeeds is what a plain `go test ./cluster/runsim/` runs (a quarter
+// of it under -race).
 const defaultSeeds = 200
 
 // TestSimulation runs HETFLOW_RUNSIM_SEEDS seeds (default 200) from
@@ -32,6 +33,9 @@ func TestSimulation(t *testing.T) {
 		return
 	}
 	n := uint64(defaultSeeds)
+	if raceEnabled {
+		n = defaultSeeds / 4
+	}
 	if s := os.Getenv("HETFLOW_RUNSIM_SEEDS"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
