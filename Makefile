@@ -2,7 +2,9 @@
 SEEDS ?= 200
 FAULTS ?= leader,nats,node-kill,node-stop
 
-.PHONY: test chaos compose-build e2e
+RUNSIM_SEEDS ?= 20000
+
+.PHONY: test chaos compose-build e2e runsim
 
 test: ## the CI test command
 	bash scripts/test.sh
@@ -15,6 +17,10 @@ chaos: ## many chaos seeds: make chaos SEEDS=200; figures in build/chaos.jsonl(.
 	HETFLOW_CHAOS_SEEDS=$(SEEDS) HETFLOW_CHAOS_FAULTS=$(FAULTS) HETFLOW_CHAOS_OUT=$(CURDIR)/build/chaos.jsonl \
 		go test -count=1 -timeout 0 -run 'TestLoopbackChaos$$' ./e2e/
 	cat build/chaos.jsonl.md
+
+runsim: ## the run-protocol simulation over many seeds: make runsim SEEDS=20000 (FIRST=N moves the range)
+	HETFLOW_RUNSIM_SEEDS=$(if $(filter command line,$(origin SEEDS)),$(SEEDS),$(RUNSIM_SEEDS)) HETFLOW_RUNSIM_FIRST=$(or $(FIRST),1) \
+		go test -count=1 -timeout 0 -v -run 'TestSimulation$$' ./cluster/runsim/
 
 compose-build: ## static binaries and the hetflow:dev image
 	bash scripts/compose-build.sh

@@ -44,11 +44,14 @@ type Run struct {
 	// (submit, reassign): a node whose Boot has changed since was restarted
 	// and lost its part, like a dead one.
 	Boots map[string]string `json:"boots,omitempty"`
-	// Lost are the nodes that held a part of the run in an earlier
-	// generation and lost it (sorted). None of them is given a part of the
-	// run again: such a node may still run its old part until it hears of
-	// the loss, and a part given to it again would take Signals meant for
-	// the tasks' new owners.
+	// Lost are the nodes the run lost (they held a part and a reassign
+	// left them out), in the order it lost them. None of them is given a
+	// part of the run again (a reassign naming one is refused): such a node
+	// may still run its old part until it hears of the loss, where it would
+	// take Signals meant for the tasks' new owners; and the Signals its
+	// earlier part sent are counted by the receivers for its name, which a
+	// new part there, starting from Sent 0, could never balance
+	// (docs/cluster-protocol.md, Recovery).
 	Lost []string `json:"lost,omitempty"`
 }
 
@@ -194,7 +197,6 @@ func (f *FSM) Apply(c *Command) error {
 				r.Lost = append(r.Lost, n)
 			}
 		}
-		slices.Sort(r.Lost)
 		r.Gen, r.Assignment, r.Nodes = a.Gen, append([]string(nil), a.Assignment...), nodes
 		if a.Boots != nil {
 			r.Boots = maps.Clone(a.Boots)

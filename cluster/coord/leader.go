@@ -448,8 +448,9 @@ func (l *leader) recoverRuns(now time.Time) {
 		}
 		start := time.Now()
 		// Takers: alive, not a lost node's new process (it knows nothing of
-		// the run), and not a node that lost its part in an earlier
-		// generation (it may still run that part: FSM Run.Lost).
+		// the run), and not a node the run lost before (Run.Lost: it may
+		// still run its old part, and the receivers keep counting what that
+		// part sent for its name).
 		var takers []Node
 		for _, n := range alive {
 			if !slices.Contains(lost, n.ID) && !slices.Contains(r.Lost, n.ID) {

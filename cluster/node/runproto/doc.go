@@ -31,6 +31,7 @@
 //	CaughtUp(id)             follow id has read what the record held: Report
 //	Probe(wave), Tick(), Idle()  Report
 //	AddSent(k)               Signals handed to the Batcher (any goroutine)
+//	Fail()                   a task failed for good: never idle again; Report
 //	Report(partsIdle)        the TermReport
 //	Stop()                   StopFollow; later inputs do nothing
 //
@@ -48,9 +49,10 @@
 // balances per sender): each physical Signal its sender counted in Sent is
 // counted once: a Signal of a source that never moved when new; one of a
 // moved source (re-sent by its new owner) once per PhysID, new or not; one
-// taken by the follow once per stream position. Idle: the node's parts are
-// idle and the follow, if any, has caught up with what the record held when
-// it began; a follow is in force, not caught up, from the Assign (or
+// taken by the follow once per PhysID too (each stream position is taken
+// once; a batch the record stored twice counts once). Idle: the node's
+// parts are idle and the follow, if any, has caught up with what the
+// record held when it began; a follow is in force, not caught up, from the Assign (or
 // StartFollow) that asks for it.
 //
 // The scenario tests in testdata/ drive a Run line by line (see

@@ -166,7 +166,7 @@ type Run struct {
 	// node saw; nil on a node that joined the run after a loss (it cannot
 	// tell, and counts every physical Signal).
 	moved []bool
-	phys  map[PhysID]struct{} // physical Signals of moved sources counted
+	phys  map[PhysID]struct{} // physical Signals counted: of moved sources, and taken by the follow
 	dedup *transport.Deduper  // this run only
 
 	held    []held
@@ -177,6 +177,7 @@ type Run struct {
 	from     map[string]uint64
 	wave     uint64
 
+	failed  bool   // a task failed for good: never idle again
 	follow  uint64 // the follow in force (0: none ever)
 	caught  bool   // the follow has caught up (true when there is none)
 	taken   map[pos]struct{}
@@ -269,7 +270,7 @@ func (r *Run) Report(partsIdle bool) transport.TermReport {
 	}
 	rep := transport.TermReport{
 		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
-		Received: r.received, Idle: partsIdle && r.caught, ReceivedFrom: from,
+		Received: r.received, Idle: partsIdle && r.caught && !r.failed, ReceivedFrom: from,
 	}
 	rep.Sent = r.sent.Load()
 	return rep
@@ -298,6 +299,22 @@ func (r *Run) reset(as ...Action) []Action {
 	r.acts = append(r.acts[:0], as...)
 	return r.acts
 }
+
+// Fail says that a task of the run failed for good here (the node sends its
+// fail envelope and cancels its parts): the run is never idle again, so
+// this node's reports can lead to no success verdict, whatever became of
+// the envelope — core NATS may lose it, or deliver it after an idle
+// report. A report is due.
+func (r *Run) Fail() []Action {
+	if r.stopped || r.failed {
+		return nil
+	}
+	r.failed = true
+	return r.reset(Action{Kind: Report})
+}
+
+// Failed reports whether Fail was called.
+func (r *Run) Failed() bool { return r.failed }
 
 // Stop ends the run's protocol: later inputs do nothing.
 func (r *Run) Stop() []Action {
@@ -508,7 +525,9 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 // addressed to a node not in the generation in force whose destination this
 // node owns now are taken: each stream position once (a restarted follow
 // reads the record again from its start), counted for its sender whether
-// new or not, and delivered when new (Deliver or Duplicate, Replayed).
+// new or not but once per physical Signal (PhysID: a batch stored twice is
+// one batch its sender counted once), and delivered when new (Deliver or
+// Duplicate, Replayed).
 func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 	r.reset()
 	tab := r.tab.Load()
@@ -525,7 +544,12 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 			continue
 		}
 		r.taken[k] = struct{}{}
-		r.count(b.From, 1)
+		// Counted once per physical Signal, not per stream position: a
+		// batch the record stored twice (a publish retried after its ack
+		// was lost) was counted once in its sender's Sent.
+		if id := (PhysID{b.From, s.Gen, b.Seq, i}); !r.seenPhys(id) {
+			r.count(b.From, 1)
+		}
 		a := Action{Kind: Duplicate, Sig: s, From: b.From, Replayed: true}
 		if r.dedup.AdmitReplayed(s) == transport.Accept {
 			a.Kind = Deliver
@@ -533,6 +557,19 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 		r.acts = append(r.acts, a)
 	}
 	return r.acts
+}
+
+// seenPhys reports whether the physical Signal id was counted already, and
+// marks it counted.
+func (r *Run) seenPhys(id PhysID) bool {
+	if _, ok := r.phys[id]; ok {
+		return true
+	}
+	if r.phys == nil {
+		r.phys = map[PhysID]struct{}{}
+	}
+	r.phys[id] = struct{}{}
+	return false
 }
 
 // count counts k Signals processed after fencing, from sender.

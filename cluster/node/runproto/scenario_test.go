@@ -29,8 +29,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K]   owner: vertex v's node
 //	assign gen=G nodes=… owner=…                        the run's Assignment
 //	batch from=N seq=S [first=I]                        a batch from the live subscription
-//	follow to=N from=M seq=S                            a batch of the record, addressed to N
-//	startfollow | caught id=F | probe W | tick | sent K | stop
+//	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
+//	                                                    (B: the batch's own number, default S)
+//	startfollow | caught id=F | probe W | tick | sent K | stop | fail
 //	report [idle]                                       the TermReport (idle: the parts are)
 //	state                                               gen, held Signals, follow, counters
 //
@@ -202,7 +203,11 @@ func (sc *scenario) do(input []string) []string {
 	case "batch":
 		return show(r.Batch(m["from"], sc.num(m, "seq"), int(sc.num(m, "first")), sc.signals(input[1:])))
 	case "follow":
-		b := &transport.Batch{From: m["from"], Seq: sc.num(m, "seq"), Signals: sc.signals(input[1:])}
+		bseq := sc.num(m, "seq")
+		if _, ok := m["bseq"]; ok {
+			bseq = sc.num(m, "bseq")
+		}
+		b := &transport.Batch{From: m["from"], Seq: bseq, Signals: sc.signals(input[1:])}
 		return show(r.FollowBatch(sc.num(m, "seq"), m["to"], b))
 	case "startfollow":
 		return show(r.StartFollow())
@@ -219,6 +224,8 @@ func (sc *scenario) do(input []string) []string {
 		return []string{"ok"}
 	case "stop":
 		return show(r.Stop())
+	case "fail":
+		return show(r.Fail())
 	case "report":
 		rep := r.Report(len(f) > 1 && f[1] == "idle")
 		return []string{fmt.Sprintf("report gen=%d wave=%d sent=%d received=%d idle=%t from=%s", rep.Gen, rep.Wave, rep.Sent, rep.Received, rep.Idle, counts(rep.ReceivedFrom))}

@@ -1,0 +1,486 @@
+package runsim
+
+import (
+	"encoding/binary"
+	"slices"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/node/runproto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// proc is one process of a node (a restart makes a new one, with a new
+// boot): what cluster/node keeps around runproto — the runs it holds, the
+// runs it released, the Signals of runs not assigned yet, its NATS client,
+// its CPUs running the activations.
+type proc struct {
+	w         *world
+	id        string
+	boot      int
+	cpus      int
+	connected bool
+	frozen    bool
+	backlog   []func() // events due while frozen
+	outbox    []func() // publishes while disconnected (the client's reconnect buffer)
+
+	runs  map[string]*hold
+	ended map[string]uint64
+	early map[string][]earlySig
+	seq   uint64 // Batcher's batch numbers
+
+	running int
+	queue   []queued
+}
+
+type earlySig struct {
+	from string
+	seq  uint64
+	i    int
+	s    transport.Signal
+}
+
+type queued struct {
+	h *hold
+	j job
+}
+
+// hold is one holding of a run by a process: from its first Assignment to
+// its release (Cancel) or the process's end. It keeps the ledger of the
+// activations it executed, which outlives the process.
+type hold struct {
+	p        *proc
+	run      *simRun
+	n        int    // holding number, for the log
+	startGen uint64 // the generation of its first Assignment
+	r        *runproto.Run
+	e        *engine
+	parts    int
+	out      map[string][]transport.Signal // Signals of the current input, by destination
+	dests    []string
+	gone     bool // released, or the process ended
+	failed   bool // a task failed for good: the parts are cancelled
+
+	exec  map[[2]uint64]int // (task, activation) → executions
+	execs int
+
+	fol struct {
+		id            uint64
+		pos, start    int
+		caught        bool
+		active, armed bool
+	}
+}
+
+func (w *world) newProc(id string) *proc {
+	w.boots[id]++
+	p := &proc{w: w, id: id, boot: w.boots[id], cpus: w.cpus[id], connected: w.natsUp,
+		runs: map[string]*hold{}, ended: map[string]uint64{}, early: map[string][]earlySig{}}
+	w.procs[id] = p
+	return p
+}
+
+func (p *proc) logf(format string, args ...any) {
+	p.w.logf("%s: "+format, append([]any{p.id}, args...)...)
+}
+
+// receive takes one message of the node's control or signal subject.
+func (p *proc) receive(from string, m any) {
+	switch m := m.(type) {
+	case *transport.Assignment:
+		p.assign(m)
+	case *transport.Cancel:
+		p.cancel(m)
+	case probeMsg:
+		if h := p.runs[m.run]; h != nil {
+			h.apply(h.r.Probe(m.wave))
+		}
+	case *transport.Batch:
+		p.take(m)
+	}
+}
+
+// assign mirrors cluster/node Node.assign.
+func (p *proc) assign(a *transport.Assignment) {
+	if !slices.Contains(a.Nodes, p.id) {
+		return
+	}
+	old := p.runs[a.Run]
+	if old != nil && a.Gen <= old.r.Gen() {
+		return
+	}
+	if g, ok := p.ended[a.Run]; ok && a.Gen <= g {
+		return
+	}
+	if old != nil {
+		acts, mv, err := old.r.Assign(a)
+		if err != nil {
+			p.logf("assignment gen %d refused: %v", a.Gen, err)
+			return
+		}
+		p.logf("gen %d: kept %d, taken %d, given %d", a.Gen, mv.Kept, mv.Taken, mv.Given)
+		old.apply(acts)
+		old.idleCheck()
+		return
+	}
+	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner})
+	if err != nil {
+		p.logf("assignment gen %d refused: %v", a.Gen, err)
+		return
+	}
+	w := p.w
+	sr := w.run(a.Run)
+	if sr == nil {
+		return
+	}
+	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: newEngine(sr.g), out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
+	w.holds = append(w.holds, h)
+	h.e.schedule = func(j job) { p.queue = append(p.queue, queued{h, j}); p.runJobs() }
+	h.e.emit = h.emit
+	p.runs[a.Run] = h
+	p.logf("%s started at gen %d (holding %d)", a.Run, a.Gen, h.n)
+	h.e.open(r.Mine(), 0)
+	h.flush()
+	early := p.early[a.Run]
+	delete(p.early, a.Run)
+	for _, s := range early {
+		h.apply(h.r.Batch(s.from, s.seq, s.i, []transport.Signal{s.s}))
+	}
+	if w.opt.ReadRecordAtStart {
+		// What core NATS lost before this node held the run (it was
+		// disconnected, and reconnected before the Assignment came, so its
+		// replays did not cover the run) is only in the record.
+		p.replayRun(a.Run)
+	}
+	if a.Gen > 1 {
+		h.apply(h.r.StartFollow())
+	}
+	h.idleCheck()
+	h.beat()
+}
+
+func (h *hold) sendFail() {
+	sr := h.run
+	h.p.w.publish(h.p, "", failMsg{run: sr.id, node: h.p.id, err: "task " + sr.failedTask + ": injected failure"})
+}
+
+// beat is the run's heartbeat: a report every 500 ms while it is held (and
+// the fail envelope again, Options.ResendFail).
+func (h *hold) beat() {
+	h.p.w.at(heartbeat, h.p, func() {
+		if h.gone {
+			return
+		}
+		if h.failed && h.p.w.opt.ResendFail {
+			h.sendFail()
+		}
+		h.apply(h.r.Tick())
+		h.beat()
+	})
+}
+
+// cancel mirrors cluster/node Node.cancel.
+func (p *proc) cancel(c *transport.Cancel) {
+	h := p.runs[c.Run]
+	if h == nil {
+		delete(p.early, c.Run)
+		if _, ok := p.ended[c.Run]; !ok {
+			p.ended[c.Run] = c.Gen
+		}
+		return
+	}
+	if c.Gen != 0 && c.Gen < h.r.Gen() {
+		return
+	}
+	p.logf("release (%s) at gen %d", c.Reason, h.r.Gen())
+	h.apply(h.r.Stop())
+	h.gone = true
+	delete(p.runs, c.Run)
+	p.ended[c.Run] = max(p.ended[c.Run], h.r.Gen())
+}
+
+// take mirrors cluster/node Node.take.
+func (p *proc) take(b *transport.Batch) {
+	if len(b.Signals) == 0 {
+		return
+	}
+	run := b.Signals[0].Run
+	if h := p.runs[run]; h != nil {
+		h.apply(h.r.Batch(b.From, b.Seq, 0, b.Signals))
+		return
+	}
+	if _, gone := p.ended[run]; gone {
+		return
+	}
+	for i, s := range b.Signals {
+		p.early[run] = append(p.early[run], earlySig{b.From, b.Seq, i, s})
+	}
+}
+
+// reconnect: the client is back; it sends its reconnect buffer and reads
+// what the outage lost from the record, now and again later (node.go
+// replayMissed, replayAgain).
+func (p *proc) reconnect() {
+	w := p.w
+	if !w.natsUp || p.connected {
+		return
+	}
+	p.connected = true
+	p.logf("reconnected")
+	out := p.outbox
+	p.outbox = nil
+	for _, f := range out {
+		f()
+	}
+	p.replayMissed()
+	w.at(replayAgain, p, p.replayMissed)
+	for _, run := range sortedKeys(p.runs) {
+		p.runs[run].wakeFollow()
+	}
+}
+
+func (p *proc) replayMissed() {
+	for _, run := range sortedKeys(p.runs) {
+		p.replayRun(run)
+	}
+}
+
+// replayRun reads the record of the Signals addressed to this node for one
+// run it holds, as if they had arrived (fencing, dedup and counting as
+// live).
+func (p *proc) replayRun(run string) {
+	if !p.connected || !p.w.natsUp {
+		return
+	}
+	for _, e := range p.w.record {
+		if e.to == p.id && e.b.Signals[0].Run == run {
+			if h := p.runs[run]; h != nil {
+				h.apply(h.r.Batch(e.b.From, e.b.Seq, 0, e.b.Signals))
+			}
+		}
+	}
+}
+
+// runJobs starts queued activations on free CPUs.
+func (p *proc) runJobs() {
+	w := p.w
+	for p.running < p.cpus && len(p.queue) > 0 {
+		q := p.queue[0]
+		p.queue = p.queue[1:]
+		if q.h.gone {
+			continue
+		}
+		p.running++
+		d := w.dur(time.Millisecond, 40*time.Millisecond)
+		if t := q.h.run.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
+			// the subflow's children run before it completes
+			for range argInt(t.Args, "n") {
+				d += w.dur(time.Millisecond, 20*time.Millisecond)
+			}
+		}
+		w.at(d, p, func() {
+			p.running--
+			if !q.h.gone {
+				q.h.execute(q.j)
+			}
+			p.runJobs()
+		})
+	}
+}
+
+// execute runs one activation: its effect goes into the ledger, checked
+// against the ground truth.
+func (h *hold) execute(j job) {
+	w := h.p.w
+	if h.failed {
+		return // the parts were cancelled
+	}
+	if sr := h.run; sr.failNext && (sr.failedTask == "" || sr.failedTask == sr.g.Vertices[j.v].Path) {
+		// the task fails for good (retries exhausted), wherever it runs:
+		// cluster/node's run.fail — the fail envelope (core NATS) and the
+		// parts cancelled — and runproto's Fail: never idle again
+		sr.failedTask = sr.g.Vertices[j.v].Path
+		h.failed = true
+		w.logf("%s: task %s#%d of %s fails for good", h.p.id, sr.failedTask, j.act, sr.id)
+		h.sendFail()
+		if !w.opt.NoFailInput {
+			h.apply(h.r.Fail())
+		}
+		h.idleCheck()
+		return
+	}
+	k := [2]uint64{uint64(j.v), j.act}
+	h.exec[k]++
+	h.execs++
+	sr := h.run
+	path := sr.g.Vertices[j.v].Path
+	if h.exec[k] > 1 {
+		w.fail("task %q activation %d executed twice on %s (holding %d): an effect applied twice", path, j.act, h.p.id, h.n)
+	}
+	if j.act > sr.truth.acts[j.v] {
+		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, sr.truth.acts[j.v])
+	}
+	out := h.e.finish(j)
+	if want, ok := sr.truth.outs[j.v][j.act]; ok && want != out {
+		if sr.inLoop(j.v) && (j.part > 0 || h.startGen > 1 || h.p.boot > 1) { // a holding that runs again what ran before
+			w.known(bugLoopOrder, "task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
+		} else {
+			w.fail("task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
+		}
+	}
+	w.logf("%s: ran %s %s#%d", h.p.id, sr.id[len(sr.id)-2:], path, j.act)
+	h.flush()
+	h.idleCheck()
+}
+
+// idleCheck tells runproto the parts went idle (localexec's onIdle).
+func (h *hold) idleCheck() {
+	if !h.gone && (h.failed || !h.e.busy()) {
+		h.apply(h.r.Idle())
+	}
+}
+
+// emit queues a Signal for the destination's owner in the generation in
+// force (the sends resolve it when they send).
+func (h *hold) emit(from, to int, act uint64, choice bool, out uint64) {
+	t := h.r.Table()
+	s := transport.Signal{Run: h.run.id, Gen: t.Gen, Src: uint32(from), Dst: uint32(to), Act: act, Kind: transport.SignalEdge}
+	if choice {
+		s.Kind = transport.SignalChoice
+	} else {
+		s.Output = binary.LittleEndian.AppendUint64(nil, out)
+	}
+	d := t.NodeOf(to)
+	if _, ok := h.out[d]; !ok {
+		h.dests = append(h.dests, d)
+	}
+	h.out[d] = append(h.out[d], s)
+}
+
+// flush hands the Signals of the input to the Batcher: one batch per
+// destination, counted in Sent.
+func (h *hold) flush() {
+	for _, d := range h.dests {
+		sigs := h.out[d]
+		delete(h.out, d)
+		h.p.seq++
+		h.r.AddSent(len(sigs))
+		b := &transport.Batch{From: h.p.id, Seq: h.p.seq, Signals: sigs}
+		h.p.w.publish(h.p, d, b)
+	}
+	h.dests = h.dests[:0]
+}
+
+// apply carries out runproto's actions.
+func (h *hold) apply(acts []runproto.Action) {
+	w := h.p.w
+	for _, a := range acts {
+		switch a.Kind {
+		case runproto.Deliver:
+			h.deliver(a)
+		case runproto.Fence:
+			w.res.Fenced++
+			w.logf("%s: fenced %s→%s#%d from %s: %s", h.p.id, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.From, a.Reason)
+		case runproto.Duplicate:
+			w.res.Dups++
+		case runproto.Hold, runproto.Drop:
+			w.logf("%s: %s %s→%s#%d gen %d from %s %s", h.p.id, a.Kind, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.Sig.Gen, a.From, a.Reason)
+		case runproto.Switch:
+			w.logf("%s: switch to gen %d", h.p.id, a.Table.Gen)
+		case runproto.Open:
+			h.parts++
+			h.e.open(a.In, h.parts)
+			h.flush()
+		case runproto.Follow:
+			h.fol.id, h.fol.pos, h.fol.start, h.fol.caught, h.fol.active = a.Follow, 0, len(w.record), false, true
+			w.logf("%s: follow %d from the record's start (%d batches)", h.p.id, a.Follow, h.fol.start)
+			h.wakeFollow()
+		case runproto.StopFollow:
+			h.fol.active = false
+		case runproto.Report:
+			rep := h.r.Report(h.failed || !h.e.busy()) // a cancelled part is idle
+			w.publish(h.p, "", &rep)
+		}
+	}
+}
+
+// deliver hands a Signal runproto accepted to the executor, after checking
+// it against the ground truth: its sender owns its source in the
+// generation in force (unless the follow took it from the record) and it
+// carries what the source's activation really gave.
+func (h *hold) deliver(a runproto.Action) {
+	w := h.p.w
+	s := a.Sig
+	src, dst := int(s.Src), int(s.Dst)
+	if !a.Replayed {
+		tab := h.run.tables[h.r.Gen()]
+		if tab == nil || tab[src] != a.From {
+			w.fail("%s accepted %s→%s#%d (gen %d) from %s, which does not own %s in gen %d (%v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, s.Gen, a.From, h.run.path(s.Src), h.r.Gen(), tab)
+		}
+	}
+	choice := s.Kind == transport.SignalChoice
+	var out uint64
+	if choice {
+		if t := h.run.g.Vertices[src].Succ[pick(h.run.g, src, s.Act)].To; t != dst {
+			w.fail("%s accepted a choice %s→%s#%d; the condition picks %s", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, h.run.path(uint32(t)))
+		}
+	} else {
+		if len(s.Output) == 8 {
+			out = binary.LittleEndian.Uint64(s.Output)
+		}
+		if want, ok := h.run.truth.outs[src][s.Act]; !ok || want != out {
+			w.fail("%s accepted %s→%s#%d with output %x; the ground truth's is %x (present %v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, out, want, ok)
+		}
+	}
+	if h.e.part[dst] < 0 {
+		w.logf("%s: delivered %s→%s#%d, a task not here", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act)
+		return
+	}
+	if h.e.part[src] == h.e.part[dst] {
+		// both ends now in one part: the part's own edge does the work
+		// (cluster/node: a replayed Signal has no proxy then)
+		if !a.Replayed {
+			w.logf("%s: live Signal %s→%s#%d inside one part ignored", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act)
+		}
+		return
+	}
+	w.logf("%s: deliver %s→%s#%d from %s%s", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, a.From, map[bool]string{true: " (record)"}[a.Replayed])
+	h.e.deliver(src, dst, s.Act, choice, out)
+}
+
+// wakeFollow schedules a read of the record by the follow, if one is in
+// force and not scheduled yet.
+func (h *hold) wakeFollow() {
+	if h.gone || !h.fol.active || h.fol.armed {
+		return
+	}
+	h.fol.armed = true
+	w := h.p.w
+	w.at(w.latency(), h.p, h.pumpFollow)
+}
+
+// pumpFollow reads the next batches of the record (an ordered consumer:
+// in stream order, paused while disconnected).
+func (h *hold) pumpFollow() {
+	h.fol.armed = false
+	w := h.p.w
+	if h.gone || !h.fol.active || !h.p.connected || !w.natsUp {
+		return
+	}
+	id := h.fol.id
+	for k := 1 + w.rng.IntN(6); k > 0 && h.fol.pos < len(w.record); k-- {
+		e := w.record[h.fol.pos]
+		h.fol.pos++
+		h.apply(h.r.FollowBatch(e.seq, e.to, e.b))
+		if h.gone || h.fol.id != id || !h.fol.active {
+			return
+		}
+	}
+	if !h.fol.caught && h.fol.pos >= h.fol.start {
+		h.fol.caught = true
+		h.apply(h.r.CaughtUp(id))
+	}
+	if h.fol.pos < len(w.record) {
+		h.wakeFollow()
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package runsim
+
+const raceEnabled = false
