@@ -61,7 +61,7 @@ func (s *Server) handler() http.Handler {
 		if route == "" {
 			route = "other"
 		}
-		s.http.WithLabelValues(r.Method, route, strconv.Itoa(rw.code)).Inc()
+		s.http.WithLabelValues(methodLabel(r.Method), route, codeLabel(rw.code)).Inc()
 	})
 }
 

@@ -86,7 +86,14 @@ type Config struct {
 	// NodeSilence is how long a node gossip declares dead must stay unheard
 	// over NATS before its tasks move (default DefaultSilence; see Liveness).
 	NodeSilence time.Duration
-	Logger      *slog.Logger // nil: discard
+	// MaxConns bounds the API's open connections (0: DefaultMaxConns); one
+	// over it is closed at once. Each connection is also bounded in time:
+	// headers 10 s, a whole request 30 s, idle keep-alive 30 s.
+	MaxConns int
+	Logger   *slog.Logger // nil: discard
+
+	// httpTimes, when not zero, replaces the API's time limits (tests).
+	httpTimes httpTimes
 }
 
 // Server is one coordinator: a raft replica of the FSM, a member of the
@@ -104,6 +111,7 @@ type Server struct {
 	nc      *transport.Conn
 	ownNC   bool
 	httpLn  net.Listener
+	conns   *limitListener // under httpLn: counts and bounds the API's connections
 	httpSrv *http.Server
 	fwd     *http.Client
 	started time.Time
@@ -160,6 +168,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil {
 		return nil, fmt.Errorf("%w: TLS without a certificate", ErrConfig)
+	}
+	if cfg.httpTimes == (httpTimes{}) {
+		cfg.httpTimes = httpTimes{header: httpReadHeader, read: httpRead, write: httpWrite, idle: httpIdle}
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if cfg.MaxFlowBytes <= 0 {
 		cfg.MaxFlowBytes = DefaultMaxFlowBytes
@@ -342,12 +356,15 @@ func (s *Server) startHTTP() error {
 		ln.Close()
 		return err
 	}
+	s.conns = &limitListener{Listener: ln, max: s.cfg.MaxConns}
+	ln = s.conns
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.mu.Lock()
 	s.httpLn, s.httpAddr = ln, adv
-	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: s.cfg.httpTimes.header, ReadTimeout: s.cfg.httpTimes.read,
+		WriteTimeout: s.cfg.httpTimes.write, IdleTimeout: s.cfg.httpTimes.idle, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // TLS handshake errors and the like
 	s.mu.Unlock()
 	return nil
