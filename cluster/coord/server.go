@@ -128,6 +128,7 @@ type Server struct {
 	status   map[string]*statusCache
 	raftAddr string
 	httpAddr string
+	peers    map[string]peerAddrs // the other coordinators, by id (peers.go)
 
 	// messages from peers dropped undecoded (hetflow_messages_dropped_total)
 	drops     *prometheus.CounterVec
@@ -243,8 +244,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	s.serveHTTP()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watchLeadership()
+	go s.findPeers()
 	return nil
 }
 
@@ -252,6 +254,7 @@ func (s *Server) startRaft() error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("coord: data directory: %w", err)
 	}
+	s.loadPeers()
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: &slogWriter{s.log}})
 	store, err := openBoltStore(filepath.Join(s.cfg.DataDir, "raft.db"))
 	if err != nil {
@@ -381,8 +384,10 @@ func (s *Server) serveHTTP() {
 }
 
 func (s *Server) startMembers(ctx context.Context) error {
+	// No Join here: Start would wait for a seed, and a coordinator whose
+	// seeds are down must still start (findPeers keeps looking).
 	ml, err := member.New(member.Config{
-		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise, Join: s.cfg.Join,
+		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise,
 		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr},
 		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
 		OnEvent: func(member.Event) { wake(s.memberKick) },
@@ -396,16 +401,29 @@ func (s *Server) startMembers(ctx context.Context) error {
 	if err := ml.Start(ctx); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
+	// One try now: a seed with another cluster secret fails the start, and
+	// with the seeds up the ring is whole when Start returns.
+	seeds, _ := s.seeds(ml.Members())
+	n, err := s.joinSeeds(seeds)
+	if err != nil {
+		return err
+	}
+	if n == 0 && len(seeds) > 0 {
+		s.log.Warn("no gossip seed answered yet; still looking", "seeds", seeds)
+	}
 	return nil
 }
 
-// watchLeadership runs the leader loop while this server leads.
+// watchLeadership runs the leader loop while this server leads and can lead
+// (canLead); elected before it can, it hands the leadership on after
+// leadGrace, and again every leadGrace while that fails.
 func (s *Server) watchLeadership() {
 	defer s.wg.Done()
 	var term *leaderTerm
 	defer func() { term.end() }()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	var ringAt, stuckSince time.Time // when canLead first held; when elected without it
 	for {
 		select {
 		case <-s.stop:
@@ -414,12 +432,41 @@ func (s *Server) watchLeadership() {
 		case <-t.C:
 		}
 		leading := s.raft.State() == raft.Leader
+		if ringAt.IsZero() {
+			if ok, _ := s.canLead(); ok {
+				ringAt = time.Now()
+			}
+		}
 		switch {
 		case leading && term == nil:
-			term = s.startTerm()
-		case !leading && term != nil:
-			term.end()
-			term = nil
+			ok, why := s.canLead()
+			if ok {
+				// The leader loop counts "never seen in the ring" from
+				// s.started: from when this server first saw its peers.
+				// (No term runs now, and startTerm's go orders this write
+				// before the loop's reads.)
+				if ringAt.After(s.started) {
+					s.started = ringAt
+				}
+				stuckSince = time.Time{}
+				term = s.startTerm()
+				continue
+			}
+			switch {
+			case stuckSince.IsZero():
+				stuckSince = time.Now()
+				s.log.Warn("elected, but cannot lead yet", "why", why)
+			case time.Since(stuckSince) >= leadGrace:
+				stuckSince = time.Now()
+				err := s.raft.LeadershipTransfer().Error()
+				s.log.Warn("handed the leadership on: cannot lead", "why", why, "err", err)
+			}
+		case !leading:
+			stuckSince = time.Time{}
+			if term != nil {
+				term.end()
+				term = nil
+			}
 		}
 	}
 }
@@ -555,8 +602,12 @@ func (s *Server) leaderInfo() (proto.LeaderInfo, bool) {
 	li := proto.LeaderInfo{ID: string(id), Raft: string(addr), Term: s.raft.CurrentTerm()}
 	if string(id) == s.cfg.ID {
 		li.HTTP = s.HTTPAddr()
-	} else if m, ok := s.members.Member(string(id)); ok {
+	} else if m, ok := s.members.Member(string(id)); ok && m.Meta.HTTP != "" {
 		li.HTTP = m.Meta.HTTP
+	} else {
+		s.mu.Lock()
+		li.HTTP = s.peers[string(id)].HTTP // from peersFile: the ring has not shown it yet
+		s.mu.Unlock()
 	}
 	return li, true
 }
