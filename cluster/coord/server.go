@@ -252,20 +252,20 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 func (s *Server) startRaft() error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("coord: data directory: %w", err)
+		return fmt.Errorf("%w: %w", ErrDataDir, err)
 	}
 	s.loadPeers()
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: &slogWriter{s.log}})
 	store, err := openBoltStore(filepath.Join(s.cfg.DataDir, "raft.db"))
 	if err != nil {
-		return fmt.Errorf("coord: open raft store in %s: %w", s.cfg.DataDir, err)
+		return err
 	}
 	s.mu.Lock()
 	s.store = store
 	s.mu.Unlock()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, hl)
 	if err != nil {
-		return fmt.Errorf("coord: snapshot store: %w", err)
+		return fmt.Errorf("%w: snapshot store: %w", ErrDataDir, err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
@@ -308,7 +308,9 @@ func (s *Server) startRaft() error {
 	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
-		return fmt.Errorf("coord: start raft: %w", err)
+		// its errors are the stores' and the snapshots' (a damaged snapshot
+		// fails its checksum here)
+		return fmt.Errorf("%w: start raft from %s: %w; %s", ErrDataDir, s.cfg.DataDir, err, recoverHint)
 	}
 	s.mu.Lock()
 	s.raft = r

@@ -483,6 +483,9 @@ func serveCmd() *cobra.Command {
 				if errors.Is(err, transport.ErrAuth) || errors.Is(err, member.ErrKey) {
 					return withCode(exitUnauthorized, err) // another cluster secret, or none
 				}
+				if errors.Is(err, coord.ErrDataDir) || errors.Is(err, coord.ErrConfig) {
+					return withCode(exitInvalid, err) // the data directory (a damaged raft.db says how to recover), or a bad flag
+				}
 				return withCode(exitUnreachable, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator %s: http %s raft %s gossip %s\n", cfg.ID, s.HTTPAddr(), s.RaftAddr(), s.GossipAddr())
