@@ -44,9 +44,10 @@ func (e *InvalidError) Error() string {
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
 // Client talks to a cluster's coordinators over their HTTP API. It follows
-// the leader by itself: a connection error or a 503 (no leader) moves on to
-// the next server, and a round of failures is retried with backoff until
-// Retry has passed or the context ends. Safe for concurrent use.
+// the leader by itself: a connection error, a 503 (no leader) or a server
+// that does not answer within Attempt moves on to the next server, and a
+// round of failures is retried with backoff until Retry has passed or the
+// context ends. Safe for concurrent use.
 type Client struct {
 	servers []string
 	token   string
@@ -58,16 +59,26 @@ type Client struct {
 	Retry time.Duration
 	// Poll is Wait's polling interval (default 200ms).
 	Poll time.Duration
+	// Attempt bounds one try at one server (default DefaultAttempt): a
+	// server that accepts the connection but does not answer in time (a
+	// frozen or overloaded process) is left for the next one. Each round
+	// in which some server ran out of time doubles it, so a call that is
+	// merely slow everywhere (a large submit) still gets through.
+	Attempt time.Duration
 
 	mu   sync.Mutex
 	next int // the server that answered last
 }
 
+// DefaultAttempt is Client.Attempt's default: far above what a healthy
+// coordinator takes to answer (milliseconds), far below a user's patience.
+const DefaultAttempt = 3 * time.Second
+
 // NewClient returns a client for the given coordinator URLs
 // ("http://host:port"; a bare "host:port" means http) and API token ("" when
 // the cluster has no secret).
 func NewClient(servers []string, token string) *Client {
-	c := &Client{token: token, HTTP: &http.Client{Timeout: 60 * time.Second}, Retry: 15 * time.Second, Poll: 200 * time.Millisecond}
+	c := &Client{token: token, HTTP: &http.Client{Timeout: 60 * time.Second}, Retry: 15 * time.Second, Poll: 200 * time.Millisecond, Attempt: DefaultAttempt}
 	for _, s := range servers {
 		s = strings.TrimRight(strings.TrimSpace(s), "/")
 		if s == "" {
@@ -100,14 +111,26 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	deadline := time.Now().Add(c.Retry)
 	backoff := 50 * time.Millisecond
+	attempt := c.Attempt
+	if attempt <= 0 {
+		attempt = DefaultAttempt
+	}
 	var last error
 	for {
 		c.mu.Lock()
 		start := c.next
 		c.mu.Unlock()
+		slow := false
 		for i := range c.servers {
 			k := (start + i) % len(c.servers)
-			err := c.once(ctx, c.servers[k], method, path, payload, out)
+			actx, cancel := context.WithTimeout(ctx, attempt)
+			err := c.once(actx, c.servers[k], method, path, payload, out)
+			if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+				// The server took the connection but gave no answer in time.
+				err = &retryable{fmt.Errorf("%s: no answer within %v", c.servers[k], attempt)}
+				slow = true
+			}
+			cancel()
 			var r *retryable
 			if !errors.As(err, &r) {
 				if err == nil {
@@ -133,6 +156,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
+		if slow {
+			attempt *= 2
+		}
 	}
 	if errors.Is(last, ErrNoLeader) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, last)

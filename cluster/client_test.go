@@ -244,3 +244,68 @@ func TestClient(t *testing.T) {
 		t.Fatalf("the first run after failover: %+v %v", st, err)
 	}
 }
+
+// TestClientSkipsAFrozenServer: the first server takes connections (the
+// kernel's backlog does) but never answers, like a stopped process. Every
+// call moves on to the healthy one after Attempt instead of waiting out the
+// whole call, and a submit reaches it too.
+func TestClientSkipsAFrozenServer(t *testing.T) {
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer frozen.Close()
+	var submits int
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/runs", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`[]`)) })
+	mux.HandleFunc("GET /v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(proto.RunStatus{ID: r.PathValue("id"), State: proto.RunSucceeded})
+	})
+	mux.HandleFunc("POST /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		var req proto.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		submits++
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(proto.SubmitResponse{ID: req.ID})
+	})
+	healthy := &http.Server{Handler: mux}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go func() { _ = healthy.Serve(hl) }()
+	defer healthy.Close()
+
+	const attempt = 300 * time.Millisecond
+	for _, call := range []string{"runs", "status", "submit"} {
+		c := cluster.NewClient([]string{frozen.Addr().String(), hl.Addr().String()}, "")
+		c.Attempt = attempt
+		ctx := timeout(t, 20*time.Second)
+		start := time.Now()
+		switch call {
+		case "runs":
+			_, err = c.Runs(ctx)
+		case "status":
+			_, err = c.Status(ctx, "r1")
+		case "submit":
+			_, err = c.Submit(ctx, "ok.yaml", []byte(okFlow))
+		}
+		took := time.Since(start)
+		c.HTTP.CloseIdleConnections()
+		if err != nil {
+			t.Fatalf("%s: %v", call, err)
+		}
+		if took > testsupport.Scale(10*attempt) {
+			t.Fatalf("%s took %v: the frozen server held it", call, took)
+		}
+	}
+	if submits != 1 {
+		t.Fatalf("submits reaching the healthy server: %d, want 1", submits)
+	}
+
+	// Both frozen: the call gives up when its context ends, as unreachable.
+	c := cluster.NewClient([]string{frozen.Addr().String()}, "")
+	c.Attempt = attempt
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.Runs(ctx); !errors.Is(err, cluster.ErrUnreachable) {
+		t.Fatalf("only a frozen server: %v, want ErrUnreachable", err)
+	}
+	c.HTTP.CloseIdleConnections()
+}

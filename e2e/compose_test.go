@@ -547,6 +547,31 @@ func TestComposeCluster(t *testing.T) {
 		lose(t, "docker network disconnect", func(c, _ string) { e.docker(t, "network", "disconnect", network, c) },
 			func(c, n string) { e.docker(t, "network", "connect", "--ip", ip[n], network, c) })
 	})
+	// Each coordinator in turn is stopped and started again (c1 with its
+	// documented command: --bootstrap, no --join): it must be back in the
+	// cluster, /healthz 200, and a flow submitted through it alone must run.
+	t.Run("coordinators restarted in turn", func(t *testing.T) {
+		quick := writeFlow(t, "quick.yaml", quickFlow)
+		token := filepath.Join(e.root, "build", "docker", "token")
+		for i, c := range []string{"c1", "c2", "c3"} {
+			for _, verb := range []string{"stop", "start"} {
+				if out, err := e.compose(2*time.Minute, verb, c); err != nil {
+					t.Fatalf("compose %s %s: %v %s", verb, c, err, out)
+				}
+			}
+			testsupport.EventuallyState(t, time.Minute, c+" ready after its restart", func() (bool, string) {
+				_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--url", e.urls[i])
+				return err == nil, fmt.Sprint(err)
+			})
+			out, err := composeExec(e.root, nil, 2*time.Minute, e.cli, "submit", "--wait", "--json", quick, "--server", e.urls[i], "--token-file", token)
+			if err != nil {
+				t.Fatalf("submit through %s after its restart: %v %s", c, err, out)
+			}
+			if st := composeStatus(t, out); st.State != proto.RunSucceeded {
+				t.Fatalf("run through %s after its restart: %+v", c, st)
+			}
+		}
+	})
 	t.Logf("whole compose test %v", time.Since(t0).Round(time.Millisecond))
 }
 

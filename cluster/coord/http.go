@@ -61,7 +61,7 @@ func (s *Server) handler() http.Handler {
 		if route == "" {
 			route = "other"
 		}
-		s.http.WithLabelValues(r.Method, route, strconv.Itoa(rw.code)).Inc()
+		s.http.WithLabelValues(methodLabel(r.Method), route, codeLabel(rw.code)).Inc()
 	})
 }
 
@@ -503,17 +503,26 @@ func (s *Server) handleLeader(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, li)
 }
 
+// handleHealth answers 200 when this coordinator can serve the API (Ready)
+// and 503 when it cannot; with the token it says who it is, whom it
+// follows, and what it waits for.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	li, ok := s.leaderInfo()
-	if !ok {
-		writeError(w, http.StatusServiceUnavailable, "no leader", nil)
-		return
-	}
+	ok, why := s.Ready()
 	if !s.hasToken(r) {
+		if !ok {
+			writeError(w, http.StatusServiceUnavailable, "not ready", nil)
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "id": s.cfg.ID, "leader": li.ID, "state": strings.ToLower(s.raft.State().String())})
+	li, _ := s.leaderInfo()
+	body := map[string]string{"status": "ok", "id": s.cfg.ID, "leader": li.ID, "state": strings.ToLower(s.raft.State().String())}
+	code := http.StatusOK
+	if !ok {
+		body["status"], body["reason"], code = "unavailable", why, http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, body)
 }
 
 // metrics

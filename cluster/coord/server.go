@@ -86,7 +86,14 @@ type Config struct {
 	// NodeSilence is how long a node gossip declares dead must stay unheard
 	// over NATS before its tasks move (default DefaultSilence; see Liveness).
 	NodeSilence time.Duration
-	Logger      *slog.Logger // nil: discard
+	// MaxConns bounds the API's open connections (0: DefaultMaxConns); one
+	// over it is closed at once. Each connection is also bounded in time:
+	// headers 10 s, a whole request 30 s, idle keep-alive 30 s.
+	MaxConns int
+	Logger   *slog.Logger // nil: discard
+
+	// httpTimes, when not zero, replaces the API's time limits (tests).
+	httpTimes httpTimes
 }
 
 // Server is one coordinator: a raft replica of the FSM, a member of the
@@ -104,6 +111,7 @@ type Server struct {
 	nc      *transport.Conn
 	ownNC   bool
 	httpLn  net.Listener
+	conns   *limitListener // under httpLn: counts and bounds the API's connections
 	httpSrv *http.Server
 	fwd     *http.Client
 	started time.Time
@@ -120,6 +128,7 @@ type Server struct {
 	status   map[string]*statusCache
 	raftAddr string
 	httpAddr string
+	peers    map[string]peerAddrs // the other coordinators, by id (peers.go)
 
 	// messages from peers dropped undecoded (hetflow_messages_dropped_total)
 	drops     *prometheus.CounterVec
@@ -160,6 +169,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil {
 		return nil, fmt.Errorf("%w: TLS without a certificate", ErrConfig)
+	}
+	if cfg.httpTimes == (httpTimes{}) {
+		cfg.httpTimes = httpTimes{header: httpReadHeader, read: httpRead, write: httpWrite, idle: httpIdle}
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if cfg.MaxFlowBytes <= 0 {
 		cfg.MaxFlowBytes = DefaultMaxFlowBytes
@@ -229,26 +244,28 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	s.serveHTTP()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watchLeadership()
+	go s.findPeers()
 	return nil
 }
 
 func (s *Server) startRaft() error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("coord: data directory: %w", err)
+		return fmt.Errorf("%w: %w", ErrDataDir, err)
 	}
+	s.loadPeers()
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: &slogWriter{s.log}})
 	store, err := openBoltStore(filepath.Join(s.cfg.DataDir, "raft.db"))
 	if err != nil {
-		return fmt.Errorf("coord: open raft store in %s: %w", s.cfg.DataDir, err)
+		return err
 	}
 	s.mu.Lock()
 	s.store = store
 	s.mu.Unlock()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, 2, hl)
 	if err != nil {
-		return fmt.Errorf("coord: snapshot store: %w", err)
+		return fmt.Errorf("%w: snapshot store: %w", ErrDataDir, err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.RaftAddr)
 	if err != nil {
@@ -291,7 +308,9 @@ func (s *Server) startRaft() error {
 	r, err := raft.NewRaft(rc, s.fsm, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
-		return fmt.Errorf("coord: start raft: %w", err)
+		// its errors are the stores' and the snapshots' (a damaged snapshot
+		// fails its checksum here)
+		return fmt.Errorf("%w: start raft from %s: %w; %s", ErrDataDir, s.cfg.DataDir, err, recoverHint)
 	}
 	s.mu.Lock()
 	s.raft = r
@@ -342,12 +361,15 @@ func (s *Server) startHTTP() error {
 		ln.Close()
 		return err
 	}
+	s.conns = &limitListener{Listener: ln, max: s.cfg.MaxConns}
+	ln = s.conns
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.mu.Lock()
 	s.httpLn, s.httpAddr = ln, adv
-	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+	s.httpSrv = &http.Server{Handler: s.handler(), ReadHeaderTimeout: s.cfg.httpTimes.header, ReadTimeout: s.cfg.httpTimes.read,
+		WriteTimeout: s.cfg.httpTimes.write, IdleTimeout: s.cfg.httpTimes.idle, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)} // TLS handshake errors and the like
 	s.mu.Unlock()
 	return nil
@@ -364,8 +386,10 @@ func (s *Server) serveHTTP() {
 }
 
 func (s *Server) startMembers(ctx context.Context) error {
+	// No Join here: Start would wait for a seed, and a coordinator whose
+	// seeds are down must still start (findPeers keeps looking).
 	ml, err := member.New(member.Config{
-		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise, Join: s.cfg.Join,
+		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise,
 		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr},
 		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
 		OnEvent: func(member.Event) { wake(s.memberKick) },
@@ -379,16 +403,29 @@ func (s *Server) startMembers(ctx context.Context) error {
 	if err := ml.Start(ctx); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
+	// One try now: a seed with another cluster secret fails the start, and
+	// with the seeds up the ring is whole when Start returns.
+	seeds, _ := s.seeds(ml.Members())
+	n, err := s.joinSeeds(seeds)
+	if err != nil {
+		return err
+	}
+	if n == 0 && len(seeds) > 0 {
+		s.log.Warn("no gossip seed answered yet; still looking", "seeds", seeds)
+	}
 	return nil
 }
 
-// watchLeadership runs the leader loop while this server leads.
+// watchLeadership runs the leader loop while this server leads and can lead
+// (canLead); elected before it can, it hands the leadership on after
+// leadGrace, and again every leadGrace while that fails.
 func (s *Server) watchLeadership() {
 	defer s.wg.Done()
 	var term *leaderTerm
 	defer func() { term.end() }()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	var ringAt, stuckSince time.Time // when canLead first held; when elected without it
 	for {
 		select {
 		case <-s.stop:
@@ -397,12 +434,41 @@ func (s *Server) watchLeadership() {
 		case <-t.C:
 		}
 		leading := s.raft.State() == raft.Leader
+		if ringAt.IsZero() {
+			if ok, _ := s.canLead(); ok {
+				ringAt = time.Now()
+			}
+		}
 		switch {
 		case leading && term == nil:
-			term = s.startTerm()
-		case !leading && term != nil:
-			term.end()
-			term = nil
+			ok, why := s.canLead()
+			if ok {
+				// The leader loop counts "never seen in the ring" from
+				// s.started: from when this server first saw its peers.
+				// (No term runs now, and startTerm's go orders this write
+				// before the loop's reads.)
+				if ringAt.After(s.started) {
+					s.started = ringAt
+				}
+				stuckSince = time.Time{}
+				term = s.startTerm()
+				continue
+			}
+			switch {
+			case stuckSince.IsZero():
+				stuckSince = time.Now()
+				s.log.Warn("elected, but cannot lead yet", "why", why)
+			case time.Since(stuckSince) >= leadGrace:
+				stuckSince = time.Now()
+				err := s.raft.LeadershipTransfer().Error()
+				s.log.Warn("handed the leadership on: cannot lead", "why", why, "err", err)
+			}
+		case !leading:
+			stuckSince = time.Time{}
+			if term != nil {
+				term.end()
+				term = nil
+			}
 		}
 	}
 }
@@ -538,8 +604,12 @@ func (s *Server) leaderInfo() (proto.LeaderInfo, bool) {
 	li := proto.LeaderInfo{ID: string(id), Raft: string(addr), Term: s.raft.CurrentTerm()}
 	if string(id) == s.cfg.ID {
 		li.HTTP = s.HTTPAddr()
-	} else if m, ok := s.members.Member(string(id)); ok {
+	} else if m, ok := s.members.Member(string(id)); ok && m.Meta.HTTP != "" {
 		li.HTTP = m.Meta.HTTP
+	} else {
+		s.mu.Lock()
+		li.HTTP = s.peers[string(id)].HTTP // from peersFile: the ring has not shown it yet
+		s.mu.Unlock()
 	}
 	return li, true
 }

@@ -1,9 +1,12 @@
 package coord
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -12,7 +15,11 @@ import (
 
 // boltStore is raft's LogStore and StableStore on go.etcd.io/bbolt: one
 // file, a bucket of log entries keyed by big-endian index and a bucket of
-// stable values. (raft-boltdb's store sits on the old boltdb/bolt, which the
+// stable values. Every value ends with its CRC-32C: bbolt checks its pages'
+// structure, not their contents, and a damaged entry would otherwise be
+// applied (or served) as if it were the leader's. The whole file is read
+// and checked at open (openBoltStore); a damaged one is refused with
+// ErrDataDir and the way to recover. (raft-boltdb's store sits on the old boltdb/bolt, which the
 // race detector's pointer checks reject; raft-boltdb/v2 does not build with
 // raft 1.8.)
 type boltStore struct {
@@ -22,27 +29,139 @@ type boltStore struct {
 var (
 	bucketLogs   = []byte("logs")
 	bucketStable = []byte("stable")
+	bucketMeta   = []byte("meta")
+	keyFormat    = []byte("format")
+	formatCRC    = []byte("crc32c-v1") // values end with their CRC-32C
 	// errKeyNotFound is what raft expects (it compares the message).
 	errKeyNotFound = errors.New("not found")
+
+	// ErrDataDir is matched by a Start refused because of its data
+	// directory: not writable, in use by another process, or holding a
+	// damaged raft.db (the error says how to recover). The CLI exits 2.
+	ErrDataDir = errors.New("coord: unusable data directory")
+
+	errChecksum = errors.New("checksum mismatch")
+	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
 )
 
-func openBoltStore(path string) (*boltStore, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("coord: open %s: %w", path, err)
+// recoverHint is how to bring back a coordinator whose raft.db is damaged.
+const recoverHint = "to recover, stop this coordinator, move its data directory aside and start it again " +
+	"with the same --id and addresses but without --bootstrap: the leader re-sends it the log and the latest " +
+	"snapshot (keep the moved directory if no other coordinator holds the cluster's data)"
+
+func corrupt(path string, err error) error {
+	return fmt.Errorf("%w: %s is damaged (%v); %s", ErrDataDir, path, err, recoverHint)
+}
+
+// seal appends v's checksum; unseal checks and strips it.
+func seal(v []byte) []byte { return binary.BigEndian.AppendUint32(v, crc32.Checksum(v, castagnoli)) }
+
+func unseal(v []byte) ([]byte, error) {
+	if len(v) < 4 {
+		return nil, errChecksum
+	}
+	body := v[:len(v)-4]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(v[len(v)-4:]) {
+		return nil, errChecksum
+	}
+	return body, nil
+}
+
+// openBoltStore opens (or creates) the store and checks every value in it.
+// bbolt panics on some damaged pages: a panic here is a damaged file too.
+func openBoltStore(path string) (s *boltStore, err error) {
+	var db *bolt.DB
+	defer func() {
+		if p := recover(); p != nil {
+			err = corrupt(path, fmt.Errorf("bbolt: %v", p))
+		}
+		if err != nil && db != nil {
+			func() {
+				defer func() { _ = recover() }()
+				db.Close()
+			}()
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s is locked: another coordinator uses %s", ErrDataDir, path, filepath.Dir(path))
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, corrupt(path, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: open %s: %w", ErrDataDir, path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
+		logs, err := tx.CreateBucketIfNotExists(bucketLogs)
+		if err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(bucketStable)
-		return err
+		stable, err := tx.CreateBucketIfNotExists(bucketStable)
+		if err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch f := meta.Get(keyFormat); {
+		case bytes.Equal(f, formatCRC):
+			return nil
+		case f != nil:
+			return fmt.Errorf("unknown format %q", f)
+		}
+		// A store of an older version: seal every value once.
+		for _, b := range []*bolt.Bucket{logs, stable} {
+			var keys, vals [][]byte
+			if err := b.ForEach(func(k, v []byte) error {
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, seal(bytes.Clone(v)))
+				return nil
+			}); err != nil {
+				return err
+			}
+			for i, k := range keys {
+				if err := b.Put(k, vals[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return meta.Put(keyFormat, formatCRC)
 	})
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("coord: init %s: %w", path, err)
+		return nil, corrupt(path, err)
+	}
+	if err := db.View(verify); err != nil {
+		return nil, corrupt(path, err)
 	}
 	return &boltStore{db: db}, nil
+}
+
+// verify reads every value and checks its checksum, and that each log
+// entry decodes under its own index.
+func verify(tx *bolt.Tx) error {
+	var l raft.Log
+	if err := tx.Bucket(bucketLogs).ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("log key %x", k)
+		}
+		i := binary.BigEndian.Uint64(k)
+		body, err := unseal(v)
+		if err != nil {
+			return fmt.Errorf("log entry %d: %w", i, err)
+		}
+		if err := decodeLog(body, &l); err != nil || l.Index != i {
+			return fmt.Errorf("log entry %d: %v (index %d)", i, err, l.Index)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketStable).ForEach(func(k, v []byte) error {
+		if _, err := unseal(v); err != nil {
+			return fmt.Errorf("stable value %q: %w", k, err)
+		}
+		return nil
+	})
 }
 
 func (s *boltStore) Close() error { return s.db.Close() }
@@ -73,7 +192,11 @@ func (s *boltStore) GetLog(index uint64, l *raft.Log) error {
 		if v == nil {
 			return raft.ErrLogNotFound
 		}
-		return decodeLog(v, l)
+		body, err := unseal(v)
+		if err != nil {
+			return fmt.Errorf("%w %d: %w", errBadLog, index, err)
+		}
+		return decodeLog(body, l)
 	})
 }
 
@@ -83,7 +206,7 @@ func (s *boltStore) StoreLogs(logs []*raft.Log) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLogs)
 		for _, l := range logs {
-			if err := b.Put(key(l.Index), encodeLog(l)); err != nil {
+			if err := b.Put(key(l.Index), seal(encodeLog(l))); err != nil {
 				return err
 			}
 		}
@@ -104,13 +227,17 @@ func (s *boltStore) DeleteRange(lo, hi uint64) error {
 }
 
 func (s *boltStore) Set(k, v []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketStable).Put(k, v) })
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketStable).Put(k, seal(bytes.Clone(v))) })
 }
 
 func (s *boltStore) Get(k []byte) (v []byte, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketStable).Get(k); b != nil {
-			v = append([]byte(nil), b...)
+			body, err := unseal(b)
+			if err != nil {
+				return fmt.Errorf("coord: stable value %q: %w", k, err)
+			}
+			v = bytes.Clone(body)
 			return nil
 		}
 		return errKeyNotFound

@@ -559,3 +559,66 @@ func TestForgetsPrunedRuns(t *testing.T) {
 		t.Fatalf("runs kept after r1 was pruned: %v", d.runs)
 	}
 }
+
+// deepModules is a chain of depth modules: flow f<i> has a task t and a
+// module task m running f<i+1>, so the task paths are m/m/…/t and the
+// length of their names grows with the depth.
+func deepModules(depth int) string {
+	var b strings.Builder
+	b.WriteString("flows:\n")
+	for i := range depth {
+		fmt.Fprintf(&b, "  - name: f%d\n    tasks:\n      - {name: t, func: hash}\n", i)
+		if i+1 < depth {
+			fmt.Fprintf(&b, "      - {name: m, kind: module, flow: f%d, succeed: [t]}\n", i+1)
+		}
+	}
+	return b.String()
+}
+
+// TestDeepModuleRunPagesAreBounded: the timeline and the trace of a run
+// whose tasks sit in a deep chain of modules grow with its tasks, not with
+// the sum of their path lengths (the square of the depth); the trace is
+// still valid JSON with one complete event per task.
+func TestDeepModuleRunPagesAreBounded(t *testing.T) {
+	const depth = 1500
+	f := newFake()
+	t0 := time.Now().Add(-time.Minute)
+	f.addRun(t, "deep", deepModules(depth), t0)
+	path := "t"
+	for i := range depth {
+		s := t0.Add(time.Duration(i) * time.Millisecond)
+		f.event("deep", path, []string{"n1", "n2"}[i%2], transport.TaskDone, 1, s, s.Add(500*time.Microsecond))
+		path = "m/" + path
+	}
+	d := New(f, Options{})
+	defer d.Close()
+	for _, page := range []string{"/ui/runs/deep/timeline.svg", "/ui/runs/deep/trace.json"} {
+		rec := get(t, d, page)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d", page, rec.Code)
+		}
+		if n := rec.Body.Len(); n > depth*600 {
+			t.Errorf("%s is %d bytes for %d tasks", page, n, depth)
+		}
+		if strings.HasSuffix(page, ".json") {
+			var tr struct {
+				TraceEvents []struct{ Name, Ph string } `json:"traceEvents"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &tr); err != nil {
+				t.Fatal(err)
+			}
+			x := 0
+			for _, e := range tr.TraceEvents {
+				if e.Ph == "X" {
+					x++
+					if !strings.HasSuffix(e.Name, "m/t") && e.Name != "t" && e.Name != "m/t" {
+						t.Fatalf("a trace name lost its tail: %q", e.Name)
+					}
+				}
+			}
+			if x != depth {
+				t.Errorf("trace: %d complete events, want %d", x, depth)
+			}
+		}
+	}
+}

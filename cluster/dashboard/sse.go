@@ -30,8 +30,14 @@ func newSSE(w http.ResponseWriter) *sseWriter {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	// A stream outlives the server's read and write limits, which bound a
+	// request and its answer: lift them for this one (it ends by itself;
+	// the connection limit bounds how many there are).
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	return &sseWriter{w: w, rc: rc}
 }
 
 // event writes one event: "event: name" and the data, one "data:" line per

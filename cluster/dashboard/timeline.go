@@ -1,12 +1,15 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 )
@@ -169,12 +172,13 @@ func (tl *timeline) svg(nodes []string) []byte {
 			}
 			flush()
 			fill := stateFill[sp.State.String()]
-			title := fmt.Sprintf("%s #%d on %s: %s", sp.Name, sp.Act, sp.Node, fmtDur(sp.End.Sub(sp.Start)))
+			name := tailName(sp.Name)
+			title := fmt.Sprintf("%s #%d on %s: %s", name, sp.Act, sp.Node, fmtDur(sp.End.Sub(sp.Start)))
 			if sp.N > 1 {
 				title += fmt.Sprintf(" (latest of %d activations)", sp.N)
 			}
 			fmt.Fprintf(&b, `<rect class="tl-bar" data-task="%s" x="%.1f" y="%.1f" width="%.1f" height="%.0f" rx="2" fill="%s" stroke="%s"><title>%s</title></rect>`,
-				xmlEscape(sp.Name), x0, y+2, x1-x0, laneH-4, fill, col, xmlEscape(title))
+				xmlEscape(name), x0, y+2, x1-x0, laneH-4, fill, col, xmlEscape(title))
 		}
 		flush()
 		b.WriteString(`</g>`)
@@ -193,10 +197,36 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%dµs", d.Microseconds())
 }
 
-// chromeTrace writes the timeline as Chrome trace JSON (Perfetto,
-// chrome://tracing): one process per node, one thread per lane, a complete
-// event per bar.
+// maxTaskName bounds a task name in the timeline and the trace. A task's name
+// is its path through the modules it sits in, so the names of a deep module
+// chain grow with its depth and their sum with its square (a 5,000-deep
+// run's trace was 25 MB): past maxTaskName bytes only the tail is kept, after
+// an ellipsis.
+const maxTaskName = 120
+
+func tailName(name string) string {
+	if len(name) <= maxTaskName {
+		return name
+	}
+	i := len(name) - maxTaskName
+	for i < len(name) && !utf8.RuneStart(name[i]) {
+		i++
+	}
+	return "…" + name[i:]
+}
+
+// chromeTrace returns the timeline as Chrome trace JSON (writeTrace).
 func (tl *timeline) chromeTrace(run string) ([]byte, error) {
+	var b bytes.Buffer
+	err := tl.writeTrace(&b, run)
+	return b.Bytes(), err
+}
+
+// writeTrace writes the timeline as Chrome trace JSON (Perfetto,
+// chrome://tracing): one process per node, one thread per lane, a complete
+// event per bar. It streams, an event at a time: a page never holds the
+// whole trace.
+func (tl *timeline) writeTrace(w io.Writer, run string) error {
 	type ev struct {
 		Name string         `json:"name"`
 		Cat  string         `json:"cat,omitempty"`
@@ -207,28 +237,49 @@ func (tl *timeline) chromeTrace(run string) ([]byte, error) {
 		Tid  int            `json:"tid"`
 		Args map[string]any `json:"args,omitempty"`
 	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	first := true
+	put := func(e ev) error {
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		return enc.Encode(e) // its newline is JSON whitespace
+	}
+	bw.WriteString(`{"displayTimeUnit":"ms","otherData":`)
+	if err := enc.Encode(map[string]string{"run": run}); err != nil {
+		return err
+	}
+	bw.WriteString(`,"traceEvents":[`)
 	pids := map[string]int{}
-	var evs []ev
 	for ti, ln := range tl.lanes {
 		pid, ok := pids[ln.node]
 		if !ok {
 			pid = len(pids) + 1
 			pids[ln.node] = pid
-			evs = append(evs, ev{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": "node " + ln.node}})
+			if err := put(ev{Name: "process_name", Ph: "M", Pid: pid, Args: map[string]any{"name": "node " + ln.node}}); err != nil {
+				return err
+			}
 		}
-		evs = append(evs, ev{Name: "thread_name", Ph: "M", Pid: pid, Tid: ti + 1, Args: map[string]any{"name": fmt.Sprintf("%s·%d", ln.kind, ln.index)}})
+		if err := put(ev{Name: "thread_name", Ph: "M", Pid: pid, Tid: ti + 1, Args: map[string]any{"name": fmt.Sprintf("%s·%d", ln.kind, ln.index)}}); err != nil {
+			return err
+		}
 		for _, i := range ln.bars {
 			sp := &tl.spans[i]
 			args := map[string]any{"activation": sp.Act, "state": sp.State.String()}
 			if sp.N > 1 {
 				args["coalesced"] = sp.N
 			}
-			evs = append(evs, ev{Name: sp.Name, Cat: ln.kind, Ph: "X", Pid: pid, Tid: ti + 1,
+			if err := put(ev{Name: tailName(sp.Name), Cat: ln.kind, Ph: "X", Pid: pid, Tid: ti + 1,
 				Ts:  float64(sp.Start.Sub(tl.start).Nanoseconds()) / 1e3,
-				Dur: float64(sp.End.Sub(sp.Start).Nanoseconds()) / 1e3, Args: args})
+				Dur: float64(sp.End.Sub(sp.Start).Nanoseconds()) / 1e3, Args: args}); err != nil {
+				return err
+			}
 		}
 	}
-	return json.Marshal(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms", "otherData": map[string]string{"run": run}})
+	bw.WriteString("]}")
+	return bw.Flush()
 }
 
 func (d *Dashboard) timeline(r *http.Request) (*timeline, *runData, error) {
@@ -277,12 +328,7 @@ func (d *Dashboard) handleTrace(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	b, err := tl.chromeTrace(r.PathValue("id"))
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.trace.json"`, r.PathValue("id")))
-	_, _ = w.Write(b)
+	_ = tl.writeTrace(w, r.PathValue("id")) // a write error: the client went
 }

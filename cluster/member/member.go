@@ -291,6 +291,26 @@ func (l *List) join(ctx context.Context) error {
 	}
 }
 
+// Join contacts addrs (host:port) once and merges their view of the ring
+// into this one, returning how many answered; a member that restarted, or
+// that the others saw leave, is back in their ring when it contacts one of
+// them. A seed with another gossip key gives an error matching ErrKey.
+// Unlike Start it does not retry: callers that keep looking for seeds
+// (coordinators, which seed from the raft configuration) loop themselves.
+func (l *List) Join(addrs []string) (int, error) {
+	l.mu.Lock()
+	ml, closed := l.ml, l.closed
+	l.mu.Unlock()
+	if ml == nil || closed {
+		return 0, ErrClosed
+	}
+	n, err := ml.Join(addrs)
+	if n == 0 && err != nil && keyMismatch(err) {
+		return 0, fmt.Errorf("%w: %s via %v: %w: %v", ErrJoin, l.cfg.ID, addrs, ErrKey, err)
+	}
+	return n, err
+}
+
 // keyMismatch tells memberlist's errors for a seed whose gossip key differs
 // from ours (memberlist has no sentinels for them).
 func keyMismatch(err error) bool {

@@ -501,6 +501,9 @@ func serveCmd() *cobra.Command {
 				if errors.Is(err, transport.ErrAuth) || errors.Is(err, member.ErrKey) {
 					return withCode(exitUnauthorized, err) // another cluster secret, or none
 				}
+				if errors.Is(err, coord.ErrDataDir) || errors.Is(err, coord.ErrConfig) {
+					return withCode(exitInvalid, err) // the data directory (a damaged raft.db says how to recover), or a bad flag
+				}
 				return withCode(exitUnreachable, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator %s: http %s raft %s gossip %s\n", cfg.ID, s.HTTPAddr(), s.RaftAddr(), s.GossipAddr())
@@ -525,6 +528,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&natsCA, "nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
+	fl.IntVar(&cfg.MaxConns, "max-conns", coord.DefaultMaxConns, "most open API connections; one over it is closed at once")
 	fl.DurationVar(&cfg.NodeSilence, "node-silence", coord.DefaultSilence,
 		"how long a node gossip declares dead must stay unheard over NATS before its tasks move (a killed node is confirmed at once)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")

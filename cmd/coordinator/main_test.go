@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -181,6 +182,25 @@ func TestDevSaysWhatRanAndWhatNext(t *testing.T) {
 	for _, want := range []string{"until the flows have run", "ran 1 flow(s): 1 succeeded, 0 did not", "next: run your own flow file", "coordinator dev --serve"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
+
+// TestServeRefusesABadDataDirectory: a data directory that is a file, or
+// that holds a damaged raft.db, is invalid input (exit 2), not an
+// unreachable cluster (3).
+func TestServeRefusesABadDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	damaged := filepath.Join(dir, "damaged")
+	os.MkdirAll(damaged, 0o750)
+	os.WriteFile(filepath.Join(damaged, "raft.db"), bytes.Repeat([]byte("not a bbolt file "), 2000), 0o600)
+	for _, data := range []string{file, damaged} {
+		args := []string{"serve", "--id", "c1", "--data", data, "--raft", "127.0.0.1:0", "--http", "127.0.0.1:0",
+			"--gossip", "127.0.0.1:0", "--nats", "nats://127.0.0.1:1", "--bootstrap"}
+		if c := run(args); c != exitInvalid {
+			t.Fatalf("serve --data %s: exit %d, want %d", data, c, exitInvalid)
 		}
 	}
 }
