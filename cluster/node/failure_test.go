@@ -372,3 +372,46 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("Start after Close: %v", err)
 	}
 }
+
+// A task's final failure is told to the leader again with every report
+// until the leader releases the run (core NATS may lose the first fail
+// envelope), and the node never reports the run idle after it: a run whose
+// failure report was lost must not pass for terminated (found by the
+// run-protocol simulation, cluster/runsim: 60 seeds of 3,000 succeeded with
+// a failed task before runproto.Fail).
+func TestFailureIsRepeatedUntilReleased(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	text := chainFlow(`{name: t, func: fail, args: {msg: boom}, succeed: [init]}`)
+	file, _ := parseFlow(t, text)
+	out := c.runFlow(ctx, file, chainOwners(t, text), runOpts{noRelease: true})
+	if out.failed == nil || out.failed.Task != "t" {
+		t.Fatalf("the run did not fail naming t: %+v", out.failed)
+	}
+	again, idleAfter := 0, 0
+	testsupport.Eventually(t, 10*time.Second, "the fail envelope sent again twice", func() bool {
+		for {
+			select {
+			case e := <-c.leader.fail:
+				if e.Run == out.run && e.Node == "n1" {
+					again++
+				}
+				continue
+			case r := <-c.leader.term:
+				// A report read before the failure reached the SM may
+				// still be on its way with the first envelope; one sent
+				// after a repeated envelope may not be idle.
+				if r.Run == out.run && r.Node == "n1" && r.Idle && again >= 1 {
+					idleAfter++
+				}
+				continue
+			default:
+			}
+			return again >= 2
+		}
+	})
+	if idleAfter != 0 {
+		t.Errorf("n1 reported the failed run idle %d times after its failure", idleAfter)
+	}
+	c.release(ctx, out.run, "failed")
+}

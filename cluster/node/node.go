@@ -153,6 +153,7 @@ type Node struct {
 	ctlSub, sigSub, pingSub *transport.Subscription
 	flushKick               chan struct{} // a run went idle: publish the waiting Signals now
 	replayKick              chan struct{} // NATS reconnected: read what was missed from the record
+	replayOne               chan string   // a run started: read its record once
 	flushStop               chan struct{}
 	flushDone               chan struct{}
 	unhook                  func()         // removes the OnReconnect hook
@@ -244,6 +245,7 @@ func New(cfg Config) (*Node, error) {
 
 		flushKick:  make(chan struct{}, 1),
 		replayKick: make(chan struct{}, 1),
+		replayOne:  make(chan string, 64),
 		flushStop:  make(chan struct{}),
 		flushDone:  make(chan struct{}),
 	}
@@ -443,6 +445,8 @@ func (n *Node) flusher() {
 		case <-n.replayKick:
 			n.replayMissed()
 			again.Reset(replayAgain)
+		case run := <-n.replayOne:
+			n.replaySignals(run)
 		case <-again.C:
 			n.replayMissed()
 		}
@@ -471,19 +475,39 @@ func (n *Node) replayMissed() {
 		return
 	}
 	for _, run := range runs {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var got uint64
-		err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
-			got += uint64(n.take(b)) // fencing, dedup and counting as if live
-			return nil
-		})
-		cancel()
-		n.stats.replayed.Add(got)
-		if err != nil {
-			n.log.Warn("reading missed signals from the record", "run", run, "err", err)
-		} else if got > 0 {
-			n.log.Info("signals missed while NATS was away, read from the record", "run", run, "signals", got)
+		n.replaySignals(run)
+	}
+}
+
+// replayRun asks the flusher goroutine to read run's record of the Signals
+// addressed to this node (replaySignals); when it is busy, every run's.
+func (n *Node) replayRun(run string) {
+	select {
+	case n.replayOne <- run:
+	default:
+		select {
+		case n.replayKick <- struct{}{}:
+		default:
 		}
+	}
+}
+
+// replaySignals reads the record (JetStream) of the Signals addressed to
+// this node in run and hands them to the run as if they had arrived; the
+// run's fencing and dedup drop what did arrive.
+func (n *Node) replaySignals(run string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var got uint64
+	err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
+		got += uint64(n.take(b)) // fencing, dedup and counting as if live
+		return nil
+	})
+	cancel()
+	n.stats.replayed.Add(got)
+	if err != nil {
+		n.log.Warn("reading missed signals from the record", "run", run, "err", err)
+	} else if got > 0 {
+		n.log.Info("signals missed on core NATS, read from the record", "run", run, "signals", got)
 	}
 }
 
@@ -585,6 +609,11 @@ func (n *Node) assign(a *transport.Assignment) {
 	n.mu.Unlock()
 	n.stats.assignments.Add(1)
 	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(held))
+	// Signals of this run published to this node before it held the run
+	// and lost by core NATS (while it reconnected, or as a slow consumer)
+	// are in the record: read them back once, as after a reconnect
+	// (found by the run-protocol simulation, cluster/runsim).
+	n.replayRun(a.Run)
 	if follow != 0 {
 		r.startFollow(follow)
 	}

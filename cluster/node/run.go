@@ -45,6 +45,10 @@ type run struct {
 
 	failed   atomic.Bool
 	stopping atomic.Bool
+	// failure is the fail envelope's task and error, sent again with every
+	// report until the leader releases the run: core NATS may lose it, and
+	// the SM keeps the run from reporting idle meanwhile (runproto.Fail).
+	failure atomic.Pointer[failure]
 
 	idleCh   chan struct{}
 	probeCh  chan struct{}
@@ -229,6 +233,15 @@ func (r *run) report() {
 	rep := r.sm.Report(r.partsIdle())
 	r.n.mu.Unlock()
 	r.n.sendReport(&rep)
+	if f := r.failure.Load(); f != nil {
+		r.n.sendFail(r.id, f.task, f.err) // until the leader's Cancel releases the run
+	}
+}
+
+// failure is what a run's fail envelope says.
+type failure struct {
+	task string
+	err  error
 }
 
 // openEnded handles the open run ending on its own: after a failure this
@@ -423,6 +436,10 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 		r.event(v, name, transport.TaskFailed, act, execs, nil, err.Error(), start)
 	}
 	r.n.log.Warn("task failed", "run", r.id, "task", name, "err", err)
+	r.failure.Store(&failure{task: name, err: err})
+	r.n.mu.Lock()
+	r.sm.Fail() // never idle again: the run must not pass for terminated
+	r.n.mu.Unlock()
 	r.n.sendFail(r.id, name, err)
 	r.cancel()
 	for _, p := range r.parts() {
