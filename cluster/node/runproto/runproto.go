@@ -550,6 +550,13 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 		if id := (PhysID{b.From, s.Gen, b.Seq, i}); !r.seenPhys(id) {
 			r.count(b.From, 1)
 		}
+		// Fenced like a live Signal: a sender that no longer owns the
+		// source (a node taken for dead that went on running its old part)
+		// is refused; the source's new owner runs it again and sends anew.
+		if tab.NodeOf(int(s.Src)) != b.From {
+			r.acts = append(r.acts, Action{Kind: Fence, Sig: s, From: b.From, Replayed: true, Reason: "taken from the record, but its sender does not own its source in the generation in force"})
+			continue
+		}
 		a := Action{Kind: Duplicate, Sig: s, From: b.From, Replayed: true}
 		if r.dedup.AdmitReplayed(s) == transport.Accept {
 			a.Kind = Deliver
