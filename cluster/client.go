@@ -209,7 +209,7 @@ func (c *Client) once(ctx context.Context, server, method, path string, payload 
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("%w: %s", ErrUnauthorized, server)
 	case http.StatusNotFound:
-		return fmt.Errorf("%w: %s", ErrNotFound, er.Error)
+		return remoteErr(ErrNotFound, er.Error)
 	case http.StatusBadRequest:
 		if len(er.Problems) > 0 {
 			return &InvalidError{Problems: er.Problems}
@@ -217,6 +217,29 @@ func (c *Client) once(ctx context.Context, server, method, path string, payload 
 		return &InvalidError{Problems: []string{er.Error}}
 	}
 	return fmt.Errorf("cluster: %s %s: %s: %d %s", method, path, server, resp.StatusCode, er.Error)
+}
+
+// remoteError is an error the server worded: it prints the server's words
+// alone (which already name the sentinel's meaning: "run r1: cluster: no such
+// run or node") and matches the sentinel with errors.Is.
+type remoteError struct {
+	kind error
+	msg  string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
+// remoteErr wraps the server's message msg as kind, saying it once: the
+// sentinel's text is added only when msg does not already hold it.
+func remoteErr(kind error, msg string) error {
+	if msg == "" {
+		return kind
+	}
+	if !strings.Contains(msg, kind.Error()) {
+		msg = kind.Error() + ": " + msg
+	}
+	return &remoteError{kind: kind, msg: msg}
 }
 
 // Submit submits a flow file's text (path names it in error messages and

@@ -200,8 +200,9 @@ func TestClient(t *testing.T) {
 	if !errors.As(err, &inv) || !errors.Is(err, cluster.ErrInvalid) || len(inv.Problems) != 1 || !strings.HasPrefix(inv.Problems[0], "inv.yaml:3:") {
 		t.Fatalf("invalid flow: %v", err)
 	}
-	if _, err := c.Status(ctx, "rnosuchrun"); !errors.Is(err, cluster.ErrNotFound) {
-		t.Fatalf("unknown run: %v", err)
+	if _, err := c.Status(ctx, "rnosuchrun"); !errors.Is(err, cluster.ErrNotFound) ||
+		strings.Count(err.Error(), cluster.ErrNotFound.Error()) != 1 || !strings.Contains(err.Error(), "rnosuchrun") {
+		t.Fatalf("unknown run: %v (want it matched, named and said once)", err)
 	}
 	if err := c.RemovePeer(ctx, "nobody"); !errors.Is(err, cluster.ErrNotFound) {
 		t.Fatalf("unknown peer: %v", err)

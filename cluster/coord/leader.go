@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats.go"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
@@ -562,13 +563,22 @@ func (l *leader) fail(now time.Time, e *transport.Envelope) {
 	var body proto.FailBody
 	msg := "a task failed"
 	if err := json.Unmarshal(e.Body, &body); err == nil && body.Task != "" {
-		msg = fmt.Sprintf("task %s: %s", body.Task, body.Error)
+		msg = fmt.Sprintf("task %s: %s", body.Task, failText(body.Task, body.Error))
 	} else if err == nil && body.Error != "" {
 		msg = fmt.Sprintf("node %s: %s", e.Node, body.Error)
 	} else if e.Node != "" {
 		msg = "a task failed on node " + e.Node
 	}
 	l.finish(now, t, proto.RunFailed, msg)
+}
+
+// failText is a task's error as the run's error shows it after "task T: ":
+// the node's text names the task again (`task "T": `) and carries the
+// registry's sentinel ("funcs: task failed: "); both are said once, by the
+// prefix.
+func failText(task, text string) string {
+	text = strings.TrimPrefix(text, fmt.Sprintf("task %q: ", task))
+	return strings.TrimPrefix(text, funcs.ErrFailed.Error()+": ")
 }
 
 func (l *leader) tick(now time.Time) {

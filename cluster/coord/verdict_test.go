@@ -125,3 +125,18 @@ func TestCheckSuccess(t *testing.T) {
 		})
 	}
 }
+
+// A failed task's error is said once: the node's text names the task and
+// the registry's sentinel again, which the run's error drops.
+func TestFailText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`task "b": funcs: task failed: boom`, "boom"},
+		{`task "b": timed out after 50ms`, "timed out after 50ms"},
+		{"boom", "boom"},
+		{`task "other": boom`, `task "other": boom`},
+	} {
+		if got := failText("b", c.in); got != c.want {
+			t.Errorf("failText(b, %q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
