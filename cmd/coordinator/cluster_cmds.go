@@ -34,7 +34,7 @@ type clientFlags struct {
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
-	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "API token file (default $HETFLOW_TOKEN)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: the token itself from $HETFLOW_TOKEN; `coordinator token --secret-file F` prints it)")
 	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for https:// servers (default $HETFLOW_CA; else the system roots)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "machine-readable output")
 }
@@ -48,6 +48,11 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 		servers = "http://127.0.0.1:7070"
 	}
 	token := os.Getenv("HETFLOW_TOKEN")
+	if token != "" && f.tokenFile == "" && strings.ContainsAny(token, "/\\") {
+		if _, err := os.Stat(token); err == nil {
+			return nil, withCode(exitInvalid, fmt.Errorf("HETFLOW_TOKEN holds a path (%s): it must hold the token itself; for a file use --token-file %s", token, token))
+		}
+	}
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
@@ -97,7 +102,7 @@ func codeOf(err error) error {
 	case errors.Is(err, proto.ErrInvalid):
 		return withCode(exitInvalid, err)
 	case errors.Is(err, proto.ErrUnauthorized):
-		return withCode(exitUnauthorized, err)
+		return withCode(exitUnauthorized, fmt.Errorf("%w\n  the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it", err))
 	case errors.Is(err, proto.ErrNotFound):
 		return withCode(exitNotFound, err)
 	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -202,5 +203,57 @@ func TestServeRefusesABadDataDirectory(t *testing.T) {
 		if c := run(args); c != exitInvalid {
 			t.Fatalf("serve --data %s: exit %d, want %d", data, c, exitInvalid)
 		}
+	}
+}
+
+// Without the token, the CLI says how to give it (exit 4); a path in
+// HETFLOW_TOKEN, which must hold the token itself, is named (exit 2).
+func TestTokenMistakesAreExplained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	sec, err := proto.DeriveSecret([]byte("a cluster secret for the CLI test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cmd := func(env string, args ...string) (int, string) {
+		t.Setenv("HETFLOW_TOKEN", env)
+		root := newRoot()
+		var out, errb strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs(args)
+		err := root.Execute()
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code, ee.err.Error()
+		}
+		if err != nil {
+			return -1, err.Error()
+		}
+		return exitOK, ""
+	}
+	if code, msg := cmd("", "runs", "--server", d.URL()); code != exitUnauthorized || !strings.Contains(msg, "coordinator token --secret-file") {
+		t.Errorf("no token: exit %d, %q", code, msg)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(sec.APIToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := cmd(tokenFile, "runs", "--server", d.URL()); code != exitInvalid || !strings.Contains(msg, "--token-file "+tokenFile) {
+		t.Errorf("a path in HETFLOW_TOKEN: exit %d, %q", code, msg)
+	}
+	if code, msg := cmd(sec.APIToken, "runs", "--server", d.URL()); code != exitOK {
+		t.Errorf("the token in HETFLOW_TOKEN: exit %d, %q", code, msg)
+	}
+	if code, msg := cmd("", "runs", "--server", d.URL(), "--token-file", tokenFile); code != exitOK {
+		t.Errorf("--token-file: exit %d, %q", code, msg)
 	}
 }
