@@ -367,27 +367,37 @@ func nodeState(https []string, id string) string {
 	return ""
 }
 
-// gauge reads one unlabelled metric as an int (-1 when unreadable).
+// gauge reads one unlabelled metric as an int (-1 when unreadable or
+// absent).
 func gauge(url, name string) int {
-	hc := http.Client{Timeout: time.Second}
+	if v, ok := metric(url, name); ok {
+		return v
+	}
+	return -1
+}
+
+// metric reads one series (a name, with its labels if any) from url's
+// /metrics as an int: ok is false when it is absent (v 0) or the page
+// cannot be read (v -1).
+func metric(url, series string) (v int, ok bool) {
+	hc := http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get(url + "/metrics")
 	if err != nil {
-		return -1
+		return -1, false
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return -1
+		return -1, false
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return int(f)
+		if rest, found := strings.CutPrefix(line, series+" "); found {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+				return int(f), true
 			}
 		}
 	}
-	return -1
+	return 0, false
 }
 
 func chaosSummary(rs []chaosResult) string {

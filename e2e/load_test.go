@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 )
@@ -34,22 +30,12 @@ func hog(t *testing.T) {
 // counter reads one labelled counter (name{labels}) from url's /metrics; 0
 // when absent, -1 when unreadable.
 func counter(url, series string) int {
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get(url + "/metrics")
-	if err != nil {
+	v, ok := metric(url, series)
+	switch {
+	case ok:
+		return v
+	case v < 0:
 		return -1
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return int(f)
-			}
-		}
 	}
 	return 0
 }
