@@ -246,11 +246,7 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 	o.Runs = make([]RunRow, 0, len(runs))
 	for i, r := range runs {
 		row := RunRow{RunSummary: r}
-		end := now
-		if r.Finished != nil {
-			end = *r.Finished
-		}
-		row.AgeMS = end.Sub(r.Submitted).Milliseconds()
+		row.AgeMS = now.Sub(r.Submitted).Milliseconds() // since it was submitted, finished or not
 		if i < 200 { // progress of the newest runs; the list itself is complete
 			if c, err := d.counts(ctx, r.ID); err == nil {
 				row.Tasks, row.Done, row.Failed, row.Running, row.Progress = c.Tasks, c.Done, c.Failed, c.Running, c.progress()

@@ -188,6 +188,7 @@ func TestOverviewLoadsAndRates(t *testing.T) {
 	if len(o.Runs) != 1 || o.Runs[0].Tasks != 4 || o.Runs[0].Done != 2 || o.Runs[0].Running != 1 || o.Runs[0].AgeMS != 10000 {
 		t.Errorf("run row = %+v", o.Runs)
 	}
+
 	// Cross-node messages per second from the Signals counter.
 	f.signals = 100
 	clock = clock.Add(2 * time.Second)
@@ -620,5 +621,20 @@ func TestDeepModuleRunPagesAreBounded(t *testing.T) {
 				t.Errorf("trace: %d complete events, want %d", x, depth)
 			}
 		}
+	}
+}
+
+// A run's age in the runs list is the time since it was submitted, not its
+// duration: one that finished 1 s after its submit, 10 s ago, is 10 s old
+// (every finished run showed 0s).
+func TestRunAgeIsSinceSubmit(t *testing.T) {
+	f := newFake()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.addRun(t, "r1", doWhile, now.Add(-10*time.Second))
+	f.finish("r1", proto.RunSucceeded, now.Add(-9*time.Second))
+	d := New(f, Options{Now: func() time.Time { return now }})
+	defer d.Close()
+	if o := d.overview(context.Background()); len(o.Runs) != 1 || o.Runs[0].AgeMS != 10000 {
+		t.Errorf("a finished run's age: %+v, want 10000 ms", o.Runs)
 	}
 }
