@@ -246,11 +246,9 @@ func (l *leader) syncMembers(now time.Time) {
 			// them (Liveness).
 			l.live.Gossip(now, m.ID, m.State, m.Meta.Boot)
 			state := l.live.State(now, m.ID)
-			if state == proto.NodeDead && m.State == proto.NodeDead {
-				if k, ok := known[m.ID]; !ok || k.State != proto.NodeDead {
-					s.gossipDeath(true)
-					s.log.Info("node confirmed dead", "node", m.ID, "gossip_dead_for", now.Sub(m.Since).Round(time.Millisecond))
-				}
+			if k, ok := known[m.ID]; state == proto.NodeDead && (!ok || k.State != proto.NodeDead) {
+				s.gossipDeath(true)
+				s.log.Info("node confirmed dead", "node", m.ID, "gossip_dead_for", now.Sub(m.Since).Round(time.Millisecond))
 			}
 			n := Node{ID: m.ID, Address: m.Addr, State: state, CPUs: m.Meta.CPUs, GPUs: m.Meta.GPUs, Boot: m.Meta.Boot}
 			if k, ok := known[m.ID]; ok && k.Address == n.Address && k.State == n.State && k.CPUs == n.CPUs && k.GPUs == n.GPUs && k.Boot == n.Boot {
@@ -524,13 +522,12 @@ func (l *leader) verdict(now time.Time, t *tracker) {
 		l.finish(now, t, proto.RunSucceeded, "")
 		return
 	}
-	g, fold, err := s.record(context.Background(), t.run)
+	owed, failed, err := s.checkRecord(context.Background(), t.run)
 	if err != nil {
 		s.log.Warn("success verdict postponed: the run's record cannot be read", "run", t.run.ID, "err", err)
 		reprobe()
 		return
 	}
-	owed, failed := CheckSuccess(g, fold)
 	if len(failed) > 0 {
 		l.finish(now, t, proto.RunFailed, fmt.Sprintf("task %s failed", failed[0]))
 		return

@@ -103,11 +103,11 @@ func (l *Liveness) Gossip(now time.Time, id, state, boot string) {
 	if boot != n.boot {
 		n.boot, n.noResp, n.heard = boot, 0, time.Time{}
 	}
-	if state == proto.NodeDead && n.gossip != proto.NodeDead {
-		n.deadSince, n.noResp, n.confirmed = now, 0, false
-	}
-	if state != proto.NodeDead {
+	switch {
+	case state != proto.NodeDead:
 		n.deadSince, n.noResp, n.confirmed = time.Time{}, 0, false
+	case n.gossip != proto.NodeDead: // a new verdict of death
+		n.deadSince, n.noResp, n.confirmed = now, 0, false
 	}
 	n.gossip = state
 }
@@ -136,9 +136,6 @@ func (l *Liveness) NoResponder(now time.Time, id string) {
 // GoneAfter is how many pings in a row must find no responder to confirm a
 // death.
 const GoneAfter = 2
-
-// Forget drops a node the cluster no longer lists.
-func (l *Liveness) Forget(id string) { delete(l.nodes, id) }
 
 // State is the state to record for node at now: proto.NodeAlive unless it is
 // confirmed dead (proto.NodeDead) or left the ring (proto.NodeLeft); gossip's
@@ -169,14 +166,19 @@ func (l *Liveness) state(now time.Time, n *liveNode) string {
 	if n.confirmed || n.noResp >= GoneAfter {
 		return proto.NodeDead
 	}
-	since := n.deadSince
-	if n.heard.After(since) {
-		since = n.heard
-	}
-	if now.Sub(since) >= l.silence() {
+	if now.Sub(n.quietSince()) >= l.silence() {
 		return proto.NodeDead
 	}
 	return proto.NodeAlive
+}
+
+// quietSince is when a candidate's silence began: the later of gossip's
+// verdict and the last sign of life.
+func (n *liveNode) quietSince() time.Time {
+	if n.heard.After(n.deadSince) {
+		return n.heard
+	}
+	return n.deadSince
 }
 
 // Candidate reports whether gossip says node is dead but that is not
@@ -208,15 +210,11 @@ func (l *Liveness) Next(now time.Time) time.Time {
 		if !l.Candidate(now, id) {
 			continue
 		}
-		since := n.deadSince
-		if n.heard.After(since) {
-			since = n.heard
-		}
 		ping := n.pinged.Add(l.pingEvery())
 		if n.pinged.IsZero() {
 			ping = now
 		}
-		for _, t := range []time.Time{since.Add(l.silence()), ping} {
+		for _, t := range []time.Time{n.quietSince().Add(l.silence()), ping} {
 			if next.IsZero() || t.Before(next) {
 				next = t
 			}

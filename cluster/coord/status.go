@@ -33,20 +33,6 @@ type taskAgg struct {
 	output []byte
 }
 
-// clone returns a deep enough copy of f for reading while f goes on.
-func (f *Fold) clone() *Fold {
-	c := &Fold{tasks: make(map[string]*taskAgg, len(f.tasks)), extra: append([]string(nil), f.extra...)}
-	for k, a := range f.tasks {
-		b := *a
-		b.execs = make(map[string]uint64, len(a.execs))
-		for n, x := range a.execs {
-			b.execs[n] = x
-		}
-		c.tasks[k] = &b
-	}
-	return c
-}
-
 // NewFold returns an empty fold.
 func NewFold() *Fold { return &Fold{tasks: map[string]*taskAgg{}} }
 
@@ -169,10 +155,10 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 	return c.fold.Status(r, c.g), nil
 }
 
-// record returns a run's graph and its record folded up to now (the status
-// cache's, brought up to date): what the leader checks a success verdict
-// against (CheckSuccess).
-func (s *Server) record(ctx context.Context, r Run) (*spec.Graph, *Fold, error) {
+// checkRecord checks a success verdict for run r against its record,
+// folded up to now (the status cache's, brought up to date): CheckSuccess,
+// under the cache's lock.
+func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []string, err error) {
 	c := s.cacheOf(r.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -182,7 +168,8 @@ func (s *Server) record(ctx context.Context, r Run) (*spec.Graph, *Fold, error) 
 	if err := s.readEvents(ctx, c, r.ID); err != nil {
 		return nil, nil, err
 	}
-	return c.g, c.fold.clone(), nil
+	owed, failed = CheckSuccess(c.g, c.fold)
+	return owed, failed, nil
 }
 
 // cacheOf returns run id's status cache, made on first use.

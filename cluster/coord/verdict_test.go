@@ -29,19 +29,6 @@ flows:
       - {name: y, func: noop, succeed: [x]}
 `
 
-func verdictGraph(t *testing.T) *spec.Graph {
-	t.Helper()
-	f, err := spec.Parse("v.yaml", []byte(verdictFlow))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := f.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // complete is the record of a correct run: every task done, the loop body
 // and "after" three times.
 func complete() map[string][2]uint64 { // name → {activations, executions}
@@ -62,7 +49,7 @@ func foldOf(g *spec.Graph, rec map[string][2]uint64, state map[string]transport.
 }
 
 func TestCheckSuccess(t *testing.T) {
-	g := verdictGraph(t)
+	g := expand(t, verdictFlow)
 	cases := []struct {
 		name   string
 		edit   func(rec map[string][2]uint64)

@@ -245,8 +245,8 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 	now := d.now()
 	o.Runs = make([]RunRow, 0, len(runs))
 	for i, r := range runs {
-		row := RunRow{RunSummary: r}
-		row.AgeMS = now.Sub(r.Submitted).Milliseconds() // since it was submitted, finished or not
+		// The age is the time since the submit, finished or not.
+		row := RunRow{RunSummary: r, AgeMS: now.Sub(r.Submitted).Milliseconds()}
 		if i < 200 { // progress of the newest runs; the list itself is complete
 			if c, err := d.counts(ctx, r.ID); err == nil {
 				row.Tasks, row.Done, row.Failed, row.Running, row.Progress = c.Tasks, c.Done, c.Failed, c.Running, c.progress()
