@@ -24,16 +24,6 @@ func (r *recorder) task(s string) func() { return func() { r.add(s) } }
 
 func (r *recorder) index(s string) int { return slices.Index(r.log, s) }
 
-func (r *recorder) count(s string) int {
-	n := 0
-	for _, x := range r.log {
-		if x == s {
-			n++
-		}
-	}
-	return n
-}
-
 func before(t *testing.T, r *recorder, a, b string) {
 	t.Helper()
 	ia, ib := r.index(a), r.index(b)

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -361,7 +360,7 @@ func (l *leader) send(node string, m transport.Message) {
 }
 
 func (l *leader) probe(t *tracker, wave uint64) {
-	body := binary.LittleEndian.AppendUint64(nil, wave)
+	body := proto.ProbeBody(wave)
 	for _, n := range t.run.Nodes {
 		l.send(n, &transport.Envelope{Kind: proto.KindProbe, Run: t.run.ID, Body: body})
 	}

@@ -1,7 +1,7 @@
 // Package dashboard is hetflow's web view: every coordinator serves it at /
 // (and so does `coordinator dev --serve`, on http://127.0.0.1:7070/). Nothing
-// is installed: plain HTML, CSS and a little JavaScript are embedded with
-// go:embed, the graphs and timelines are SVG drawn by the server, and the
+// is installed: plain HTML, CSS and a little JavaScript are embedded in the
+// binary (go:embed), the graphs and timelines are SVG drawn by the server, and the
 // pages follow the cluster through server-sent events.
 //
 // What it shows:

@@ -20,8 +20,8 @@
 //
 // An Assignment (control subject) names the run, its generation, the nodes
 // and each task's owner, and carries the flow's canonical JSON. The node
-// ignores one it already runs (same Run and Gen) or has released; a newer
-// generation replaces the run (started afresh: replay is not done yet). It
+// ignores one it already runs (same Run and Gen) or has released; one of a
+// newer generation for a run it holds is a reassignment (see Recovery). It
 // parses, validates and expands the flow (spec.File.Expand) and builds one
 // localexec taskflow from the vertices it owns:
 //

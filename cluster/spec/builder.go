@@ -106,19 +106,6 @@ func (tb *TaskBuilder) Precede(succs ...*TaskBuilder) *TaskBuilder {
 	return tb
 }
 
-// SucceedNames and PrecedeNames add edges by name (tasks not built yet, or
-// built elsewhere).
-func (tb *TaskBuilder) SucceedNames(names ...string) *TaskBuilder {
-	tb.t.Succeed = append(tb.t.Succeed, names...)
-	return tb
-}
-
-// PrecedeNames: see SucceedNames.
-func (tb *TaskBuilder) PrecedeNames(names ...string) *TaskBuilder {
-	tb.t.Precede = append(tb.t.Precede, names...)
-	return tb
-}
-
 // Domain sets the domain.
 func (tb *TaskBuilder) Domain(d Domain) *TaskBuilder { tb.t.Domain = d; return tb }
 

@@ -221,13 +221,6 @@ func (p *position) setItems(field string, lines []int) {
 	p.items[field] = lines
 }
 
-func (p *position) at() int {
-	if p == nil {
-		return 0
-	}
-	return p.line
-}
-
 func (p *position) field(name string) int {
 	if p == nil {
 		return 0
