@@ -1,16 +1,97 @@
+// Command bench runs hetflow's cluster benchmarks (package bench): the
+// seed's experiments on in-process dev clusters or, with --server, on a
+// running cluster, writing JSON results and SVG/PNG plots. It is a binary of
+// its own so that the coordinator does not link the plotting libraries.
+//
+//	go run ./cmd/bench --quick                 # CI-sized, under two minutes on 2 cores
+//	go run ./cmd/bench --out docs/bench        # the full run behind docs/bench/
+//	go run ./cmd/bench --server URL[,URL...]   # a running cluster (node --http for /metrics)
+//
+// Exit codes: 0 done, 1 a run failed, 2 invalid input (flags, results
+// directory), 3 the cluster cannot be reached, 4 not authorised, 5 not
+// found. See docs/benchmarks/cluster-bench.md.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/hetflow/hetflow/bench"
+	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/spf13/cobra"
 )
 
-// benchCmd is `coordinator bench`: the cluster benchmark of package bench.
+// Exit codes, those of the coordinator's CLI.
+const (
+	exitOK           = 0
+	exitRunFailed    = 1
+	exitInvalid      = 2
+	exitUnreachable  = 3
+	exitUnauthorized = 4
+	exitNotFound     = 5
+)
+
+// exitError carries an exit code out of the command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+// codeOf maps an error of a run on a cluster to its exit code.
+func codeOf(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, proto.ErrInvalid):
+		return withCode(exitInvalid, err)
+	case errors.Is(err, proto.ErrUnauthorized):
+		return withCode(exitUnauthorized, fmt.Errorf("%w\n  the cluster wants its API token: --token-file F or HETFLOW_TOKEN", err))
+	case errors.Is(err, proto.ErrNotFound):
+		return withCode(exitNotFound, err)
+	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
+		return withCode(exitUnreachable, err)
+	}
+	return withCode(exitRunFailed, err)
+}
+
+func signalCtx() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	cmd := benchCmd()
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, err) // package bench's errors name it
+		return ee.code
+	}
+	fmt.Fprintln(os.Stderr, "bench:", err) // cobra's own: unknown flag, bad argument count
+	return exitInvalid
+}
+
+// benchCmd is the command line of package bench.
 func benchCmd() *cobra.Command {
 	var quick, quiet bool
 	var out, server, tokenFile, replot, resim string
@@ -24,7 +105,9 @@ func benchCmd() *cobra.Command {
 experiment and SVG/PNG plots under --out. --quick is the CI-sized run (under two
 minutes on a 2-core machine); without it, the full run behind docs/bench/.
 See docs/benchmarks/cluster-bench.md.`,
-		Args: cobra.NoArgs,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if replot != "" {
 				files, err := bench.Replot(replot)
@@ -79,7 +162,7 @@ See docs/benchmarks/cluster-bench.md.`,
 			if !quiet {
 				c.Progress = cmd.ErrOrStderr()
 			}
-			bench.Command = "coordinator bench " + strings.Join(os.Args[min(2, len(os.Args)):], " ")
+			bench.Command = strings.Join(append([]string{"bench"}, os.Args[min(1, len(os.Args)):]...), " ")
 			ctx, cancel := signalCtx()
 			defer cancel()
 			rep, err := bench.Run(ctx, c)

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN §5a).
+// Exit codes (docs/design.md, "The contract").
 const (
 	exitOK           = 0
 	exitRunFailed    = 1
@@ -77,7 +77,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(validateCmd(), dumpCmd(), benchCmd())
+	root.AddCommand(validateCmd(), dumpCmd())
 	addClusterCommands(root)
 	return root
 }

@@ -219,7 +219,7 @@ func advertised(bound, host string) string {
 func handler(n *node.Node, token string) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	// process_resident_memory_bytes and friends: coordinator bench --server
+	// process_resident_memory_bytes and friends: bench --server (cmd/bench)
 	// samples them for each node's peak memory
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(nodeCollector{n})
