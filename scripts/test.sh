@@ -20,7 +20,7 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/nu
     echo "== chromium/chromium-driver missing and apt-get is not usable here: the browser test will skip"
   fi
 fi
-# The compose tier runs the cluster with docker compose v2 and docker-compose v1 (DESIGN §6).
+# The compose tier runs the cluster with docker compose v2 and docker-compose v1 (docs/design.md, "The contract").
 # Where the engine answers but v2 is missing, build it from the Go module proxy (a one-time
 # cost of a few minutes per machine; the Go build cache keeps it). If that fails, the v2 test
 # skips and says why.

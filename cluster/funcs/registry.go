@@ -57,7 +57,7 @@ type Call struct {
 // Result is what a function returns.
 type Result struct {
 	// Output is the task's output bytes (nil: none). Condition, multicondition
-	// and subflow tasks produce none (DESIGN §5a): the runtime drops theirs.
+	// and subflow tasks produce none (docs/design.md, "The contract"): the runtime drops theirs.
 	Output []byte
 	// Choice is a condition's answer: the index into its precede list of the
 	// successor to run; out of range runs nothing.

@@ -94,7 +94,7 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *cluster.Client) error
 	return codeOf(fn(ctx, c))
 }
 
-// codeOf maps a client error to the exit code DESIGN §5a gives it.
+// codeOf maps a client error to the exit code the contract gives it (docs/design.md).
 func codeOf(err error) error {
 	switch {
 	case err == nil:

@@ -80,7 +80,7 @@ func (c config) validate() error {
 	return nil
 }
 
-// input returns the vectors of DESIGN §5a's saxpy: x[i] = (i mod 97)/97,
+// input returns the vectors of the built-in saxpy's (cluster/funcs/doc.go): x[i] = (i mod 97)/97,
 // y[i] = (i mod 89)/89.
 func input(n int) (x, y []float32) {
 	x, y = make([]float32, n), make([]float32, n)
