@@ -4,10 +4,13 @@ FAULTS ?= leader,nats,node-kill,node-stop
 
 RUNSIM_SEEDS ?= 20000
 
-.PHONY: test chaos compose-build e2e runsim
+.PHONY: test lint chaos compose-build e2e runsim
 
 test: ## the CI test command
 	bash scripts/test.sh
+
+lint: ## go vet and staticcheck (installed, pinned, from the module proxy)
+	bash scripts/lint.sh
 
 e2e: ## loopback and compose tiers only
 	go test -count=1 -timeout 30m ./e2e/

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README: "bash scripts/test.sh"); .ci/run calls it.
-# Unit tests, e2e on loopback (real natsd, coordinators and nodes), the compose tier (when a
-# Docker engine answers), then each fuzz target briefly.
+# Lint (go vet, staticcheck: scripts/lint.sh), unit tests, e2e on loopback (real natsd,
+# coordinators and nodes), the compose tier (when a Docker engine answers), then each fuzz
+# target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dashboard's browser test (e2e/dashboard_test.go) drives Debian's chromium through
@@ -34,8 +35,7 @@ if docker info >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
     tail -1 "$composelog" | sed 's/^/   /'
   fi
 fi
-echo "== go vet"
-go vet ./...
+bash scripts/lint.sh
 echo "== tests (race, shuffled; includes e2e/)"
 go test -race -shuffle=on -timeout 30m ./...
 # The run-protocol simulation (cluster/runsim) as a step of its own, over a fixed range of
