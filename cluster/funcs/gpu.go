@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/gpu"
 )
 
@@ -31,19 +30,7 @@ type GPUWork struct {
 // SetGPUGraph attaches (or replaces) the device implementation of a
 // registered static function.
 func (r *Registry) SetGPUGraph(name string, fn GPUGraph) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[name]
-	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknown, name)
-	}
-	if e.Kind != spec.KindStatic {
-		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, name)
-	}
-	c := *e
-	c.Graph = fn
-	r.entries[name] = &c
-	return nil
+	return r.setGPU(name, func(e *Entry) { e.Graph = fn })
 }
 
 // saxpyGraph is saxpy's device implementation: copy x and y in, y = a·x + y

@@ -170,6 +170,12 @@ func (r *Registry) MustRegister(e Entry) {
 
 // SetGPU attaches (or replaces) the GPU body of a registered static function.
 func (r *Registry) SetGPU(name string, fn Func) error {
+	return r.setGPU(name, func(e *Entry) { e.GPU = fn })
+}
+
+// setGPU changes a copy of a registered static function's entry with set
+// and registers the copy in its place.
+func (r *Registry) setGPU(name string, set func(*Entry)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
@@ -180,7 +186,7 @@ func (r *Registry) SetGPU(name string, fn Func) error {
 		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, name)
 	}
 	c := *e
-	c.GPU = fn
+	set(&c)
 	r.entries[name] = &c
 	return nil
 }

@@ -22,51 +22,20 @@ import (
 	"syscall"
 
 	"github.com/hetflow/hetflow/bench"
-	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes, those of the coordinator's CLI.
+// Exit codes, those of every command (internal/cli).
 const (
-	exitOK           = 0
-	exitRunFailed    = 1
-	exitInvalid      = 2
-	exitUnreachable  = 3
-	exitUnauthorized = 4
-	exitNotFound     = 5
+	exitOK      = cli.ExitOK
+	exitInvalid = cli.ExitInvalid
 )
 
-// exitError carries an exit code out of the command.
-type exitError struct {
-	code int
-	err  error
-}
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
-
-// codeOf maps an error of a run on a cluster to its exit code.
 func codeOf(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, proto.ErrInvalid):
-		return withCode(exitInvalid, err)
-	case errors.Is(err, proto.ErrUnauthorized):
-		return withCode(exitUnauthorized, fmt.Errorf("%w\n  the cluster wants its API token: --token-file F or HETFLOW_TOKEN", err))
-	case errors.Is(err, proto.ErrNotFound):
-		return withCode(exitNotFound, err)
-	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		return withCode(exitUnreachable, err)
-	}
-	return withCode(exitRunFailed, err)
+	return cli.CodeOf(err, "the cluster wants its API token: --token-file F or HETFLOW_TOKEN")
 }
 
 func signalCtx() (context.Context, context.CancelFunc) {
@@ -82,10 +51,10 @@ func run(args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	var ee *exitError
+	var ee *cli.ExitError
 	if errors.As(err, &ee) {
 		fmt.Fprintln(os.Stderr, err) // package bench's errors name it
-		return ee.code
+		return ee.Code
 	}
 	fmt.Fprintln(os.Stderr, "bench:", err) // cobra's own: unknown flag, bad argument count
 	return exitInvalid
@@ -117,7 +86,7 @@ See docs/benchmarks/cluster-bench.md.`,
 				if errors.Is(err, bench.ErrConfig) {
 					return withCode(exitInvalid, err)
 				}
-				return withCode(exitRunFailed, err)
+				return withCode(cli.ExitRunFailed, err)
 			}
 			c := bench.Full()
 			if quick {
@@ -144,7 +113,7 @@ See docs/benchmarks/cluster-bench.md.`,
 				if errors.Is(err, bench.ErrConfig) {
 					return withCode(exitInvalid, err)
 				}
-				return withCode(exitRunFailed, err)
+				return withCode(cli.ExitRunFailed, err)
 			}
 			c.Workers, c.Seed = workers, seed
 			if server != "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/spf13/cobra"
 )
@@ -96,19 +97,7 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *cluster.Client) error
 
 // codeOf maps a client error to the exit code the contract gives it (docs/design.md).
 func codeOf(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, proto.ErrInvalid):
-		return withCode(exitInvalid, err)
-	case errors.Is(err, proto.ErrUnauthorized):
-		return withCode(exitUnauthorized, fmt.Errorf("%w\n  the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it", err))
-	case errors.Is(err, proto.ErrNotFound):
-		return withCode(exitNotFound, err)
-	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		return withCode(exitUnreachable, err)
-	}
-	return withCode(exitRunFailed, err)
+	return cli.CodeOf(err, "the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it")
 }
 
 func printJSON(w io.Writer, v any) error {

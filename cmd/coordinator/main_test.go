@@ -233,7 +233,7 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 		err := root.Execute()
 		var ee *exitError
 		if errors.As(err, &ee) {
-			return ee.code, ee.err.Error()
+			return ee.Code, ee.Err.Error()
 		}
 		if err != nil {
 			return -1, err.Error()
