@@ -207,25 +207,6 @@ func cloneValue(v any) any {
 	return v
 }
 
-// NormalizeArgs converts argument values to the types the parser produces
-// (int64, uint64, float64, string, bool, nil, []any, map[string]any), so that
-// flows from Go and from files compare equal. It fails on other types and on
-// infinite or NaN floats.
-func NormalizeArgs(args map[string]any) (map[string]any, error) {
-	if len(args) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]any, len(args))
-	for k, v := range args {
-		n, err := normalize(v, 0)
-		if err != nil {
-			return nil, fmt.Errorf("argument %q: %w", k, err)
-		}
-		out[k] = n
-	}
-	return out, nil
-}
-
 func normalize(v any, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
