@@ -65,6 +65,11 @@ type Client struct {
 	// in which some server ran out of time doubles it, so a call that is
 	// merely slow everywhere (a large submit) still gets through.
 	Attempt time.Duration
+	// OnRetry, when set, is told of every round in which no server
+	// answered: the last server's error and how long the call goes on
+	// retrying (at most; the context may end it sooner). The CLI prints
+	// the first one, so a server that is down is not 15 s of silence.
+	OnRetry func(err error, left time.Duration)
 
 	mu   sync.Mutex
 	next int // the server that answered last
@@ -148,6 +153,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		wait := min(backoff, time.Until(deadline))
 		if wait <= 0 || ctx.Err() != nil {
 			break
+		}
+		if c.OnRetry != nil {
+			left := time.Until(deadline)
+			if d, ok := ctx.Deadline(); ok {
+				left = min(left, time.Until(d))
+			}
+			c.OnRetry(last, left)
 		}
 		t := time.NewTimer(wait)
 		select {
