@@ -330,4 +330,25 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	w.until(30*time.Second, "a group opens its tasks", `
 		return location.search.includes('lo=') && document.querySelectorAll('#graph g.task[data-task]').length > 0 &&
 			!document.querySelector('#graph g.k-group') && document.querySelector('#crumbs').innerText.includes('levels')`)
+
+	// The counts add up to the progress: the if-else example skips the
+	// branch its condition did not pick, and the page says so beside 100%.
+	out, _ := cli(t, "runs", "--json", "--server", url)
+	var runs []struct{ ID, Flow string }
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatalf("runs --json: %v: %s", err, out)
+	}
+	ifelse := ""
+	for _, r := range runs {
+		if r.Flow == "ifelse" {
+			ifelse = r.ID
+		}
+	}
+	if ifelse == "" {
+		t.Fatalf("no ifelse run in %s", out)
+	}
+	w.open(url + "/ui/runs/" + ifelse)
+	w.until(30*time.Second, "the if-else run's counts name its skipped task beside 100%", `
+		return document.body.dataset.state === 'succeeded' && document.querySelector('#progress').innerText === '100%' &&
+			/\bdone\b/.test(document.querySelector('#counts').innerText) && document.querySelector('#counts').innerText.includes('1 skipped')`)
 }

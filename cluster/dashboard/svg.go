@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -204,26 +205,40 @@ func renderSVG(vw *view, base string) []byte {
 }
 
 func (d *Dashboard) handleGraph(w http.ResponseWriter, r *http.Request) {
+	out, err := d.graphSVG(r)
+	if err != nil {
+		var bq badQuery
+		if errors.As(err, &bq) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(out)
+}
+
+// badQuery is a graph query the dashboard cannot read (400, not 500).
+type badQuery struct{ error }
+
+// graphSVG draws the graph of run {id} in the scope r's query asks for.
+func (d *Dashboard) graphSVG(r *http.Request) ([]byte, error) {
 	q, err := ParseQuery(r.URL.Query())
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
+		return nil, badQuery{err}
 	}
 	id := r.PathValue("id")
 	_, rd, st, err := d.summary(r.Context(), id, false)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	rd.mu.Lock()
 	vw, err := buildView(rd, vertexStatus(rd.g, st), q)
 	rd.mu.Unlock()
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	out := renderSVG(vw, "/ui/runs/"+id)
-	w.Header().Set("Content-Type", "image/svg+xml")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(out)
+	return renderSVG(vw, "/ui/runs/"+id), nil
 }
