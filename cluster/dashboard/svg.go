@@ -88,7 +88,11 @@ func renderSVG(vw *view, base string) []byte {
 	for i, e := range vw.edges {
 		edges[i] = LEdge{From: e.from, To: e.to, Weak: e.weak}
 	}
-	L := Place(boxes, edges)
+	place := Place
+	if vw.grid {
+		place = GridPlace
+	}
+	L := place(boxes, edges)
 	top := legendTop + 8
 	W, H := max(L.Width, 360), L.Height+top
 	var b bytes.Buffer
@@ -132,6 +136,14 @@ func renderSVG(vw *view, base string) []byte {
 			} else {
 				d = fmt.Sprintf("M%.1f,%.1fC%.1f,%.1f %.1f,%.1f %.1f,%.1f", x1, y1, bulge, y1, bulge, y2, x2, y2)
 			}
+		} else if vw.grid && fy == ty {
+			// Along a row of the grid: side to side.
+			x1, x2 := fx+f.W, tx
+			if tx < fx {
+				x1, x2 = fx, tx+t.W
+			}
+			y := fy + f.H/2
+			d = fmt.Sprintf("M%.1f,%.1fL%.1f,%.1f", x1, y, x2, y)
 		} else {
 			x1, y1 := fx+f.W/2, fy+f.H
 			x2, y2 := tx+t.W/2, ty
@@ -140,7 +152,11 @@ func renderSVG(vw *view, base string) []byte {
 		}
 		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arr)"/>`, cls, d)
 		if e.count > 1 {
-			fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f">%d</text>`, (fx+f.W/2+tx+t.W/2)/2+4, (fy+f.H+ty)/2, e.count)
+			if vw.grid && fy == ty {
+				fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f" text-anchor="middle">%d</text>`, (fx+f.W/2+tx+t.W/2)/2, fy+f.H/2-5, e.count)
+			} else {
+				fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f">%d</text>`, (fx+f.W/2+tx+t.W/2)/2+4, (fy+f.H+ty)/2, e.count)
+			}
 		}
 	}
 	for i := range vw.items {
