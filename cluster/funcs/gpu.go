@@ -15,7 +15,8 @@ import (
 // A node calls it once per run for each gpu-domain task of the function,
 // when it builds its part. Then, on its executor: Build adds the task's work
 // to the task's gpu.Graph, once, on a GPU worker of the task's device (an
-// error fails the task); every activation launches that graph again; after
+// error is a failure inside the executor, a localexec.PanicError naming the
+// task, as a panic there would be); every activation launches that graph again; after
 // each launch Output gives the task's output bytes, on a CPU worker. Free,
 // when set, releases what Build allocated, once the run ends.
 type GPUGraph func(args Args) (*GPUWork, error)
