@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -27,6 +28,11 @@ type graphExec struct {
 	errMu     sync.Mutex
 	err       error
 	done      chan struct{}
+
+	// timed sim only: each node's ready time (the latest end of its predecessors so far) and
+	// the launch's end, in the model (ns since the clock's origin)
+	readyAt []atomic.Int64
+	end     atomic.Int64
 }
 
 type task struct {
@@ -48,6 +54,9 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 		joins:    make([]int32, n),
 		pending:  make([]atomic.Int32, n),
 		done:     make(chan struct{}, 1),
+	}
+	if d.tm != nil {
+		x.readyAt = make([]atomic.Int64, n)
 	}
 	for _, nd := range g.nodes {
 		x.ops[nd.idx] = nd.op
@@ -84,13 +93,33 @@ func (x *graphExec) launch() error {
 	x.remaining.Store(int32(len(x.ops)))
 	x.failed.Store(false)
 	x.err = nil
+	tm := x.d.tm
+	if tm != nil {
+		at := int64(tm.submitAt())
+		for i := range x.readyAt {
+			x.readyAt[i].Store(at)
+		}
+		x.end.Store(at)
+	}
 	if err := x.d.push(x.sources); err != nil {
 		return err
 	}
 	<-x.done
+	if tm != nil {
+		tm.hostWait(time.Duration(x.end.Load()))
+	}
 	x.errMu.Lock()
 	defer x.errMu.Unlock()
 	return x.err
+}
+
+func atomicMax(a *atomic.Int64, v int64) {
+	for {
+		o := a.Load()
+		if v <= o || a.CompareAndSwap(o, v) {
+			return
+		}
+	}
 }
 
 func (x *graphExec) fail(i int32, err error) {
@@ -106,9 +135,27 @@ func (x *graphExec) fail(i int32, err error) {
 // the device's run queue for other engines): a chain costs no hand-offs.
 func (x *graphExec) run(i int32) {
 	for {
+		var end int64
+		if x.d.tm != nil {
+			end = x.readyAt[i].Load()
+		}
 		if !x.failed.Load() {
-			if err := x.d.exec(x.ops[i], x.recorded[i]); err != nil {
+			var err error
+			if x.d.tm != nil {
+				var e time.Duration
+				e, err = x.d.execTimed(x.ops[i], x.recorded[i], time.Duration(end))
+				end = int64(e)
+			} else {
+				err = x.d.exec(x.ops[i], x.recorded[i])
+			}
+			if err != nil {
 				x.fail(i, err)
+			}
+		}
+		if x.d.tm != nil {
+			atomicMax(&x.end, end)
+			for _, s := range x.succ[i] {
+				atomicMax(&x.readyAt[s], end)
 			}
 		}
 		next := int32(-1)
