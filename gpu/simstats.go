@@ -13,7 +13,6 @@ const (
 	numEngines
 )
 
-
 func engineOf(k NodeKind) int {
 	switch k {
 	case KindH2D:
