@@ -14,6 +14,7 @@ import (
 // the operations recorded by capture nodes, and the state of the launch in progress (launches
 // of one graph are serialised by Graph.mu, so one state is reused).
 type graphExec struct {
+	g        *Graph
 	d        *Device
 	nodes    []*Node
 	ops      []*op
@@ -29,10 +30,10 @@ type graphExec struct {
 	err       error
 	done      chan struct{}
 
-	// timed sim only: each node's ready time (the latest end of its predecessors so far) and
-	// the launch's end, in the model (ns since the clock's origin)
+	// timed sim only: each node's ready time (the latest end of its predecessors so far), in
+	// the model (ns since the clock's origin)
 	readyAt []atomic.Int64
-	end     atomic.Int64
+	order   []int32 // a topological order: the timed sim runs the nodes in it, inline
 }
 
 type task struct {
@@ -46,6 +47,7 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 	}
 	n := len(g.nodes)
 	x := &graphExec{
+		g:        g,
 		d:        d,
 		nodes:    g.nodes,
 		ops:      make([]*op, n),
@@ -57,6 +59,9 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 	}
 	if d.tm != nil {
 		x.readyAt = make([]atomic.Int64, n)
+		for _, nd := range order {
+			x.order = append(x.order, int32(nd.idx))
+		}
 	}
 	for _, nd := range g.nodes {
 		x.ops[nd.idx] = nd.op
@@ -93,21 +98,52 @@ func (x *graphExec) launch() error {
 	x.remaining.Store(int32(len(x.ops)))
 	x.failed.Store(false)
 	x.err = nil
-	tm := x.d.tm
-	if tm != nil {
-		at := int64(tm.submitAt())
-		for i := range x.readyAt {
-			x.readyAt[i].Store(at)
-		}
-		x.end.Store(at)
+	if tm := x.d.tm; tm != nil {
+		return x.launchTimed(tm)
 	}
 	if err := x.d.push(x.sources); err != nil {
 		return err
 	}
 	<-x.done
-	if tm != nil {
-		tm.hostWait(time.Duration(x.end.Load()))
+	x.errMu.Lock()
+	defer x.errMu.Unlock()
+	return x.err
+}
+
+// launchTimed runs the launch on the timed sim: the nodes one after another in a topological
+// order on the calling goroutine (the engines' timelines model what runs in parallel, so the
+// hand-offs to engine goroutines would only add CPU time), then waits for the model's end.
+func (x *graphExec) launchTimed(tm *simTiming) error {
+	x.d.smu.Lock()
+	closed := x.d.sclosed
+	x.d.smu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: launch on device %d", ErrClosed, x.d.id)
 	}
+	h := x.g.host
+	if h == nil {
+		h = tm.w.host()
+	}
+	at := int64(tm.submitAt(h))
+	for i := range x.readyAt {
+		x.readyAt[i].Store(at)
+	}
+	end := at
+	for _, i := range x.order {
+		e := x.readyAt[i].Load()
+		if !x.failed.Load() {
+			t, err := x.d.execTimed(x.ops[i], x.recorded[i], time.Duration(e))
+			if err != nil {
+				x.fail(i, err)
+			}
+			e = int64(t)
+		}
+		end = max(end, e)
+		for _, s := range x.succ[i] {
+			atomicMax(&x.readyAt[s], e)
+		}
+	}
+	tm.hostWait(h, time.Duration(end))
 	x.errMu.Lock()
 	defer x.errMu.Unlock()
 	return x.err
@@ -135,27 +171,9 @@ func (x *graphExec) fail(i int32, err error) {
 // the device's run queue for other engines): a chain costs no hand-offs.
 func (x *graphExec) run(i int32) {
 	for {
-		var end int64
-		if x.d.tm != nil {
-			end = x.readyAt[i].Load()
-		}
 		if !x.failed.Load() {
-			var err error
-			if x.d.tm != nil {
-				var e time.Duration
-				e, err = x.d.execTimed(x.ops[i], x.recorded[i], time.Duration(end))
-				end = int64(e)
-			} else {
-				err = x.d.exec(x.ops[i], x.recorded[i])
-			}
-			if err != nil {
+			if err := x.d.exec(x.ops[i], x.recorded[i]); err != nil {
 				x.fail(i, err)
-			}
-		}
-		if x.d.tm != nil {
-			atomicMax(&x.end, end)
-			for _, s := range x.succ[i] {
-				atomicMax(&x.readyAt[s], end)
 			}
 		}
 		next := int32(-1)

@@ -6,8 +6,11 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,15 +21,17 @@ import (
 //   - A device has three engines, each one timeline: compute (kernels, memsets, device-to-device
 //     copies), host-to-device copy and device-to-host copy. An operation starts at the later of
 //     the time it is ready (its predecessors' ends, its stream's previous operation, the host's
-//     submission plus LaunchLatency) and the time its engine is free; it ends at the later of
+//     submission plus LaunchLatency) and the earliest gap on its engine's timeline that fits
+//     it (bookings are kept, so work ready earlier can go before work booked ahead of wall
+//     time by a host thread whose clock runs ahead); it ends at the later of
 //     start + its modelled time (Profile) and the wall time its body finished.
-//   - Every host goroutine that waits on a device (Graph.Launch, Stream.Synchronize,
-//     Event.Synchronize, Buffer.Write and Read) has a virtual clock of its own: the model's end
-//     of what it waited for. It stands for the host thread, which is blocked until then on
-//     hardware; what it submits next is ready no earlier. The goroutine really sleeps (a timer;
-//     nothing spins) only when its clock is more than the profile's Slack ahead of wall time,
-//     and then until about its clock (the timer's lateness, learnt as it goes, is taken off).
-//     Goroutines are told apart by their id (runtime.Stack), as the model's host threads.
+//   - A host thread that waits on a device (Graph.Launch, Stream.Synchronize,
+//     Event.Synchronize, Buffer.Write and Read) is a Host with a clock of its own: the model's
+//     end of what it waited for; it is blocked until then, as on hardware, and what it submits
+//     next is ready no earlier. Its goroutine really sleeps (a timer; nothing spins) only when
+//     that clock is more than the profile's Slack ahead of wall time, and then until about the
+//     clock (the timer's lateness, learnt as it goes, is taken off). Graph.LaunchFrom names
+//     the Host; other calls use the calling goroutine's, found by its id (runtime.Stack).
 //
 // What this leaves out, in the model's favour or not, is written in docs/benchmarks/timed-sim.md.
 
@@ -43,18 +48,28 @@ var clockOrigin = time.Now()
 func (realClock) now() time.Duration    { return time.Since(clockOrigin) }
 func (realClock) sleep(d time.Duration) { time.Sleep(d) }
 
-// simWorld is what the devices of a process share in the model: wall time and the host
-// goroutines' virtual clocks.
+// simWorld is what the devices of a process share in the model: wall time, the Hosts of
+// goroutines that wait on a device without one of their own, and how late sleeps wake.
 type simWorld struct {
 	clk  simClock
 	goid func() uint64
 
 	mu    sync.Mutex
-	hosts map[uint64]time.Duration // goroutine → virtual time it is blocked until (> wall)
-	late  time.Duration            // running estimate of how late a sleep wakes
+	hosts map[uint64]*Host // by goroutine id; pruned of those not blocked
+	late  atomic.Int64     // running estimate of how late a sleep wakes (ns)
 }
 
-var defaultWorld = &simWorld{clk: realClock{}, goid: curGoid, hosts: map[uint64]time.Duration{}}
+// initialLate is where the estimate of a sleep's lateness starts: Go timers on a Linux VM were
+// seen to wake about 1 ms late; the estimate follows what the sleeps show.
+const initialLate = time.Millisecond
+
+var defaultWorld = newSimWorld(realClock{}, curGoid, initialLate)
+
+func newSimWorld(c simClock, goid func() uint64, late time.Duration) *simWorld {
+	w := &simWorld{clk: c, goid: goid, hosts: map[uint64]*Host{}}
+	w.late.Store(int64(late))
+	return w
+}
 
 func curGoid() uint64 {
 	var b [64]byte
@@ -68,77 +83,139 @@ func curGoid() uint64 {
 	return 0
 }
 
-// hostNow is the calling goroutine's virtual time: its clock, or wall time if that is later.
-func (w *simWorld) hostNow() time.Duration {
+// host is the calling goroutine's own Host.
+func (w *simWorld) host() *Host {
 	id := w.goid()
-	now := w.clk.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h, ok := w.hosts[id]; ok {
-		if h > now {
-			return h
-		}
-		delete(w.hosts, id)
-	}
-	return now
-}
-
-// hostWait makes the calling goroutine wait, in the model, until t: its clock moves to t (if
-// later), and it sleeps only if that puts it more than slack ahead of wall time.
-func (w *simWorld) hostWait(t, slack time.Duration, st *SimStats, stmu *sync.Mutex) {
-	id := w.goid()
-	now := w.clk.now()
-	w.mu.Lock()
-	h := max(w.hosts[id], t)
-	lead := h - now
-	if lead <= 0 {
-		delete(w.hosts, id)
-		w.mu.Unlock()
-		stmu.Lock()
-		st.Syncs++
-		stmu.Unlock()
-		return
-	}
-	w.hosts[id] = h
-	if len(w.hosts) > 256 { // goroutines that left: their clocks are in the past
-		for g, v := range w.hosts {
-			if v <= now {
-				delete(w.hosts, g)
+	h, ok := w.hosts[id]
+	if !ok {
+		if len(w.hosts) >= 256 { // goroutines that left, or are not blocked
+			now := int64(w.clk.now())
+			for g, v := range w.hosts {
+				if v.at.Load() <= now {
+					delete(w.hosts, g)
+				}
 			}
 		}
+		h = NewHost()
+		w.hosts[id] = h
 	}
-	late := w.late
-	w.mu.Unlock()
+	return h
+}
+
+// hostNow is h's time in the model: when it is free, or wall time if that is later.
+func (w *simWorld) hostNow(h *Host) time.Duration {
+	return max(w.clk.now(), time.Duration(h.at.Load()))
+}
+
+// hostWait makes h wait, in the model, until t: its clock moves to t (if later), and its
+// goroutine (the caller) sleeps only if that puts it more than slack ahead of wall time.
+func (w *simWorld) hostWait(h *Host, t, slack time.Duration, st *SimStats, stmu *sync.Mutex) {
+	now := w.clk.now()
+	at := max(time.Duration(h.at.Load()), t)
+	h.at.Store(int64(at))
+	lead := at - now
 	if lead <= slack {
 		stmu.Lock()
 		st.Syncs++
 		stmu.Unlock()
 		return
 	}
+	late := time.Duration(w.late.Load())
 	d := max(lead-late, 0)
 	w.clk.sleep(d)
 	after := w.clk.now()
-	w.mu.Lock()
-	w.late = (4*w.late + max(after-now-d, 0)) / 5
-	if w.hosts[id] <= after {
-		delete(w.hosts, id)
-	}
-	w.mu.Unlock()
+	w.late.Store(int64((4*late + max(after-now-d, 0)) / 5))
 	stmu.Lock()
 	st.Syncs++
 	st.Sleeps++
 	st.Slept += after - now
-	st.Late += max(after-h, 0)
+	st.Late += max(after-at, 0)
 	stmu.Unlock()
 }
 
 // settle sleeps until wall time reaches t, give or take the timer's lateness.
 func (w *simWorld) settle(t time.Duration) {
-	w.mu.Lock()
-	late := w.late
-	w.mu.Unlock()
+	late := time.Duration(w.late.Load())
 	if lead := t - w.clk.now(); lead > late {
 		w.clk.sleep(lead - late)
+	}
+}
+
+// timelineHorizon is how far behind wall time an engine's timeline keeps its busy intervals:
+// nothing is ready earlier than that (an operation is ready at or after its submission).
+const timelineHorizon = 20 * time.Millisecond
+
+// timeline is one engine's bookings: busy intervals, sorted, disjoint, touching ones merged.
+// An operation takes the earliest gap at or after it is ready, so one that becomes ready
+// before work another host thread booked ahead of wall time (that thread's clock runs ahead)
+// runs first, as it would have on hardware.
+type timeline struct{ iv []interval }
+
+type interval struct{ s, e time.Duration }
+
+func (tl *timeline) end() time.Duration {
+	if len(tl.iv) == 0 {
+		return 0
+	}
+	return tl.iv[len(tl.iv)-1].e
+}
+
+func (tl *timeline) book(ready, d time.Duration) time.Duration {
+	i := sort.Search(len(tl.iv), func(i int) bool { return tl.iv[i].e > ready })
+	start := ready
+	for ; i < len(tl.iv) && tl.iv[i].s < start+d; i++ {
+		start = max(start, tl.iv[i].e)
+	}
+	if d > 0 {
+		tl.insert(i, interval{start, start + d})
+	}
+	return start
+}
+
+// insert puts n before tl.iv[i] (n starts after tl.iv[i-1] ends), merging what touches.
+func (tl *timeline) insert(i int, n interval) {
+	j := i
+	if i > 0 && tl.iv[i-1].e >= n.s {
+		j = i - 1
+		tl.iv[j].e = max(tl.iv[j].e, n.e)
+	} else {
+		tl.iv = slices.Insert(tl.iv, i, n)
+	}
+	tl.mergeAfter(j)
+}
+
+func (tl *timeline) mergeAfter(j int) {
+	k := j + 1
+	for k < len(tl.iv) && tl.iv[k].s <= tl.iv[j].e {
+		tl.iv[j].e = max(tl.iv[j].e, tl.iv[k].e)
+		k++
+	}
+	tl.iv = slices.Delete(tl.iv, j+1, k)
+}
+
+// extend makes the booking that starts at start last until end (its body outlasted it).
+func (tl *timeline) extend(start, end time.Duration) {
+	i := sort.Search(len(tl.iv), func(i int) bool { return tl.iv[i].e > start })
+	if i == len(tl.iv) || tl.iv[i].s > start {
+		tl.insert(i, interval{start, end}) // a zero-length booking
+		return
+	}
+	if end > tl.iv[i].e {
+		tl.iv[i].e = end
+		tl.mergeAfter(i)
+	}
+}
+
+// prune forgets intervals that ended before horizon (in batches, to copy rarely).
+func (tl *timeline) prune(horizon time.Duration) {
+	if len(tl.iv) == 0 || tl.iv[0].e >= horizon {
+		return
+	}
+	k := sort.Search(len(tl.iv), func(i int) bool { return tl.iv[i].e >= horizon })
+	if k >= 64 || k == len(tl.iv) {
+		tl.iv = slices.Delete(tl.iv, 0, k)
 	}
 }
 
@@ -147,9 +224,9 @@ type simTiming struct {
 	w *simWorld
 	p Profile
 
-	mu   sync.Mutex
-	free [numEngines]time.Duration // when each engine's last booked operation ends
-	st   SimStats
+	mu  sync.Mutex
+	eng [numEngines]timeline
+	st  SimStats
 }
 
 func newSimTiming(w *simWorld, p Profile) *simTiming {
@@ -158,10 +235,13 @@ func newSimTiming(w *simWorld, p Profile) *simTiming {
 	return t
 }
 
-// submitAt is when work the calling goroutine submits now can start on the device.
-func (t *simTiming) submitAt() time.Duration { return t.w.hostNow() + t.p.LaunchLatency }
+// submitAt is when work h submits now can start on the device.
+func (t *simTiming) submitAt(h *Host) time.Duration { return t.w.hostNow(h) + t.p.LaunchLatency }
 
-func (t *simTiming) hostWait(end time.Duration) { t.w.hostWait(end, t.p.slack(), &t.st, &t.mu) }
+// hostWait is Graph.Launch's, Synchronize's, ... wait for end, by h.
+func (t *simTiming) hostWait(h *Host, end time.Duration) {
+	t.w.hostWait(h, end, t.p.slack(), &t.st, &t.mu)
+}
 
 // cost is o's modelled time; declared is false for a kernel without Work (its body's time is
 // added to the overhead).
@@ -182,20 +262,21 @@ func (t *simTiming) cost(o *op) (d time.Duration, declared bool, err error) {
 	return t.p.KernelTime(w), true, nil
 }
 
-// book reserves engine e from max(ready, free) for d and returns the start.
+// book reserves d of engine e in its earliest free gap at or after ready and returns the
+// start.
 func (t *simTiming) book(e int, ready, d time.Duration) time.Duration {
+	horizon := t.w.clk.now() - timelineHorizon
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	start := max(ready, t.free[e])
-	t.free[e] = start + d
-	return start
+	t.eng[e].prune(horizon)
+	return t.eng[e].book(max(ready, horizon), d)
 }
 
 // finish records an operation booked at start on e that ends at end, its body having taken body.
 func (t *simTiming) finish(e int, start, end, body time.Duration, bodyBound bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.free[e] = max(t.free[e], end)
+	t.eng[e].extend(start, end)
 	t.st.Ops++
 	t.st.Modeled += end - start
 	t.st.Busy[e] += end - start
@@ -209,7 +290,7 @@ func (t *simTiming) finish(e int, start, end, body time.Duration, bodyBound bool
 func (t *simTiming) idleAt() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return max(t.free[0], t.free[1], t.free[2])
+	return max(t.eng[0].end(), t.eng[1].end(), t.eng[2].end())
 }
 
 func (t *simTiming) stats() SimStats {
@@ -258,13 +339,14 @@ func (d *Device) syncCopy(kind NodeKind, bytes int, body func() error) error {
 	t := d.tm
 	dur, _, _ := t.cost(o)
 	e := engineOf(kind)
-	start := t.book(e, t.submitAt(), dur)
+	h := t.w.host()
+	start := t.book(e, t.submitAt(h), dur)
 	w0 := t.w.clk.now()
 	err := body()
 	w1 := t.w.clk.now()
 	end := max(start+dur, w1)
 	t.finish(e, start, end, w1-w0, w1 > start+dur)
-	t.hostWait(end)
+	t.hostWait(h, end)
 	return err
 }
 

@@ -63,7 +63,7 @@ const us = time.Microsecond
 func timedDevs(t *testing.T, n int, p Profile) ([]*Device, *fakeClock) {
 	t.Helper()
 	c := &fakeClock{}
-	w := &simWorld{clk: c, goid: curGoid, hosts: map[uint64]time.Duration{}}
+	w := newSimWorld(c, curGoid, 0)
 	devs, err := openSim(n, &p, w)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func launch(t *testing.T, g *Graph) {
 	}
 }
 
-func hostAt(d *Device) time.Duration { return d.tm.w.hostNow() }
+func hostAt(d *Device) time.Duration { return d.tm.w.hostNow(d.tm.w.host()) }
 
 func TestProfileRoofline(t *testing.T) {
 	p := testProfile
@@ -494,5 +494,64 @@ func TestOpenReadsProfileEnv(t *testing.T) {
 	devs := openDevs(t, 1)
 	if devs[0].SimProfile() != nil || devs[0].SimStats() != (SimStats{}) {
 		t.Errorf("empty %s: timed", SimProfileEnv)
+	}
+}
+
+// An engine's timeline: an operation takes the earliest gap at or after it is ready, so work
+// ready earlier goes before work booked further ahead; bookings that touch merge.
+func TestTimelineGaps(t *testing.T) {
+	var tl timeline
+	for _, c := range []struct{ ready, d, want time.Duration }{
+		{100, 10, 100}, // [100,110)
+		{0, 10, 0},     // before it: [0,10)
+		{0, 95, 110},   // the gap [10,100) is too short
+		{5, 20, 10},    // fits in [10,100)
+		{0, 70, 30},    // [30,100) is exactly 70
+		{0, 0, 0},      // zero length: no booking
+		{50, 5, 205},   // everything up to 205 is taken
+	} {
+		if got := tl.book(c.ready, c.d); got != c.want {
+			t.Errorf("book(%d, %d) = %d, want %d (timeline %v)", c.ready, c.d, got, c.want, tl.iv)
+		}
+	}
+	if len(tl.iv) != 1 || tl.iv[0] != (interval{0, 210}) {
+		t.Errorf("timeline %v, want one merged interval [0,210)", tl.iv)
+	}
+	tl.book(300, 10)
+	tl.extend(300, 320) // a body that outlasted its model
+	if tl.end() != 320 || tl.book(305, 1) != 320 {
+		t.Errorf("after extend: %v", tl.iv)
+	}
+	tl.prune(1000) // all of it ended before the horizon
+	if len(tl.iv) != 0 || tl.book(0, 5) != 0 {
+		t.Errorf("after prune: %v", tl.iv)
+	}
+}
+
+// Two Hosts on one goroutine are two host threads: a launch from the second does not wait
+// for the first, only for the engines.
+func TestTimedLaunchFromHosts(t *testing.T) {
+	devs, _ := timedDevs(t, 1, testProfile)
+	d := devs[0]
+	k := busyKernel(nil, true)
+	x := mustAlloc[float32](t, d, 2000)
+	hx := make([]float32, 2000)
+	g := NewGraph(d)
+	a := H2D(g, x, hx)
+	b := g.Kernel(k, D1(1), D1(1), int64(1e7), int64(0))
+	a.Precede(b)
+	b.Precede(D2H(g, hx, x))
+	h1, h2 := NewHost(), NewHost()
+	if err := g.LaunchFrom(h1); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.LaunchFrom(h2); err != nil {
+		t.Fatal(err)
+	}
+	// h1: h2d [10,19) kernel [19,31) d2h [31,40); h2, ready at 10 too, queues on each engine:
+	// h2d [19,28) kernel [31,43) d2h [43,52)
+	if h1.at.Load() != int64(40*us) || h2.at.Load() != int64(52*us) || hostAt(d) != 0 {
+		t.Errorf("h1 at %v, h2 at %v, the goroutine's own host at %v; want 40µs, 52µs, 0",
+			time.Duration(h1.at.Load()), time.Duration(h2.at.Load()), hostAt(d))
 	}
 }

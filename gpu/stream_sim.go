@@ -130,7 +130,7 @@ func (ls *liveStream) loop(d *Device) {
 
 func (s *Stream) enqueue(it streamItem) error {
 	if tm := s.dev.tm; tm != nil {
-		it.at = tm.w.hostNow()
+		it.at = tm.w.hostNow(tm.w.host())
 		if it.sync == nil {
 			it.at += tm.p.LaunchLatency
 		}
@@ -168,8 +168,8 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	r := <-ch
-	if s.dev.tm != nil {
-		s.dev.tm.hostWait(r.end)
+	if tm := s.dev.tm; tm != nil {
+		tm.hostWait(tm.w.host(), r.end)
 	}
 	return r.err
 }
@@ -265,7 +265,7 @@ func (e *Event) close() {
 func (e *Event) Query() bool {
 	var now time.Duration
 	if tm := e.dev.tm; tm != nil {
-		now = tm.w.hostNow()
+		now = tm.w.hostNow(tm.w.host())
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -279,7 +279,7 @@ func (e *Event) Synchronize() error {
 	e.mu.Unlock()
 	at := e.await(gen)
 	if tm := e.dev.tm; tm != nil {
-		tm.hostWait(at)
+		tm.hostWait(tm.w.host(), at)
 	}
 	return nil
 }

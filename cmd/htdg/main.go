@@ -66,7 +66,8 @@ type options struct {
 	corunK     int
 	corunSize  int
 	corunReps  int
-	child      bool // hidden: this process is a co-run child
+	simProfile string // -sim-profile: "" leaves HETFLOW_SIM_PROFILE as it is
+	child      bool   // hidden: this process is a co-run child
 	childMode  mode
 	childN     int
 	executable string // what co-run starts; os.Executable() by default
@@ -74,17 +75,21 @@ type options struct {
 
 // report is the -json output.
 type report struct {
-	Date       string       `json:"date"`
-	GoVersion  string       `json:"go_version"`
-	GOOS       string       `json:"goos"`
-	GOARCH     string       `json:"goarch"`
-	NumCPU     int          `json:"num_cpu"`
-	GOMAXPROCS int          `json:"gomaxprocs"`
-	Backend    string       `json:"backend"`
-	Seed       uint64       `json:"seed"`
-	GPUs       int          `json:"gpus"`
-	Workers    int          `json:"workers"`
-	Reps       int          `json:"reps"`
+	Date       string `json:"date"`
+	GoVersion  string `json:"go_version"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Backend    string `json:"backend"`
+	Seed       uint64 `json:"seed"`
+	GPUs       int    `json:"gpus"`
+	Workers    int    `json:"workers"`
+	Reps       int    `json:"reps"`
+	// Modeled: the devices are timed sim devices of SimProfile, and every time in this
+	// report is wall time that follows their model, not a GPU's.
+	Modeled    bool         `json:"modeled"`
+	SimProfile *gpu.Profile `json:"sim_profile,omitempty"`
 	MemoryNote string       `json:"memory_note"`
 	Sizes      []sizeResult `json:"sizes"`
 	Corun      *corunReport `json:"corun,omitempty"`
@@ -148,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
 	fs.IntVar(&o.corunSize, "corun-size", 20_000, "tasks of the co-run graph")
 	fs.IntVar(&o.corunReps, "corun-reps", 5, "timed runs of each co-run process")
+	fs.StringVar(&o.simProfile, "sim-profile", "", "run on timed sim devices of `PROFILE` (a built-in: h200, h100; or a JSON file); sets "+gpu.SimProfileEnv+", whose value is the default; off: the plain sim")
 	// hidden: a co-run child (see corun.go)
 	fs.BoolVar(&o.child, "corun-child", false, "")
 	childMode := fs.String("mode", "", "")
@@ -209,6 +215,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.corunReps < 1 || o.corunReps > 1000:
 		return o, fmt.Errorf("-corun-reps %d: want 1 to 1000", o.corunReps)
 	}
+	if set["sim-profile"] {
+		if _, err := gpu.LookupProfile(o.simProfile); err != nil {
+			return o, fmt.Errorf("-sim-profile: %w", err)
+		}
+	}
 	if o.child {
 		ms, err := parseModes(*childMode)
 		if err != nil || len(ms) != 1 {
@@ -233,6 +244,18 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 2
 	}
+	if o.simProfile != "" {
+		// gpu.Open reads it, here and in co-run children
+		if err := os.Setenv(gpu.SimProfileEnv, o.simProfile); err != nil {
+			fmt.Fprintln(stderr, "htdg:", err)
+			return 1
+		}
+	}
+	prof, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv))
+	if err != nil {
+		fmt.Fprintln(stderr, "htdg:", err)
+		return 2
+	}
 	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
 	if o.child {
 		if err := runChild(o.childN, o.childMode, bc, stdin, stdout); err != nil {
@@ -241,7 +264,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	rep, err := bench(o, stdout, stderr)
+	rep, err := bench(o, prof, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 1
@@ -261,14 +284,19 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // bench runs the size sweep and, with -corun, the co-run experiment,
 // printing tables to stdout as it goes.
-func bench(o options, stdout, stderr io.Writer) (*report, error) {
+func bench(o options, prof *gpu.Profile, stdout, stderr io.Writer) (*report, error) {
 	rep := &report{
 		Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Backend: gpu.Backend(), Seed: o.seed, GPUs: o.gpus, Workers: o.workers, Reps: o.reps, MemoryNote: memoryNote,
 	}
+	backend := rep.Backend
+	if prof != nil && rep.Backend == "sim" {
+		rep.Modeled, rep.SimProfile = true, prof
+		backend = "timed sim (profile " + prof.Name + ": times are MODELED, not calibrated against hardware)"
+	}
 	fmt.Fprintf(stdout, "htdg: %s backend, %d GPUs, %d CPU workers, GOMAXPROCS %d, seed %d, %d timed runs after a warm-up\n\n",
-		rep.Backend, o.gpus, o.workers, rep.GOMAXPROCS, o.seed, o.reps)
+		backend, o.gpus, o.workers, rep.GOMAXPROCS, o.seed, o.reps)
 	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
 	for _, n := range o.sizes {
 		sr := sizeResult{Tasks: n}
@@ -281,7 +309,7 @@ func bench(o options, stdout, stderr io.Writer) (*report, error) {
 		}
 		rep.Sizes = append(rep.Sizes, sr)
 	}
-	writeSizeTable(stdout, rep.Sizes)
+	writeSizeTable(stdout, rep.Sizes, rep.Modeled)
 
 	if o.corunK > 0 {
 		self := o.executable
@@ -301,7 +329,7 @@ func bench(o options, stdout, stderr io.Writer) (*report, error) {
 		}
 		rep.Corun = &corunReport{Tasks: o.corunSize, Reps: o.corunReps, Rows: rows}
 		fmt.Fprintln(stdout)
-		writeCorunTable(stdout, rep.Corun)
+		writeCorunTable(stdout, rep.Corun, rep.Modeled)
 	}
 	return rep, nil
 }
@@ -314,9 +342,18 @@ func perRun(v uint64, runs int) string {
 	return strconv.FormatFloat(float64(v)/float64(runs), 'f', 0, 64)
 }
 
-func writeSizeTable(w io.Writer, sizes []sizeResult) {
+// modeledTag is what a time made on the timed sim carries next to it.
+func modeledTag(modeled bool) string {
+	if modeled {
+		return " (modeled)"
+	}
+	return ""
+}
+
+func writeSizeTable(w io.Writer, sizes []sizeResult, modeled bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tasks\tmode\tmedian ms\tmin ms\tfirst ms\tcpu ms/run\tcores\theap MiB\tsys MiB\texec cpu\texec gpu\tsteals\tfailed\tparks\twakeups\t")
+	m := modeledTag(modeled)
+	fmt.Fprintf(tw, "tasks\tmode\tmedian ms%s\tmin ms%s\tfirst ms%s\tcpu ms/run\tcores\theap MiB\tsys MiB\texec cpu\texec gpu\tsteals\tfailed\tparks\twakeups\t\n", m, m, m)
 	for _, s := range sizes {
 		for _, r := range s.Modes {
 			t := r.total()
@@ -335,6 +372,16 @@ func writeSizeTable(w io.Writer, sizes []sizeResult) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "(counters are per run, all domains; cores = CPU time / median wall time)")
+	if modeled {
+		fmt.Fprintln(w, "timed sim, per mode over all runs and devices: device time charged, the Go bodies' share of it (CPU), host sleeps and how far they overshot the model:")
+		for _, s := range sizes {
+			for _, r := range s.Modes {
+				if r.Sim != nil {
+					fmt.Fprintf(w, "  %d %s: %s\n", r.Tasks, r.Mode, r.Sim)
+				}
+			}
+		}
+	}
 	for _, s := range sizes {
 		var h, b *modeResult
 		for i := range s.Modes {
@@ -346,16 +393,20 @@ func writeSizeTable(w io.Writer, sizes []sizeResult) {
 			}
 		}
 		if h != nil && b != nil && h.MedianS > 0 {
-			fmt.Fprintf(w, "%d tasks: baseline/hetflow median runtime %.2fx, CPU time %.2fx\n",
-				s.Tasks, b.MedianS/h.MedianS, b.CPUPerRunS/max(h.CPUPerRunS, 1e-9))
+			fmt.Fprintf(w, "%d tasks: baseline/hetflow median runtime%s %.2fx, CPU time %.2fx\n",
+				s.Tasks, modeledTag(modeled), b.MedianS/h.MedianS, b.CPUPerRunS/max(h.CPUPerRunS, 1e-9))
 		}
 	}
 }
 
-func writeCorunTable(w io.Writer, c *corunReport) {
+func writeCorunTable(w io.Writer, c *corunReport, modeled bool) {
 	fmt.Fprintf(w, "co-run: k processes each running the same %d-task graph %d times at once\n", c.Tasks, c.Reps)
+	if modeled {
+		fmt.Fprintln(w, "(timed sim: each process models devices of its own; CPU contention is real, device contention between processes is not modeled)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "k\tmode\tsolo ms/run\tper-process median ms/run\tmean\tcpu s (all)\tmax rss MiB\tweighted speedup\t")
+	m := modeledTag(modeled)
+	fmt.Fprintf(tw, "k\tmode\tsolo ms/run%s\tper-process median ms/run%s\tmean\tcpu s (all)\tmax rss MiB\tweighted speedup%s\t\n", m, m, m)
 	for _, r := range c.Rows {
 		var each []string
 		var sum, cpu float64

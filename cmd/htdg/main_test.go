@@ -170,6 +170,39 @@ func TestQuickCLI(t *testing.T) {
 	}
 }
 
+// -sim-profile runs on timed sim devices: same checks pass (results bit for
+// bit, counters), the report says the times are modeled and carries the
+// model's counters per mode.
+func TestTimedCLI(t *testing.T) {
+	t.Setenv(gpu.SimProfileEnv, "") // cli sets it; restored after the test
+	file := filepath.Join(t.TempDir(), "out.json")
+	var out, errb bytes.Buffer
+	code := cli([]string{"-sim-profile", "h200", "-sizes", "60", "-reps", "2", "-gpus", "2", "-workers", "2", "-json", file}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "MODELED") || !strings.Contains(out.String(), "median runtime (modeled)") {
+		t.Fatalf("output does not say the times are modeled:\n%s", out.String())
+	}
+	var rep report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Modeled || rep.SimProfile == nil || rep.SimProfile.Name != "h200" || len(rep.Sizes) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Sizes[0].Modes {
+		// 3 operations per GPU task per run, and one initial write of x per device
+		if r.Sim == nil || r.Sim.Ops != int64(3*r.GPUTasks*r.Runs+2) || r.Sim.Modeled <= 0 {
+			t.Fatalf("%s: sim stats %+v (%d GPU tasks, %d runs)", r.Mode, r.Sim, r.GPUTasks, r.Runs)
+		}
+	}
+}
+
 // Co-run re-executes the (test) binary: k = 1, 2 children per mode.
 func TestCorun(t *testing.T) {
 	if runtime.GOOS == "windows" {
@@ -234,6 +267,7 @@ func TestBadFlags(t *testing.T) {
 		{"-sizes", "0"}, {"-sizes", "1,x"}, {"-reps", "0"}, {"-gpus", "0"}, {"-workers", "0"},
 		{"-corun", "9"}, {"-modes", "fast"}, {"-corun-size", "0"}, {"extra"}, {"-nosuch"},
 		{"-corun-child", "-mode", "hetflow"}, {"-corun-child", "-n", "5", "-mode", "x"},
+		{"-sim-profile", "h300"}, {"-sim-profile", "/nonexistent/p.json"},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(args, nil, &out, &errb); code != 2 {

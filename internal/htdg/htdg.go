@@ -181,12 +181,15 @@ func Build(g *Graph, m Mode, devs []*gpu.Device) (*Instance, error) {
 			tasks[i] = in.TF.EmplaceGPU(body).On(g.Device[i]).Name(name)
 		case ModeBaseline:
 			var gg *gpu.Graph
-			tasks[i] = in.TF.Emplace(func() {
+			// a runtime task only to know its worker: on the timed sim the
+			// launch blocks that worker, in the model, for as long as the GPU
+			// graph runs (as the GPU domain's launches block their GPU worker)
+			tasks[i] = in.TF.EmplaceRuntime(func(rt *localexec.Runtime) {
 				if gg == nil {
 					gg = gpu.NewGraph(dev)
 					body(gg)
 				}
-				if err := gg.Launch(); err != nil {
+				if err := gg.LaunchFrom(rt.GPUHost()); err != nil {
 					in.fail(fmt.Errorf("task %s: %w", name, err))
 				}
 			}).Name(name)
