@@ -16,6 +16,8 @@ type benchConfig struct {
 	gpus    int // devices (sim devices on the default build)
 	workers int // CPU workers
 	reps    int // timed runs after the warm-up run
+	// gpuWorkers is the GPU workers per device in hetflow mode (0: 1)
+	gpuWorkers int
 }
 
 // modeResult is one graph size measured in one mode.
@@ -83,7 +85,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		return res, err
 	}
 	res.BuildS = time.Since(t0).Seconds()
-	ex := in.Executor(c.workers)
+	ex := in.ExecutorGPUWorkers(c.workers, max(c.gpuWorkers, 1))
 	defer ex.Close()
 	if err := ex.Err(); err != nil {
 		return res, err

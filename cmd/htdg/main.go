@@ -60,6 +60,7 @@ type options struct {
 	seed       uint64
 	gpus       int
 	workers    int
+	gpuWorkers int
 	modes      []mode
 	jsonFile   string
 	quick      bool
@@ -85,6 +86,7 @@ type report struct {
 	Seed       uint64 `json:"seed"`
 	GPUs       int    `json:"gpus"`
 	Workers    int    `json:"workers"`
+	GPUWorkers int    `json:"gpu_workers_per_device"`
 	Reps       int    `json:"reps"`
 	// Modeled: the devices are timed sim devices of SimProfile, and every time in this
 	// report is wall time that follows their model, not a GPU's.
@@ -148,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random graphs")
 	fs.IntVar(&o.gpus, "gpus", 2, "GPU devices (sim devices on the default build); GPU tasks are spread over them")
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "CPU workers")
+	fs.IntVar(&o.gpuWorkers, "gpu-workers", 1, "GPU workers per device in hetflow mode")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to `FILE`")
 	fs.BoolVar(&o.quick, "quick", false, "CI-sized run: sizes 500,1K,2K, 3 reps, co-run on 2K tasks with 2 reps")
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
@@ -208,6 +211,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-gpus %d: want 1 to 64", o.gpus)
 	case o.workers < 1 || o.workers > 1024:
 		return o, fmt.Errorf("-workers %d: want 1 to 1024", o.workers)
+	case o.gpuWorkers < 1 || o.gpuWorkers > 64:
+		return o, fmt.Errorf("-gpu-workers %d: want 1 to 64", o.gpuWorkers)
 	case o.corunK < 0 || o.corunK > 8:
 		return o, fmt.Errorf("-corun %d: want 0 (off) to 8", o.corunK)
 	case o.corunSize < 1 || o.corunSize > 10_000_000:
@@ -256,7 +261,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 2
 	}
-	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
+	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps, gpuWorkers: o.gpuWorkers}
 	if o.child {
 		if err := runChild(o.childN, o.childMode, bc, stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "htdg:", err)
@@ -288,16 +293,16 @@ func bench(o options, prof *gpu.Profile, stdout, stderr io.Writer) (*report, err
 	rep := &report{
 		Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Backend: gpu.Backend(), Seed: o.seed, GPUs: o.gpus, Workers: o.workers, Reps: o.reps, MemoryNote: memoryNote,
+		Backend: gpu.Backend(), Seed: o.seed, GPUs: o.gpus, Workers: o.workers, GPUWorkers: o.gpuWorkers, Reps: o.reps, MemoryNote: memoryNote,
 	}
 	backend := rep.Backend
 	if prof != nil && rep.Backend == "sim" {
 		rep.Modeled, rep.SimProfile = true, prof
 		backend = "timed sim (profile " + prof.Name + ": times are MODELED, not calibrated against hardware)"
 	}
-	fmt.Fprintf(stdout, "htdg: %s backend, %d GPUs, %d CPU workers, GOMAXPROCS %d, seed %d, %d timed runs after a warm-up\n\n",
-		backend, o.gpus, o.workers, rep.GOMAXPROCS, o.seed, o.reps)
-	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
+	fmt.Fprintf(stdout, "htdg: %s backend, %d GPUs, %d CPU workers, %d GPU worker(s) per device (hetflow), GOMAXPROCS %d, seed %d, %d timed runs after a warm-up\n\n",
+		backend, o.gpus, o.workers, o.gpuWorkers, rep.GOMAXPROCS, o.seed, o.reps)
+	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps, gpuWorkers: o.gpuWorkers}
 	for _, n := range o.sizes {
 		sr := sizeResult{Tasks: n}
 		for _, m := range o.modes {
@@ -320,7 +325,7 @@ func bench(o options, prof *gpu.Profile, stdout, stderr io.Writer) (*report, err
 			}
 		}
 		cc := corunConfig{self: self, n: o.corunSize, maxK: o.corunK, modes: o.modes,
-			bench: benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.corunReps}}
+			bench: benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.corunReps, gpuWorkers: o.gpuWorkers}}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
 		rows, err := corun(ctx, cc, stderr)

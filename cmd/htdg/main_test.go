@@ -267,7 +267,7 @@ func TestBadFlags(t *testing.T) {
 		{"-sizes", "0"}, {"-sizes", "1,x"}, {"-reps", "0"}, {"-gpus", "0"}, {"-workers", "0"},
 		{"-corun", "9"}, {"-modes", "fast"}, {"-corun-size", "0"}, {"extra"}, {"-nosuch"},
 		{"-corun-child", "-mode", "hetflow"}, {"-corun-child", "-n", "5", "-mode", "x"},
-		{"-sim-profile", "h300"}, {"-sim-profile", "/nonexistent/p.json"},
+		{"-sim-profile", "h300"}, {"-sim-profile", "/nonexistent/p.json"}, {"-gpu-workers", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(args, nil, &out, &errb); code != 2 {

@@ -214,8 +214,14 @@ func (in *Instance) fail(err error) {
 // Executor returns an executor for the Instance's mode: workers CPU workers,
 // and in hetflow mode a GPU domain over the Instance's devices.
 func (in *Instance) Executor(workers int) *localexec.Executor {
+	return in.ExecutorGPUWorkers(workers, 1)
+}
+
+// ExecutorGPUWorkers is Executor with gpuWorkers GPU workers per device in
+// hetflow mode (the baseline has none).
+func (in *Instance) ExecutorGPUWorkers(workers, gpuWorkers int) *localexec.Executor {
 	if in.Mode == ModeHetflow {
-		return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithDevices(in.devs...))
+		return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithDevices(in.devs...), localexec.WithGPUWorkers(gpuWorkers))
 	}
 	return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithGPUs(0))
 }
