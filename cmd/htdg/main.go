@@ -68,7 +68,9 @@ type options struct {
 	corunSize  int
 	corunReps  int
 	simProfile string // -sim-profile: "" leaves HETFLOW_SIM_PROFILE as it is
-	child      bool   // hidden: this process is a co-run child
+	plotDir    string // -plot: plot the reports plotFiles instead of running
+	plotFiles  []string
+	child      bool // hidden: this process is a co-run child
 	childMode  mode
 	childN     int
 	executable string // what co-run starts; os.Executable() by default
@@ -156,6 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
 	fs.IntVar(&o.corunSize, "corun-size", 20_000, "tasks of the co-run graph")
 	fs.IntVar(&o.corunReps, "corun-reps", 5, "timed runs of each co-run process")
+	fs.StringVar(&o.plotDir, "plot", "", "do not run: plot the -json reports named after the flags (several invocations of one configuration are folded) as SVGs into `DIR`")
 	fs.StringVar(&o.simProfile, "sim-profile", "", "run on timed sim devices of `PROFILE` (a built-in: h200, h100; or a JSON file); sets "+gpu.SimProfileEnv+", whose value is the default; off: the plain sim")
 	// hidden: a co-run child (see corun.go)
 	fs.BoolVar(&o.child, "corun-child", false, "")
@@ -178,9 +181,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && o.plotDir == "" {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.plotFiles = fs.Args()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
@@ -248,6 +252,13 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 2
+	}
+	if o.plotDir != "" {
+		if err := plotReports(o.plotDir, o.plotFiles, stdout); err != nil {
+			fmt.Fprintln(stderr, "htdg:", err)
+			return 1
+		}
+		return 0
 	}
 	if o.simProfile != "" {
 		// gpu.Open reads it, here and in co-run children

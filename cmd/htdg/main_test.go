@@ -201,6 +201,28 @@ func TestTimedCLI(t *testing.T) {
 			t.Fatalf("%s: sim stats %+v (%d GPU tasks, %d runs)", r.Mode, r.Sim, r.GPUTasks, r.Runs)
 		}
 	}
+
+	// -plot folds reports into SVGs that say modeled
+	dir := t.TempDir()
+	out.Reset()
+	if code := cli([]string{"-plot", dir, file, file}, nil, &out, &errb); code != 0 {
+		t.Fatalf("-plot: exit %d: %s", code, errb.String())
+	}
+	for _, f := range []string{"htdg_modeled_runtime.svg", "htdg_modeled_ratio.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !strings.Contains(string(b), "modeled") {
+			t.Errorf("%s: %v, says modeled: %v", f, err, strings.Contains(string(b), "modeled"))
+		}
+	}
+	if !strings.Contains(out.String(), "baseline/hetflow") || !strings.Contains(out.String(), "60: ") {
+		t.Errorf("-plot table:\n%s", out.String())
+	}
+	if code := cli([]string{"-plot", dir}, nil, &out, &errb); code != 1 {
+		t.Errorf("-plot without reports: exit %d", code)
+	}
+	if code := cli([]string{"-plot", dir, filepath.Join(dir, "missing.json")}, nil, &out, &errb); code != 1 {
+		t.Errorf("-plot of a missing file: exit %d", code)
+	}
 }
 
 // Co-run re-executes the (test) binary: k = 1, 2 children per mode.
