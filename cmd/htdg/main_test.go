@@ -208,7 +208,7 @@ func TestTimedCLI(t *testing.T) {
 	if code := cli([]string{"-plot", dir, file, file}, nil, &out, &errb); code != 0 {
 		t.Fatalf("-plot: exit %d: %s", code, errb.String())
 	}
-	for _, f := range []string{"htdg_modeled_runtime.svg", "htdg_modeled_ratio.svg"} {
+	for _, f := range []string{"htdg_modeled_runtime.svg", "htdg_modeled_ratio.svg", "htdg_modeled.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil || !strings.Contains(string(b), "modeled") {
 			t.Errorf("%s: %v, says modeled: %v", f, err, strings.Contains(string(b), "modeled"))
