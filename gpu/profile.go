@@ -78,17 +78,13 @@ var H200 = Profile{
 
 // H100 is an NVIDIA H100 SXM5 (80 GB HBM3): as H200 but 3.35 TB/s of device memory (the H100
 // datasheet); not calibrated against hardware either.
-var H100 = Profile{
-	Name:           "h100",
-	Source:         "H100 SXM5 datasheet peaks (3.35 TB/s HBM3, 67 TFLOP/s FP32); link and launch figures as h200; not calibrated against hardware",
-	MemBandwidth:   3.35e12,
-	FP32:           67e12,
-	H2DBandwidth:   55e9,
-	D2HBandwidth:   55e9,
-	CopyLatency:    2 * time.Microsecond,
-	LaunchLatency:  4 * time.Microsecond,
-	KernelOverhead: 2 * time.Microsecond,
-}
+var H100 = func() Profile {
+	p := H200
+	p.Name = "h100"
+	p.Source = "H100 SXM5 datasheet peaks (3.35 TB/s HBM3, 67 TFLOP/s FP32); link and launch figures as h200; not calibrated against hardware"
+	p.MemBandwidth = 3.35e12
+	return p
+}()
 
 // Profiles are the built-in profiles by name; H200 is the default.
 var Profiles = map[string]Profile{"h200": H200, "h100": H100}

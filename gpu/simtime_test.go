@@ -94,6 +94,20 @@ func busyKernel(c *fakeClock, declared bool) *Kernel {
 	return k
 }
 
+// chainGraph is the HTDG's GPU task on d in the test profile: h2d of 8000 bytes (9 µs), a
+// 12 µs kernel, d2h of 8000 bytes (9 µs), in a chain.
+func chainGraph(t *testing.T, d *Device) *Graph {
+	t.Helper()
+	x := mustAlloc[float32](t, d, 2000)
+	hx := make([]float32, 2000)
+	g := NewGraph(d)
+	a := H2D(g, x, hx)
+	b := g.Kernel(busyKernel(nil, true), D1(1), D1(1), int64(1e7), int64(0))
+	a.Precede(b)
+	b.Precede(D2H(g, hx, x))
+	return g
+}
+
 func launch(t *testing.T, g *Graph) {
 	t.Helper()
 	if err := g.Launch(); err != nil {
@@ -191,17 +205,7 @@ func TestTimedCopyComputeOverlap(t *testing.T) {
 
 func TestTimedHostIsBlocked(t *testing.T) {
 	devs, c := timedDevs(t, 2, testProfile)
-	k := busyKernel(nil, true)
-	chain := func(d *Device) *Graph {
-		x := mustAlloc[float32](t, d, 2000)
-		hx := make([]float32, 2000)
-		g := NewGraph(d)
-		a := H2D(g, x, hx)
-		b := g.Kernel(k, D1(1), D1(1), int64(1e7), int64(0))
-		a.Precede(b)
-		b.Precede(D2H(g, hx, x))
-		return g
-	}
+	chain := func(d *Device) *Graph { return chainGraph(t, d) }
 	const one = 10*us + 9*us + 12*us + 9*us
 	// one goroutine launching twice: the second launch starts after the first ended in the
 	// model (the host thread was blocked), though wall time has not moved at all
@@ -337,6 +341,12 @@ func TestTimedStreams(t *testing.T) {
 	}
 	defer s1.Destroy()
 	defer s2.Destroy()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	sync2 := func(s ...*Stream) {
 		for _, st := range s {
 			if err := st.Synchronize(); err != nil {
@@ -345,24 +355,16 @@ func TestTimedStreams(t *testing.T) {
 		}
 	}
 	// a copy on one stream and a kernel on another overlap
-	if err := H2DAsync(s1, x, hx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Launch(k, D1(1), D1(1), int64(1e7), int64(0)); err != nil {
-		t.Fatal(err)
-	}
+	must(H2DAsync(s1, x, hx))
+	must(s2.Launch(k, D1(1), D1(1), int64(1e7), int64(0)))
 	sync2(s1, s2)
 	if got, want := hostAt(d), 10*us+12*us; got != want {
 		t.Errorf("copy ‖ kernel on two streams: host at %v, want %v", got, want)
 	}
 	// on one stream they run in order
 	t0 := hostAt(d)
-	if err := H2DAsync(s1, x, hx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s1.Launch(k, D1(1), D1(1), int64(1e7), int64(0)); err != nil {
-		t.Fatal(err)
-	}
+	must(H2DAsync(s1, x, hx))
+	must(s1.Launch(k, D1(1), D1(1), int64(1e7), int64(0)))
 	sync2(s1)
 	if got, want := hostAt(d)-t0, 10*us+9*us+12*us; got != want {
 		t.Errorf("copy then kernel on one stream: %v, want %v", got, want)
@@ -374,18 +376,10 @@ func TestTimedStreams(t *testing.T) {
 	}
 	defer e.Destroy()
 	t0 = hostAt(d)
-	if err := H2DAsync(s1, x, hx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s1.Record(e); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Wait(e); err != nil {
-		t.Fatal(err)
-	}
-	if err := s2.Launch(k, D1(1), D1(1), int64(1e7), int64(0)); err != nil {
-		t.Fatal(err)
-	}
+	must(H2DAsync(s1, x, hx))
+	must(s1.Record(e))
+	must(s2.Wait(e))
+	must(s2.Launch(k, D1(1), D1(1), int64(1e7), int64(0)))
 	sync2(s2)
 	if got, want := hostAt(d)-t0, 10*us+9*us+12*us; got != want {
 		t.Errorf("kernel on s2 after an event recorded behind a copy on s1: %v, want %v", got, want)
@@ -533,14 +527,7 @@ func TestTimelineGaps(t *testing.T) {
 func TestTimedLaunchFromHosts(t *testing.T) {
 	devs, _ := timedDevs(t, 1, testProfile)
 	d := devs[0]
-	k := busyKernel(nil, true)
-	x := mustAlloc[float32](t, d, 2000)
-	hx := make([]float32, 2000)
-	g := NewGraph(d)
-	a := H2D(g, x, hx)
-	b := g.Kernel(k, D1(1), D1(1), int64(1e7), int64(0))
-	a.Precede(b)
-	b.Precede(D2H(g, hx, x))
+	g := chainGraph(t, d)
 	h1, h2 := NewHost(), NewHost()
 	if err := g.LaunchFrom(h1); err != nil {
 		t.Fatal(err)

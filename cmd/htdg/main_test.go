@@ -130,14 +130,7 @@ func TestQuickCLI(t *testing.T) {
 	if !strings.Contains(out.String(), "baseline/hetflow median runtime") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	var rep report
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, file)
 	if rep.Reps != 3 || len(rep.Sizes) != 2 || rep.Sizes[1].Tasks != 101 || rep.Corun != nil {
 		t.Fatalf("report %+v", rep)
 	}
@@ -170,6 +163,19 @@ func TestQuickCLI(t *testing.T) {
 	}
 }
 
+func readReport(t *testing.T, file string) report {
+	t.Helper()
+	var rep report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // -sim-profile runs on timed sim devices: same checks pass (results bit for
 // bit, counters), the report says the times are modeled and carries the
 // model's counters per mode.
@@ -184,14 +190,7 @@ func TestTimedCLI(t *testing.T) {
 	if !strings.Contains(out.String(), "MODELED") || !strings.Contains(out.String(), "median runtime (modeled)") {
 		t.Fatalf("output does not say the times are modeled:\n%s", out.String())
 	}
-	var rep report
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, file)
 	if !rep.Modeled || rep.SimProfile == nil || rep.SimProfile.Name != "h200" || len(rep.Sizes) != 1 {
 		t.Fatalf("report %+v", rep)
 	}
