@@ -10,8 +10,8 @@
 //
 //   - hetflow: GPU tasks are GPU tasks (tf.EmplaceGPU(...).On(d)), run by the
 //     executor's GPU domain;
-//   - baseline: no GPU domain; each GPU task is an ordinary CPU task that
-//     launches the same GPU graph synchronously from its CPU worker (the
+//   - baseline: no GPU domain; each GPU task is a CPU task (a runtime task)
+//     that launches the same GPU graph synchronously from its CPU worker (the
 //     seed's oneTBB baseline, "encapsulate each GPU task in a CPU function").
 //
 // Every run's result is checked (each task's vector, bit for bit, against
@@ -26,9 +26,15 @@
 //	go run ./cmd/htdg                        # sizes 1K…20K, both modes
 //	go run ./cmd/htdg -quick                 # CI-sized
 //	go run ./cmd/htdg -corun 4 -json out.json
+//	go run ./cmd/htdg -sim-profile h200 -gpus 4 -json a.json   # timed sim: times are modeled
+//	go run ./cmd/htdg -plot DIR a.json b.json                  # SVGs and folded JSON of reports
 //
 // On the default build the devices are sim devices: copies and kernels run
-// on the CPU, in the device's own goroutines. See docs/benchmarks/htdg.md.
+// on the CPU, in the device's own goroutines. With -sim-profile (or
+// HETFLOW_SIM_PROFILE) they are timed sim devices that also charge device
+// time from a device model, and every time printed is marked modeled;
+// -gpu-workers sets hetflow's GPU workers per device. See
+// docs/benchmarks/htdg.md and docs/benchmarks/timed-sim.md.
 package main
 
 import (

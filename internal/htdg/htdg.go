@@ -87,10 +87,11 @@ const (
 	// ModeHetflow: GPU tasks are localexec GPU tasks (tf.EmplaceGPU(...).On(d)),
 	// run by the GPU workers of their device's domain.
 	ModeHetflow Mode = "hetflow"
-	// ModeBaseline: no GPU domain; each GPU task is an ordinary CPU task that
-	// builds the same gpu.Graph on its first run and launches it
-	// synchronously from the CPU worker (the seed's oneTBB baseline:
-	// "encapsulate each GPU task in a CPU function").
+	// ModeBaseline: no GPU domain; each GPU task is a CPU task (a runtime
+	// task, to know its worker) that builds the same gpu.Graph on its first
+	// run and launches it synchronously from the CPU worker, as that worker's
+	// gpu.Host (the seed's oneTBB baseline: "encapsulate each GPU task in a
+	// CPU function").
 	ModeBaseline Mode = "baseline"
 )
 
