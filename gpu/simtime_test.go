@@ -542,3 +542,63 @@ func TestTimedLaunchFromHosts(t *testing.T) {
 			time.Duration(h1.at.Load()), time.Duration(h2.at.Load()), hostAt(d))
 	}
 }
+
+// A kernel whose Work function panics or returns negative work fails its launch with
+// ErrKernel naming the kernel; the device stays usable.
+func TestTimedBadWork(t *testing.T) {
+	devs, _ := timedDevs(t, 1, testProfile)
+	d := devs[0]
+	for _, c := range []struct {
+		work func(_, _ Dim3, _ []any) Work
+		want string
+	}{
+		{func(_, _ Dim3, _ []any) Work { panic("boom") }, "its Work function: "},
+		{func(_, _ Dim3, _ []any) Work { return Work{Bytes: -1} }, "returned"},
+	} {
+		k := &Kernel{Name: "badwork", Go: func(*Block, []any) {}, Work: c.work}
+		g := NewGraph(d)
+		g.Kernel(k, D1(1), D1(1))
+		err := g.Launch()
+		if !errors.Is(err, ErrKernel) || !strings.Contains(err.Error(), "badwork") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("launch: %v, want ErrKernel naming badwork and %q", err, c.want)
+		}
+	}
+	launch(t, chainGraph(t, d)) // still usable
+}
+
+// SettleModel sleeps until the devices' booked work ends (less the timer's lateness), and not
+// at all when wall time is past it.
+func TestSettleModel(t *testing.T) {
+	c := &fakeClock{}
+	w := newSimWorld(c, curGoid, 100*us)
+	p := testProfile
+	devs, err := openSim(2, &p, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}()
+	h := NewHost()
+	g := chainGraph(t, devs[1])
+	if err := g.LaunchFrom(h); err != nil { // ends at 40 µs in the model, host not asleep
+		t.Fatal(err)
+	}
+	SettleModel(devs...)
+	SettleModel(devs[0]) // an idle device: nothing to wait for
+	if s := c.slept(); len(s) != 0 {
+		t.Fatalf("slept %v for a 40µs lead under a 100µs lateness", s)
+	}
+	g2 := NewGraph(devs[1])
+	g2.Kernel(busyKernel(nil, true), D1(1), D1(1), int64(5e8), int64(0)) // 500 µs
+	if err := g2.LaunchFrom(NewHost()); err != nil {
+		t.Fatal(err)
+	}
+	end := devs[1].tm.idleAt()
+	SettleModel(devs...)
+	if s := c.slept(); len(s) != 1 || s[0] != end-100*us {
+		t.Errorf("slept %v, want once for %v (the model's end less the lateness)", s, end-100*us)
+	}
+}
