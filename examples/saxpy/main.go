@@ -145,9 +145,13 @@ func run(c config) (string, error) {
 		sum += float64(v)
 	}
 	st := ex.Stats()
-	return fmt.Sprintf("saxpy ok: n=%d a=%g on %s device %d (%d devices); sum(y)=%.6g; executed cpu=%d gpu%d=%d",
+	timed := ""
+	if dev.SimProfile() != nil {
+		timed = "; timed sim, device time modeled: " + dev.SimStats().String()
+	}
+	return fmt.Sprintf("saxpy ok: n=%d a=%g on %s device %d (%d devices); sum(y)=%.6g; executed cpu=%d gpu%d=%d%s",
 		c.n, c.a, gpu.Backend(), c.device, len(ex.Devices()), sum,
-		st.Domain("cpu").Executed, c.device, st.Domain(fmt.Sprintf("gpu%d", c.device)).Executed), nil
+		st.Domain("cpu").Executed, c.device, st.Domain(fmt.Sprintf("gpu%d", c.device)).Executed, timed), nil
 }
 
 // verify checks x and y after the run against the plain-Go reference.
