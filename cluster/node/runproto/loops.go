@@ -1,0 +1,165 @@
+package runproto
+
+import "github.com/hetflow/hetflow/cluster/spec"
+
+// Loops numbers the activations a traversal starts (transport.Signal.DstAct)
+// from what the source's activation knows, so that a task re-executed on a
+// new owner, whose inputs come from the record and from live senders in any
+// order, runs activation k on activation k's inputs, as the original did.
+//
+// The rule, for activation k of v traversing an edge to u:
+//
+//   - u is picked by a condition of the loop v is in (u and that condition
+//     in one strongly connected component of the graph, v in it too): u's
+//     next activation after the latest one in the causal past of v's
+//     activation, which the loop context says (Ctx: for each such task of
+//     the loop, its latest activation in the causal past);
+//   - otherwise a strong edge: activation k of u (a join's j-th activation
+//     takes the j-th completion of each strong predecessor);
+//   - otherwise a weak edge: u's activation that is the condition's n-th
+//     pick of it (n counted by the sender).
+//
+// A task's context is the merge (elementwise max) of the contexts of its
+// inputs from its own loop, with its own slot set to its activation. For
+// the flows whose activations do not depend on timing (every strong
+// predecessor of a join runs once per activation of the join, a task with
+// strong predecessors picked only by the conditions of its own loop, every
+// other pick target picked by one condition) this is the numbering any
+// fault-free run has.
+type Loops struct {
+	comp  []int32 // vertex → its loop (a component with a cycle), -1
+	slot  []int32 // vertex → its place in its loop's context, -1
+	width []int   // loop → context length
+}
+
+// NewLoops finds the loops of g (every edge, strong and weak, of each scope).
+func NewLoops(g *spec.Graph) *Loops {
+	n := len(g.Vertices)
+	l := &Loops{comp: make([]int32, n), slot: make([]int32, n)}
+	// Tarjan's strongly connected components, iterative.
+	index := make([]int, n)
+	low := make([]int, n)
+	on := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+		l.comp[i], l.slot[i] = -1, -1
+	}
+	var stack []int
+	next := 0
+	type frame struct{ v, e int }
+	for root := range n {
+		if index[root] >= 0 {
+			continue
+		}
+		calls := []frame{{root, 0}}
+		index[root], low[root] = next, next
+		next++
+		stack = append(stack, root)
+		on[root] = true
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			succ := g.Vertices[f.v].Succ
+			if f.e < len(succ) {
+				w := succ[f.e].To
+				f.e++
+				if index[w] < 0 {
+					index[w], low[w] = next, next
+					next++
+					stack = append(stack, w)
+					on[w] = true
+					calls = append(calls, frame{w, 0})
+				} else if on[w] {
+					low[f.v] = min(low[f.v], index[w])
+				}
+				continue
+			}
+			v := f.v
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				p := calls[len(calls)-1].v
+				low[p] = min(low[p], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			var comp []int
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				on[w] = false
+				comp = append(comp, w)
+				if w == v {
+					break
+				}
+			}
+			cyclic := len(comp) > 1
+			if !cyclic {
+				for _, e := range g.Vertices[v].Succ {
+					cyclic = cyclic || e.To == v
+				}
+			}
+			if !cyclic {
+				continue
+			}
+			c := int32(len(l.width))
+			for _, w := range comp {
+				l.comp[w] = c
+			}
+			l.width = append(l.width, 0)
+		}
+	}
+	// A loop's context: the tasks of the loop that a condition of the loop
+	// picks, in vertex order.
+	for u := range n {
+		c := l.comp[u]
+		if c < 0 {
+			continue
+		}
+		for _, e := range g.Vertices[u].Pred {
+			if e.Weak && l.comp[e.From] == c {
+				l.slot[u] = int32(l.width[c])
+				l.width[c]++
+				break
+			}
+		}
+	}
+	return l
+}
+
+// Ctx is the context of activation act of v from its inputs' contexts:
+// srcs[i] the task whose activation gave ctxs[i] (an input from another loop
+// counts nothing). It returns nil when v is in no loop, or its loop has no
+// task a condition of it picks.
+func (l *Loops) Ctx(v int, act uint64, srcs []int, ctxs [][]uint64) []uint64 {
+	c := l.comp[v]
+	if c < 0 || l.width[c] == 0 {
+		return nil
+	}
+	out := make([]uint64, l.width[c])
+	for i, s := range srcs {
+		if l.comp[s] != c || len(ctxs[i]) != len(out) {
+			continue
+		}
+		for j, x := range ctxs[i] {
+			out[j] = max(out[j], x)
+		}
+	}
+	if s := l.slot[v]; s >= 0 {
+		out[s] = act
+	}
+	return out
+}
+
+// DstAct is the activation of u that activation act of v starts through
+// one of its edges to u: ctx is the activation's context (Ctx), strong
+// whether the edge is strong, picks (weak edges) how many times v's
+// activations so far, this one included, picked u.
+func (l *Loops) DstAct(v int, act uint64, ctx []uint64, u int, strong bool, picks uint64) uint64 {
+	if c := l.comp[u]; c >= 0 && c == l.comp[v] && l.slot[u] >= 0 && int(l.slot[u]) < len(ctx) {
+		return ctx[l.slot[u]] + 1
+	}
+	if strong {
+		return act
+	}
+	return picks
+}
