@@ -30,6 +30,7 @@ type Loops struct {
 	comp  []int32 // vertex → its loop (a component with a cycle), -1
 	slot  []int32 // vertex → its place in its loop's context, -1
 	width []int   // loop → context length
+	heads [][]int // loop → the task of each place of its context
 }
 
 // NewLoops finds the loops of g (every edge, strong and weak, of each scope).
@@ -106,6 +107,7 @@ func NewLoops(g *spec.Graph) *Loops {
 				l.comp[w] = c
 			}
 			l.width = append(l.width, 0)
+			l.heads = append(l.heads, nil)
 		}
 	}
 	// A loop's context: the tasks of the loop that a condition of the loop
@@ -119,6 +121,7 @@ func NewLoops(g *spec.Graph) *Loops {
 			if e.Weak && l.comp[e.From] == c {
 				l.slot[u] = int32(l.width[c])
 				l.width[c]++
+				l.heads[c] = append(l.heads[c], u)
 				break
 			}
 		}
@@ -162,4 +165,16 @@ func (l *Loops) DstAct(v int, act uint64, ctx []uint64, u int, strong bool, pick
 		return act
 	}
 	return picks
+}
+
+// Head is the task of place j of v's loop context (-1: none).
+func (l *Loops) Head(v, j int) int {
+	if v < 0 || v >= len(l.comp) {
+		return -1
+	}
+	c := l.comp[v]
+	if c < 0 || j < 0 || j >= len(l.heads[c]) {
+		return -1
+	}
+	return l.heads[c][j]
 }

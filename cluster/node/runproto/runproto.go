@@ -140,6 +140,7 @@ type Action struct {
 	Sig      *transport.Signal // Deliver to Wait; valid until the next input
 	From     string            // Deliver to Wait: the sender
 	Replayed bool              // Deliver, Duplicate, Wait: taken by the follow
+	Waited   bool              // Deliver: a Signal that waited (Completed); it was fenced when it came
 	Reason   string            // Fence, Drop: why (for the log)
 	Table    *Table            // Switch
 	In       []bool            // Open
@@ -163,6 +164,9 @@ type Config struct {
 	// of a vertex Waits names). nil: none ever wait (every Signal is
 	// delivered as it comes).
 	Done func(v int) uint64
+	// Loops reads a Signal's loop context (nil: its context is not
+	// waited for). With Done.
+	Loops *Loops
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -189,6 +193,7 @@ type Run struct {
 	// completed (Signal.DstAct), per destination, in arrival order; waits
 	// marks the destinations with some (read by any goroutine).
 	done    func(v int) uint64
+	loops   *Loops
 	waiting map[int][]held
 	nwait   int
 	waits   []atomic.Bool
@@ -226,7 +231,7 @@ func New(c Config) (*Run, error) {
 	r := &Run{
 		self: c.Self, id: c.Run, n: len(c.Owner), gen: c.Gen,
 		dedup: transport.NewDeduper(), maxHeld: c.MaxHeld,
-		from: map[string]uint64{}, caught: true, done: c.Done,
+		from: map[string]uint64{}, caught: true, done: c.Done, loops: c.Loops,
 	}
 	if r.done != nil {
 		r.waits = make([]atomic.Bool, r.n)
@@ -500,57 +505,85 @@ func (r *Run) Completed(v int) []Action {
 	if len(ws) == 0 {
 		return nil
 	}
-	done := r.done(v)
-	keep := ws[:0]
+	delete(r.waiting, v)
+	r.waits[v].Store(false)
 	var out []held
 	for _, h := range ws {
-		if h.s.DstAct <= done+1 {
-			out = append(out, h)
-		} else {
-			keep = append(keep, h)
+		if u := r.blocker(&h.s); u >= 0 {
+			r.park(u, h) // still waits, maybe for another task now
+			continue
 		}
+		out = append(out, h)
 	}
 	r.nwait -= len(out)
-	if len(keep) == 0 {
-		delete(r.waiting, v)
-		r.waits[v].Store(false)
-	} else {
-		r.waiting[v] = keep
-	}
 	for i := range out {
 		h := &out[i]
-		r.acts = append(r.acts, Action{Kind: Deliver, Sig: &h.s, From: h.id.From, Replayed: h.replayed})
+		r.acts = append(r.acts, Action{Kind: Deliver, Sig: &h.s, From: h.id.From, Replayed: h.replayed, Waited: true})
 	}
 	return r.acts
 }
 
-// gate turns the Deliver of a Signal that starts an activation of its
-// destination beyond the next into a Wait: the Signal is kept until the
-// activation before it has completed here.
+// gate turns the Deliver of a Signal whose causal past has not happened
+// here yet into a Wait: the Signal is kept until it has. Its past, as far
+// as this node runs it: the activation of its destination before the one
+// it starts (DstAct), and, for each task of its loop context that runs
+// here, the activation the context names. Both only lag on a node that
+// runs again what ran elsewhere: a Signal from the record, or from a live
+// sender that had those activations from the lost node, comes before this
+// node re-ran them.
 func (r *Run) gate(a *Action) {
-	s := a.Sig
-	if r.done == nil || s.DstAct <= 1 || int(s.Dst) >= r.n || r.tab.Load().NodeOf(int(s.Dst)) != r.self {
+	if r.done == nil {
 		return
 	}
-	v := int(s.Dst)
-	// Mark first, read after: a completion counts first and looks after,
-	// so one of the two sees the other.
-	r.waits[v].Store(true)
-	if s.DstAct <= r.done(v)+1 {
-		if len(r.waiting[v]) == 0 {
-			r.waits[v].Store(false)
+	u := r.blocker(a.Sig)
+	if u < 0 {
+		return
+	}
+	c := *a.Sig
+	c.Output = clone(c.Output)
+	c.Ctx = append([]uint64(nil), c.Ctx...)
+	r.park(u, held{id: PhysID{From: a.From}, s: c, replayed: a.Replayed})
+	r.nwait++
+	a.Kind = Wait
+}
+
+// blocker is a local task whose activation s's past needs and that has not
+// completed here yet, or -1. It marks the task waited for before it reads
+// its count (a completion counts first and looks after: one of the two
+// sees the other); park keeps the mark, or the caller clears it.
+func (r *Run) blocker(s *transport.Signal) int {
+	tab := r.tab.Load()
+	local := func(v int) bool { return v >= 0 && v < r.n && tab.NodeOf(v) == r.self }
+	check := func(v int, need uint64) bool { // v has completed need activations
+		r.waits[v].Store(true)
+		if r.done(v) >= need {
+			if len(r.waiting[v]) == 0 {
+				r.waits[v].Store(false)
+			}
+			return true
 		}
-		return
+		return false
 	}
+	if d := int(s.Dst); s.DstAct > 1 && local(d) && !check(d, s.DstAct-1) {
+		return d
+	}
+	if r.loops != nil {
+		for j, k := range s.Ctx {
+			if u := r.loops.Head(int(s.Src), j); k > 0 && local(u) && !check(u, k) {
+				return u
+			}
+		}
+	}
+	return -1
+}
+
+// park keeps h waiting for a completion of v.
+func (r *Run) park(v int, h held) {
 	if r.waiting == nil {
 		r.waiting = map[int][]held{}
 	}
-	c := *s
-	c.Output = clone(s.Output)
-	c.Ctx = append([]uint64(nil), s.Ctx...)
-	r.waiting[v] = append(r.waiting[v], held{id: PhysID{From: a.From}, s: c, replayed: a.Replayed})
-	r.nwait++
-	a.Kind = Wait
+	r.waiting[v] = append(r.waiting[v], h)
+	r.waits[v].Store(true)
 }
 
 // CaughtUp says that follow id has read everything the record held when it
