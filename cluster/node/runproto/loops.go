@@ -167,6 +167,13 @@ func (l *Loops) DstAct(v int, act uint64, ctx []uint64, u int, strong bool, pick
 	return picks
 }
 
+// HasCtx reports whether v's activations have a loop context (Ctx is not
+// nil).
+func (l *Loops) HasCtx(v int) bool {
+	c := l.comp[v]
+	return c >= 0 && l.width[c] > 0
+}
+
 // Head is the task of place j of v's loop context (-1: none).
 func (l *Loops) Head(v, j int) int {
 	if v < 0 || v >= len(l.comp) {
