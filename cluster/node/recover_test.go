@@ -510,3 +510,69 @@ func TestRecoveryKeepsLoopOrder(t *testing.T) {
 		t.Fatalf("after: %+v, want done", f)
 	}
 }
+
+// replayFlow: a condition on the node the test loses picks between two
+// tasks on live nodes; a slow task keeps the run going past the loss.
+const replayFlow = `
+name: replay
+tasks:
+  - {name: init, func: hash}
+  - {name: d, kind: condition, func: nodepick, succeed: [init], precede: [e, f]}
+  - {name: e, func: hash}
+  - {name: f, func: hash}
+  - {name: slow, func: sleep, args: {ms: 400}, succeed: [init]}
+`
+
+// TestRecoveryReplaysConditions: a condition moved off a lost node takes the
+// branch the record holds for its activation, not a fresh draw ("nodepick"
+// picks e on n2 and f anywhere else, as a coin without a seed might).
+func TestRecoveryReplaysConditions(t *testing.T) {
+	hb := 100 * time.Millisecond
+	regs := make([]*funcs.Registry, 3)
+	for i := range regs {
+		pick := 1
+		if i == 2 {
+			pick = 0
+		}
+		regs[i] = funcs.Default()
+		regs[i].MustRegister(funcs.Entry{Name: "nodepick", Kind: spec.KindCondition, CPU: func(context.Context, *funcs.Call) (funcs.Result, error) {
+			return funcs.Result{Choice: pick}, nil
+		}})
+	}
+	c := newCluster(t, nodeSpec{heartbeat: hb, reg: regs[0]}, nodeSpec{heartbeat: hb, reg: regs[1]}, nodeSpec{heartbeat: hb, reg: regs[2]})
+	ctx := testCtx(t, 60*time.Second)
+	file, err := spec.Parse("replay.yaml", []byte(replayFlow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Validate(spec.Options{Funcs: regs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := file.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := map[string]uint32{"init": 0, "d": 2, "e": 0, "f": 1, "slow": 2}
+	own := make([]uint32, len(g.Vertices))
+	for name, o := range place {
+		own[byName(g, name)] = o
+	}
+	d, e := byName(g, "d"), byName(g, "e")
+	runID, asg := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		return c.acts(i, run, d) >= 1 && c.acts(0, run, e) >= 1 // d picked e, and e has it
+	}})
+	t.Logf("gen %d owners %v of %v", asg.Gen, asg.Owner, asg.Nodes)
+	if o := asg.NodeOf(uint32(d)); o == "n2" {
+		t.Fatalf("d did not move: %v", asg)
+	}
+	got := c.fold(ctx, runID)
+	if f := got["f"]; f != nil {
+		t.Fatalf("f ran (%+v): the moved condition took another branch than the record's", f)
+	}
+	if f := got["e"]; f == nil || f.acts != 1 || f.state != transport.TaskDone {
+		t.Fatalf("e: %+v, want one activation done", f)
+	}
+	if f := got["d"]; f == nil || f.executions() < 2 {
+		t.Fatalf("d: %+v, want it run again after the loss", f)
+	}
+}
