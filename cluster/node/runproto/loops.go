@@ -33,82 +33,19 @@ type Loops struct {
 	heads [][]int // loop → the task of each place of its context
 }
 
-// NewLoops finds the loops of g (every edge, strong and weak, of each scope).
+// NewLoops finds the loops of g (spec.Graph.Cycles).
 func NewLoops(g *spec.Graph) *Loops {
 	n := len(g.Vertices)
 	l := &Loops{comp: make([]int32, n), slot: make([]int32, n)}
-	// Tarjan's strongly connected components, iterative.
-	index := make([]int, n)
-	low := make([]int, n)
-	on := make([]bool, n)
-	for i := range index {
-		index[i] = -1
+	for i := range l.comp {
 		l.comp[i], l.slot[i] = -1, -1
 	}
-	var stack []int
-	next := 0
-	type frame struct{ v, e int }
-	for root := range n {
-		if index[root] >= 0 {
-			continue
+	for c, comp := range g.Cycles() {
+		for _, v := range comp {
+			l.comp[v] = int32(c)
 		}
-		calls := []frame{{root, 0}}
-		index[root], low[root] = next, next
-		next++
-		stack = append(stack, root)
-		on[root] = true
-		for len(calls) > 0 {
-			f := &calls[len(calls)-1]
-			succ := g.Vertices[f.v].Succ
-			if f.e < len(succ) {
-				w := succ[f.e].To
-				f.e++
-				if index[w] < 0 {
-					index[w], low[w] = next, next
-					next++
-					stack = append(stack, w)
-					on[w] = true
-					calls = append(calls, frame{w, 0})
-				} else if on[w] {
-					low[f.v] = min(low[f.v], index[w])
-				}
-				continue
-			}
-			v := f.v
-			calls = calls[:len(calls)-1]
-			if len(calls) > 0 {
-				p := calls[len(calls)-1].v
-				low[p] = min(low[p], low[v])
-			}
-			if low[v] != index[v] {
-				continue
-			}
-			var comp []int
-			for {
-				w := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				on[w] = false
-				comp = append(comp, w)
-				if w == v {
-					break
-				}
-			}
-			cyclic := len(comp) > 1
-			if !cyclic {
-				for _, e := range g.Vertices[v].Succ {
-					cyclic = cyclic || e.To == v
-				}
-			}
-			if !cyclic {
-				continue
-			}
-			c := int32(len(l.width))
-			for _, w := range comp {
-				l.comp[w] = c
-			}
-			l.width = append(l.width, 0)
-			l.heads = append(l.heads, nil)
-		}
+		l.width = append(l.width, 0)
+		l.heads = append(l.heads, nil)
 	}
 	// A loop's context: the tasks of the loop that a condition of the loop
 	// picks, in vertex order.
