@@ -17,8 +17,12 @@
 //     on loop tasks, module tasks as double boxes that open their instance),
 //     its timeline (one lane per node worker, a bar per activation) and the
 //     Chrome-trace JSON of the run for Perfetto (/ui/runs/{id}/trace.json).
-//     A scope of more than MaxBoxes tasks is drawn as groups of consecutive
-//     levels with their progress; each group opens the tasks it holds.
+//     A scope of more than MaxBoxes tasks is drawn as groups of whole,
+//     consecutive levels with their progress (one huge level is cut into
+//     slices), laid out in rows in reading order (GridPlace); each group
+//     opens the tasks it holds. The page's first view is rendered on the
+//     server (runpage.go: run.html is a template), so it is complete before
+//     any script runs; app.js then follows the run live.
 //
 // Driving it: New(src, Options{Token: apiToken}) returns an http.Handler
 // for "/" and "/ui/"; src is a Source (cluster/coord implements it over its

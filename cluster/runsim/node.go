@@ -279,6 +279,7 @@ func (p *proc) runJobs() {
 			continue
 		}
 		p.running++
+		q.h.taskEvent(q.j, transport.TaskRunning)
 		d := w.dur(time.Millisecond, 40*time.Millisecond)
 		if t := q.h.run.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
 			// the subflow's children run before it completes
@@ -310,6 +311,7 @@ func (h *hold) execute(j job) {
 		sr.failedTask = sr.g.Vertices[j.v].Path
 		h.failed = true
 		w.logf("%s: task %s#%d of %s fails for good", h.p.id, sr.failedTask, j.act, sr.id)
+		h.taskEvent(j, transport.TaskFailed)
 		h.sendFail()
 		if !w.opt.NoFailInput {
 			h.apply(h.r.Fail())
@@ -340,6 +342,7 @@ func (h *hold) execute(j job) {
 		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, sr.truth.acts[j.v])
 	}
 	out := h.e.finish(j)
+	h.taskEvent(j, transport.TaskDone)
 	if want, ok := sr.truth.outs[j.v][j.act]; ok && want != out {
 		w.fail("task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
 	}
@@ -455,7 +458,7 @@ func (h *hold) apply(acts []runproto.Action) {
 		case runproto.StopFollow:
 			h.fol.active = false
 		case runproto.Report:
-			rep := h.r.Report(h.failed || !h.e.busy()) // a cancelled part is idle
+			rep := h.r.Report(h.failed || !h.e.busy() || w.opt.LieIdle) // a cancelled part is idle
 			w.publish(h.p, "", &rep)
 		}
 	}

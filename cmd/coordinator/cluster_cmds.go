@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
+	cmd       *cobra.Command // for its stderr
 	server    string
 	tokenFile string
 	caFile    string
@@ -33,6 +35,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: the token itself from $HETFLOW_TOKEN; `coordinator token --secret-file F` prints it)")
 	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for https:// servers (default $HETFLOW_CA; else the system roots)")
@@ -61,6 +64,17 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 		token = strings.TrimSpace(string(b))
 	}
 	c := cluster.NewClient(strings.Split(servers, ","), token)
+	// A server that is down is said at once, not after the whole retry.
+	stderr := io.Writer(os.Stderr)
+	if f.cmd != nil {
+		stderr = f.cmd.ErrOrStderr()
+	}
+	var told sync.Once
+	c.OnRetry = func(err error, left time.Duration) {
+		told.Do(func() {
+			fmt.Fprintf(stderr, "coordinator: no coordinator answered yet (%v)\n  retrying %s for up to %s (Ctrl-C stops)\n", err, servers, left.Round(time.Second))
+		})
+	}
 	if err := trustCA(c.HTTP, f.caFile); err != nil {
 		return nil, err
 	}
