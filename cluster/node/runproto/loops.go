@@ -1,6 +1,9 @@
 package runproto
 
-import "github.com/hetflow/hetflow/cluster/spec"
+import (
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
 
 // Loops numbers the activations a traversal starts (transport.Signal.DstAct)
 // from what the source's activation knows, so that a task re-executed on a
@@ -61,6 +64,16 @@ func NewLoops(g *spec.Graph) *Loops {
 				l.heads[c] = append(l.heads[c], u)
 				break
 			}
+		}
+	}
+	// A context longer than a Signal may carry is not kept: such a loop's
+	// activations are numbered as outside a loop.
+	for c, w := range l.width {
+		if w > transport.MaxSignalCtx {
+			for _, u := range l.heads[c] {
+				l.slot[u] = -1
+			}
+			l.width[c], l.heads[c] = 0, nil
 		}
 	}
 	return l
