@@ -48,8 +48,15 @@
 //   - Flows: random graphs of blocks — plain tasks, subflows, modules whose
 //     flow may hold a loop, do-while loops, if/else conditions, sometimes a
 //     task pinned with `node:` — written as a flow file and expanded by
-//     spec. Conditions are deterministic per (task, activation), so a task
-//     run again picks the same.
+//     spec. Conditions are deterministic per (task, activation), except
+//     when a holding runs a condition again after a loss (runproto's
+//     Replays) for an activation whose pick the record held when its follow
+//     began: that re-run draws afresh (as a coin without a seed would)
+//     unless it takes the recorded outcome (runproto's Outcome), as the
+//     protocol says it must. Signals carry the activation of their
+//     destination they start and the loop context (transport.Signal DstAct
+//     and Ctx, runproto.Loops) and wait in runproto for their causal past,
+//     as cluster/node's do.
 //
 // # Faults
 //
@@ -111,13 +118,23 @@
 // violation, its faults, the trace's tail and the command that replays it
 // with the whole trace.
 //
-// # Known bugs and assumptions
+// # Bugs it found, and assumptions
 //
-// A violation of a known, unfixed protocol bug is classified (Violation.Known)
-// and skipped by TestSimulation, which counts it; TestKnownBugs replays one
-// seed of each. Today: bugLoopOrder (a task of a condition loop re-executed
-// on a new owner numbers its activations in the order its inputs arrive,
-// which can differ from the original). The nodes read the record for a run
+// TestLoopOrder: a task of a condition loop re-executed on a new owner
+// numbered its activations in the order its inputs arrived, which can
+// differ from the original (43 of seeds 1–20,000 without DstAct,
+// Options.NoDstAct; 1439, 1959, 2694 replayed, and 361, 391, 1292, which
+// showed it under earlier draws). TestConditionReplay: a condition run
+// again after a loss drew afresh instead of taking the record's outcome
+// (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
+// replayed). Both are fixed and their seeds must pass.
+//
+// A pick the record did not hold when the new owner's follow began is not
+// replayed: a condition whose targets were all on the lost node (nothing
+// of the pick reached the record), or an old owner taken for dead that
+// picks as the takeover begins (its pick reaches receivers still in the old
+// generation). The simulation keeps those activations deterministic; a
+// non-deterministic condition can take two branches there. The nodes read the record for a run
 // when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
 // does not have yet (TestReadRecordAtStart shows why), and a node whose task
 // failed for good sends the fail envelope again with each heartbeat

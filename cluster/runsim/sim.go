@@ -33,6 +33,14 @@ type Options struct {
 	// NoFailInput: the node does not tell runproto of the failure
 	// (runproto.Run.Fail), as before it existed: its reports stay idle.
 	NoFailInput bool
+	// NoConditionReplay: a condition run again after a loss does not take
+	// the outcome the record holds for its activation (as before
+	// runproto.Run.Outcome): where the record holds one, it draws afresh.
+	NoConditionReplay bool
+	// NoDstAct: Signals do not say which activation of their destination
+	// they start (transport.Signal.DstAct 0, as before wire version 2):
+	// receivers number activations in arrival order.
+	NoDstAct bool
 
 	// Planted bugs, to show that the simulation catches them
 	// (TestPlantedLeaderBugs):
@@ -80,7 +88,7 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 			w.fail("generated flow does not expand: %v\n%s", err, sr.flow)
 			return w.result()
 		}
-		sr.g, sr.loops = g, g.LoopGroups()
+		sr.g = g
 		if sr.truth, err = reference(g); err != nil {
 			w.fail("%v\n%s", err, sr.flow)
 			return w.result()
