@@ -373,3 +373,17 @@ func (ex *Executor) RemoveObserver(o Observer) {
 		}
 	}
 }
+
+// SilentAsync runs fn on a CPU worker, like Async, but returns no Future:
+// Taskflow's silent_async. It allocates one 64-byte task and nothing else,
+// where Async also makes the Future. WaitForAll and Close wait for it. A
+// panic in fn is recovered, so the worker lives on, and not reported: use
+// Async when the outcome matters. After Close it does nothing.
+func (ex *Executor) SilentAsync(fn func()) {
+	if ex.closed.Load() {
+		return
+	}
+	n := &node{kind: kindSilent, static: fn}
+	ex.begin()
+	ex.submit(n)
+}

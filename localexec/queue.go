@@ -62,4 +62,25 @@ func (q *sharedQueue) pop() *node {
 	return n
 }
 
+// popBatch takes up to max nodes (at least one when the queue holds any)
+// under one lock, appending them to dst: a worker that finds the shared
+// queue holding many (a burst of Async calls) takes its share at once
+// instead of taking the lock per node against the submitter.
+func (q *sharedQueue) popBatch(dst []*node, max int) []*node {
+	if q.n.Load() == 0 {
+		return dst
+	}
+	q.mu.Lock()
+	cnt := int(q.n.Load())
+	k := min(cnt, max)
+	for i := 0; i < k; i++ {
+		dst = append(dst, q.buf[q.head])
+		q.buf[q.head] = nil
+		q.head = (q.head + 1) % len(q.buf)
+	}
+	q.n.Store(int64(cnt - k))
+	q.mu.Unlock()
+	return dst
+}
+
 func (q *sharedQueue) empty() bool { return q.n.Load() == 0 }

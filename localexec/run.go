@@ -119,6 +119,9 @@ func (w *worker) invoke(n *node) *node {
 	case kindAsync:
 		w.runAsync(n)
 		return nil
+	case kindSilent:
+		w.runSilent(n)
+		return nil
 	case kindHold:
 		return w.schedule(n.frame, nil)
 	}
@@ -252,6 +255,9 @@ func (n *node) resetJoin() {
 func (w *worker) schedule(f *frame, ready []*node) *node {
 	k := len(ready)
 	if k == 0 {
+		if f.kind == frameRoot && f.topo.open == nil {
+			return w.giveBack(f)
+		}
 		w.flush()
 		// Read what idle needs before giving the count back: once it is
 		// back, the frame may finish and a root frame be reused by the
@@ -298,6 +304,43 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 	return next
 }
 
+// giveBack gives back the pending count in root frame f of a task that
+// readied nothing. The count is owed, not paid: a worker keeps one frame's
+// debt (oweF, owed) and pays it with one atomic add when it runs out of local
+// work (findWork), before it runs a task of another frame (runGuarded), and
+// while it co-runs and finds nothing (corunUntil). f cannot finish while
+// counts are owed, and only waits for w to run out of its own work of f: so
+// 1M independent tasks cost two workers a handful of adds on the shared
+// counter, not a million contended ones (the add, and the publication of
+// the executed count before it, were most of an independent task's cost).
+// Open runs pay at once: their Idle reads the count. It returns the task to
+// run inline when paying an earlier debt finished that frame.
+func (w *worker) giveBack(f *frame) *node {
+	if w.oweF == f {
+		w.owed++
+		return nil
+	}
+	next := w.settle()
+	w.oweF, w.owed = f, 1
+	return next
+}
+
+// settle pays what w owes (see giveBack) and returns the task to run
+// inline when that finished the frame.
+func (w *worker) settle() *node {
+	k := w.owed
+	if k == 0 {
+		return nil
+	}
+	f := w.oweF
+	w.owed, w.oweF = 0, nil
+	w.flush() // before the count: Stats read after Wait is exact
+	if f.pending.Add(-k) == 0 {
+		return w.frameDone(f)
+	}
+	return nil
+}
+
 // scheduleGraph starts g's nodes in frame f: it resets their join counters,
 // points them at f and makes the sources visible, returning one to run inline
 // when inline is set. A graph with no source finishes f at once.
@@ -310,7 +353,10 @@ func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
 func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64) *node {
 	c := &g.sched
 	if !c.valid || c.version != g.version || c.frame != f {
-		c.sources, c.multi = c.sources[:0], c.multi[:0]
+		// Count first, then fill slices of the exact size: growing
+		// them by append to a million sources copied and faulted in
+		// twice the memory.
+		nsrc, nmulti := 0, 0
 		c.clean, c.dagOnly = false, g.conds == 0
 		for n := range g.all() {
 			if n.external {
@@ -318,10 +364,22 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 			}
 			n.frame = f
 			if n.nPreds == 0 && !n.external {
-				c.sources = append(c.sources, n)
+				nsrc++
 			}
 			if n.nStrong > 1 {
-				c.multi = append(c.multi, n)
+				nmulti++
+			}
+		}
+		c.sources = resize(c.sources, nsrc)
+		c.multi = resize(c.multi, nmulti)
+		if nsrc+nmulti > 0 {
+			for n := range g.all() {
+				if n.nPreds == 0 && !n.external {
+					c.sources = append(c.sources, n)
+				}
+				if n.nStrong > 1 {
+					c.multi = append(c.multi, n)
+				}
 			}
 		}
 		c.valid, c.version, c.frame = true, g.version, f
@@ -341,6 +399,15 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 		return w.schedule(f, nil)
 	}
 	f.pending.Store(int64(len(srcs)) + extra)
+	if len(g.gpus) == 0 && w.dom.kind == domCPU {
+		// every source is a CPU task: no domain to look up per node
+		var next *node
+		if inline {
+			next, srcs = srcs[0], srcs[1:]
+		}
+		w.pushOwn(srcs)
+		return next
+	}
 	var next *node
 	if inline {
 		for i, s := range srcs {
@@ -354,6 +421,16 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	}
 	w.pushMany(srcs)
 	return next
+}
+
+// resize returns s emptied, with room for exactly n when it has less, or
+// far more than n (a cache that shrank gives its memory back).
+func resize(s []*node, n int) []*node {
+	if cap(s) < n || cap(s) > 2*n+64 {
+		return make([]*node, 0, n)
+	}
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // frameDone runs when f's last pending node completed.
@@ -541,6 +618,20 @@ func (w *worker) runAsync(n *node) {
 	}
 	w.flush()
 	n.static = nil // the closure is the caller's, the future may live on
+	w.ex.end()
+}
+
+// runSilent runs a SilentAsync call. A panic is recovered (the worker lives
+// on) and, with nothing to report it to, dropped.
+func (w *worker) runSilent(n *node) {
+	obs := w.ex.observers.Load()
+	if obs != nil {
+		w.observe(*obs, n, true)
+	}
+	_ = callStatic(n, n.static)
+	w.endTask(obs, n)
+	w.flush()
+	n.static = nil
 	w.ex.end()
 }
 

@@ -80,6 +80,26 @@ func (q *wsq) pushN(ns []*node) {
 	q.bottom.Store(b + int64(len(ns)))
 }
 
+// reserve grows the ring, at most once, so that k more nodes fit. Owner
+// only.
+func (q *wsq) reserve(k int64) {
+	b := q.bottom.Load()
+	t := q.top.Load()
+	r := q.ring.Load()
+	if b-t+k <= r.mask+1 {
+		return
+	}
+	c := r.mask + 1
+	for b-t+k > c {
+		c *= 2
+	}
+	nr := newRing(c)
+	for i := t; i < b; i++ {
+		nr.put(i, r.get(i))
+	}
+	q.ring.Store(nr)
+}
+
 // pop takes from the bottom. Owner only. Returns nil when empty.
 func (q *wsq) pop() *node {
 	b := q.bottom.Load() - 1
