@@ -1,6 +1,8 @@
 package localexec
 
 import (
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,6 +103,105 @@ func TestIndependentRunsStatsExact(t *testing.T) {
 		}
 		if got := ex.Stats().Domain("cpu").Executed; got != uint64(r*n) {
 			t.Fatalf("run %d: Stats counts %d, want %d", r, got, r*n)
+		}
+	}
+}
+
+// TestEdgeAcrossGraphsPanics: an edge between tasks of two taskflows (or a
+// taskflow and a subflow) is refused with a panic naming both tasks: a run
+// could not honour it, and a graph keeps only its own nodes alive.
+func TestEdgeAcrossGraphsPanics(t *testing.T) {
+	a, b := NewTaskflow("a"), NewTaskflow("b")
+	x := a.Emplace(func() {}).Name("x")
+	y := b.Emplace(func() {}).Name("y")
+	for name, edge := range map[string]func(){
+		"Precede": func() { x.Precede(y) },
+		"Succeed": func() { y.Succeed(x) },
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, `"x"`) || !strings.Contains(s, `"y"`) || !strings.Contains(s, "another taskflow") {
+					t.Fatalf("%s across taskflows: recovered %v, want a panic naming x and y", name, r)
+				}
+			}()
+			edge()
+		}()
+	}
+	if x.NumSuccessors() != 0 || y.NumPredecessors() != 0 {
+		t.Fatalf("a refused edge was added: %d successors, %d predecessors", x.NumSuccessors(), y.NumPredecessors())
+	}
+	x.Precede(Task{}) // an empty task makes no edge, as before
+	x.Precede(a.Emplace(func() {}))
+	if x.NumSuccessors() != 1 {
+		t.Fatalf("edge within a taskflow: %d successors, want 1", x.NumSuccessors())
+	}
+}
+
+// TestEdgesSurviveCollection: successor rows live in memory the collector
+// does not scan (node.succ), kept alive by their graph. Build a wavefront
+// and a subflow's grid while collecting and churning the heap (so a row
+// freed by mistake would be reused and overwritten), then run them: every
+// task runs once, after its predecessors.
+func TestEdgesSurviveCollection(t *testing.T) {
+	const k = 60
+	var sink [][]byte
+	churn := func() {
+		runtime.GC()
+		for i := 0; i < 64; i++ {
+			sink = append(sink, make([]byte, 8<<10))
+		}
+		if len(sink) > 1024 {
+			sink = sink[:0]
+		}
+	}
+	grid := func(emplace func(func()) Task, done []atomic.Int32, bad *atomic.Int32) {
+		ts := make([]Task, k*k)
+		for i := range ts {
+			i := i
+			ts[i] = emplace(func() {
+				r, c := i/k, i%k
+				if (r > 0 && done[i-k].Load() == 0) || (c > 0 && done[i-1].Load() == 0) {
+					bad.Add(1)
+				}
+				done[i].Add(1)
+			})
+		}
+		for i := range ts {
+			if i%500 == 0 {
+				churn()
+			}
+			if i+k < k*k {
+				ts[i].Precede(ts[i+k])
+			}
+			if (i+1)%k != 0 {
+				ts[i].Precede(ts[i+1])
+			}
+		}
+	}
+	ex := NewExecutor(WithWorkers(3), WithGPUs(0))
+	defer ex.Close()
+	var bad atomic.Int32
+	done := make([]atomic.Int32, k*k)
+	tf := NewTaskflow("wavefront")
+	grid(tf.Emplace, done, &bad)
+	sub := make([]atomic.Int32, k*k)
+	tf2 := NewTaskflow("subflow")
+	tf2.EmplaceSubflow(func(sf *Subflow) { grid(sf.Emplace, sub, &bad) })
+	for run := 1; run <= 3; run++ {
+		churn()
+		for _, f := range []*Taskflow{tf, tf2} {
+			if err := waitOrFail(t, ex.Run(f), f.Name()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range done {
+			if done[i].Load() != int32(run) || sub[i].Load() != int32(run) {
+				t.Fatalf("run %d: task %d ran %d times (subflow's %d)", run, i, done[i].Load(), sub[i].Load())
+			}
+		}
+		if n := bad.Load(); n != 0 {
+			t.Fatalf("run %d: %d tasks ran before a predecessor", run, n)
 		}
 	}
 }
