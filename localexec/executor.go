@@ -213,8 +213,11 @@ func (ex *Executor) begin() {
 	ex.inflight.Add(1)
 }
 
-func (ex *Executor) end() {
-	if ex.inflight.Add(-1) == 0 {
+func (ex *Executor) end() { ex.endN(1) }
+
+// endN ends k submissions at once (a worker's owed SilentAsync calls).
+func (ex *Executor) endN(k int64) {
+	if ex.inflight.Add(-k) == 0 {
 		ex.idleMu.Lock()
 		ex.idleCond.Broadcast()
 		ex.idleMu.Unlock()

@@ -328,6 +328,11 @@ func (w *worker) giveBack(f *frame) *node {
 // settle pays what w owes (see giveBack) and returns the task to run
 // inline when that finished the frame.
 func (w *worker) settle() *node {
+	if s := w.silentOwed; s != 0 {
+		w.silentOwed = 0
+		w.flush()
+		w.ex.endN(s)
+	}
 	k := w.owed
 	if k == 0 {
 		return nil
@@ -630,9 +635,12 @@ func (w *worker) runSilent(n *node) {
 	}
 	_ = callStatic(n, n.static)
 	w.endTask(obs, n)
-	w.flush()
 	n.static = nil
-	w.ex.end()
+	// Owed, like a frame's count (see giveBack): paid before w runs
+	// anything but another SilentAsync call, and when it runs out of
+	// work. A silent call that blocks keeps its own count in flight, so
+	// WaitForAll could not have returned meanwhile anyway.
+	w.silentOwed++
 }
 
 // The call helpers run user code and turn a panic into a *PanicError.

@@ -201,6 +201,9 @@ type worker struct {
 	// completed tasks still owe (see worker.giveBack).
 	owed int64
 	oweF *frame
+	// silentOwed counts SilentAsync calls w ran whose end (Executor
+	// inflight) it still owes (see runSilent).
+	silentOwed int64
 	// spinning mirrors whether this worker is counted in dom.nSpinning.
 	spinning bool
 	// cur is the static or condition task whose function is running on
@@ -266,10 +269,11 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 	}()
 	for t != nil {
-		if w.owed != 0 && t.frame != w.oweF {
-			// t is of another frame: what w owes must not wait for
-			// it (see giveBack). A frame that this finishes may hand
-			// back a task: it is pushed, t runs now.
+		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && t.kind != kindSilent) {
+			// t is of another frame, or not a SilentAsync call:
+			// what w owes must not wait for it (see giveBack and
+			// runSilent). A frame that this finishes may hand back
+			// a task: it is pushed, t runs now.
 			if n := w.settle(); n != nil {
 				w.push(n)
 			}
