@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"errors"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -203,5 +204,44 @@ func TestEdgesSurviveCollection(t *testing.T) {
 		if n := bad.Load(); n != 0 {
 			t.Fatalf("run %d: %d tasks ran before a predecessor", run, n)
 		}
+	}
+}
+
+// TestSourceRangeCancelled: a graph's many sources go out as a range that
+// the workers split (rangeTask). A panic in one source fails the run, the
+// run still ends (each source gives its count back, run or not), and the
+// next run runs every source once.
+func TestSourceRangeCancelled(t *testing.T) {
+	ex := NewExecutor(WithWorkers(3), WithGPUs(0))
+	defer ex.Close()
+	const n = 10_000
+	var ran atomic.Int64
+	var fail atomic.Bool
+	fail.Store(true)
+	tf := NewTaskflow("sources")
+	for i := 0; i < n; i++ {
+		if i == n/3 {
+			tf.Emplace(func() {
+				if fail.Load() {
+					panic("boom")
+				}
+				ran.Add(1)
+			}).Name("bad")
+			continue
+		}
+		tf.Emplace(func() { ran.Add(1) })
+	}
+	err := waitOrFail(t, ex.Run(tf), "failing run")
+	var pe *PanicError
+	if !errors.As(err, &pe) || pe.Task != "bad" {
+		t.Fatalf("run with a panicking source: %v, want a *PanicError of task bad", err)
+	}
+	fail.Store(false)
+	ran.Store(0)
+	if err := waitOrFail(t, ex.Run(tf), "second run"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ran.Load(); got != n {
+		t.Fatalf("second run ran %d of %d sources", got, n)
 	}
 }

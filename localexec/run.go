@@ -122,6 +122,9 @@ func (w *worker) invoke(n *node) *node {
 	case kindSilent:
 		w.runSilent(n)
 		return nil
+	case kindRange:
+		w.runRange((*rangeTask)(unsafe.Pointer(n)))
+		return nil
 	case kindHold:
 		return w.schedule(n.frame, nil)
 	}
@@ -410,6 +413,11 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 		if inline {
 			next, srcs = srcs[0], srcs[1:]
 		}
+		if len(srcs) > 2*rangeGrain {
+			// many sources: one range, split by whoever takes it
+			w.push(newRange(f, srcs))
+			return next
+		}
 		w.pushOwn(srcs)
 		return next
 	}
@@ -624,6 +632,43 @@ func (w *worker) runAsync(n *node) {
 	w.flush()
 	n.static = nil // the closure is the caller's, the future may live on
 	w.ex.end()
+}
+
+// rangeGrain is the number of sources a worker runs from a range without
+// splitting it further.
+const rangeGrain = 64
+
+// rangeTask stands for a run of sources of a graph being scheduled in
+// frame (n.frame): scheduleGraph pushes one instead of a million sources
+// (which filled a deque of a million slots, a store and a pop each, and
+// faulted in its pages on a first run). A worker that takes it splits off
+// the upper half as a new range while more than rangeGrain remain (a push:
+// visible work, rule 2 of the essay in scheduler.go), then runs the rest
+// one after the other. The range holds no pending count of its own: each
+// source holds its own, from scheduleGraph's count. The node is the first
+// field, so a *node of kind kindRange is the *rangeTask it sits in.
+type rangeTask struct {
+	n    node
+	srcs []*node
+}
+
+func newRange(f *frame, srcs []*node) *node {
+	r := &rangeTask{srcs: srcs}
+	r.n.kind, r.n.frame = kindRange, f
+	return &r.n
+}
+
+func (w *worker) runRange(r *rangeTask) {
+	srcs := r.srcs
+	r.srcs = nil
+	for len(srcs) > rangeGrain {
+		mid := len(srcs) / 2
+		w.push(newRange(r.n.frame, srcs[mid:]))
+		srcs = srcs[:mid]
+	}
+	for _, s := range srcs {
+		w.run(s)
+	}
 }
 
 // runSilent runs a SilentAsync call. A panic is recovered (the worker lives

@@ -37,6 +37,11 @@ package localexec
 //     (domain.wake: if nSpinning == 0, notify one parked worker). A batch
 //     published at once (pushMany: a graph's sources) is one push here:
 //     one thief is woken, and rule 3 wakes the next if there is more.
+//     A graph with many sources publishes them as one range (rangeTask)
+//     that whoever takes it splits, pushing its upper half (a push, with
+//     its wake) while it runs the lower: to the protocol a range is a
+//     task that readies one task and runs more inline, a shape the model
+//     below checks ("source range").
 //     A thief that takes a share of its domain's shared queue at once
 //     (takeShared: a burst of Async calls) moves all but one to its own
 //     deque and wakes per rule 2: to the protocol that is a worker pushing
