@@ -313,7 +313,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			// Handing s over even if the run was cancelled meanwhile is
 			// what complete would do by other means: s's own cancel
 			// check gives the count back.
-			if s := t.succ1(); s.nStrong == 1 && s.kind != kindGPU { // a CPU task, like t
+			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU { // a CPU task, like t
 				t.resetJoin()
 				t = s
 				continue

@@ -3,7 +3,6 @@ package localexec
 import (
 	"context"
 	"iter"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -67,15 +66,7 @@ type node struct {
 	// *node; with more, it points at the first of nSucc *node in a row
 	// whose capacity is the power of two at or above nSucc (see addEdge).
 	// successors gives them as a slice.
-	//
-	// succ is a uintptr and the rows lie in pointer-free memory, so the
-	// collector neither traces nor write-barriers a graph's edges:
-	// building a 1M-task wavefront made it trace 3M interior pointers on
-	// every cycle, and the build's cost varied with where the cycles fell.
-	// What they point to is kept alive by the graph itself: the nodes by
-	// its chunks (or pnodes), the rows by g.keep; an edge never leaves its
-	// graph (Precede refuses one that would).
-	succ uintptr
+	succ unsafe.Pointer
 	ext  *nodeExt // for the rarer kinds; nil for static tasks
 }
 
@@ -88,15 +79,8 @@ func (n *node) successors() []*node {
 	case 1:
 		return unsafe.Slice((**node)(unsafe.Pointer(&n.succ)), 1)
 	}
-	return unsafe.Slice(*(***node)(unsafe.Pointer(&n.succ)), n.nSucc)
+	return unsafe.Slice((**node)(n.succ), n.nSucc)
 }
-
-// succ1 returns n's first successor (nil without one).
-func (n *node) succ1() *node { return *(**node)(unsafe.Pointer(&n.succ)) }
-
-// setPtr stores v at p without a write barrier: p is a successor slot
-// (node.succ or a row), which the collector does not scan (see node.succ).
-func setPtr(p, v unsafe.Pointer) { *(*uintptr)(p) = uintptr(v) }
 
 // taskName returns n's name, "" when it has none.
 func (n *node) taskName() string {
@@ -145,11 +129,8 @@ type graph struct {
 	// successor arrays from spawn to spawn.
 	pooled bool
 	pnodes []*node
-	edges  []*node // unused tail of the current successor slab (see addEdge)
-	// keep holds the successor slabs and rows, which lie in pointer-free
-	// memory that only node.succ (a uintptr) points into.
-	keep  []unsafe.Pointer
-	names []string // unused tail of the current name slab (see setName)
+	edges  []*node  // unused tail of the current successor slab (see addEdge)
+	names  []string // unused tail of the current name slab (see setName)
 	// version counts structural changes; checked caches (module
 	// validation) compare against it.
 	version uint64
@@ -255,12 +236,6 @@ func (g *graph) release() {
 		g.chunks[i] = c[:0]
 	}
 	g.fill, g.count = 0, 0
-	// the nodes' successors are gone: their slabs may go too, the
-	// current one included (a row carved from it later would be held by
-	// nothing once g.edges moved on)
-	clear(g.keep)
-	g.keep = g.keep[:0]
-	g.edges = nil
 	g.modules = g.modules[:0]
 	g.gpus = g.gpus[:0]
 	g.conds = 0
@@ -330,7 +305,6 @@ func (t Task) Kind() string {
 // successors that a condition's index refers to.
 func (t Task) Precede(succs ...Task) Task {
 	for _, s := range succs {
-		sameGraph(t, s)
 		t.g.addEdge(t.n, s.n)
 	}
 	if t.g != nil {
@@ -342,23 +316,12 @@ func (t Task) Precede(succs ...Task) Task {
 // Succeed adds edges p→t for each p and returns t.
 func (t Task) Succeed(preds ...Task) Task {
 	for _, p := range preds {
-		sameGraph(p, t)
 		p.g.addEdge(p.n, t.n)
 	}
 	if t.g != nil {
 		t.g.version++
 	}
 	return t
-}
-
-// sameGraph panics unless an edge from→to stays in one graph (a Taskflow,
-// or one run of a Subflow): a run schedules one graph's nodes, so an edge
-// to another graph's task could never be honoured, and a graph keeps only
-// its own nodes alive (see node.succ). An empty task makes no edge.
-func sameGraph(from, to Task) {
-	if from.n != nil && to.n != nil && from.g != to.g {
-		panic("localexec: an edge from task " + strconv.Quote(from.n.taskName()) + " to task " + strconv.Quote(to.n.taskName()) + " of another taskflow or subflow")
-	}
 }
 
 // addEdge adds from→to. A first successor is stored in the node itself;
@@ -374,15 +337,14 @@ func (g *graph) addEdge(from, to *node) {
 	}
 	switch k := from.nSucc; {
 	case k == 0:
-		setPtr(unsafe.Pointer(&from.succ), unsafe.Pointer(to))
+		from.succ = unsafe.Pointer(to)
 	case k&(k-1) == 0: // full: 1 (in the node), 2, 4, 8, ...
 		s := g.carve(2 * int(k))
-		// word copies: rows are pointer-free memory (see node.succ)
-		copy(unsafe.Slice((*uintptr)(unsafe.Pointer(&s[0])), k), unsafe.Slice((*uintptr)(unsafe.Pointer(&from.successors()[0])), k))
-		setPtr(unsafe.Pointer(&s[k]), unsafe.Pointer(to))
-		setPtr(unsafe.Pointer(&from.succ), unsafe.Pointer(&s[0]))
+		copy(s, from.successors())
+		s[k] = to
+		from.succ = unsafe.Pointer(&s[0])
 	default:
-		setPtr(unsafe.Pointer(&unsafe.Slice(*(***node)(unsafe.Pointer(&from.succ)), k+1)[k]), unsafe.Pointer(to))
+		unsafe.Slice((**node)(from.succ), k+1)[k] = to
 	}
 	from.nSucc++
 	to.nPreds++
@@ -395,23 +357,15 @@ func (g *graph) addEdge(from, to *node) {
 // else an array of its own.
 func (g *graph) carve(c int) []*node {
 	if c > edgeSlabSize/8 {
-		return g.row(c)
+		return make([]*node, c)
 	}
 	if len(g.edges) < c {
 		// slabs grow with the graph, so a small one stays small
-		g.edges = g.row(max(c, min(2*g.count, edgeSlabSize)))
+		g.edges = make([]*node, max(c, min(2*g.count, edgeSlabSize)))
 	}
 	s := g.edges[:c:c]
 	g.edges = g.edges[c:]
 	return s
-}
-
-// row returns c successor slots in pointer-free memory, kept alive by g
-// (see node.succ).
-func (g *graph) row(c int) []*node {
-	b := make([]uintptr, c)
-	g.keep = append(g.keep, unsafe.Pointer(unsafe.SliceData(b)))
-	return unsafe.Slice((**node)(unsafe.Pointer(unsafe.SliceData(b))), c)
 }
 
 // setName names n, keeping the string in g's name slab: a node holds a
