@@ -59,21 +59,9 @@ func (q *wsq) push(n *node) {
 // pushN adds ns at the bottom, in order, publishing them together (one store
 // of bottom). Owner only.
 func (q *wsq) pushN(ns []*node) {
+	q.reserve(int64(len(ns)))
 	b := q.bottom.Load()
-	t := q.top.Load()
 	r := q.ring.Load()
-	if k := int64(len(ns)); b-t+k > r.mask+1 {
-		c := r.mask + 1
-		for b-t+k > c {
-			c *= 2
-		}
-		nr := newRing(c)
-		for i := t; i < b; i++ {
-			nr.put(i, r.get(i))
-		}
-		q.ring.Store(nr)
-		r = nr
-	}
 	for i, n := range ns {
 		r.put(b+int64(i), n)
 	}
