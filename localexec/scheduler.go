@@ -105,8 +105,13 @@ package localexec
 // local work, runs a task of another frame, or co-runs with nothing to do.
 // This changes when a run is seen to finish, never when work is visible:
 // nothing here reads pending, and a frame cannot finish while a count is
-// owed, so no task is released early. It only must not wait for a worker
-// that sleeps or blocks, which is why findWork settles before it spins.
+// owed, so no task is released early. What it must not do is make a run
+// wait for a worker that will not come back to it: findWork settles before
+// it spins (and so before it parks), and runGuarded before it runs a task
+// of another frame; a task of the same frame that blocks holds a count of
+// its own, so that frame could not have finished meanwhile anyway.
+// SilentAsync calls owe the executor's in-flight count the same way, paid
+// before anything but another such call runs.
 //
 // # Checking it
 //
