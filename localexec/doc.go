@@ -74,6 +74,10 @@
 //	b := ex.Async(loadB)
 //	c := ex.DependentAsync(merge, a, b) // starts when a and b are done
 //
+// SilentAsync (Taskflow's silent_async) runs a function and returns no
+// Future: one 64-byte task a call, for fire-and-forget work that WaitForAll
+// (or Close) waits for; a panic in it is recovered and not reported.
+//
 // # The scheduler
 //
 // Every worker owns a Chase–Lev deque; each domain (CPU, and each GPU device)
