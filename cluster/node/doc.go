@@ -73,8 +73,12 @@
 // too, see Recovery), the new ones pushed to their edges' FIFOs and the
 // proxies scheduled with one OpenRun.ScheduleAll; a proxy records v's
 // output for u's Inputs.
-// Signals of a run whose Assignment has not arrived yet are kept (bounded)
-// and delivered when it does. A multicondition that picks one remote task
+// Signals of a run whose Assignment has not arrived yet are kept and
+// delivered when it does; the buffer is bounded in runs (256), in Signals
+// per run and in all, and in time (Config.EarlyTTL, read from Config.Now):
+// a run that has not started within the TTL, or the oldest when the buffer
+// is full, is evicted and its Signals counted (Stats.SignalsEvicted). None
+// is lost: a run that starts reads its record once. A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
 // once).
 //

@@ -47,6 +47,7 @@ type nodeSpec struct {
 	gpus      int
 	cpus      int
 	heartbeat time.Duration
+	now       func() time.Time // the node's clock (nil: time.Now)
 }
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
@@ -64,7 +65,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat}
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Now: s.now}
 		if i == 0 {
 			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
 		}
