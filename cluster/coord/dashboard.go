@@ -163,7 +163,7 @@ func (d *dashSource) subscribe() {
 	lim := d.s.nc.Limits()
 	sub, err := d.s.nc.Subscribe(proto.SubjectTerm, func(m *nats.Msg) {
 		var r transport.TermReport
-		if r.Decode(m.Data, lim) != nil {
+		if r.Decode(m.Data, lim) != nil || r.Node != proto.SenderOf(m.Subject) {
 			return
 		}
 		key := r.Run + "/" + r.Node

@@ -95,6 +95,10 @@ func (s *Server) lead(ctx context.Context) {
 				s.dropped(proto.SubjectTerm, err)
 				return
 			}
+			if r.Node != proto.SenderOf(m.Subject) { // the server enforces the subject's sender
+				s.dropped(proto.SubjectTerm, errSender)
+				return
+			}
 			deliver(inbound{term: &r})
 		})
 		if err != nil {
@@ -109,6 +113,10 @@ func (s *Server) lead(ctx context.Context) {
 			}
 			if e.Kind != proto.KindFail {
 				s.dropped(proto.SubjectFail, errWrongKind)
+				return
+			}
+			if e.Node != proto.SenderOf(m.Subject) {
+				s.dropped(proto.SubjectFail, errSender)
 				return
 			}
 			deliver(inbound{fail: &e})
@@ -554,8 +562,8 @@ func (l *leader) verdict(now time.Time, t *tracker) {
 
 func (l *leader) fail(now time.Time, e *transport.Envelope) {
 	t := l.runs[e.Run]
-	if t == nil {
-		return
+	if t == nil || !slices.Contains(t.run.Nodes, e.Node) {
+		return // only a node of the run fails it
 	}
 	var body proto.FailBody
 	msg := "a task failed"

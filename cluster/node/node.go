@@ -853,13 +853,13 @@ func (n *Node) sendFail(run, task string, err error) {
 	n.stats.failure.Add(1)
 	body, _ := jsonMarshal(proto.FailBody{Task: task, Error: err.Error()})
 	env := &transport.Envelope{Kind: proto.KindFail, Run: run, Node: n.id, Body: body}
-	if perr := n.conn.Publish(proto.SubjectFail, transport.Encode(env)); perr != nil {
+	if perr := n.conn.Publish(proto.FailSubject(n.id), transport.Encode(env)); perr != nil {
 		n.log.Error("fail envelope not sent", "run", run, "task", task, "err", perr)
 	}
 }
 
 func (n *Node) sendReport(rep *transport.TermReport) {
-	if err := n.conn.Publish(proto.SubjectTerm, transport.Encode(rep)); err != nil {
+	if err := n.conn.Publish(proto.TermSubject(n.id), transport.Encode(rep)); err != nil {
 		n.log.Warn("term report not sent", "run", rep.Run, "err", err)
 	}
 }
