@@ -85,7 +85,8 @@ type Config struct {
 	// BatchOptions configure the node's Signal batcher.
 	BatchOptions []transport.BatchOption
 	// Streams, when set, makes Start create (or update) the JetStream
-	// streams; otherwise the coordinator is expected to have made them.
+	// streams; otherwise the coordinator is expected to have made them. A
+	// node connected with its own credential may not (proto.NodePermissions).
 	Streams *transport.StreamConfig
 	// HTTP is the node's HTTP address, advertised in Meta.
 	HTTP string

@@ -94,6 +94,29 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 	if err := n1.ReplaySignals(ctx, run, "", func(string, *transport.Batch) error { got++; return nil }); err != nil || got != 1 {
 		t.Fatalf("n1 reading the record: %d batches, %v", got, err)
 	}
+	caught := make(chan struct{})
+	follow, err := n1.FollowSignals(ctx, run, func(uint64, string, *transport.Batch) {}, func() { close(caught) })
+	if err != nil {
+		t.Fatalf("n1 following the record: %v", err)
+	}
+	select {
+	case <-caught:
+	case <-ctx.Done():
+		t.Fatal("n1's follow of the record did not catch up")
+	}
+	follow.Stop()
+	// n1 answers the coordinators' pings (a reply it may send once).
+	pings, err := n1.Subscribe(proto.PingSubject("n1"), func(m *nats.Msg) { _ = m.Respond(nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.Request(ctx, proto.PingSubject("n1"), nil); err != nil {
+		t.Fatalf("pinging n1: %v", err)
+	}
+	_ = pings.Close(ctx)
 	testsupport.Eventually(t, 10*time.Second, "n1's own messages arrive", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
