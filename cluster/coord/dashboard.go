@@ -111,7 +111,15 @@ func (d *dashSource) Events(ctx context.Context, run string, after uint64, fn fu
 		return after, nil
 	}
 	d.subscribe()
-	return d.s.eventsAfter(ctx, run, after, fn)
+	r, ok := d.s.run(run)
+	if !ok {
+		return after, nil
+	}
+	return d.s.eventsAfter(ctx, run, after, func(e *transport.TaskEvent) {
+		if EventFromOwner(r, e) { // as the status fold: only the task's owner
+			fn(e)
+		}
+	})
 }
 
 // Cancel cancels on the leader: here, or through its API.

@@ -215,9 +215,9 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 // EventFromOwner reports whether e may be folded into run r's status: it
 // is of a generation r has reached, and its node (the sender its subject
 // names, which the NATS server enforces) owns its task in r's assignment or,
-// for an older generation, is a node r no longer has (one that lost the
-// task). A node of the run cannot report another's task, nor a generation
-// to come.
+// for an older generation, is one the run lost (Run.Lost: it may have
+// owned the task then). No other node can report a task, nor anyone a
+// generation to come.
 func EventFromOwner(r Run, e *transport.TaskEvent) bool {
 	if e.Gen > r.Gen || int(e.Task) >= len(r.Assignment) {
 		return false
@@ -225,7 +225,7 @@ func EventFromOwner(r Run, e *transport.TaskEvent) bool {
 	if r.Assignment[e.Task] == e.Node {
 		return true
 	}
-	return e.Gen < r.Gen && !slices.Contains(r.Nodes, e.Node)
+	return e.Gen < r.Gen && slices.Contains(r.Lost, e.Node)
 }
 
 // eventsAfter hands fn the run's decodable events stored after stream
