@@ -210,7 +210,8 @@ const forgeFlow = "name: forge\ntasks:\n  - {name: a, func: hash, node: n1}\n  -
 
 // A compromised process holding one node's own credential (n9, not even a
 // node of the run) tries, while a run is running and after it finished,
-// every forgery of issue 14: a Signal batch to n2 as n1 (a forged input),
+// every forgery of issue 14: a Signal batch to n2 as n1 (a forged input, a
+// forged condition's choice),
 // a Cancel on n2's control subject, a fail envelope and a term report as
 // n1 or on the old shared subjects, a task event rewriting the finished
 // run's output as n1, as n2 in the body, or of a generation to come. The
@@ -269,6 +270,9 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 	n2 := d.Nodes()[1]
 	mismatched := n2.Stats().MessagesMismatched
 	refused(subject(transport.SignalSubject(id, "n2", "n1")), forged)
+	choice := transport.Encode(&transport.Batch{From: "n2", Seq: 2, Signals: []transport.Signal{ // a forged condition's pick
+		{Run: id, Gen: 1, Src: uint32(cv), Dst: uint32(a), Act: 1, Kind: transport.SignalChoice}}})
+	refused(subject(transport.SignalSubject(id, "n1", "n2")), choice)
 	must(t, evil.Publish(subject(transport.SignalSubject(id, "n2", "n9")), forged)) // n9's own subject, n1 in the body
 	must(t, evil.Sync(ctx))
 	testsupport.EventuallyState(t, 10*time.Second, "n2 drops a batch whose body names another sender", func() (bool, string) {
