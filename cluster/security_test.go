@@ -251,7 +251,7 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 		t.Helper()
 		must(t, evil.Publish(subj, data))
 		testsupport.Eventually(t, 10*time.Second, "the server refuses n9's publish on "+subj, func() bool {
-			err := evil.LastAsyncError()
+			err := evil.NATS().LastError()
 			return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subj+`"`)
 		})
 	}
@@ -278,7 +278,7 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 	testsupport.EventuallyState(t, 10*time.Second, "n2 drops a batch whose body names another sender", func() (bool, string) {
 		s := n2.Stats()
 		// (counted again when n2 reads it back from the record)
-		return s.MessagesMismatched > mismatched, fmt.Sprintf("%+v %v", s, evil.LastAsyncError())
+		return s.MessagesMismatched > mismatched, fmt.Sprintf("%+v %v", s, evil.NATS().LastError())
 	})
 	refused(subject(transport.ControlSubject("n2")), transport.Encode(&transport.Cancel{Run: id, Gen: 1, Reason: "forged"}))
 	failBody, _ := json.Marshal(proto.FailBody{Task: "c", Error: "forged"})

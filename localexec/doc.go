@@ -32,6 +32,10 @@
 // ordered by a strong path (they share its nodes); the executor checks this
 // before a run starts. Runtime tasks (EmplaceRuntime) can schedule a task of
 // the graph and co-run another taskflow without blocking their worker.
+// Every worker is also a gpu.Host, a host thread of gpu's timed sim: GPU tasks
+// launch from their GPU worker's, and a runtime task that launches a GPU graph
+// itself passes Runtime.GPUHost to gpu.Graph.LaunchFrom, so that on the timed
+// sim its worker is blocked, in the model, while the graph runs.
 //
 // A subflow can also join its children itself: Subflow.Join runs the children
 // spawned so far and returns when they have finished (the worker runs other

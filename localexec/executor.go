@@ -125,7 +125,7 @@ func NewExecutor(opts ...Option) *Executor {
 }
 
 func (ex *Executor) addWorker(d *domain) {
-	w := &worker{id: len(ex.workers), ex: ex, dom: d, parker: newParker()}
+	w := &worker{id: len(ex.workers), ex: ex, dom: d, parker: newParker(), host: gpu.NewHost()}
 	w.rng = uint64(w.id)*0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D
 	w.q.init(256)
 	w.info = WorkerInfo{ID: w.id, Domain: d.name, Device: -1}

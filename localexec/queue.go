@@ -36,14 +36,6 @@ func (q *sharedQueue) pushLocked(n *node) {
 	q.n.Store(int64(cnt + 1))
 }
 
-func (q *sharedQueue) pushAll(ns []*node) {
-	q.mu.Lock()
-	for _, n := range ns {
-		q.pushLocked(n)
-	}
-	q.mu.Unlock()
-}
-
 func (q *sharedQueue) pop() *node {
 	if q.n.Load() == 0 {
 		return nil

@@ -179,7 +179,7 @@ func (w *worker) invoke(n *node) *node {
 		rt.w = nil
 	case kindContext:
 		var err error
-		err, p = callContext(n, topo.context())
+		p, err = callContext(n, topo.context())
 		if err != nil && p == nil {
 			w.endTask(obs, n)
 			topo.cancel(&TaskError{Task: n.taskName(), Err: err})
@@ -604,13 +604,13 @@ func callRuntime(n *node, rt *Runtime) (p *PanicError) {
 	return nil
 }
 
-func callContext(n *node, ctx context.Context) (err error, p *PanicError) {
+func callContext(n *node, ctx context.Context) (p *PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p = newPanic(n, r)
 		}
 	}()
-	return n.ext.ctxFn(ctx), nil
+	return nil, n.ext.ctxFn(ctx)
 }
 
 func callPred(pred func() bool) (stop bool, p *PanicError) {

@@ -186,6 +186,9 @@ type worker struct {
 	// this worker, nil between calls (see runGuarded).
 	cur  *node
 	info WorkerInfo
+	// host is this worker as a host thread of the timed gpu sim (gpu.Host): GPU tasks launch
+	// from it, and runtime tasks get it (Runtime.GPUHost).
+	host *gpu.Host
 }
 
 func (w *worker) rand() uint64 {

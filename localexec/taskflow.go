@@ -588,7 +588,7 @@ type Taskflow struct {
 	queue   []*topology
 	running bool
 
-	// module-conflict check cache (see module.go)
+	// module-conflict check cache (see check.go)
 	checkedVersion uint64
 	checkErr       error
 	checkedEx      *Executor

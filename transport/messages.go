@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Wire format (version 1). Every top-level message is one msgpack array whose first
@@ -19,6 +17,7 @@ import (
 //	Cancel      [5, 1, run, gen, reason]
 //	TermReport  [6, 1, run, gen, node, wave, sent, received, idle, {from: count, ...}]
 //	Envelope    [7, 1, kind, run, node, body]
+//	EventBatch  [8, 1, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -324,21 +323,6 @@ func DecodeSignal(data []byte, lim Limits) (Signal, error) {
 	return s, err
 }
 
-// EncodeMsgpack lets msgpack.Marshal write a Signal with the hand-written encoder.
-func (s *Signal) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return enc.Encode(msgpack.RawMessage(s.AppendWire(nil)))
-}
-
-// DecodeMsgpack lets msgpack.Unmarshal read a Signal with the hand-written decoder
-// (under DefaultLimits).
-func (s *Signal) DecodeMsgpack(dec *msgpack.Decoder) error {
-	raw, err := dec.DecodeRaw()
-	if err != nil {
-		return fmt.Errorf("%w: signal: %w", ErrMalformed, err)
-	}
-	return s.Decode(raw, Limits{})
-}
-
 // ---- Batch ----
 
 // Batch is many Signals for one destination node, sent as one NATS message. From is
@@ -408,20 +392,6 @@ func DecodeBatch(data []byte, lim Limits) (Batch, error) {
 	var b Batch
 	err := b.Decode(data, lim)
 	return b, err
-}
-
-// EncodeMsgpack lets msgpack.Marshal write a Batch with the hand-written encoder.
-func (bt *Batch) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return enc.Encode(msgpack.RawMessage(bt.AppendWire(nil)))
-}
-
-// DecodeMsgpack lets msgpack.Unmarshal read a Batch (under DefaultLimits).
-func (bt *Batch) DecodeMsgpack(dec *msgpack.Decoder) error {
-	raw, err := dec.DecodeRaw()
-	if err != nil {
-		return fmt.Errorf("%w: batch: %w", ErrMalformed, err)
-	}
-	return bt.Decode(raw, Limits{})
 }
 
 // ---- TaskEvent ----
@@ -554,13 +524,6 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 	}
 	e.End, err = r.time("end")
 	return err
-}
-
-// DecodeTaskEvent decodes a TaskEvent. Output aliases data.
-func DecodeTaskEvent(data []byte, lim Limits) (TaskEvent, error) {
-	var e TaskEvent
-	err := e.Decode(data, lim)
-	return e, err
 }
 
 // ---- Assignment ----

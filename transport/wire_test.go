@@ -114,27 +114,6 @@ func TestWireIsStandardMsgpack(t *testing.T) {
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("generic msgpack sees %#v, want %#v", v, want)
 	}
-	// And the msgpack hooks use the hand-written codec.
-	data, err := msgpack.Marshal(s)
-	if err != nil || !bytes.Equal(data, Encode(s)) {
-		t.Fatalf("msgpack.Marshal = %x, %v; want %x", data, err, Encode(s))
-	}
-	var back Signal
-	if err := msgpack.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, s) {
-		t.Fatalf("msgpack.Unmarshal = %+v, %v", back, err)
-	}
-	bt := &Batch{From: "n", Seq: 2, Signals: []Signal{*s, *s}}
-	data, err = msgpack.Marshal(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bback Batch
-	if err := msgpack.Unmarshal(data, &bback); err != nil || !reflect.DeepEqual(&bback, bt) {
-		t.Fatalf("batch via msgpack = %+v, %v", bback, err)
-	}
-	if err := msgpack.Unmarshal([]byte{0x93, 1, 1}, &back); !errors.Is(err, ErrMalformed) {
-		t.Errorf("short signal through msgpack.Unmarshal: %v", err)
-	}
 }
 
 // Every strict prefix of every valid message is rejected as malformed, and so is

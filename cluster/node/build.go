@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
@@ -156,7 +157,7 @@ func (r *run) build(in []bool) (*part, error) {
 				}
 			}
 		}
-		if vx.Task.Domain.Or() == spec.DomainGPU && gpuBuilders[vx.Task.Func] != nil {
+		if vx.Task.Domain.Or() == spec.DomainGPU && r.n.gpuGraph(vx.Task.Func) != nil {
 			dev := 0
 			if vx.Task.Device != nil {
 				dev = *vx.Task.Device
@@ -295,11 +296,12 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexe
 		return t, t, nil
 	}
 	if vx.Task.Domain.Or() == spec.DomainGPU {
-		if b := gpuBuilders[vx.Task.Func]; b != nil {
-			job, err := b(vx.Task.Args)
+		if b := r.n.gpuGraph(vx.Task.Func); b != nil {
+			w, err := b(funcs.Args(vx.Task.Args))
 			if err != nil {
 				return entry, exit, &assignError{path, err}
 			}
+			job := &gpuJob{w}
 			r.jobs = append(r.jobs, job)
 			dev := 0
 			if vx.Task.Device != nil {

@@ -20,8 +20,8 @@
 //
 // An Assignment (control subject) names the run, its generation, the nodes
 // and each task's owner, and carries the flow's canonical JSON. The node
-// ignores one it already runs (same Run and Gen) or has released; a newer
-// generation replaces the run (started afresh: replay is not done yet). It
+// ignores one it already runs (same Run and Gen) or has released; one of a
+// newer generation for a run it holds is a reassignment (see Recovery). It
 // parses, validates and expands the flow (spec.File.Expand) and builds one
 // localexec taskflow from the vertices it owns:
 //
@@ -34,12 +34,13 @@
 //     instance's scope (Graph.Scope, nested modules recursively) is its own
 //     taskflow. An instance must sit wholly on its module task's node (the
 //     partitioner's hard group); otherwise the assignment is refused;
-//   - domain gpu with a GPU builder (saxpy) → EmplaceGPU on its device (copy
-//     in, kernel, copy out, built once and relaunched) then a hidden CPU
-//     "#done" task that computes the output (funcs.SaxpySum: the same 8
-//     bytes as the CPU body) and does the bookkeeping. A gpu function
-//     without a builder runs its registry body on a CPU worker. A GPU task
-//     on a device the node lacks is refused.
+//   - domain gpu of a function with a device implementation
+//     (funcs.Entry.Graph; saxpy's: copy in, kernel, copy out) → EmplaceGPU
+//     on its device (the work built into the task's GPU graph once, then
+//     relaunched) then a hidden CPU "#done" task that reads the output
+//     (GPUWork.Output; saxpy's is the same 8 bytes as its CPU body) and does
+//     the bookkeeping. A gpu function without one runs its registry body on
+//     a CPU worker. A GPU task on a device the node lacks is refused.
 //
 // A refusal is a fail envelope (proto.SubjectFail) naming the task and the
 // reason; it is repeated if the leader re-sends the Assignment.

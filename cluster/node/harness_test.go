@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -48,6 +49,7 @@ type nodeSpec struct {
 	cpus      int
 	heartbeat time.Duration
 	now       func() time.Time // the node's clock (nil: time.Now)
+	reg       *funcs.Registry  // nil: funcs.Default()
 }
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
@@ -65,7 +67,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Now: s.now}
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Registry: s.reg, Now: s.now}
 		if i == 0 {
 			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
 		}

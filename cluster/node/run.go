@@ -132,9 +132,6 @@ func (r *run) named(err error) error {
 	return err
 }
 
-// local reports whether v runs on this node in the generation in force.
-func (r *run) local(v int) bool { return r.sm.Table().NodeOf(v) == r.n.id }
-
 func (r *run) nodeOf(v int) string { return r.sm.Table().NodeOf(v) }
 
 // curGen is the generation in force (any goroutine).

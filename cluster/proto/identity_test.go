@@ -144,7 +144,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		testsupport.Eventually(t, 10*time.Second, "the server refuses n1's publish on "+subj, func() bool {
-			err := n1.LastAsyncError()
+			err := n1.NATS().LastError()
 			return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subj+`"`)
 		})
 	}
@@ -154,7 +154,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		testsupport.Eventually(t, 10*time.Second, "the server refuses n1's subscription to "+subj, func() bool {
-			err := n1.LastAsyncError()
+			err := n1.NATS().LastError()
 			return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subj+`"`)
 		})
 		_ = sub.Close(ctx)

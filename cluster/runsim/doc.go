@@ -13,14 +13,19 @@
 // (TestReplay).
 //
 //   - The coordinator: the real coord.FSM (commands applied as raft applies
-//     them once committed; it survives a leader change), the real
-//     coord.Detector per generation, the real coord.Plan and
-//     coord.PlanReassign. The leader loop of cluster/coord/leader.go is
-//     mirrored method by method (leader.go here names each function it
-//     mirrors): Assignment re-sent every 500 ms until reported, probes,
-//     TermReports, the verdict, reassign on a confirmed death or restart,
-//     Cancel "reassigned" to a node of an older generation, Cancel after a
-//     verdict.
+//     them once committed; it survives a leader change) and the real
+//     coord.Leader, the leader loop's decisions, driven here as
+//     cluster/coord/leader.go drives it (leader.go): Assignment re-sent
+//     every 500 ms until reported, the Detector's probes, the verdict
+//     checked by coord.CheckSuccess over the run's TaskEvents (nodes store
+//     a running, done or failed event per activation in a simulated event
+//     stream, durable like the record), refusals, gossip's deaths pinged
+//     and confirmed or refuted by coord.Liveness (a ping finds "no
+//     responders" when the process has no connection; a live one answers
+//     with its boot, a frozen one when it resumes), reassign on a
+//     confirmed death or restart (coord.PlanReassign), Cancel "reassigned"
+//     to a node of an older generation, Cancel after a verdict. Plan is
+//     called at submit.
 //   - Nodes: per run one runproto.Run (the real state machine) and what
 //     cluster/node does around it (assign, cancel, early Signals, the
 //     record replay after a reconnect, the takeover follow, heartbeats),
@@ -50,8 +55,10 @@
 //
 // Drawn from the seed inside a fault window (up to 3 s of simulated time):
 // node kill (memberlist declares it dead 0.4–1.5 s later; half restart,
-// with a new boot), a node frozen and resumed (declared dead if frozen past
-// detection), a live node falsely taken for dead for a while, a leader
+// with a new boot), a node frozen for up to 8 s and resumed (memberlist
+// declares it dead if frozen past detection; Liveness confirms it past the
+// 4 s silence), a live node falsely taken for dead by memberlist for up to
+// 6 s (it answers pings: it must keep its tasks), a leader
 // change (0.2–3 s without a leader; the leader's state is lost, the FSM
 // kept), a NATS server restart (every client reconnects; what was in
 // flight is lost), one client's disconnect, message loss on the control and
@@ -81,6 +88,17 @@
 //     fault; a failed run only for a reason the faults can cause (a task
 //     pinned to a lost node, no node left the run can use, the task that
 //     failed for good), and never a success when a task failed for good.
+//  5. The verdict check never refuses: a success verdict the record check
+//     refuses means the detector ended a run with work owed.
+//  6. Slow is not dead: the leader never confirms dead a node whose process
+//     (the one memberlist shows) NATS reached without trouble (no freeze,
+//     disconnect, NATS or leader outage) from before memberlist's verdict
+//     until the confirmation.
+//
+// TestPlantedLeaderBugs shows the simulation catches leader bugs planted
+// through Options: Liveness confirming a death on the first suspicion
+// (Silence), CheckSuccess bypassed (SkipCheck) where a failure report is
+// lost or nodes lie idle (LieIdle).
 //
 // # Running
 //
@@ -106,8 +124,8 @@
 // (Options.ResendFail; cluster/node sends it once: TestTaskFailure).
 //
 // Not simulated: task retries, run timeouts, user cancels,
-// GPU placement, the event stream and status
-// folding, raft itself (elections, a command lost with its leader),
+// GPU placement, event loss (the event stream is as durable as the record),
+// the running event's 50 ms delay (every activation stores one), raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer
 // disconnects, Signal loss on core NATS without a reconnect (nothing would
 // recover it; the protocol assumes it does not happen).

@@ -271,6 +271,7 @@ func (p *proc) runJobs() {
 			continue
 		}
 		p.running++
+		q.h.taskEvent(q.j, transport.TaskRunning)
 		d := w.dur(time.Millisecond, 40*time.Millisecond)
 		if t := q.h.run.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
 			// the subflow's children run before it completes
@@ -302,6 +303,7 @@ func (h *hold) execute(j job) {
 		sr.failedTask = sr.g.Vertices[j.v].Path
 		h.failed = true
 		w.logf("%s: task %s#%d of %s fails for good", h.p.id, sr.failedTask, j.act, sr.id)
+		h.taskEvent(j, transport.TaskFailed)
 		h.sendFail()
 		if !w.opt.NoFailInput {
 			h.apply(h.r.Fail())
@@ -321,6 +323,7 @@ func (h *hold) execute(j job) {
 		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, sr.truth.acts[j.v])
 	}
 	out := h.e.finish(j)
+	h.taskEvent(j, transport.TaskDone)
 	if want, ok := sr.truth.outs[j.v][j.act]; ok && want != out {
 		if sr.inLoop(j.v) && (j.part > 0 || h.startGen > 1 || h.p.boot > 1) { // a holding that runs again what ran before
 			w.known(bugLoopOrder, "task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
@@ -398,7 +401,7 @@ func (h *hold) apply(acts []runproto.Action) {
 		case runproto.StopFollow:
 			h.fol.active = false
 		case runproto.Report:
-			rep := h.r.Report(h.failed || !h.e.busy()) // a cancelled part is idle
+			rep := h.r.Report(h.failed || !h.e.busy() || w.opt.LieIdle) // a cancelled part is idle
 			w.publish(h.p, "", &rep)
 		}
 	}

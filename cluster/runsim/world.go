@@ -160,7 +160,8 @@ type Result struct {
 	Dups      int // duplicates dropped
 	Reexec    int // executions beyond the activations (moved tasks run again)
 	Violation *Violation
-	Trace     []string // the whole trace (verbose) or its tail (on a violation)
+	Trace     []string    // the whole trace (verbose) or its tail (on a violation)
+	Leader    LeaderStats // what the leader decided (leader.go)
 }
 
 // world is one simulation: everything a seed drives.
@@ -194,7 +195,8 @@ type world struct {
 	chans  map[[2]string]time.Duration // per (sender, subject) FIFO: last delivery time
 
 	fsm       *coord.FSM
-	lead      *leader // nil while no coordinator leads
+	ls        leaderWorld // leader.go: event stream, suspicions, counts
+	lead      *leader     // nil while no coordinator leads
 	leadConn  bool
 	leadOut   []func()
 	leadEpoch int

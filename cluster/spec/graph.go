@@ -73,9 +73,6 @@ func (f *File) Expand() (*Graph, error) {
 	return f.build(root.Name, true)
 }
 
-// ExpandFlow is Expand for the named flow of the file.
-func (f *File) ExpandFlow(name string) (*Graph, error) { return f.build(name, true) }
-
 // Graph validates the file's structure and returns the graph of the named
 // flow without inlining modules: a module task is one vertex without Members.
 func (f *File) Graph(name string) (*Graph, error) { return f.build(name, false) }

@@ -12,37 +12,27 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN §5a).
+// Exit codes (docs/design.md, "The contract"; internal/cli).
 const (
-	exitOK           = 0
-	exitRunFailed    = 1
-	exitInvalid      = 2
-	exitUnreachable  = 3
-	exitUnauthorized = 4
-	exitNotFound     = 5
+	exitOK           = cli.ExitOK
+	exitRunFailed    = cli.ExitRunFailed
+	exitInvalid      = cli.ExitInvalid
+	exitUnreachable  = cli.ExitUnreachable
+	exitUnauthorized = cli.ExitUnauthorized
+	exitNotFound     = cli.ExitNotFound
 	// exitInterrupted: submit --wait detached on Ctrl-C (128 + SIGINT, as
 	// shells report it); the run goes on in the cluster.
 	exitInterrupted = 130
 )
 
 // exitError carries an exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
+type exitError = cli.ExitError
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -57,10 +47,10 @@ func run(args []string) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != errSilent {
-			fmt.Fprintln(os.Stderr, "coordinator:", ee.err)
+		if ee.Err != errSilent {
+			fmt.Fprintln(os.Stderr, "coordinator:", ee.Err)
 		}
-		return ee.code
+		return ee.Code
 	}
 	// cobra's own errors: unknown command or flag, bad argument count
 	fmt.Fprintln(os.Stderr, "coordinator:", err)
@@ -77,7 +67,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(validateCmd(), dumpCmd(), benchCmd())
+	root.AddCommand(validateCmd(), dumpCmd())
 	addClusterCommands(root)
 	return root
 }

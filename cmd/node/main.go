@@ -244,8 +244,8 @@ func advertised(bound, host string) string {
 // credential holds its hash).
 func handler(n *node.Node, cred proto.NodeCredential) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector())
-	// process_resident_memory_bytes and friends: coordinator bench --server
+	reg.MustRegister(collectors.NewGoCollector())
+	// process_resident_memory_bytes and friends: bench --server (cmd/bench)
 	// samples them for each node's peak memory
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(nodeCollector{n})
