@@ -42,7 +42,7 @@
 //     the bookkeeping. A gpu function without one runs its registry body on
 //     a CPU worker. A GPU task on a device the node lacks is refused.
 //
-// A refusal is a fail envelope (proto.SubjectFail) naming the task and the
+// A refusal is a fail envelope (proto.FailSubject) naming the task and the
 // reason; it is repeated if the leader re-sends the Assignment.
 //
 // Each task body is a wrapper: it counts the vertex's activation (from 1,
@@ -104,7 +104,7 @@
 // which re-sends what the lost node had sent, every physical Signal, new or
 // duplicate, by sender, batch number and index; what the takeover follow
 // takes, by stream position), the latter split by sender in ReceivedFrom. It sends a TermReport
-// to proto.SubjectTerm when the run goes idle (the idle callback only nudges
+// to proto.TermSubject(id) when the run goes idle (the idle callback only nudges
 // the run's goroutine), on every probe (Wave = the probe's), and every
 // Heartbeat while it holds the run; the first one acknowledges the
 // Assignment. Before each report it flushes the Batcher and waits until its
