@@ -70,10 +70,6 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	dev := &Dev{dir: cfg.Dir, token: cfg.Secret.APIToken}
 	d = dev
 	sec := cfg.Secret
-	var creds []transport.Option
-	if sec.NATSPassword != "" {
-		creds = append(creds, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
-	}
 	if d.dir == "" {
 		if d.dir, err = os.MkdirTemp("", "hetflow-dev-"); err != nil {
 			return nil, err
@@ -85,8 +81,16 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 			dev.Close() // not d: a failed start returns nil, which the named result already holds
 		}
 	}()
-	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats"),
-		User: sec.NATSUser, Password: sec.NATSPassword}); err != nil {
+	no := natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats")}
+	if sec.NATSPassword != "" {
+		// Every node connects as itself, with its own credential, and may
+		// send only as itself (proto.NodePermissions).
+		no.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
+			p, ok := sec.AuthorizeNATS(user, password)
+			return (*natsembed.Permissions)(p), ok
+		}
+	}
+	if d.nats, err = natsembed.Start(no); err != nil {
 		return nil, err
 	}
 	d.coord, err = coord.New(coord.Config{
@@ -107,7 +111,15 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	seed := []string{d.coord.GossipAddr()}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := "n" + strconv.Itoa(i+1)
-		conn, err := transport.Connect(ctx, d.nats.URL(), append(creds, transport.WithName("dev "+id))...)
+		opts := []transport.Option{transport.WithName("dev " + id)}
+		if sec.NATSPassword != "" {
+			cred, err := sec.NodeCredential(id)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, cred.ConnectOptions()...)
+		}
+		conn, err := transport.Connect(ctx, d.nats.URL(), opts...)
 		if err != nil {
 			return nil, err
 		}

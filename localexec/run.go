@@ -144,7 +144,6 @@ func (w *worker) invoke(n *node) *node {
 		idx := n.ext.cond()
 		w.cur = nil
 		w.endTask(obs, n)
-		n.resetJoin()
 		ready := w.ready[:0]
 		if succs := n.successors(); idx >= 0 && idx < len(succs) {
 			ready = append(ready, succs[idx])
@@ -157,7 +156,6 @@ func (w *worker) invoke(n *node) *node {
 			topo.cancel(p)
 			return w.schedule(f, nil)
 		}
-		n.resetJoin()
 		ready := w.ready[:0]
 	pick:
 		for _, idx := range idxs {
@@ -223,18 +221,20 @@ func (w *worker) endTask(obs *[]Observer, n *node) {
 	}
 }
 
-// complete finishes a task with strong out-edges: it resets n's join
-// counter (for the next iteration of a loop through n), releases the
+// complete finishes a task with strong out-edges: it releases the
 // successors whose counters reach zero, and returns one to run inline.
 func (w *worker) complete(n *node) *node {
-	n.resetJoin()
 	ready := w.ready[:0]
 	if !n.frame.topo.cancelled.Load() {
 		for _, s := range n.successors() {
 			// A successor with one strong predecessor (n) is ready
 			// now: its counter is never touched, so a chain costs no
 			// atomic per task.
-			if s.nStrong == 1 || s.join.Add(-1) == 0 {
+			if s.nStrong == 1 {
+				ready = append(ready, s)
+				continue
+			}
+			for k := s.releaseJoin(); k > 0; k-- {
 				ready = append(ready, s)
 			}
 		}
@@ -242,14 +242,27 @@ func (w *worker) complete(n *node) *node {
 	return w.schedule(n.frame, ready)
 }
 
-// resetJoin restores n's join counter for the next time its strong
-// predecessors complete (a loop through n). Counters of nodes with at most
-// one strong predecessor are never decremented (see complete), so only the
-// others need the store.
-func (n *node) resetJoin() {
-	if n.nStrong > 1 {
-		n.join.Store(n.nStrong)
+// releaseJoin counts one strong predecessor's completion into n's join
+// counter (n has more than one) and returns how many activations of n that
+// releases: one when it completes the round of n's strong predecessors,
+// none before. The counter starts the next round at once, whether or not n
+// has run: DESIGN §2 — a condition that picks n runs it at once, whatever
+// its counter, and leaves the counter alone, so n runs once per pick and
+// once per round of its strong predecessors, in whichever order they come.
+// (It used to start again when n completed, which lost the completions of
+// a round that came before a condition's pick: a task with strong and
+// condition predecessors then ran once or twice by timing.) The restart is
+// an Add, so a completion of the next round that races with it counts; the
+// loop takes a whole next round that came in between.
+func (n *node) releaseJoin() int {
+	if n.join.Add(-1) != 0 {
+		return 0
 	}
+	k := 1
+	for n.join.Add(n.nStrong) == 0 {
+		k++
+	}
+	return k
 }
 
 // schedule hands the completing task's pending count in f to the ready

@@ -322,7 +322,6 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			// what complete would do by other means: s's own cancel
 			// check gives the count back.
 			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU { // a CPU task, like t
-				t.resetJoin()
 				t = s
 				continue
 			}

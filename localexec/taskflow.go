@@ -149,7 +149,8 @@ type graph struct {
 		sources []*node
 		multi   []*node // nodes with more than one strong predecessor
 		// clean: the last run through this frame completed every node,
-		// so each reset its own join counter (see resetJoin) and the
+		// so each counter was restarted at its last release (see
+		// releaseJoin) and the
 		// multi resets can be skipped. Only DAGs without condition or
 		// external tasks qualify, and only after a run that was not
 		// cancelled or steered by Runtime.Schedule.

@@ -59,10 +59,10 @@
 // proto.PingSubject);
 // adds coordinator voters; for every running run re-sends the Assignment every
 // 500ms to each node that has not reported for the generation, feeds
-// TermReports (hf.coord.term) to the run's Detector and sends probes; ends the
+// TermReports (hf.coord.term.<node>, the sender the subject's) to the run's Detector and sends probes; ends the
 // run on termination (succeeded, once CheckSuccess finds no work owed; a
 // refused verdict is counted in hetflow_verdicts_refused_total and probed
-// again, and five in a row fail the run), a fail envelope (hf.coord.fail: failed,
+// again, and five in a row fail the run), a fail envelope (hf.coord.fail.<node>, from a node of the run: failed,
 // "task X: error"), its timeout (failed, "timed out after D") or a user cancel
 // (cancelled), then sends Cancel to its nodes, and again to any node that
 // still reports for an ended run; prunes finished runs older than the

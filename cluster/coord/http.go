@@ -569,6 +569,9 @@ func (s *Server) Verdicts() (refused, deathsConfirmed, deathsRefuted uint64) {
 // errWrongKind: a message that decodes but is not what its subject carries.
 var errWrongKind = errors.New("coord: wrong message kind for the subject")
 
+// errSender: a message whose sender is not the one its subject names.
+var errSender = errors.New("coord: the sender is not the subject's")
+
 // dropped counts a message from a peer the coordinator could not use; the
 // leader keeps going.
 func (s *Server) dropped(subject string, err error) {
@@ -578,6 +581,8 @@ func (s *Server) dropped(subject string, err error) {
 		reason = "oversized"
 	case errors.Is(err, errWrongKind):
 		reason = "kind"
+	case errors.Is(err, errSender):
+		reason = "sender"
 	}
 	s.drops.WithLabelValues(subject, reason).Inc()
 	s.dropMu.Lock()

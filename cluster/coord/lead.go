@@ -546,11 +546,12 @@ func (l *Leader) Checked(now time.Time, id string, gen uint64, owed []Owed, fail
 	return l.flush()
 }
 
-// Fail takes a node's fail envelope (hf.coord.fail): the run fails, "task
-// X: error".
+// Fail takes a node's fail envelope (hf.coord.fail.<node>, e.Node the
+// subject's): the run fails, "task X: error". Only a node of the run fails
+// it.
 func (l *Leader) Fail(now time.Time, e *transport.Envelope) []LeaderAction {
 	t := l.runs[e.Run]
-	if t == nil || t.ending {
+	if t == nil || t.ending || !slices.Contains(t.run.Nodes, e.Node) {
 		return l.flush()
 	}
 	var body proto.FailBody

@@ -82,6 +82,10 @@ func (s *Server) lead(ctx context.Context) {
 				s.dropped(proto.SubjectTerm, err)
 				return
 			}
+			if r.Node != proto.SenderOf(m.Subject) { // the server enforces the subject's sender
+				s.dropped(proto.SubjectTerm, errSender)
+				return
+			}
 			deliver(inbound{term: &r})
 		})
 		if err != nil {
@@ -96,6 +100,10 @@ func (s *Server) lead(ctx context.Context) {
 			}
 			if e.Kind != proto.KindFail {
 				s.dropped(proto.SubjectFail, errWrongKind)
+				return
+			}
+			if e.Node != proto.SenderOf(m.Subject) {
+				s.dropped(proto.SubjectFail, errSender)
 				return
 			}
 			deliver(inbound{fail: &e})

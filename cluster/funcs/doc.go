@@ -26,7 +26,13 @@
 //     fail with errors like `task "body": args: "us" must be a non-negative
 //     integer, got "abc"`;
 //   - Call.Inputs holds the outputs of the task's strong predecessors (by
-//     declared name, each from its latest activation);
+//     declared name, each from its latest activation) that have produced
+//     one when the activation starts; a condition predecessor gives none.
+//     A task with strong and condition predecessors runs once per pick and
+//     once per round of its strong predecessors: an activation by the pick
+//     sees the strong predecessors that completed before it (order one
+//     before the condition by a strong path to be sure it is seen), one by
+//     the round sees them all;
 //   - Call.Activation counts the task's activations in the run (1 first);
 //     Call.Attempt counts re-executions of one activation;
 //   - Call.State is the Result.State of the task's previous activation.

@@ -1,7 +1,8 @@
 // Package proto holds what the coordinator, the nodes and the clients of a
 // hetflow cluster share beyond the wire types of package transport: the
 // coordinator's subjects, the HTTP API's JSON shapes, membership metadata,
-// the cluster secret's derived credentials and the errors every layer
+// the cluster secret's derived credentials, each node's own credential and
+// what the NATS server lets it do (identity.go), and the errors every layer
 // names. docs/cluster-protocol.md tells the whole protocol.
 package proto
 
@@ -15,12 +16,6 @@ import (
 	"os"
 	"strings"
 	"time"
-)
-
-// Subjects the leader subscribes to (core NATS).
-const (
-	SubjectTerm = "hf.coord.term" // transport.TermReport from nodes
-	SubjectFail = "hf.coord.fail" // transport.Envelope{Kind: KindFail} from nodes
 )
 
 // PingSubject is the core NATS subject a node answers liveness pings on
@@ -214,6 +209,9 @@ type Secret struct {
 	NATSPassword string
 	GossipKey    []byte // 32 bytes: memberlist's SecretKey (AES-256)
 	APIToken     string
+	// NodeKey issues and checks the nodes' NATS passwords (NodeCredential,
+	// AuthorizeNATS); only coordinators and the NATS server hold it.
+	NodeKey []byte
 }
 
 // DeriveSecret derives the credentials from a cluster secret with
@@ -240,7 +238,12 @@ func DeriveSecret(secret []byte) (Secret, error) {
 	if err != nil {
 		return Secret{}, err
 	}
-	return Secret{NATSUser: "hetflow", NATSPassword: hex.EncodeToString(nats), GossipKey: gossip, APIToken: hex.EncodeToString(api)}, nil
+	nodeKey, err := key("nats-node", 32)
+	if err != nil {
+		return Secret{}, err
+	}
+	return Secret{NATSUser: "hetflow", NATSPassword: hex.EncodeToString(nats), GossipKey: gossip, APIToken: hex.EncodeToString(api),
+		NodeKey: nodeKey}, nil
 }
 
 // ReadSecretFile reads a cluster secret (surrounding white space trimmed).

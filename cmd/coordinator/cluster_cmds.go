@@ -125,7 +125,7 @@ func signalCtx() (context.Context, context.CancelFunc) {
 
 func addClusterCommands(root *cobra.Command) {
 	root.AddCommand(devCmd(), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
-		peersCmd(), healthCmd(), tokenCmd())
+		peersCmd(), healthCmd(), tokenCmd(), credentialsCmd())
 }
 
 // printStatus writes a run's status for people.
@@ -432,6 +432,38 @@ func healthCmd() *cobra.Command {
 	return cmd
 }
 
+// credentialsCmd issues a node's own credential: what `node
+// --credentials-file` needs to join, without the cluster secret.
+func credentialsCmd() *cobra.Command {
+	var secretFile, out string
+	cmd := &cobra.Command{
+		Use:   "credentials NODE --secret-file F [--out FILE]",
+		Short: "write node NODE's own credential (for node --credentials-file), issued from the cluster secret",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sec, err := requireSecret(secretFile)
+			if err != nil {
+				return err
+			}
+			cred, err := sec.NodeCredential(args[0])
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if out == "" {
+				out = args[0] + ".cred"
+			}
+			if err := proto.WriteNodeCredential(out, cred); err != nil {
+				return withCode(exitInvalid, fmt.Errorf("--out %s: %w", out, err))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s's credential written to %s\n", args[0], out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	cmd.Flags().StringVar(&out, "out", "", "file to write, not overwritten (default NODE.cred)")
+	return cmd
+}
+
 func tokenCmd() *cobra.Command {
 	var secretFile string
 	cmd := &cobra.Command{
@@ -439,12 +471,9 @@ func tokenCmd() *cobra.Command {
 		Short: "print the API token a cluster secret derives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sec, err := readSecret(secretFile)
+			sec, err := requireSecret(secretFile)
 			if err != nil {
-				return withCode(exitInvalid, err)
-			}
-			if sec.APIToken == "" {
-				return withCode(exitInvalid, errors.New("--secret-file is required"))
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sec.APIToken)
 			return nil
@@ -452,6 +481,18 @@ func tokenCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&secretFile, "secret-file", "", "cluster secret file")
 	return cmd
+}
+
+// requireSecret reads the cluster secret a verb cannot do without.
+func requireSecret(path string) (proto.Secret, error) {
+	sec, err := readSecret(path)
+	if err != nil {
+		return sec, withCode(exitInvalid, err)
+	}
+	if sec.APIToken == "" {
+		return sec, withCode(exitInvalid, errors.New("--secret-file is required"))
+	}
+	return sec, nil
 }
 
 func readSecret(path string) (proto.Secret, error) {

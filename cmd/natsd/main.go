@@ -1,7 +1,11 @@
 // Command natsd runs a NATS server with JetStream on disk, built from the
 // nats-server Go module, for hetflow clusters (docker compose, e2e tests).
 // With --secret-file it requires the credentials the cluster secret
-// derives (user "hetflow", see cluster/proto.DeriveSecret).
+// derives: the coordinators' (user "hetflow", see cluster/proto.DeriveSecret),
+// allowed everything, or a node's own (user "node:<id>", an HMAC of the id
+// under a key the secret derives: cluster/proto.Secret.NodeCredential),
+// checked without a list of nodes and allowed only what that node may send
+// (cluster/proto.NodePermissions).
 //
 //	natsd --addr 0.0.0.0:4222 --store /data [--secret-file F] [--http 0.0.0.0:8222] [--tls-cert C --tls-key K]
 //	natsd health --url nats://127.0.0.1:4222 [--secret-file F] [--ca-file C]   (exit 0 when JetStream answers)
@@ -66,7 +70,12 @@ func serve(args []string) int {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 2
 	}
-	o.User, o.Password = sec.NATSUser, sec.NATSPassword
+	if sec.NATSPassword != "" {
+		o.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
+			p, ok := sec.AuthorizeNATS(user, password)
+			return (*natsembed.Permissions)(p), ok
+		}
+	}
 	if o.TLS, err = proto.ServerTLS(*tlsCert, *tlsKey); err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 2

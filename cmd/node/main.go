@@ -4,13 +4,18 @@
 // it takes no new runs, finishes what it holds, and leaves the ring.
 //
 //	node --id ID --nats URL --gossip HOST:PORT --join HOST:PORT,... [--http HOST:PORT]
-//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--secret-file F] [--nats-ca F]
+//	     [--cpus N] [--sim-gpus G] [--advertise HOST] [--credentials-file F | --secret-file F] [--nats-ca F]
+//
+// --credentials-file is the node's own credential (`coordinator credentials
+// ID`): recommended, since it lets the node send only as itself and holds
+// neither the cluster secret nor the API token. --secret-file still works:
+// the node derives its own credential from the secret.
+//
 //	node health --url http://HOST:PORT     (exit 0 when /healthz answers 200)
 package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -80,7 +85,8 @@ func run(args []string) int {
 	cpus := fs.Int("cpus", 0, "CPU workers (0: GOMAXPROCS)")
 	gpus := fs.Int("sim-gpus", 0, "simulated GPU devices (sim backend)")
 	advertise := fs.String("advertise", "", "host others reach this node at")
-	secretFile := fs.String("secret-file", "", "cluster secret file")
+	secretFile := fs.String("secret-file", "", "cluster secret file (the node derives its credential; --credentials-file is recommended)")
+	credFile := fs.String("credentials-file", "", "this node's credential file (coordinator credentials ID)")
 	natsCA := fs.String("nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	verbose := fs.Bool("v", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -94,12 +100,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 2
 	}
-	raw, err := proto.ReadSecretFile(*secretFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "node:", err)
-		return 2
-	}
-	sec, err := proto.DeriveSecret(raw)
+	cred, secured, err := credential(*id, *secretFile, *credFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		return 2
@@ -113,8 +114,8 @@ func run(args []string) int {
 	defer stop()
 
 	copts := []transport.Option{transport.WithName("node " + *id)}
-	if sec.NATSUser != "" {
-		copts = append(copts, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
+	if secured {
+		copts = append(copts, cred.ConnectOptions()...)
 	}
 	tc, err := proto.ClientTLS(*natsCA)
 	if err != nil {
@@ -166,7 +167,7 @@ func run(args []string) int {
 		seeds = strings.Split(*join, ",")
 	}
 	ml, err := member.New(member.Config{ID: *id, BindAddr: *gossip, Advertise: *advertise, Join: seeds,
-		Meta: n.Meta(), SecretKey: sec.GossipKey, Logger: logger})
+		Meta: n.Meta(), SecretKey: cred.GossipKeyBytes(), Logger: logger})
 	if err == nil {
 		err = ml.Start(ctx)
 	}
@@ -185,7 +186,7 @@ func run(args []string) int {
 
 	var srv *http.Server
 	if httpLn != nil {
-		srv = &http.Server{Handler: handler(n, sec.APIToken), ReadHeaderTimeout: 10 * time.Second}
+		srv = &http.Server{Handler: handler(n, cred), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(httpLn)
 	}
 	fmt.Printf("node %s: up (nats %s, gossip %s)\n", *id, *natsURL, *gossip)
@@ -206,6 +207,30 @@ func run(args []string) int {
 	return 0
 }
 
+// credential is the node's own credential, read from credFile or derived
+// from the cluster secret in secretFile; secured is false with neither.
+func credential(id, secretFile, credFile string) (cred proto.NodeCredential, secured bool, err error) {
+	switch {
+	case credFile != "" && secretFile != "":
+		return cred, false, errors.New("--credentials-file and --secret-file: give one")
+	case credFile != "":
+		cred, err = proto.ReadNodeCredential(credFile, id)
+		return cred, err == nil, err
+	case secretFile != "":
+		raw, err := proto.ReadSecretFile(secretFile)
+		if err != nil {
+			return cred, false, err
+		}
+		sec, err := proto.DeriveSecret(raw)
+		if err != nil {
+			return cred, false, err
+		}
+		cred, err = sec.NodeCredential(id)
+		return cred, err == nil, err
+	}
+	return cred, false, nil
+}
+
 func advertised(bound, host string) string {
 	if host == "" {
 		return bound
@@ -215,8 +240,9 @@ func advertised(bound, host string) string {
 }
 
 // handler serves /healthz (open, for container health checks) and
-// /metrics, which needs the cluster's API token when it has a secret.
-func handler(n *node.Node, token string) http.Handler {
+// /metrics, which needs the cluster's API token when it has a secret (the
+// credential holds its hash).
+func handler(n *node.Node, cred proto.NodeCredential) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
 	// process_resident_memory_bytes and friends: bench --server (cmd/bench)
@@ -231,7 +257,7 @@ func handler(n *node.Node, token string) http.Handler {
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token != "" && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+		if cred.APITokenHash != "" && (!ok || !cred.CheckToken(got)) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprintf(w, "{\"error\":%q}\n", proto.ErrUnauthorized.Error())
