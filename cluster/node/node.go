@@ -120,6 +120,7 @@ type Stats struct {
 	SignalsFenced    uint64 // Signals whose sender does not own their source in the generation in force
 	SignalsTakenOver uint64 // Signals read back from the record for tasks taken over from lost nodes
 	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
+	SignalsLate      uint64 // Signals of a run that had already ended here (a copy read from the record, a batch sent twice): nothing owed
 	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
 	SignalsEvicted   uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed  uint64 // Signals missed during a NATS outage and read back from the record
@@ -137,6 +138,7 @@ type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
+	late                             atomic.Uint64
 	takenOver, duplicate             atomic.Uint64
 }
 
@@ -437,6 +439,7 @@ func (n *Node) Stats() Stats {
 		SignalsFenced:    n.stats.fenced.Load(),
 		SignalsTakenOver: n.stats.takenOver.Load(),
 		SignalsDropped:   n.stats.dropped.Load(),
+		SignalsLate:      n.stats.late.Load(),
 		SignalsEarly:     n.stats.early.Load(),
 		SignalsEvicted:   n.stats.evicted.Load(),
 		SignalsReplayed:  n.stats.replayed.Load(),
@@ -750,7 +753,14 @@ type earlyRef struct {
 // keep is counted as evicted, never lost: the run reads its record when it
 // starts.
 func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
-	if _, gone := n.ended[s.Run]; gone || n.closed {
+	if _, gone := n.ended[s.Run]; gone {
+		// The run ended here: its termination counted every Signal it was
+		// owed, so this is a copy (the record read at its start, or a batch
+		// sent again after a reconnect) with nothing left to do.
+		n.stats.late.Add(1)
+		return
+	}
+	if n.closed {
 		n.stats.dropped.Add(1)
 		return
 	}
