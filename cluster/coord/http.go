@@ -199,7 +199,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
 		return
 	}
-	id, err := s.SubmitID(req.ID, req.Path, []byte(req.Flow))
+	id, err := s.SubmitParams(req.ID, req.Path, []byte(req.Flow), req.Params)
 	if err != nil {
 		var inv *InvalidError
 		if errors.As(err, &inv) {
@@ -248,6 +248,13 @@ func (s *Server) Submit(path string, text []byte) (string, error) {
 // the one a retried request made: its id comes back and nothing starts
 // again. The same id with another flow is an *InvalidError.
 func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
+	return s.SubmitParams(id, path, text, nil)
+}
+
+// SubmitParams is SubmitID with values for the flow's parameters
+// (spec.File.Bind): a value missing, ill-typed or for a parameter the
+// flow does not declare is an *InvalidError naming it.
+func (s *Server) SubmitParams(id, path string, text []byte, params map[string]any) (string, error) {
 	if id != "" && !proto.ValidRunID(id) {
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
 	}
@@ -261,6 +268,10 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow file is %d bytes, over this cluster's limit of %d (coordinator --max-flow-bytes)", path, len(text), s.cfg.MaxFlowBytes)}}
 	}
 	f, err := spec.Parse(path, text)
+	if err != nil {
+		return "", invalid(err)
+	}
+	f, values, err := f.Bind(params)
 	if err != nil {
 		return "", invalid(err)
 	}
@@ -321,7 +332,7 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	for _, n := range assign {
 		used[n] = boots[n]
 	}
-	run := &Run{ID: id, Flow: canon, FlowName: g.Name, State: proto.RunRunning, Submitted: now,
+	run := &Run{ID: id, Flow: canon, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
 	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile

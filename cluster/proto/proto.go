@@ -92,6 +92,10 @@ type SubmitRequest struct {
 	// or a leader change, finds the run the first attempt made instead of
 	// starting a second one. Empty: the leader picks the id.
 	ID string `json:"id,omitempty"`
+	// Params fill the flow's parameters (its params:), by name: a string is
+	// parsed by the parameter's type (what submit --param name=value gives),
+	// a number or bool must fit it.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // NewRunID returns a fresh run id: "r" + 13 lowercase hex digits of now in
@@ -132,11 +136,13 @@ type ErrorResponse struct {
 // RunStatus is GET /v1/runs/{id}, `status --json`, `submit --wait --json`
 // and one line of `dev --json` (DESIGN §5a).
 type RunStatus struct {
-	ID    string       `json:"id"`
-	Flow  string       `json:"flow"`
-	State string       `json:"state"`
-	Error string       `json:"error,omitempty"`
-	Tasks []TaskStatus `json:"tasks,omitempty"`
+	ID    string `json:"id"`
+	Flow  string `json:"flow"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Params are the values the run's parameters took (given or default).
+	Params map[string]any `json:"params,omitempty"`
+	Tasks  []TaskStatus   `json:"tasks,omitempty"`
 }
 
 // TaskStatus is one task of a RunStatus.
