@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -34,7 +35,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
 	other := secret(t, "another cluster's secret, not ours")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 
@@ -115,7 +116,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 	peer, err := transport.Connect(ctx, d.NATSURL(), transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))

@@ -2,24 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/spf13/cobra"
 )
@@ -111,34 +109,9 @@ func codeOf(err error) error {
 	return withCode(exitRunFailed, err)
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	return enc.Encode(v)
-}
-
-func signalCtx() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
 func addClusterCommands(root *cobra.Command) {
-	root.AddCommand(devCmd(), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
+	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
 		peersCmd(), healthCmd(), tokenCmd())
-}
-
-// printStatus writes a run's status for people.
-func printStatus(w io.Writer, st proto.RunStatus) {
-	fmt.Fprintf(w, "run %s  flow %s  %s", st.ID, st.Flow, st.State)
-	if st.Error != "" {
-		fmt.Fprintf(w, "  error: %s", st.Error)
-	}
-	fmt.Fprintln(w)
-	for _, t := range st.Tasks {
-		out := ""
-		if t.Output != "" {
-			out = "  output " + t.Output
-		}
-		fmt.Fprintf(w, "  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", t.Name, t.State, t.Node, t.Activations, t.Executions, out)
-	}
 }
 
 // progress draws a progress bar of tasks done / total and the current
@@ -196,6 +169,7 @@ func waitRun(ctx context.Context, c *cluster.Client, id string, asJSON bool, out
 func submitCmd() *cobra.Command {
 	var f clientFlags
 	var wait bool
+	var params cli.ParamFlag
 	cmd := &cobra.Command{
 		Use:   "submit FLOW",
 		Short: "submit a flow file; prints the run id (--wait follows it)",
@@ -205,11 +179,19 @@ func submitCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitInvalid, err)
 			}
+			vals, err := params.Values()
+			if err != nil {
+				return err
+			}
 			// Check here for early file:line errors, but leave a file over the
 			// default size limit to the cluster (it may allow more with
 			// --max-flow-bytes): parsing 30 MB of YAML takes seconds and GiBs.
 			if len(text) <= coord.DefaultMaxFlowBytes {
-				if _, err := spec.Parse(args[0], text); err != nil {
+				pf, err := spec.Parse(args[0], text)
+				if err == nil {
+					_, _, err = pf.Bind(vals)
+				}
+				if err != nil {
 					return withCode(exitInvalid, err)
 				}
 			}
@@ -219,7 +201,7 @@ func submitCmd() *cobra.Command {
 			}
 			ctx, cancel := signalCtx()
 			defer cancel()
-			id, err := c.Submit(ctx, args[0], text)
+			id, err := c.Submit(ctx, args[0], text, cluster.Params(vals))
 			if err != nil {
 				return codeOf(err)
 			}
@@ -242,6 +224,7 @@ func submitCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	params.Add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends (Ctrl-C detaches and exits 130; the run goes on)")
 	return cmd
 }
@@ -451,14 +434,6 @@ func tokenCmd() *cobra.Command {
 	return cmd
 }
 
-func readSecret(path string) (proto.Secret, error) {
-	raw, err := proto.ReadSecretFile(path)
-	if err != nil {
-		return proto.Secret{}, err
-	}
-	return proto.DeriveSecret(raw)
-}
-
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
 	var join, secretFile, tlsCert, tlsKey, caFile, natsCA string
@@ -537,133 +512,5 @@ func serveCmd() *cobra.Command {
 	fl.DurationVar(&cfg.NodeSilence, "node-silence", coord.DefaultSilence,
 		"how long a node gossip declares dead must stay unheard over NATS before its tasks move (a killed node is confirmed at once)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
-	return cmd
-}
-
-func devCmd() *cobra.Command {
-	var cfg cluster.DevConfig
-	var simGPUs int
-	var asJSON, serve, verbose bool
-	var secretFile string
-	cmd := &cobra.Command{
-		Use:   "dev [FLOW...]",
-		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			type flow struct {
-				path string
-				text []byte
-			}
-			var flows []flow
-			if len(args) == 0 {
-				for _, e := range spec.Examples() {
-					flows = append(flows, flow{e.Path, e.Data})
-				}
-			}
-			for _, p := range args {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return withCode(exitInvalid, err)
-				}
-				if _, err := spec.Parse(p, b); err != nil {
-					return withCode(exitInvalid, err)
-				}
-				flows = append(flows, flow{p, b})
-			}
-			if verbose {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			}
-			sec, err := readSecret(secretFile)
-			if err != nil {
-				return withCode(exitInvalid, err)
-			}
-			cfg.Secret = sec
-			ctx, cancel := signalCtx()
-			defer cancel()
-			sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-			d, err := cluster.StartDev(sctx, cfg)
-			scancel()
-			if err != nil {
-				return withCode(exitUnreachable, fmt.Errorf("starting the dev cluster: %w", err))
-			}
-			defer d.Close()
-			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if !asJSON {
-				until := "until the flows have run"
-				if serve {
-					until = "until interrupted"
-				}
-				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s %s\n", cfg.Nodes, d.URL(), until)
-			}
-			c := d.Client()
-			failed, invalid := false, false
-			var ran []string // states of the runs that ran
-			for _, f := range flows {
-				id, err := c.Submit(ctx, filepath.Base(f.path), f.text)
-				if err != nil {
-					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
-					failed = true
-					invalid = invalid || errors.Is(err, proto.ErrInvalid)
-					continue
-				}
-				st, err := c.Wait(ctx, id, nil)
-				if err != nil && st.ID == "" {
-					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
-					failed = true
-					continue
-				}
-				ran = append(ran, st.State)
-				if st.State != proto.RunSucceeded {
-					failed = true
-				}
-				if asJSON {
-					_ = printJSON(out, st)
-				} else {
-					fmt.Fprintf(out, "== %s\n", f.path)
-					printStatus(out, st)
-				}
-			}
-			if !asJSON {
-				ok := 0
-				for _, st := range ran {
-					if st == proto.RunSucceeded {
-						ok++
-					}
-				}
-				fmt.Fprintf(errw, "ran %d flow(s): %d succeeded, %d did not\n", len(flows), ok, len(flows)-ok)
-				if !serve {
-					fmt.Fprintf(errw, "next: run your own flow file with `coordinator dev FLOW.yaml` (examples: cluster/spec/examples/, examples/flows/),\n"+
-						"      or keep the cluster up with its dashboard: `coordinator dev --serve`, then open http://127.0.0.1:7070/\n")
-				}
-			}
-			if serve {
-				fmt.Fprintf(errw, "serving the API and the dashboard (%s/) until interrupted\n", d.URL())
-				<-ctx.Done()
-			}
-			switch {
-			case invalid:
-				return withCode(exitInvalid, errSilent) // a flow the cluster refused: invalid input
-			case failed:
-				return withCode(exitRunFailed, errSilent)
-			}
-			return nil
-		},
-	}
-	fl := cmd.Flags()
-	fl.IntVar(&cfg.Nodes, "nodes", 3, "in-process nodes")
-	fl.IntVar(&simGPUs, "sim-gpus", 1, "sim GPUs on the last node (0: none)")
-	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
-	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
-	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
-	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
-	cmd.PreRun = func(cmd *cobra.Command, args []string) {
-		if serve && cfg.HTTPAddr == "" {
-			cfg.HTTPAddr = "127.0.0.1:7070"
-		}
-		cfg.SimGPUs = simGPUs
-		if simGPUs <= 0 {
-			cfg.SimGPUs = -1 // DevConfig's 0 is its default (one); the flag's 0 is none
-		}
-	}
 	return cmd
 }

@@ -8,67 +8,45 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN §5a).
+// Exit codes (DESIGN §5a), as internal/cli gives them to every hetflow
+// program.
 const (
-	exitOK           = 0
-	exitRunFailed    = 1
-	exitInvalid      = 2
-	exitUnreachable  = 3
-	exitUnauthorized = 4
-	exitNotFound     = 5
-	// exitInterrupted: submit --wait detached on Ctrl-C (128 + SIGINT, as
-	// shells report it); the run goes on in the cluster.
-	exitInterrupted = 130
+	exitOK           = cli.ExitOK
+	exitRunFailed    = cli.ExitRunFailed
+	exitInvalid      = cli.ExitInvalid
+	exitUnreachable  = cli.ExitUnreachable
+	exitUnauthorized = cli.ExitUnauthorized
+	exitNotFound     = cli.ExitNotFound
+	exitInterrupted  = cli.ExitInterrupted
 )
 
 // exitError carries an exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
+type exitError = cli.ExitError
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+// errSilent marks an exit code whose reason was already printed.
+var errSilent = cli.ErrSilent
+
+var (
+	printJSON   = cli.PrintJSON
+	printStatus = cli.PrintStatus
+	signalCtx   = cli.SignalContext
+	readSecret  = cli.ReadSecret
+)
 
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-func run(args []string) int {
-	root := newRoot()
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != errSilent {
-			fmt.Fprintln(os.Stderr, "coordinator:", ee.err)
-		}
-		return ee.code
-	}
-	// cobra's own errors: unknown command or flag, bad argument count
-	fmt.Fprintln(os.Stderr, "coordinator:", err)
-	return exitInvalid
-}
-
-// errSilent marks an exit code whose reason was already printed.
-var errSilent = errors.New("")
+func run(args []string) int { return cli.Execute(newRoot(), args, os.Stderr) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -77,7 +55,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(validateCmd(), dumpCmd(), benchCmd())
+	root.AddCommand(cli.ValidateCmd(funcs.Default()), cli.DumpCmd(funcs.Default()), benchCmd())
 	addClusterCommands(root)
 	return root
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
@@ -89,7 +89,7 @@ func TestCancelSaysWhatHappened(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Secret: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 		err := root.Execute()
 		var ee *exitError
 		if errors.As(err, &ee) {
-			return ee.code, ee.err.Error()
+			return ee.Code, ee.Err.Error()
 		}
 		if err != nil {
 			return -1, err.Error()

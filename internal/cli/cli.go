@@ -1,0 +1,155 @@
+// Package cli holds what hetflow's command-line programs share: the exit
+// codes of DESIGN §5a, the error that carries one out of a command, the
+// flow-file commands (validate, dump), the all-in-one dev command, and the
+// way a run's status is printed for people. cmd/coordinator builds its
+// commands from it with the built-in functions, cluster/nodesdk with a
+// user's registry, so that a user's node binary validates and runs flows in
+// dev exactly as the stock coordinator does.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (DESIGN §5a).
+const (
+	ExitOK           = 0
+	ExitRunFailed    = 1
+	ExitInvalid      = 2
+	ExitUnreachable  = 3
+	ExitUnauthorized = 4
+	ExitNotFound     = 5
+	// ExitInterrupted: submit --wait detached on Ctrl-C (128 + SIGINT, as
+	// shells report it); the run goes on in the cluster.
+	ExitInterrupted = 130
+)
+
+// ExitError carries an exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// WithCode wraps err with an exit code; nil stays nil.
+func WithCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitError{Code: code, Err: err}
+}
+
+// ErrSilent marks an exit code whose reason was already printed.
+var ErrSilent = errors.New("")
+
+// Execute runs a cobra root command with args and returns its exit code,
+// printing the error (prefixed with the program's name) to stderr.
+// cobra's own errors (an unknown command or flag, a bad argument count) are
+// invalid input.
+func Execute(root *cobra.Command, args []string, stderr io.Writer) int {
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != ErrSilent {
+			fmt.Fprintln(stderr, root.Name()+":", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(stderr, root.Name()+":", err)
+	return ExitInvalid
+}
+
+// SignalContext is cancelled on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// ReadSecret reads and derives a cluster secret file ("" gives none).
+func ReadSecret(path string) (proto.Secret, error) {
+	raw, err := proto.ReadSecretFile(path)
+	if err != nil {
+		return proto.Secret{}, err
+	}
+	return proto.DeriveSecret(raw)
+}
+
+// ParamFlag is the repeatable --param name=value of submit, dev, validate
+// and dump.
+type ParamFlag []string
+
+// Add registers the flag on cmd.
+func (p *ParamFlag) Add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar((*[]string)(p), "param", nil, "fill the flow's parameter name (its params:) with value: name=value, repeatable")
+}
+
+// Values parses the flags into a parameter map; a flag without '=' or a
+// name given twice is invalid input.
+func (p ParamFlag) Values() (map[string]any, error) {
+	if len(p) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(p))
+	for _, kv := range p {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, WithCode(ExitInvalid, fmt.Errorf("--param %q: want name=value", kv))
+		}
+		if _, dup := out[k]; dup {
+			return nil, WithCode(ExitInvalid, fmt.Errorf("--param %s given twice", k))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// PrintStatus writes a run's status for people: the run, the values of its
+// parameters, and a line per task with its output (Output).
+func PrintStatus(w io.Writer, st proto.RunStatus) {
+	fmt.Fprintf(w, "run %s  flow %s  %s", st.ID, st.Flow, st.State)
+	if st.Error != "" {
+		fmt.Fprintf(w, "  error: %s", st.Error)
+	}
+	fmt.Fprintln(w)
+	if len(st.Params) > 0 {
+		names := make([]string, 0, len(st.Params))
+		for k := range st.Params {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s=%v", k, st.Params[k])
+		}
+		fmt.Fprintf(w, "  params %s\n", strings.Join(parts, " "))
+	}
+	for _, t := range st.Tasks {
+		out := ""
+		if t.Output != "" {
+			out = "  output " + t.Output
+		}
+		fmt.Fprintf(w, "  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", t.Name, t.State, t.Node, t.Activations, t.Executions, out)
+	}
+}
+
+// PrintJSON writes v as one line of JSON.
+func PrintJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
