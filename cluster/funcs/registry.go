@@ -103,7 +103,7 @@ type Entry struct {
 	// Check, when set, validates a task's arguments before anything runs
 	// (spec validation calls it through the Catalog).
 	Check func(args Args) error
-	// Doc is one line for listings (`node --funcs`).
+	// Doc is one line for listings (`node funcs`).
 	Doc string
 }
 

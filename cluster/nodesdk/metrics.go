@@ -1,4 +1,4 @@
-package main
+package nodesdk
 
 import (
 	"github.com/hetflow/hetflow/cluster/node"

@@ -1,0 +1,175 @@
+package nodesdk_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/devcluster"
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/nodesdk"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// userRegistry is a user's: the built-ins and a function of its own.
+func userRegistry() *funcs.Registry {
+	reg := funcs.Default()
+	reg.MustRegister(funcs.Entry{
+		Name: "shout",
+		Doc:  "upper-cases args.text",
+		CPU: func(ctx context.Context, c *funcs.Call) (funcs.Result, error) {
+			s, err := c.Args.String("text", "")
+			if err != nil {
+				return funcs.Result{}, err
+			}
+			return funcs.Result{Output: []byte(strings.ToUpper(s))}, nil
+		},
+		Check: func(a funcs.Args) error {
+			if err := a.Only("text"); err != nil {
+				return err
+			}
+			_, err := a.String("text", "")
+			return err
+		},
+	})
+	return reg
+}
+
+func writeFlow(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "flow.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const shoutFlow = `name: shout
+params:
+  who: {type: string, default: world}
+tasks:
+  - {name: say, func: shout, args: {text: "hello ${who}"}}
+`
+
+// validate, dump and funcs use the user's functions; the stock registry
+// would refuse the flow.
+func TestSubcommandsUseTheUsersFunctions(t *testing.T) {
+	p := writeFlow(t, shoutFlow)
+	if code := nodesdk.Run([]string{"validate", p}, userRegistry()); code != 0 {
+		t.Errorf("validate with the user's registry: exit %d", code)
+	}
+	if code := nodesdk.Run([]string{"validate", p}, nil); code != 2 {
+		t.Errorf("validate with the built-ins only: exit %d, want 2 (unknown function)", code)
+	}
+	if code := nodesdk.Run([]string{"validate", p, "--param", "nope=1"}, userRegistry()); code != 2 {
+		t.Errorf("validate with an undeclared parameter: exit %d, want 2", code)
+	}
+	bad := writeFlow(t, "name: b\ntasks:\n  - {name: say, func: shout, args: {text: 3}}\n")
+	if code := nodesdk.Run([]string{"validate", bad}, userRegistry()); code != 2 {
+		t.Errorf("validate with an argument the function's Check refuses: exit %d, want 2", code)
+	}
+	root := nodesdk.Command(userRegistry())
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"funcs"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "shout") || !strings.Contains(out.String(), "upper-cases args.text") || !strings.Contains(out.String(), "hash") {
+		t.Errorf("funcs:\n%s", out.String())
+	}
+	if code := nodesdk.Run([]string{"--nats", "nats://127.0.0.1:1"}, nil); code != 2 {
+		t.Errorf("a node without --id: exit %d, want 2", code)
+	}
+	if code := nodesdk.Run([]string{"nosuchcommand"}, nil); code != 2 {
+		t.Errorf("an unknown subcommand: exit %d, want 2", code)
+	}
+}
+
+// dev runs the user's function on an all-in-one cluster of its own.
+func TestDevRunsTheUsersFunctions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	p := writeFlow(t, shoutFlow)
+	root := nodesdk.Command(userRegistry())
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"dev", "--nodes", "1", "--json", "--param", "who=ann", p})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("dev: %v\n%s", err, errb.String())
+	}
+	var st proto.RunStatus
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("%v: %q", err, out.String())
+	}
+	if st.State != proto.RunSucceeded || len(st.Tasks) != 1 || st.Tasks[0].Output != fmt.Sprintf("%x", "HELLO ANN") {
+		t.Errorf("dev run: %+v", st)
+	}
+}
+
+// A node started by the SDK joins a cluster and runs the user's function:
+// the flow pins its task to that node.
+func TestNodeJoinsAndRunsTheUsersFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	reg := userRegistry()
+	ctx := testsupport.Context(t, 2*time.Minute)
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	nctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	var out, errb bytes.Buffer
+	go func() {
+		root := nodesdk.Command(reg)
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetArgs([]string{"--id", "u1", "--nats", d.NATSURL(), "--gossip", "127.0.0.1:0", "--join", d.GossipAddr(), "--cpus", "1"})
+		done <- root.ExecuteContext(nctx)
+	}()
+	c := d.Client()
+	testsupport.Eventually(t, 30*time.Second, "node u1 alive", func() bool {
+		ns, err := c.Nodes(ctx)
+		for _, n := range ns {
+			if err == nil && n.ID == "u1" && n.State == proto.NodeAlive {
+				return true
+			}
+		}
+		return false
+	})
+	id, err := c.Submit(ctx, "pin.yaml", []byte("name: pin\ntasks:\n  - {name: say, func: shout, args: {text: hi}, node: u1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx, id, nil)
+	if err != nil || st.Tasks[0].Node != "u1" || st.Tasks[0].Output != fmt.Sprintf("%x", "HI") {
+		t.Errorf("run on u1: %+v %v", st, err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("node: %v\n%s", err, errb.String())
+		}
+	case <-time.After(testsupport.Scale(time.Minute)):
+		t.Fatal("the node did not drain and stop")
+	}
+	if !strings.Contains(out.String(), "node u1: up") || !strings.Contains(out.String(), "draining") {
+		t.Errorf("node output %q", out.String())
+	}
+}
