@@ -54,6 +54,9 @@ type Config struct {
 	// checks flows against (nil: funcs.Default(), the built-ins). A user's
 	// registry usually starts from funcs.Default() and adds to it.
 	Registry *funcs.Registry
+	// ExecAllow turns on the exec built-in for these programs on every node
+	// (funcs.Registry.EnableExec, as node --exec-allow does); nil: off.
+	ExecAllow []string
 }
 
 // Cluster is an all-in-one cluster: an embedded NATS server with JetStream, one
@@ -87,6 +90,12 @@ func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = funcs.Default() // and not a nil *Registry in coord.Config.Catalog
+	}
+	if len(cfg.ExecAllow) > 0 {
+		cfg.Registry = cfg.Registry.Clone()
+		if err := cfg.Registry.EnableExec(cfg.ExecAllow); err != nil {
+			return nil, err
+		}
 	}
 	dev := &Cluster{dir: cfg.Dir, token: cfg.Secret.APIToken}
 	d = dev

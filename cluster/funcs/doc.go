@@ -67,8 +67,12 @@
 //	fanout {n, us}       subflow: n spin {us} children named "0".."n-1"
 //	pick {choices}       multicondition: returns the given indices
 //	blob {n}             outputs n bytes (byte i = i mod 256), for traffic tests
+//	exec {cmd, args, stdin, env}  only with Registry.EnableExec(allow) (node --exec-allow): runs an
+//	                     allowed program with its inputs as files (and stdin); stdout is the output
 //
-// Only hash, saxpy and blob produce output. saxpy's GPU body in Default() is
+// Only hash, saxpy, blob and exec produce output. exec is off by default:
+// see EnableExec, and the security section of docs/cluster-protocol.md
+// (whoever may submit flows can run the allowed programs). saxpy's GPU body in Default() is
 // the host computation (so flows with domain gpu run before a device body
 // is attached with SetGPU); a device body must round a·x to float32 before
 // adding (no fused multiply-add) and sum y on the host in index order, to

@@ -129,6 +129,18 @@ func Default() *Registry {
 	return r
 }
 
+// Clone returns a registry with the same entries, to extend without
+// changing r.
+func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := &Registry{entries: make(map[string]*Entry, len(r.entries))}
+	for k, e := range r.entries {
+		c.entries[k] = e
+	}
+	return c
+}
+
 // Register adds an entry.
 func (r *Registry) Register(e Entry) error {
 	if e.Name == "" || strings.ContainsAny(e.Name, " \t\n/") {

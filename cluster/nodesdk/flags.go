@@ -16,6 +16,9 @@ type Flags struct {
 	SecretFile string
 	NATSCA     string
 	Verbose    bool
+	// ExecAllow turns on the exec built-in for exactly these programs
+	// (funcs.Registry.EnableExec); empty: exec is off.
+	ExecAllow []string
 }
 
 func (f *Flags) register(cmd *cobra.Command) {
@@ -31,4 +34,5 @@ func (f *Flags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.SecretFile, "secret-file", "", "cluster secret file")
 	fs.StringVar(&f.NATSCA, "nats-ca", "", "PEM certificates to trust for a TLS NATS server")
 	fs.BoolVarP(&f.Verbose, "verbose", "v", false, "log to stderr")
+	fs.StringSliceVar(&f.ExecAllow, "exec-allow", nil, "programs exec tasks may run on this node (comma-separated or repeated; default none: exec is off). Anyone holding the API token can then run them here")
 }

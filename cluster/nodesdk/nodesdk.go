@@ -154,6 +154,12 @@ func runNode(ctx context.Context, f Flags, reg *funcs.Registry, stdout, stderr i
 	if err := transport.ValidateID("node id", f.ID); err != nil {
 		return cli.WithCode(cli.ExitInvalid, err)
 	}
+	if len(f.ExecAllow) > 0 {
+		reg = reg.Clone()
+		if err := reg.EnableExec(f.ExecAllow); err != nil {
+			return cli.WithCode(cli.ExitInvalid, fmt.Errorf("--exec-allow: %w", err))
+		}
+	}
 	sec, err := cli.ReadSecret(f.SecretFile)
 	if err != nil {
 		return cli.WithCode(cli.ExitInvalid, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,5 +172,79 @@ func TestNodeJoinsAndRunsTheUsersFunction(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "node u1: up") || !strings.Contains(out.String(), "draining") {
 		t.Errorf("node output %q", out.String())
+	}
+}
+
+// exec tasks on a cluster: a predecessor's output as a file and as stdin,
+// stdout as the output, retries: re-running a failed process, timeout:
+// killing one; and a node without --exec-allow has no exec at all.
+func TestExecTasksOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	ctx := testsupport.Context(t, 2*time.Minute)
+	if _, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, ExecAllow: []string{""}}); err == nil {
+		t.Fatal("an empty --exec-allow entry was accepted")
+	}
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, ExecAllow: []string{"/bin/sh", "cat"}, Registry: userRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	flow := `name: ex
+params:
+  word: {type: string, default: hello}
+tasks:
+  - {name: src, func: shout, args: {text: "${word} world"}}
+  - name: count
+    func: exec
+    args: {cmd: /bin/sh, args: ["-c", "wc -w < src | tr -d ' '"]}
+    succeed: [src]
+  - name: flaky
+    func: exec
+    retries: 2
+    args: {cmd: /bin/sh, args: ["-c", "[ \"$HETFLOW_ATTEMPT\" -ge 1 ] && echo ok-on-$HETFLOW_ATTEMPT || { echo first try fails >&2; exit 1; }"]}
+  - {name: echo, func: exec, args: {cmd: cat, stdin: src}, succeed: [src]}
+`
+	c := d.Client()
+	id, err := c.Submit(ctx, "ex.yaml", []byte(flow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx, id, nil)
+	if err != nil {
+		t.Fatalf("%v: %+v", err, st)
+	}
+	outs := map[string]proto.TaskStatus{}
+	for _, ts := range st.Tasks {
+		outs[ts.Name] = ts
+	}
+	if got := outs["count"].Output; got != fmt.Sprintf("%x", "2\n") {
+		t.Errorf("count output %q", got)
+	}
+	if f := outs["flaky"]; f.Output != fmt.Sprintf("%x", "ok-on-1\n") || f.Executions != 2 {
+		t.Errorf("flaky: %+v, want ok-on-1 after 2 executions", f)
+	}
+	if got := outs["echo"].Output; got != fmt.Sprintf("%x", "HELLO WORLD") {
+		t.Errorf("echo output %q", got)
+	}
+	slow := "name: slow\ntasks:\n  - {name: nap, func: exec, timeout: 300ms, args: {cmd: /bin/sh, args: [-c, 'sleep 60']}}\n"
+	id, err = c.Submit(ctx, "slow.yaml", []byte(slow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Wait(ctx, id, nil)
+	if err == nil || st.State != proto.RunFailed || !strings.Contains(st.Error, "killed") {
+		t.Errorf("a process past its timeout: %+v %v", st, err)
+	}
+
+	plain, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	_, err = plain.Client().Submit(ctx, "ex.yaml", []byte(flow))
+	if !errors.Is(err, proto.ErrInvalid) || !strings.Contains(err.Error(), `unknown function "exec"`) {
+		t.Errorf("exec on a cluster without --exec-allow: %v", err)
 	}
 }

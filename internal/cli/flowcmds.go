@@ -229,6 +229,7 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
 	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
+	fl.StringSliceVar(&cfg.ExecAllow, "exec-allow", nil, "programs exec tasks may run on the dev nodes (default none: exec is off)")
 	params.Add(cmd)
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {
 		if serve && cfg.HTTPAddr == "" {
