@@ -345,6 +345,13 @@ func (c *Client) Nodes(ctx context.Context) ([]proto.NodeInfo, error) {
 	return out, err
 }
 
+// Funcs returns what each live node offers: its function catalog.
+func (c *Client) Funcs(ctx context.Context) ([]proto.NodeFuncs, error) {
+	var out []proto.NodeFuncs
+	err := c.do(ctx, http.MethodGet, "/v1/funcs", nil, &out)
+	return out, err
+}
+
 // Cancel cancels a run and returns its status.
 func (c *Client) Cancel(ctx context.Context, id string) (proto.RunStatus, error) {
 	var st proto.RunStatus

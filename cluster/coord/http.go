@@ -42,6 +42,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", lead(s.handleStatus))
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", lead(s.handleCancel))
 	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	mux.HandleFunc("GET /v1/funcs", s.handleFuncs)
 	mux.HandleFunc("GET /v1/peers", s.handlePeers)
 	mux.HandleFunc("DELETE /v1/peers/{id}", lead(s.handleRemovePeer))
 	mux.HandleFunc("GET /v1/leader", s.handleLeader)
@@ -285,7 +286,13 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 			}
 		}
 	})
-	opts := spec.Options{Funcs: s.cfg.Catalog, Resources: res}
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*catalogFetchTimeout)
+	offered := s.offered(s.nodeFuncs(fctx, alive))
+	fcancel()
+	opts := spec.Options{Funcs: offered, Resources: res}
+	if len(alive) == 0 {
+		opts.Funcs = s.cfg.Catalog // nothing offers anything: check the flow, and planning says there is no node
+	}
 	// Before anything grows with the run's size. ExpandedSize is safe on a
 	// file not validated yet (a module cycle saturates it): a file over the
 	// limit is validated first, so that a cycle is reported as one.
@@ -319,6 +326,9 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 		id = proto.NewRunID(now)
 	} else if done, err := s.submitted(id, canon); done || err != nil {
 		return id, err
+	}
+	if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
+		return "", err
 	}
 	assign, err := Plan(g, alive, Seed(id))
 	if err != nil {

@@ -68,6 +68,7 @@ type Cluster struct {
 	nodes   []*node.Node
 	members []*member.List
 	conns   []*transport.Conn
+	subs    []*transport.Subscription // the nodes' catalog answers
 	dir     string
 	ownDir  bool
 	token   string
@@ -158,7 +159,12 @@ func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 		if err := n.Start(ctx); err != nil {
 			return nil, err
 		}
-		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.Meta(),
+		sub, err := n.ServeCatalog()
+		if err != nil {
+			return nil, err
+		}
+		d.subs = append(d.subs, sub)
+		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.AdvertisedMeta(),
 			SecretKey: sec.GossipKey, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
@@ -220,6 +226,11 @@ func (d *Cluster) Close() error {
 	for _, m := range d.members {
 		_ = m.Leave(200 * time.Millisecond)
 		errs = append(errs, m.Shutdown())
+	}
+	for _, s := range d.subs {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.Close(cctx))
+		cancel()
 	}
 	for _, n := range d.nodes {
 		errs = append(errs, n.Close())

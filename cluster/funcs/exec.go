@@ -29,7 +29,7 @@ const (
 	// ExecMaxOutput is the most stdout an exec task may write: the largest
 	// task output the cluster carries (transport.DefaultLimits.MaxOutput).
 	// A process that writes more is killed and its task fails.
-	ExecMaxOutput = 8 << 20
+	ExecMaxOutput = MaxOutput
 	// ExecStderrTail is how much of the end of stderr a failed exec task's
 	// error carries.
 	ExecStderrTail = 2 << 10
@@ -79,6 +79,12 @@ func (r *Registry) EnableExec(allow []string) error {
 		Kind:  spec.KindStatic,
 		Doc:   "runs a program of the node's allow-list (" + strings.Join(list, ", ") + "); stdout is the output",
 		Check: checkExecArgs,
+		Args: []Arg{
+			{Name: "cmd", Type: "string", Required: true, Doc: "the program, as the allow-list names it"},
+			{Name: "args", Type: "list", Doc: "its arguments"},
+			{Name: "stdin", Type: "string", Doc: "the predecessor whose output is its standard input"},
+			{Name: "env", Type: "map", Doc: "variables to add to its environment"},
+		},
 		CPU: func(ctx context.Context, c *Call) (Result, error) {
 			return runExec(ctx, c, allowed, list)
 		},

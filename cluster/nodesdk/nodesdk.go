@@ -218,12 +218,25 @@ func runNode(ctx context.Context, f Flags, reg *funcs.Registry, stdout, stderr i
 		}
 		return cli.WithCode(cli.ExitRunFailed, err)
 	}
+	catalog, err := n.ServeCatalog()
+	if err != nil {
+		n.Close()
+		if httpLn != nil {
+			httpLn.Close()
+		}
+		return cli.WithCode(cli.ExitUnreachable, fmt.Errorf("NATS: catalog: %w", err))
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = catalog.Close(cctx)
+		cancel()
+	}()
 	var seeds []string
 	if f.Join != "" {
 		seeds = strings.Split(f.Join, ",")
 	}
 	ml, err := member.New(member.Config{ID: f.ID, BindAddr: f.Gossip, Advertise: f.Advertise, Join: seeds,
-		Meta: n.Meta(), SecretKey: sec.GossipKey, Logger: logger})
+		Meta: n.AdvertisedMeta(), SecretKey: sec.GossipKey, Logger: logger})
 	if err == nil {
 		err = ml.Start(ctx)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,5 +247,103 @@ tasks:
 	_, err = plain.Client().Submit(ctx, "ex.yaml", []byte(flow))
 	if !errors.Is(err, proto.ErrInvalid) || !strings.Contains(err.Error(), `unknown function "exec"`) {
 		t.Errorf("exec on a cluster without --exec-allow: %v", err)
+	}
+}
+
+// Catalogs come from the nodes: a coordinator built with the built-ins
+// only accepts a flow naming a function a live SDK node has, places its task
+// on that node without a pin, refuses a function no live node has (naming
+// the task and the function), and lists what each node offers; validate
+// --server checks a file against it.
+func TestCatalogsComeFromTheNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	ctx := testsupport.Context(t, 2*time.Minute)
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1}) // the built-ins only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	nctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		root := nodesdk.Command(userRegistry())
+		root.SetOut(io.Discard)
+		root.SetArgs([]string{"--id", "u1", "--nats", d.NATSURL(), "--gossip", "127.0.0.1:0", "--join", d.GossipAddr(), "--cpus", "1"})
+		done <- root.ExecuteContext(nctx)
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+	}()
+	c := d.Client()
+	testsupport.Eventually(t, 30*time.Second, "node u1 offering shout", func() bool {
+		ns, err := c.Funcs(ctx)
+		for _, n := range ns {
+			if err == nil && n.Node == "u1" && n.Hash != "" {
+				for _, f := range n.Funcs {
+					if f.Name == "shout" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	ns, err := c.Funcs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		has := false
+		for _, f := range n.Funcs {
+			has = has || f.Name == "shout"
+		}
+		if has != (n.Node == "u1") || n.Hash == "" || len(n.Funcs) < 10 {
+			t.Errorf("node %s offers %d functions (hash %q), shout %v", n.Node, len(n.Funcs), n.Hash, has)
+		}
+	}
+	// Many tasks, so that a placement ignoring the catalogs would put some on n1, n2.
+	var b strings.Builder
+	b.WriteString("name: many\ntasks:\n")
+	for i := 0; i < 12; i++ {
+		fmt.Fprintf(&b, "  - {name: s%d, func: shout, args: {text: t%d}}\n  - {name: h%d, func: hash}\n", i, i, i)
+	}
+	id, err := c.Submit(ctx, "many.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Wait(ctx, id, nil)
+	if err != nil {
+		t.Fatalf("%v %+v", err, st)
+	}
+	for _, ts := range st.Tasks {
+		if strings.HasPrefix(ts.Name, "s") && ts.Node != "u1" {
+			t.Errorf("task %s ran on %s, which lacks shout", ts.Name, ts.Node)
+		}
+	}
+	_, err = c.Submit(ctx, "x.yaml", []byte("name: x\ntasks:\n  - {name: a, func: nowhere}\n"))
+	if !errors.Is(err, proto.ErrInvalid) || !strings.Contains(err.Error(), `task "a" field "func": unknown function "nowhere"`) {
+		t.Errorf("a function no node has: %v", err)
+	}
+	// The schema-less user function is checked by its kind only here; a
+	// pin to a node without it is refused, naming both.
+	_, err = c.Submit(ctx, "p.yaml", []byte("name: p\ntasks:\n  - {name: a, func: shout, node: n1}\n"))
+	if !errors.Is(err, proto.ErrInvalid) || !strings.Contains(err.Error(), `task "a" is pinned to node n1, which does not have function "shout" (nodes with it: u1)`) {
+		t.Errorf("a pin to a node without the function: %v", err)
+	}
+	good := writeFlow(t, "name: g\ntasks:\n  - {name: a, func: shout}\n")
+	bad := writeFlow(t, "name: g\ntasks:\n  - {name: a, func: whisper}\n")
+	if code := nodesdk.Run([]string{"validate", "--server", d.URL(), good}, funcs.Default()); code != 0 {
+		t.Errorf("validate --server of a flow the cluster offers: exit %d", code)
+	}
+	if code := nodesdk.Run([]string{"validate", "--server", d.URL(), bad}, funcs.Default()); code != 2 {
+		t.Errorf("validate --server of a function nobody has: exit %d", code)
+	}
+	if code := nodesdk.Run([]string{"validate", "--server", "http://127.0.0.1:1", good}, funcs.Default()); code != 3 {
+		t.Errorf("validate --server of an unreachable cluster: exit %d", code)
 	}
 }

@@ -212,6 +212,9 @@ type Meta struct {
 	// (a supervisor, a container restart policy) has another one, and the
 	// leader treats the runs the old process held as lost on it.
 	Boot string `json:"boot,omitempty"`
+	// Funcs is the hash of the node's function catalog (Catalog.Hash); the
+	// catalog itself answers on CatalogSubject.
+	Funcs string `json:"funcs,omitempty"`
 }
 
 // Secret is what a cluster secret yields.

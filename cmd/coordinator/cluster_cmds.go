@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -110,7 +111,7 @@ func codeOf(err error) error {
 }
 
 func addClusterCommands(root *cobra.Command) {
-	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
+	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), statusCmd(), outputCmd(), runsCmd(), nodesCmd(), funcsCmd(), cancelCmd(),
 		peersCmd(), healthCmd(), tokenCmd())
 }
 
@@ -253,6 +254,48 @@ func statusCmd() *cobra.Command {
 	return cmd
 }
 
+func outputCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "output RUN TASK",
+		Short: "write a task's output bytes to stdout (coordinator output RUN TASK > file)",
+		Long: `output writes the output of a task's latest activation, as its function
+returned it, to stdout. Runs keep the outputs of tasks without successors (those
+status shows), up to 8 MiB each (funcs.MaxOutput; a function returning more
+fails its task). A task that produced none writes nothing.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				st, err := c.Status(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				for _, t := range st.Tasks {
+					if t.Name != args[1] {
+						continue
+					}
+					b, err := hex.DecodeString(t.Output)
+					if err != nil {
+						return fmt.Errorf("task %s: output: %w", t.Name, err)
+					}
+					if len(b) == 0 {
+						fmt.Fprintf(cmd.ErrOrStderr(), "task %s (%s) has no output: only tasks without successors keep theirs, and only hash, saxpy, blob, exec and functions of your own produce one\n", t.Name, t.State)
+					}
+					_, err = cmd.OutOrStdout().Write(b)
+					return err
+				}
+				names := make([]string, len(st.Tasks))
+				for i, t := range st.Tasks {
+					names[i] = t.Name
+				}
+				return fmt.Errorf("run %s has no task %q (tasks: %s): %w", args[0], args[1], strings.Join(names, ", "), proto.ErrNotFound)
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
 func runsCmd() *cobra.Command {
 	var f clientFlags
 	cmd := &cobra.Command{
@@ -307,6 +350,30 @@ func nodesCmd() *cobra.Command {
 				for _, n := range ns {
 					fmt.Fprintf(cmd.OutOrStdout(), "%-10s %-22s %-8s cpus %d gpus %d\n", n.ID, n.Address, n.State, n.CPUs, n.GPUs)
 				}
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func funcsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "funcs",
+		Short: "list the functions the cluster's live nodes offer, per node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				ns, err := c.Funcs(ctx)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), ns)
+				}
+				cli.PrintFuncs(cmd.OutOrStdout(), ns)
 				return nil
 			})
 		},

@@ -9,6 +9,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,11 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/spf13/cobra"
@@ -143,9 +147,76 @@ func PrintStatus(w io.Writer, st proto.RunStatus) {
 	for _, t := range st.Tasks {
 		out := ""
 		if t.Output != "" {
-			out = "  output " + t.Output
+			out = "  output " + ShowOutput(t.Output)
 		}
 		fmt.Fprintf(w, "  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", t.Name, t.State, t.Node, t.Activations, t.Executions, out)
+	}
+}
+
+// ShowOutput renders a task's output, given as status JSON has it
+// (lowercase hex), for people: printable UTF-8 text as a quoted Go string
+// ("6 words\n"), anything else as hex; past showMax bytes it is cut, with
+// the length and where to get the whole (coordinator output RUN TASK).
+func ShowOutput(hexOut string) string {
+	b, err := hex.DecodeString(hexOut)
+	if err != nil {
+		return hexOut
+	}
+	if text(b) {
+		if len(b) <= showMax {
+			return strconv.Quote(string(b))
+		}
+		cut := showMax
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(string(b[:cut])), len(b))
+	}
+	if len(b) <= 32 { // a hash's whole digest
+		return hexOut
+	}
+	return fmt.Sprintf("%s… (%d bytes)", hexOut[:64], len(b))
+}
+
+// showMax is the most bytes of a text output status shows.
+const showMax = 80
+
+// text reports whether b is UTF-8 text: printable runes, newlines, tabs.
+func text(b []byte) bool {
+	if len(b) == 0 || !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if r != '\n' && r != '\t' && r != '\r' && !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// PrintFuncs lists what each node offers for people: per node, a line per
+// function (name, kind, domains, arguments, doc).
+func PrintFuncs(w io.Writer, ns []proto.NodeFuncs) {
+	for _, n := range ns {
+		what := n.Hash
+		switch {
+		case n.Error != "":
+			what = "catalog unavailable: " + n.Error
+		case n.Builtin:
+			what = "no catalog advertised: the coordinator's built-ins"
+		}
+		fmt.Fprintf(w, "node %s (%s)\n", n.Node, what)
+		for _, f := range n.Funcs {
+			var args []string
+			for _, a := range f.Args {
+				s := a.Name + ":" + a.Type
+				if a.Required {
+					s += "!"
+				}
+				args = append(args, s)
+			}
+			fmt.Fprintf(w, "  %-14s %-14s %-8s %-24s %s\n", f.Name, f.Kind, strings.Join(f.Domains, ","), strings.Join(args, " "), f.Doc)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
@@ -18,18 +19,18 @@ import (
 )
 
 // LoadFlow reads and parses a flow file, fills its parameters and
-// validates it against reg (nil: the built-ins). Errors name the file,
+// validates it against cat (nil: the built-ins). Errors name the file,
 // task, field or parameter; they carry exit code 2.
-func LoadFlow(path string, reg *funcs.Registry, res *spec.Resources, params map[string]any) (*spec.File, error) {
-	if reg == nil {
-		reg = funcs.Default()
+func LoadFlow(path string, cat spec.Catalog, res *spec.Resources, params map[string]any) (*spec.File, error) {
+	if cat == nil {
+		cat = funcs.Default()
 	}
 	f, err := spec.ReadFile(path)
 	if err == nil {
 		f, _, err = f.Bind(params)
 	}
 	if err == nil {
-		err = f.Validate(spec.Options{Funcs: reg, Resources: res})
+		err = f.Validate(spec.Options{Funcs: cat, Resources: res})
 	}
 	if err != nil {
 		return nil, WithCode(ExitInvalid, err)
@@ -38,21 +39,33 @@ func LoadFlow(path string, reg *funcs.Registry, res *spec.Resources, params map[
 }
 
 // ValidateCmd is `validate FLOW...`: check flow files against reg's
-// functions without running them.
+// functions without running them, or with --server against what a
+// cluster's live nodes offer (their catalogs, CPUs and GPUs).
 func ValidateCmd(reg *funcs.Registry) *cobra.Command {
+	if reg == nil {
+		reg = funcs.Default()
+	}
 	var params ParamFlag
+	var server, tokenFile string
 	cmd := &cobra.Command{
 		Use:   "validate FLOW...",
-		Short: "check flow files without running them",
+		Short: "check flow files without running them (--server: against a cluster's live nodes)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			vals, err := params.Values()
 			if err != nil {
 				return err
 			}
+			var cat spec.Catalog = reg
+			var res *spec.Resources
+			if server != "" {
+				if cat, res, err = clusterCatalog(server, tokenFile, reg); err != nil {
+					return err
+				}
+			}
 			bad := false
 			for _, p := range args {
-				f, err := LoadFlow(p, reg, nil, vals)
+				f, err := LoadFlow(p, cat, res, vals)
 				if err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					bad = true
@@ -74,11 +87,54 @@ func ValidateCmd(reg *funcs.Registry) *cobra.Command {
 		},
 	}
 	params.Add(cmd)
+	cmd.Flags().StringVar(&server, "server", "", "check against the functions, CPUs and GPUs of this cluster's live nodes (coordinator URL(s), comma-separated)")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API token (default $HETFLOW_TOKEN), with --server")
 	return cmd
+}
+
+// clusterCatalog is what a cluster's live nodes offer: the union of their
+// function catalogs (checked with reg's code where it has the function) and
+// their resources.
+func clusterCatalog(server, tokenFile string, reg *funcs.Registry) (spec.Catalog, *spec.Resources, error) {
+	token := os.Getenv("HETFLOW_TOKEN")
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, nil, WithCode(ExitInvalid, fmt.Errorf("--token-file: %w", err))
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	c := cluster.NewClient(strings.Split(server, ","), token)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := func(err error) error {
+		if errors.Is(err, proto.ErrUnauthorized) {
+			return WithCode(ExitUnauthorized, err)
+		}
+		return WithCode(ExitUnreachable, err)
+	}
+	ns, err := c.Funcs(ctx)
+	if err != nil {
+		return nil, nil, code(err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, nil, code(err)
+	}
+	res := &spec.Resources{Nodes: map[string]spec.NodeRes{}}
+	for _, n := range nodes {
+		if n.State == proto.NodeAlive {
+			res.Nodes[n.ID] = spec.NodeRes{CPUs: n.CPUs, GPUs: n.GPUs}
+		}
+	}
+	return funcs.NewOffered(ns, reg), res, nil
 }
 
 // DumpCmd is `dump FLOW`: write a flow file as Graphviz DOT.
 func DumpCmd(reg *funcs.Registry) *cobra.Command {
+	if reg == nil {
+		reg = funcs.Default()
+	}
 	var params ParamFlag
 	cmd := &cobra.Command{
 		Use:   "dump FLOW",
