@@ -38,6 +38,20 @@ func LoadFlow(path string, cat spec.Catalog, res *spec.Resources, params map[str
 	return f, nil
 }
 
+// offline is the catalog a flow file is checked against without a
+// cluster: reg, with the exec built-in's argument check when reg lacks it
+// (which programs a node allows is up to the node: exec is checked there).
+func offline(reg *funcs.Registry) spec.Catalog {
+	if _, ok := reg.Lookup(funcs.ExecName); ok {
+		return reg
+	}
+	c := reg.Clone()
+	if err := c.EnableExec([]string{"(each node's --exec-allow)"}); err != nil {
+		return reg
+	}
+	return c
+}
+
 // ValidateCmd is `validate FLOW...`: check flow files against reg's
 // functions without running them, or with --server against what a
 // cluster's live nodes offer (their catalogs, CPUs and GPUs).
@@ -56,7 +70,7 @@ func ValidateCmd(reg *funcs.Registry) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var cat spec.Catalog = reg
+			var cat spec.Catalog = offline(reg)
 			var res *spec.Resources
 			if server != "" {
 				if cat, res, err = clusterCatalog(server, tokenFile, reg); err != nil {
@@ -145,7 +159,7 @@ func DumpCmd(reg *funcs.Registry) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			f, err := LoadFlow(args[0], reg, nil, vals)
+			f, err := LoadFlow(args[0], offline(reg), nil, vals)
 			if err != nil {
 				return err
 			}
