@@ -38,8 +38,9 @@ type cachedCatalog struct {
 	funcs []proto.FuncInfo
 }
 
-// nodeFuncs returns what each of the nodes offers, fetching catalogs it has
-// not seen under their current hash.
+// nodeFuncs returns what each of the nodes offers, fetching (all at once)
+// the catalogs it has not seen under their current hash: a node that does
+// not answer costs one catalogFetchTimeout, whatever their number.
 func (s *Server) nodeFuncs(ctx context.Context, nodes []Node) []proto.NodeFuncs {
 	cache := &s.catalogs
 	cache.mu.Lock()
@@ -47,44 +48,53 @@ func (s *Server) nodeFuncs(ctx context.Context, nodes []Node) []proto.NodeFuncs 
 		cache.m = map[string]cachedCatalog{}
 	}
 	cache.mu.Unlock()
-	out := make([]proto.NodeFuncs, 0, len(nodes))
-	for _, n := range nodes {
-		nf := proto.NodeFuncs{Node: n.ID}
-		hash := ""
-		if s.members != nil {
-			if m, ok := s.members.Member(n.ID); ok {
-				hash = m.Meta.Funcs
-			}
-		}
-		if hash == "" || s.nc == nil {
-			nf.Builtin = true
-			if r, ok := s.cfg.Catalog.(*funcs.Registry); ok {
-				nf.Funcs = r.Catalog().Funcs
-			}
-			out = append(out, nf)
-			continue
-		}
-		nf.Hash = hash
-		cache.mu.Lock()
-		c, ok := cache.m[n.ID]
-		cache.mu.Unlock()
-		if !ok || c.hash != hash {
-			funcs, err := s.fetchCatalog(ctx, n.ID)
-			if err != nil {
-				s.log.Warn("node catalog", "node", n.ID, "err", err)
-				nf.Error = err.Error()
-				out = append(out, nf)
-				continue
-			}
-			c = cachedCatalog{hash: hash, funcs: funcs}
-			cache.mu.Lock()
-			cache.m[n.ID] = c
-			cache.mu.Unlock()
-		}
-		nf.Funcs = c.funcs
-		out = append(out, nf)
+	out := make([]proto.NodeFuncs, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = s.nodeCatalog(ctx, cache, n.ID)
+		}()
 	}
+	wg.Wait()
 	return out
+}
+
+// nodeCatalog is what node id offers, from the cache or fetched.
+func (s *Server) nodeCatalog(ctx context.Context, cache *catalogCache, id string) proto.NodeFuncs {
+	nf := proto.NodeFuncs{Node: id}
+	hash := ""
+	if s.members != nil {
+		if m, ok := s.members.Member(id); ok {
+			hash = m.Meta.Funcs
+		}
+	}
+	if hash == "" || s.nc == nil {
+		nf.Builtin = true
+		if r, ok := s.cfg.Catalog.(*funcs.Registry); ok {
+			nf.Funcs = r.Catalog().Funcs
+		}
+		return nf
+	}
+	nf.Hash = hash
+	cache.mu.Lock()
+	c, ok := cache.m[id]
+	cache.mu.Unlock()
+	if !ok || c.hash != hash {
+		fs, err := s.fetchCatalog(ctx, id)
+		if err != nil {
+			s.log.Warn("node catalog", "node", id, "err", err)
+			nf.Error = err.Error()
+			return nf
+		}
+		c = cachedCatalog{hash: hash, funcs: fs}
+		cache.mu.Lock()
+		cache.m[id] = c
+		cache.mu.Unlock()
+	}
+	nf.Funcs = c.funcs
+	return nf
 }
 
 func (s *Server) fetchCatalog(ctx context.Context, node string) ([]proto.FuncInfo, error) {
