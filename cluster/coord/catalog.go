@@ -216,3 +216,64 @@ func (s *Server) handleFuncs(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// cachedOffered is what the nodes offer by the catalogs already fetched,
+// for the leader loop, which must not wait on the network: a node that
+// advertises no catalog has Config.Catalog's functions, one whose catalog
+// is not cached under its current hash offers none.
+func (s *Server) cachedOffered(nodes []Node) *funcs.Offered {
+	cache := &s.catalogs
+	out := make([]proto.NodeFuncs, 0, len(nodes))
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	for _, n := range nodes {
+		nf := proto.NodeFuncs{Node: n.ID}
+		hash := ""
+		if s.members != nil {
+			if m, ok := s.members.Member(n.ID); ok {
+				hash = m.Meta.Funcs
+			}
+		}
+		switch c, ok := cache.m[n.ID]; {
+		case hash == "" || s.nc == nil:
+			nf.Builtin = true
+		case ok && c.hash == hash:
+			nf.Funcs = c.funcs
+		}
+		out = append(out, nf)
+	}
+	return s.offered(out)
+}
+
+// pinMoved pins, in g, each task a reassignment moves (its node in prev is
+// not among takers) whose function not every taker has to a taker that
+// has it, so that PlanReassign places it there. A moved task whose
+// function no taker has is left to PlanReassign (its node will refuse the
+// part and the run fails, naming the function).
+func pinMoved(g *spec.Graph, prev []string, takers []Node, o *funcs.Offered, seed uint64) {
+	if o == nil {
+		return
+	}
+	taker := map[string]bool{}
+	for _, n := range takers {
+		taker[n.ID] = true
+	}
+	for v := range g.Vertices {
+		t := &g.Vertices[v].Task
+		if v >= len(prev) || taker[prev[v]] || t.Node != "" || t.Func == "" || t.Kind == spec.KindModule {
+			continue
+		}
+		var h []string
+		for _, n := range o.Holders(t.Func) {
+			if taker[n] {
+				h = append(h, n)
+			}
+		}
+		if len(h) == 0 || len(h) == len(takers) {
+			continue
+		}
+		x := fnv.New64a()
+		fmt.Fprintf(x, "%d/%s", seed, g.Vertices[v].Path)
+		t.Node = h[x.Sum64()%uint64(len(h))]
+	}
+}

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,5 +83,56 @@ func TestPlaceByFunction(t *testing.T) {
 	g = graphOf(t, "name: f\ntasks:\n  - {name: t1, func: x}\n", o)
 	if nodes, err := placeByFunction(g, alive, o, 1); err != nil || len(nodes) != 3 || g.Vertices[0].Task.Node != "" {
 		t.Errorf("x everywhere: %v %v pin %q", nodes, err, g.Vertices[0].Task.Node)
+	}
+}
+
+// A reassignment moves a lost node's tasks to takers that have their
+// functions, even when balance alone would put them elsewhere (d, the
+// only taker with y, is the busiest); tasks of live nodes stay.
+func TestReassignPlacesMovedTasksByFunction(t *testing.T) {
+	o := offeredOf(map[string][]string{"a": {"x"}, "b": {"x", "y"}, "c": {"x"}, "d": {"x", "y"}})
+	var b strings.Builder
+	b.WriteString("name: f\ntasks:\n  - {name: y1, func: y}\n  - {name: y2, func: y}\n")
+	prev := []string{"b", "b"}
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&b, "  - {name: x%d, func: x}\n", i)
+		prev = append(prev, "d")
+	}
+	flow := b.String()
+	takers := []Node{{ID: "a", CPUs: 8}, {ID: "c", CPUs: 8}, {ID: "d", CPUs: 1}}
+	for _, pin := range []bool{true, false} {
+		wrong := 0
+		for seed := uint64(1); seed <= 8; seed++ {
+			g := graphOf(t, flow, o)
+			if pin {
+				pinMoved(g, prev, takers, o, seed)
+			}
+			assign, _, err := PlanReassign(g, prev, takers, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if assign[0] != "d" || assign[1] != "d" {
+				wrong++
+			}
+			for v := 2; v < len(assign); v++ {
+				if assign[v] != "d" {
+					t.Errorf("seed %d: task %d moved from live d to %s", seed, v, assign[v])
+				}
+			}
+		}
+		switch {
+		case pin && wrong > 0:
+			t.Errorf("with pinMoved, %d of 8 seeds put a y task on a node without y", wrong)
+		case !pin && wrong == 0:
+			t.Errorf("without pinMoved the y tasks went to d anyway: the test shows nothing")
+		}
+	}
+	// nil (no catalogs known): nothing pinned.
+	g := graphOf(t, flow, o)
+	pinMoved(g, prev, takers, nil, 1)
+	for _, vx := range g.Vertices {
+		if vx.Task.Node != "" {
+			t.Errorf("pinned %s without catalogs", vx.Path)
+		}
 	}
 }

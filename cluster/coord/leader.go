@@ -456,7 +456,7 @@ func (l *leader) recoverRuns(now time.Time) {
 				takers = append(takers, n)
 			}
 		}
-		assign, err := reassign(r, takers)
+		assign, err := reassign(r, takers, s.cachedOffered(takers))
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			s.log.Warn("run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -480,8 +480,9 @@ func (l *leader) recoverRuns(now time.Time) {
 	}
 }
 
-// reassign plans a run's new assignment over the alive nodes.
-func reassign(r Run, alive []Node) ([]string, error) {
+// reassign plans a run's new assignment over the alive nodes; moved tasks
+// go to nodes that have their functions (o, pinMoved in catalog.go).
+func reassign(r Run, alive []Node, o *funcs.Offered) ([]string, error) {
 	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
@@ -490,6 +491,7 @@ func reassign(r Run, alive []Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
 	}
+	pinMoved(g, r.Assignment, alive, o, Seed(r.ID)+r.Gen)
 	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
 	return assign, err
 }
