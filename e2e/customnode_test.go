@@ -37,12 +37,26 @@ func TestCustomNodeExample(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command("go", args...)
 		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	gocmd("mod", "edit", "-replace", "github.com/hetflow/hetflow="+root)
+	// The checkout's go.sum too, and -mod=mod: when hetflow's requirements
+	// move on before the example's go.mod does, the copy still builds from
+	// the module cache (a user with network access runs go mod tidy).
+	sums, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile(filepath.Join(work, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go.sum"), append(own, sums...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	gocmd("build", "-o", filepath.Join(bin, "custom-node"), ".")
 	wordfreq := filepath.Join(work, "wordfreq-bin")
 	gocmd("build", "-o", wordfreq, "./wordfreq")
