@@ -4,10 +4,13 @@ FAULTS ?= leader,nats,node-kill,node-stop
 
 RUNSIM_SEEDS ?= 20000
 
-.PHONY: test chaos compose-build e2e runsim
+.PHONY: test lint chaos compose-build e2e runsim dashboard-big
 
 test: ## the CI test command
 	bash scripts/test.sh
+
+lint: ## go vet and staticcheck (installed, pinned, from the module proxy)
+	bash scripts/lint.sh
 
 e2e: ## loopback and compose tiers only
 	go test -count=1 -timeout 30m ./e2e/
@@ -24,3 +27,6 @@ runsim: ## the run-protocol simulation over many seeds: make runsim SEEDS=20000 
 
 compose-build: ## static binaries and the hetflow:dev image
 	bash scripts/compose-build.sh
+
+dashboard-big: ## the browser test with a 100,000-task run drawn (CI draws 600)
+	HETFLOW_DASHBOARD_BIG=1 go test -count=1 -timeout 30m -v -run 'TestDashboardInHeadlessChromium$$' ./e2e/

@@ -1,4 +1,4 @@
-// Package bench is hetflow's cluster benchmark, behind `coordinator bench`.
+// Package bench is hetflow's cluster benchmark, behind `cmd/bench`.
 // It submits generated workloads to in-process dev clusters (or a running
 // cluster) and writes one JSON result file per experiment and SVG/PNG plots
 // (gonum.org/v1/plot):

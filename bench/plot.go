@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
+	"github.com/hetflow/hetflow/gpu"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -33,6 +35,9 @@ func save(p *plot.Plot, dir, name string, files *[]string) error {
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title + "\n" + plotNote
+	if sp, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv)); err == nil && sp != nil {
+		p.Title.Text += "\ntimed sim (" + sp.Name + "): times MODELED"
+	}
 	p.Title.TextStyle.Font.Size = vg.Points(10)
 	p.X.Label.Text = x
 	p.Y.Label.Text = y

@@ -44,7 +44,11 @@ func newMeta(c *Config, exp string) Meta {
 		Cluster: "in-process dev clusters (embedded NATS with JetStream, one raft coordinator, N nodes)",
 		Notes:   []string{EqualWorkersNote}}
 	if gpu.Backend() == "sim" {
-		m.Notes = append(m.Notes, "GPU tasks ran on sim devices (on the CPU): the CUDA figures are missing")
+		if p, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv)); err == nil && p != nil {
+			m.Notes = append(m.Notes, "GPU tasks ran on timed sim devices (profile "+p.Name+", not calibrated against hardware): every time is MODELED device time plus real CPU time")
+		} else {
+			m.Notes = append(m.Notes, "GPU tasks ran on sim devices (on the CPU): the CUDA figures are missing")
+		}
 	}
 	if len(c.Servers) > 0 {
 		m.Cluster = strings.Join(c.Servers, ",")

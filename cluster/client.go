@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -70,6 +71,11 @@ type Client struct {
 	// in which some server ran out of time doubles it, so a call that is
 	// merely slow everywhere (a large submit) still gets through.
 	Attempt time.Duration
+	// OnRetry, when set, is told of every round in which no server
+	// answered: the last server's error and how long the call goes on
+	// retrying (at most; the context may end it sooner). The CLI prints
+	// the first one, so a server that is down is not 15 s of silence.
+	OnRetry func(err error, left time.Duration)
 
 	mu   sync.Mutex
 	next int // the server that answered last
@@ -95,6 +101,69 @@ func NewClient(servers []string, token string) *Client {
 		c.servers = append(c.servers, s)
 	}
 	return c
+}
+
+// errNoAnswer cancels an attempt at a server that gave no sign of life
+// within Client.Attempt.
+var errNoAnswer = errors.New("no answer in time")
+
+// aliveBody is how much of a request body a server must have read for the
+// client to count it alive: more than the kernel's socket buffers take in
+// without the process reading.
+const aliveBody = 1 << 20
+
+// readCounter is a request body that counts what the server has read.
+type readCounter struct {
+	payload []byte
+	r       *bytes.Reader
+	n       atomic.Int64
+}
+
+func (rc *readCounter) Read(p []byte) (int, error) {
+	n, err := rc.r.Read(p)
+	rc.n.Add(int64(n))
+	return n, err
+}
+
+// watchAttempt cancels an attempt that shows no sign of life within
+// attempt. Slow is not dead: a server that keeps reading a large request
+// body (a submit of a 100,000-task flow is megabytes, and a loaded leader
+// takes seconds to validate and plan it) is working, so each period in
+// which it read more of a body over aliveBody, or after it read all of it,
+// extends the attempt, up to the HTTP client's own timeout. A frozen
+// process reads nothing and is left after one period, as before.
+func watchAttempt(attempt time.Duration, body *readCounter, cancel context.CancelCauseFunc) (stop func()) {
+	var (
+		mu   sync.Mutex
+		t    *time.Timer
+		seen int64
+	)
+	var fire func()
+	fire = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if t == nil {
+			return // stopped
+		}
+		n := body.n.Load()
+		if len(body.payload) > aliveBody && (n > seen || n == int64(len(body.payload))) && n > aliveBody/2 {
+			seen = n
+			t = time.AfterFunc(attempt, fire)
+			return
+		}
+		cancel(errNoAnswer)
+	}
+	mu.Lock()
+	t = time.AfterFunc(attempt, fire)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if t != nil {
+			t.Stop()
+			t = nil
+		}
+	}
 }
 
 // retryable is a server's answer that sends the client to the next one.
@@ -128,14 +197,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		slow := false
 		for i := range c.servers {
 			k := (start + i) % len(c.servers)
-			actx, cancel := context.WithTimeout(ctx, attempt)
-			err := c.once(actx, c.servers[k], method, path, payload, out)
-			if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			body := &readCounter{payload: payload}
+			actx, cancel := context.WithCancelCause(ctx)
+			stop := watchAttempt(attempt, body, cancel)
+			err := c.once(actx, c.servers[k], method, path, body, out)
+			stop()
+			if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errNoAnswer) {
 				// The server took the connection but gave no answer in time.
 				err = &retryable{fmt.Errorf("%s: no answer within %v", c.servers[k], attempt)}
 				slow = true
 			}
-			cancel()
+			cancel(nil)
 			var r *retryable
 			if !errors.As(err, &r) {
 				if err == nil {
@@ -154,6 +226,13 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if wait <= 0 || ctx.Err() != nil {
 			break
 		}
+		if c.OnRetry != nil {
+			left := time.Until(deadline)
+			if d, ok := ctx.Deadline(); ok {
+				left = min(left, time.Until(d))
+			}
+			c.OnRetry(last, left)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -171,16 +250,18 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return fmt.Errorf("%w: %v", ErrUnreachable, last)
 }
 
-func (c *Client) once(ctx context.Context, server, method, path string, payload []byte, out any) error {
+func (c *Client) once(ctx context.Context, server, method, path string, body *readCounter, out any) error {
 	var rd io.Reader
-	if payload != nil {
-		rd = bytes.NewReader(payload)
+	if body.payload != nil {
+		body.r = bytes.NewReader(body.payload)
+		rd = body
 	}
 	req, err := http.NewRequestWithContext(ctx, method, server+path, rd)
 	if err != nil {
 		return fmt.Errorf("cluster: %s %s: %w", method, path, err)
 	}
-	if payload != nil {
+	if body.payload != nil {
+		req.ContentLength = int64(len(body.payload))
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

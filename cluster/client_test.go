@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,4 +310,40 @@ func TestClientSkipsAFrozenServer(t *testing.T) {
 		t.Fatalf("only a frozen server: %v, want ErrUnreachable", err)
 	}
 	c.HTTP.CloseIdleConnections()
+}
+
+// Slow is not dead: a leader that reads a large submit and takes several
+// attempt periods to answer (validating and planning 100,000 tasks under
+// load) is waited for, not abandoned and uploaded to again until the retry
+// window closes (a 100,000-task submit to a loaded dev cluster failed with
+// exit 3 that way).
+func TestClientWaitsForABusyServerReadingABigSubmit(t *testing.T) {
+	var submits atomic.Int32
+	const attempt = 200 * time.Millisecond
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		var req proto.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		submits.Add(1)
+		time.Sleep(5 * attempt) // the work of a busy leader, after the whole body was read
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(proto.SubmitResponse{ID: req.ID})
+	})
+	srv := &http.Server{Handler: mux}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	big := okFlow + strings.Repeat("# padding to make the upload megabytes, like a large flow\n", 80_000)
+	c := cluster.NewClient([]string{ln.Addr().String()}, "")
+	c.Attempt = attempt
+	c.Retry = 3 * attempt // without the fix every attempt times out inside this window
+	id, err := c.Submit(timeout(t, 20*time.Second), "big.yaml", []byte(big))
+	if err != nil || id == "" {
+		t.Fatalf("submit of a %d-byte flow to a busy server: %q %v", len(big), id, err)
+	}
+	if n := submits.Load(); n != 1 {
+		t.Errorf("the flow was uploaded %d times, want once", n)
+	}
 }

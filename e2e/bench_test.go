@@ -15,7 +15,7 @@ import (
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
-// TestLoopbackBenchReadsNodeMetrics: coordinator bench --server on the real
+// TestLoopbackBenchReadsNodeMetrics: bench --server (cmd/bench) on the real
 // binaries reads every node's counters and peak memory from its /metrics,
 // finding the address in GET /v1/nodes, and says which node has no --http.
 func TestLoopbackBenchReadsNodeMetrics(t *testing.T) {

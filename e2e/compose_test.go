@@ -3,7 +3,7 @@ package e2e
 // The compose tier: docker-compose.yml's cluster (natsd, three raft
 // coordinators, three nodes, each in its own FROM-scratch container),
 // driven from the host through the real CLI. It skips only where the docker
-// daemon cannot be reached (`docker info` fails). DESIGN §6 wants both compose
+// daemon cannot be reached (`docker info` fails). docs/design.md ("The contract") wants both compose
 // CLIs to work: TestComposeCluster runs every scenario on `docker compose` (v2)
 // where it works here, else on docker-compose (v1); TestComposeOtherCLI brings
 // the cluster up with the other one and runs a bundled flow to completion, or
@@ -337,7 +337,7 @@ func composeDoWhile(t *testing.T, root string, st proto.RunStatus) {
 
 // TestComposeOtherCLI brings docker-compose.yml's cluster up with the
 // compose CLI TestComposeCluster does not run on (v1 where v2 works) and runs
-// the bundled do-while to completion through it: DESIGN §6 wants both to
+// the bundled do-while to completion through it: docs/design.md ("The contract") wants both to
 // work. It skips, saying why, where that CLI cannot be used here.
 func TestComposeOtherCLI(t *testing.T) {
 	composeDocker(t)

@@ -329,5 +329,69 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	w.js(nil, `document.querySelector('#graph g.k-group a').dispatchEvent(new MouseEvent('click', {bubbles: true})); return null`)
 	w.until(30*time.Second, "a group opens its tasks", `
 		return location.search.includes('lo=') && document.querySelectorAll('#graph g.task[data-task]').length > 0 &&
-			!document.querySelector('#graph g.k-group') && document.querySelector('#crumbs').innerText.includes('levels')`)
+			!document.querySelector('#graph g.k-group') && document.querySelector('#crumbs').innerText.includes('level')`)
+
+	// The counts add up to the progress: the if-else example skips the
+	// branch its condition did not pick, and the page says so beside 100%.
+	out, _ := cli(t, "runs", "--json", "--server", url)
+	var runs []struct{ ID, Flow string }
+	if err := json.Unmarshal([]byte(out), &runs); err != nil {
+		t.Fatalf("runs --json: %v: %s", err, out)
+	}
+	ifelse := ""
+	for _, r := range runs {
+		if r.Flow == "ifelse" {
+			ifelse = r.ID
+		}
+	}
+	if ifelse == "" {
+		t.Fatalf("no ifelse run in %s", out)
+	}
+	w.open(url + "/ui/runs/" + ifelse)
+	w.until(30*time.Second, "the if-else run's counts name its skipped task beside 100%", `
+		return document.body.dataset.state === 'succeeded' && document.querySelector('#progress').innerText === '100%' &&
+			/\bdone\b/.test(document.querySelector('#counts').innerText) && document.querySelector('#counts').innerText.includes('1 skipped')`)
+
+	// A deep flow reads at a glance: 600 tasks in 100 levels of 6 (or, with
+	// HETFLOW_DASHBOARD_BIG=1, 100,000 in 1,000 levels of 100: `make
+	// dashboard-big`) are groups of whole levels in rows, labels that
+	// neither repeat nor overlap, not one narrow column.
+	levels, width, wantGroups := 100, 6, 34
+	if os.Getenv("HETFLOW_DASHBOARD_BIG") == "1" {
+		levels, width, wantGroups = 1000, 100, 48
+	}
+	deep := submit(write("deep.json", wideFlowJSON(levels, width)))
+	w.open(url + "/ui/runs/" + deep)
+	w.until(5*time.Minute, "the deep run is drawn as groups", `
+		const s = document.querySelector('#graph svg.graph');
+		return !!s && +s.dataset.tasks === arguments[0] && document.querySelectorAll('#graph g.k-group').length === arguments[1]`, levels*width, wantGroups)
+	var layout struct {
+		W, H     float64
+		Labels   []string
+		Overlaps []string
+	}
+	w.js(&layout, `
+		const s = document.querySelector('#graph svg.graph'), r = s.getBoundingClientRect();
+		const texts = [...s.querySelectorAll('text')].filter(t => t.textContent.trim() !== '');
+		const boxes = texts.map(t => [t.textContent, t.getBoundingClientRect()]);
+		const over = [];
+		for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+			const [ta, a] = boxes[i], [tb, b] = boxes[j];
+			if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) over.push(ta + ' × ' + tb);
+		}
+		return {w: r.width, h: r.height, labels: [...s.querySelectorAll('g.k-group text:not(.sub)')].map(t => t.textContent), overlaps: over.slice(0, 10)}`)
+	if layout.W < layout.H {
+		t.Errorf("the deep run's graph is %.0f×%.0f: a column, not a page", layout.W, layout.H)
+	}
+	seen := map[string]bool{}
+	for _, l := range layout.Labels {
+		if seen[l] {
+			t.Errorf("two groups labelled %q", l)
+		}
+		seen[l] = true
+	}
+	if len(layout.Overlaps) > 0 {
+		t.Errorf("texts overlap in the deep run's graph: %v", layout.Overlaps)
+	}
+	w.screenshot(filepath.Join(shots, "deep.png"))
 }

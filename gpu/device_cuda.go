@@ -256,3 +256,12 @@ func (d *Device) function(k *Kernel) (cu.Function, error) {
 	d.funcs[k] = f
 	return f, nil
 }
+
+// SimStats are zero on cuda: only the timed sim models device time.
+func (d *Device) SimStats() SimStats { return SimStats{} }
+
+// SimProfile is nil on cuda.
+func (d *Device) SimProfile() *Profile { return nil }
+
+// SettleModel does nothing on cuda (see the sim backend's).
+func SettleModel(devs ...*Device) {}

@@ -38,10 +38,21 @@ type Device struct {
 	sclosed bool
 	runq    []task
 	wg      sync.WaitGroup
+
+	tm *simTiming // the timed sim's model; nil on the plain sim
 }
 
 // Open returns n sim devices; n < 0 reads HETFLOW_SIM_GPUS (1 when unset), n == 0 returns none.
+// With HETFLOW_SIM_PROFILE set (SimProfileEnv) they are timed sim devices of that profile.
 func Open(n int) ([]*Device, error) {
+	p, err := LookupProfile(os.Getenv(SimProfileEnv))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SimProfileEnv, err)
+	}
+	return openSim(n, p, defaultWorld)
+}
+
+func openSim(n int, p *Profile, w *simWorld) ([]*Device, error) {
 	if n < 0 {
 		n = 1
 		if v, ok := os.LookupEnv(SimGPUsEnv); ok {
@@ -55,6 +66,9 @@ func Open(n int) ([]*Device, error) {
 	devs := make([]*Device, n)
 	for i := range devs {
 		devs[i] = newSimDevice(i)
+		if p != nil {
+			devs[i].tm = newSimTiming(w, *p)
+		}
 	}
 	return devs, nil
 }
@@ -195,11 +209,19 @@ func memBase(r region) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b
 func hostBytes(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
 
 func (d *Device) writeSync(r region, host unsafe.Pointer) error {
-	return guard(func() { copy(bytesOf(r), hostBytes(host, r.bytes)) })
+	body := func() error { return guard(func() { copy(bytesOf(r), hostBytes(host, r.bytes)) }) }
+	if d.tm != nil {
+		return d.syncCopy(KindH2D, r.bytes, body)
+	}
+	return body()
 }
 
 func (d *Device) readSync(host unsafe.Pointer, r region) error {
-	return guard(func() { copy(hostBytes(host, r.bytes), bytesOf(r)) })
+	body := func() error { return guard(func() { copy(hostBytes(host, r.bytes), bytesOf(r)) }) }
+	if d.tm != nil {
+		return d.syncCopy(KindD2H, r.bytes, body)
+	}
+	return body()
 }
 
 func kernelSupported(k *Kernel) error {

@@ -75,6 +75,25 @@
 // memory is Go memory the host cannot see except through copies. This is what every test and
 // example uses without a GPU.
 //
+// timed sim (HETFLOW_SIM_PROFILE=h200, another built-in name, or a JSON file; SimProfileEnv):
+// the same sim devices, computing the same results with the same Go bodies, but each
+// operation is also charged device time from a Profile, a small data struct: a per-launch
+// latency, kernels by a roofline of the Work they declare (Kernel.Work: bytes moved and
+// flops; a kernel that declares none costs the profile's overhead plus its body's time),
+// copies by the host link's bandwidth and latency. Each device has three engines (compute,
+// host-to-device copy, device-to-host copy), each a timeline: an operation starts when it is
+// ready and in the earliest gap of its engine's timeline, and ends at the later of its
+// modelled end and its body's end, so work on one device queues as on hardware while copies
+// and kernels overlap. A graph launch runs its nodes one after another on the launching
+// goroutine (the timelines model what runs in parallel; bodies must not wait for each other,
+// which CUDA does not promise either). A host thread waiting on a device is a Host, blocked
+// in the model until what it waited for ends (Graph.LaunchFrom names it; other calls use one
+// per calling goroutine); it really sleeps (a timer, never a spin) only when the model is
+// more than the profile's Slack ahead of wall time. Device.SimStats reports what was charged
+// and how much of it the bodies took on the CPU; SettleModel waits for the model's tail. The default
+// profile (H200) is datasheet figures and assumptions, not calibrated against hardware; see
+// docs/benchmarks/timed-sim.md.
+//
 // cuda (build with -tags cuda, needs the CUDA toolkit's cuda.h and libcuda): devices are
 // primary contexts, buffers are cuMemAlloc memory, kernels load their PTX once per device.
 // A graph becomes one CUDA graph (cuGraphInstantiate, one cuGraphLaunch per Launch); where the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -13,6 +14,7 @@ import (
 // the operations recorded by capture nodes, and the state of the launch in progress (launches
 // of one graph are serialised by Graph.mu, so one state is reused).
 type graphExec struct {
+	g        *Graph
 	d        *Device
 	nodes    []*Node
 	ops      []*op
@@ -27,6 +29,11 @@ type graphExec struct {
 	errMu     sync.Mutex
 	err       error
 	done      chan struct{}
+
+	// timed sim only: each node's ready time (the latest end of its predecessors so far), in
+	// the model (ns since the clock's origin)
+	readyAt []atomic.Int64
+	order   []int32 // a topological order: the timed sim runs the nodes in it, inline
 }
 
 type task struct {
@@ -40,6 +47,7 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 	}
 	n := len(g.nodes)
 	x := &graphExec{
+		g:        g,
 		d:        d,
 		nodes:    g.nodes,
 		ops:      make([]*op, n),
@@ -48,6 +56,12 @@ func (d *Device) instantiate(g *Graph, order []*Node) (*graphExec, error) {
 		joins:    make([]int32, n),
 		pending:  make([]atomic.Int32, n),
 		done:     make(chan struct{}, 1),
+	}
+	if d.tm != nil {
+		x.readyAt = make([]atomic.Int64, n)
+		for _, nd := range order {
+			x.order = append(x.order, int32(nd.idx))
+		}
 	}
 	for _, nd := range g.nodes {
 		x.ops[nd.idx] = nd.op
@@ -84,6 +98,9 @@ func (x *graphExec) launch() error {
 	x.remaining.Store(int32(len(x.ops)))
 	x.failed.Store(false)
 	x.err = nil
+	if tm := x.d.tm; tm != nil {
+		return x.launchTimed(tm)
+	}
 	if err := x.d.push(x.sources); err != nil {
 		return err
 	}
@@ -91,6 +108,54 @@ func (x *graphExec) launch() error {
 	x.errMu.Lock()
 	defer x.errMu.Unlock()
 	return x.err
+}
+
+// launchTimed runs the launch on the timed sim: the nodes one after another in a topological
+// order on the calling goroutine (the engines' timelines model what runs in parallel, so the
+// hand-offs to engine goroutines would only add CPU time), then waits for the model's end.
+func (x *graphExec) launchTimed(tm *simTiming) error {
+	x.d.smu.Lock()
+	closed := x.d.sclosed
+	x.d.smu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: launch on device %d", ErrClosed, x.d.id)
+	}
+	h := x.g.host
+	if h == nil {
+		h = tm.w.host()
+	}
+	at := int64(tm.submitAt(h))
+	for i := range x.readyAt {
+		x.readyAt[i].Store(at)
+	}
+	end := at
+	for _, i := range x.order {
+		e := x.readyAt[i].Load()
+		if !x.failed.Load() {
+			t, err := x.d.execTimed(x.ops[i], x.recorded[i], time.Duration(e))
+			if err != nil {
+				x.fail(i, err)
+			}
+			e = int64(t)
+		}
+		end = max(end, e)
+		for _, s := range x.succ[i] {
+			atomicMax(&x.readyAt[s], e)
+		}
+	}
+	tm.hostWait(h, time.Duration(end))
+	x.errMu.Lock()
+	defer x.errMu.Unlock()
+	return x.err
+}
+
+func atomicMax(a *atomic.Int64, v int64) {
+	for {
+		o := a.Load()
+		if v <= o || a.CompareAndSwap(o, v) {
+			return
+		}
+	}
 }
 
 func (x *graphExec) fail(i int32, err error) {

@@ -27,6 +27,7 @@ type Graph struct {
 	stats    GraphStats
 	streams  bool
 	released bool
+	host     *Host // the launch in progress's (timed sim), nil: the calling goroutine's
 }
 
 // GraphStats counts what a graph did.
@@ -275,9 +276,16 @@ func (g *Graph) topo() ([]*Node, error) {
 // (Device.Bind), as the executor's GPU workers are. A failing node (a kernel whose Go body
 // panics, a freed buffer, ...) makes Launch return an error naming it; nodes that depend on it
 // do not run.
-func (g *Graph) Launch() error {
+func (g *Graph) Launch() error { return g.LaunchFrom(nil) }
+
+// LaunchFrom is Launch by the host thread h (see Host): on the timed sim, the launch starts
+// no earlier than h is free and h is blocked until it ends. A nil h is the calling
+// goroutine's own Host. Other backends ignore h.
+func (g *Graph) LaunchFrom(h *Host) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.host = h
+	defer func() { g.host = nil }()
 	if g.err != nil {
 		return g.err
 	}

@@ -83,6 +83,11 @@ type Kernel struct {
 	// Params, if set, is the exact argument signature (use reflect.TypeFor); arguments are
 	// checked against it when a node or stream launch is created.
 	Params []reflect.Type
+	// Work, if set, is what a launch does, for the timed sim's roofline (see Profile): given
+	// the launch shape and arguments (checked already), the bytes it moves to and from device
+	// memory and its flops. A kernel without Work costs the profile's KernelOverhead plus the
+	// time its Go body took. Other backends ignore it.
+	Work func(grid, block Dim3, args []any) Work
 }
 
 func (k *Kernel) String() string {

@@ -29,6 +29,11 @@ var Saxpy = &Kernel{
 	Name:   "saxpy",
 	PTX:    saxpyPTX,
 	Params: []reflect.Type{tI32, tF32, tBF32, tBF32},
+	// read x and y, write y; a multiply and an add per element
+	Work: func(_, _ Dim3, args []any) Work {
+		n := int64(args[0].(int32))
+		return Work{Bytes: 12 * n, Flops: 2 * n}
+	},
 	Go: func(b *Block, args []any) {
 		n := int(args[0].(int32))
 		a := args[1].(float32)
@@ -129,6 +134,12 @@ var KMeansAssign = &Kernel{
 	Name:   "kmeans_assign",
 	PTX:    kmeansAssignPTX,
 	Params: []reflect.Type{tI32, tI32, tBF32, tBF32, tBF32, tBF32, tBI32, tBF32, tBF32, tBI32},
+	// per point: read px, py, write assign, three atomic adds (read+write 4 bytes each);
+	// the k centroids once; 6 flops per point and centroid (2 sub, 2 mul, add, compare)
+	Work: func(_, _ Dim3, args []any) Work {
+		n, k := int64(args[0].(int32)), int64(args[1].(int32))
+		return Work{Bytes: n*(12+24) + 8*k, Flops: 6 * n * k}
+	},
 	Go: func(b *Block, args []any) {
 		n := int(args[0].(int32))
 		k := int(args[1].(int32))
@@ -264,6 +275,11 @@ var KMeansUpdate = &Kernel{
 	Name:   "kmeans_update",
 	PTX:    kmeansUpdatePTX,
 	Params: []reflect.Type{tI32, tBF32, tBF32, tBF32, tBF32, tBI32},
+	// per cluster: read sx, sy, c, write mx, my; two divisions
+	Work: func(_, _ Dim3, args []any) Work {
+		k := int64(args[0].(int32))
+		return Work{Bytes: 20 * k, Flops: 2 * k}
+	},
 	Go: func(b *Block, args []any) {
 		k := int(args[0].(int32))
 		mx := args[1].(*Buffer[float32]).Mem(b)

@@ -5,6 +5,7 @@ package gpu
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Stream is an ordered queue of device operations. On sim, a stream from Device.NewStream runs
@@ -22,7 +23,13 @@ type streamItem struct {
 	record *Event
 	wait   *Event
 	gen    uint64
-	sync   chan error
+	sync   chan syncReply
+	at     time.Duration // timed sim: when the host submitted it, in the model
+}
+
+type syncReply struct {
+	err error
+	end time.Duration // timed sim: the stream's modelled end
 }
 
 type liveStream struct {
@@ -32,6 +39,7 @@ type liveStream struct {
 	closed bool
 	err    error // first failure since the last Synchronize
 	done   chan struct{}
+	vend   time.Duration // timed sim: modelled end of the last operation (loop goroutine only)
 }
 
 // NewStream starts a stream on d.
@@ -93,15 +101,20 @@ func (ls *liveStream) loop(d *Device) {
 		ls.mu.Unlock()
 
 		var err error
+		ready := max(it.at, ls.vend)
 		switch {
 		case it.o != nil:
 			if !failed {
-				err = d.exec(it.o, nil)
+				if d.tm != nil {
+					ls.vend, err = d.execTimed(it.o, nil, ready)
+				} else {
+					err = d.exec(it.o, nil)
+				}
 			}
 		case it.record != nil:
-			it.record.complete(it.gen)
+			it.record.complete(it.gen, ready)
 		case it.wait != nil:
-			it.wait.await(it.gen)
+			ls.vend = max(ls.vend, it.wait.await(it.gen))
 		}
 
 		ls.mu.Lock()
@@ -109,13 +122,19 @@ func (ls *liveStream) loop(d *Device) {
 			ls.err = fmt.Errorf("gpu: stream operation %v: %w", it.o, err)
 		}
 		if it.sync != nil {
-			it.sync <- ls.err
+			it.sync <- syncReply{err: ls.err, end: ls.vend}
 			ls.err = nil
 		}
 	}
 }
 
 func (s *Stream) enqueue(it streamItem) error {
+	if tm := s.dev.tm; tm != nil {
+		it.at = tm.w.hostNow(tm.w.host())
+		if it.sync == nil {
+			it.at += tm.p.LaunchLatency
+		}
+	}
 	ls := s.live
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -144,11 +163,15 @@ func (s *Stream) Synchronize() error {
 	if s.rec != nil {
 		return fmt.Errorf("%w: Synchronize inside a capture", ErrCapture)
 	}
-	ch := make(chan error, 1)
+	ch := make(chan syncReply, 1)
 	if err := s.enqueue(streamItem{sync: ch}); err != nil {
 		return err
 	}
-	return <-ch
+	r := <-ch
+	if tm := s.dev.tm; tm != nil {
+		tm.hostWait(tm.w.host(), r.end)
+	}
+	return r.err
 }
 
 // Record makes e complete when the work queued on s so far is done.
@@ -190,6 +213,7 @@ type Event struct {
 	recorded  uint64
 	completed uint64
 	closed    bool
+	vdone     time.Duration // timed sim: modelled time of the latest completed Record
 }
 
 // NewEvent makes an event on d.
@@ -205,21 +229,28 @@ func (d *Device) NewEvent() (*Event, error) {
 	return e, nil
 }
 
-func (e *Event) complete(gen uint64) {
+func (e *Event) complete(gen uint64, at time.Duration) {
 	e.mu.Lock()
 	if gen > e.completed {
 		e.completed = gen
+		e.vdone = at
 	}
 	e.cond.Broadcast()
 	e.mu.Unlock()
 }
 
-func (e *Event) await(gen uint64) {
+// await blocks until Record number gen has completed and returns the modelled time of the
+// latest completed Record (0 for gen 0: waiting on a never-recorded event waits for nothing).
+func (e *Event) await(gen uint64) time.Duration {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for e.completed < gen && !e.closed {
 		e.cond.Wait()
 	}
-	e.mu.Unlock()
+	if gen == 0 {
+		return 0
+	}
+	return e.vdone
 }
 
 func (e *Event) close() {
@@ -229,11 +260,16 @@ func (e *Event) close() {
 	e.mu.Unlock()
 }
 
-// Query reports whether the work before the latest Record has completed.
+// Query reports whether the work before the latest Record has completed (on the timed sim:
+// also in the model, as of the calling goroutine's time).
 func (e *Event) Query() bool {
+	var now time.Duration
+	if tm := e.dev.tm; tm != nil {
+		now = tm.w.hostNow(tm.w.host())
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.completed >= e.recorded
+	return e.completed >= e.recorded && e.vdone <= now
 }
 
 // Synchronize blocks until the work before the latest Record has completed.
@@ -241,7 +277,10 @@ func (e *Event) Synchronize() error {
 	e.mu.Lock()
 	gen := e.recorded
 	e.mu.Unlock()
-	e.await(gen)
+	at := e.await(gen)
+	if tm := e.dev.tm; tm != nil {
+		tm.hostWait(tm.w.host(), at)
+	}
 	return nil
 }
 

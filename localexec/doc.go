@@ -27,6 +27,10 @@
 // ordered by a strong path (they share its nodes); the executor checks this
 // before a run starts. Runtime tasks (EmplaceRuntime) can schedule a task of
 // the graph and co-run another taskflow without blocking their worker.
+// Every worker is also a gpu.Host, a host thread of gpu's timed sim: GPU tasks
+// launch from their GPU worker's, and a runtime task that launches a GPU graph
+// itself passes Runtime.GPUHost to gpu.Graph.LaunchFrom, so that on the timed
+// sim its worker is blocked, in the model, while the graph runs.
 //
 // A subflow can also join its children itself: Subflow.Join runs the children
 // spawned so far and returns when they have finished (the worker runs other
@@ -69,6 +73,10 @@
 //	a := ex.Async(loadA)
 //	b := ex.Async(loadB)
 //	c := ex.DependentAsync(merge, a, b) // starts when a and b are done
+//
+// SilentAsync (Taskflow's silent_async) runs a function and returns no
+// Future: one 64-byte task a call, for fire-and-forget work that WaitForAll
+// (or Close) waits for; a panic in it is recovered and not reported.
 //
 // # The scheduler
 //

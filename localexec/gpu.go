@@ -22,7 +22,7 @@ func (w *worker) runGPU(n *node) (err error) {
 		}
 		x.gpuGraph = g
 	}
-	if err := x.gpuGraph.Launch(); err != nil {
+	if err := x.gpuGraph.LaunchFrom(w.host); err != nil {
 		return &TaskError{Task: n.taskName(), Err: err}
 	}
 	return nil

@@ -24,16 +24,6 @@ func (r *recorder) task(s string) func() { return func() { r.add(s) } }
 
 func (r *recorder) index(s string) int { return slices.Index(r.log, s) }
 
-func (r *recorder) count(s string) int {
-	n := 0
-	for _, x := range r.log {
-		if x == s {
-			n++
-		}
-	}
-	return n
-}
-
 func before(t *testing.T, r *recorder, a, b string) {
 	t.Helper()
 	ia, ib := r.index(a), r.index(b)
@@ -249,7 +239,7 @@ func TestListing6NestedNondeterministicLoops(t *testing.T) {
 	if stops != runs {
 		t.Fatalf("stop ran %d times, want %d", stops, runs)
 	}
-	// F1 runs 8 times on average, 14 condition tasks in all (DESIGN appendix).
+	// F1 runs 8 times on average, 14 condition tasks in all (the seed's Figure 5).
 	avgF1 := float64(f1) / runs
 	avgConds := float64(conds) / runs
 	if avgF1 < 7.3 || avgF1 > 8.7 || avgConds < 12.8 || avgConds > 15.2 {

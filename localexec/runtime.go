@@ -1,6 +1,10 @@
 package localexec
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/hetflow/hetflow/gpu"
+)
 
 // Runtime is what a runtime task (EmplaceRuntime) receives: a handle on the
 // worker running it and on its run. It is valid only during the call.
@@ -15,6 +19,12 @@ func (rt *Runtime) Executor() *Executor { return rt.w.ex }
 
 // WorkerID returns the id of the worker running the task.
 func (rt *Runtime) WorkerID() int { return rt.w.id }
+
+// GPUHost is the worker running the task as a host thread of the timed gpu sim: a task that
+// launches a GPU graph itself launches with gpu.Graph.LaunchFrom(rt.GPUHost()), so that the
+// worker is blocked, in the model, while the graph runs (plain Launch uses a Host kept for
+// the calling goroutine, found by its id at the cost of a stack walk).
+func (rt *Runtime) GPUHost() *gpu.Host { return rt.w.host }
 
 // Cancelled reports whether the run has been cancelled (by Future.Cancel or
 // because a task panicked); long-running tasks should poll it.
@@ -74,6 +84,10 @@ func (rt *Runtime) CorunAsync(fn func()) error {
 func (w *worker) corunUntil(done interface{ Load() bool }) {
 	for !done.Load() {
 		if !w.step() {
+			if t := w.settle(); t != nil {
+				w.run(t)
+				continue
+			}
 			runtime.Gosched()
 		}
 	}

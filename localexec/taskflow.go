@@ -26,9 +26,11 @@ const (
 	kindStart                      // a topology's starter: begins its first run on a worker
 	kindHold                       // an open run's hold on its root frame, released by OpenRun.Close
 	kindContext                    // func(context.Context) error: a static task that can fail
+	kindSilent                     // an Executor.SilentAsync call: a bare node, no future
+	kindRange                      // a run of a graph's sources, split by the workers that take it (see rangeTask)
 )
 
-var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context"}
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context", "async", "range"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -587,7 +589,7 @@ type Taskflow struct {
 	queue   []*topology
 	running bool
 
-	// module-conflict check cache (see module.go)
+	// module-conflict check cache (see check.go)
 	checkedVersion uint64
 	checkErr       error
 	checkedEx      *Executor

@@ -29,12 +29,6 @@ func (b *bis) viol(load *[2][2]int64) float64 {
 	return v
 }
 
-func (b *bis) over(load *[2][2]int64, s int) bool {
-	return load[s][0] > b.maxw[s][0] || load[s][1] > b.maxw[s][1]
-}
-
-func wOf(g *graph, v int32) [2]int64 { return [2]int64{g.cw[v], g.gw[v]} }
-
 func loads2(g *graph, where []int32) (load [2][2]int64) {
 	for v := 0; v < g.n; v++ {
 		s := where[v]

@@ -18,8 +18,6 @@ func newIHeap(n int) *iheap {
 
 func (h *iheap) len() int { return len(h.ids) }
 
-func (h *iheap) contains(v int32) bool { return h.pos[v] >= 0 }
-
 func (h *iheap) clear() {
 	for _, v := range h.ids {
 		h.pos[v] = -1
@@ -35,8 +33,6 @@ func (h *iheap) push(v int32, key int64) {
 	h.pos[v] = int32(i)
 	h.up(i)
 }
-
-func (h *iheap) topKey() int64 { return h.keys[0] }
 
 func (h *iheap) pop() (int32, int64) {
 	v, k := h.ids[0], h.keys[0]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Docker Compose v2 CLI plugin (`docker compose`) from the Go module proxy and
 # installs it as a Docker CLI plugin, for machines with Go and Docker but no compose v2 and no
-# reachable download site (DESIGN §6: compose v2 and v1 must both work). Needs only go, docker
+# reachable download site (docs/design.md, "The contract": compose v2 and v1 must both work). Needs only go, docker
 # and a module proxy (GOPROXY); nothing is pulled from an image registry.
 #
 #   bash scripts/install-compose-v2.sh            # no-op when `docker compose version` works

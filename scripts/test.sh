@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README: "bash scripts/test.sh"); .ci/run calls it.
-# Unit tests, e2e on loopback (real natsd, coordinators and nodes), the compose tier (when a
-# Docker engine answers), then each fuzz target briefly.
+# Lint (go vet, staticcheck: scripts/lint.sh), unit tests, e2e on loopback (real natsd,
+# coordinators and nodes), the compose tier (when a Docker engine answers), then each fuzz
+# target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dashboard's browser test (e2e/dashboard_test.go) drives Debian's chromium through
@@ -20,7 +21,7 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! { command -v chromium >/dev/nu
     echo "== chromium/chromium-driver missing and apt-get is not usable here: the browser test will skip"
   fi
 fi
-# The compose tier runs the cluster with docker compose v2 and docker-compose v1 (DESIGN §6).
+# The compose tier runs the cluster with docker compose v2 and docker-compose v1 (docs/design.md, "The contract").
 # Where the engine answers but v2 is missing, build it from the Go module proxy (a one-time
 # cost of a few minutes per machine; the Go build cache keeps it). If that fails, the v2 test
 # skips and says why.
@@ -34,8 +35,7 @@ if docker info >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
     tail -1 "$composelog" | sed 's/^/   /'
   fi
 fi
-echo "== go vet"
-go vet ./...
+bash scripts/lint.sh
 echo "== tests (race, shuffled; includes e2e/)"
 go test -race -shuffle=on -timeout 30m ./...
 # The run-protocol simulation (cluster/runsim) as a step of its own, over a fixed range of

@@ -29,7 +29,6 @@ type options struct {
 	onReconnect  func()
 	limits       Limits
 	drainTimeout time.Duration
-	reconnectBuf int
 	ackTimeout   time.Duration
 }
 
@@ -72,10 +71,6 @@ func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
 // WithDrainTimeout bounds how long Close drains (default 5s).
 func WithDrainTimeout(d time.Duration) Option { return func(o *options) { o.drainTimeout = d } }
 
-// WithReconnectBuffer sets how many bytes of outgoing messages are kept while
-// reconnecting and sent after (default 8 MiB); a publish beyond it fails.
-func WithReconnectBuffer(bytes int) Option { return func(o *options) { o.reconnectBuf = bytes } }
-
 // WithAckTimeout bounds how long a JetStream publish waits for the stream's ack
 // (default 5s): Batcher with WithAck, PublishEvents.
 func WithAckTimeout(d time.Duration) Option { return func(o *options) { o.ackTimeout = d } }
@@ -113,7 +108,6 @@ type Conn struct {
 
 	mu      sync.Mutex
 	closing bool
-	lastErr error
 	hooks   map[int]func() // OnReconnect's, by registration
 	hookSeq int
 }
@@ -185,11 +179,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 			c.reconnected()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, _ error) {
 			c.stats.asyncErrors.Add(1)
-			c.mu.Lock()
-			c.lastErr = err
-			c.mu.Unlock()
 		}),
 	}
 	if o.name != "" {
@@ -203,9 +194,6 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 	}
 	if o.tls != nil {
 		nopts = append(nopts, nats.Secure(o.tls))
-	}
-	if o.reconnectBuf != 0 {
-		nopts = append(nopts, nats.ReconnectBufSize(o.reconnectBuf))
 	}
 	for attempt := 1; ; attempt++ {
 		to := 2 * time.Second
@@ -267,14 +255,6 @@ func (c *Conn) Limits() Limits { return c.limits }
 
 // Connected reports whether the link is up now.
 func (c *Conn) Connected() bool { return c.nc.IsConnected() }
-
-// LastAsyncError is the latest error the client reported asynchronously (for
-// example a slow consumer), or nil.
-func (c *Conn) LastAsyncError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastErr
-}
 
 // Stats reports the counters.
 func (c *Conn) Stats() Stats {

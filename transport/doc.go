@@ -36,12 +36,14 @@
 // the producer's output, or one condition outcome), Batch (many Signals for one
 // node), TaskEvent (per-task progress, for status), Assignment (a run's partition
 // under a generation), Cancel, TermReport (counters for distributed termination
-// detection) and Envelope (any kind cluster adds). Tasks travel as their uint32
+// detection), Envelope (any kind cluster adds) and EventBatch (several
+// TaskEvents stored as one JetStream message). Tasks travel as their uint32
 // index in the flow spec. Encode or AppendWire writes a message; Decode, the
 // Decode* functions and the Decode methods read one under Limits and return an
 // error matching ErrMalformed (and ErrOversized past a limit) for anything
-// truncated, unknown or out of range, never a panic. The messages also implement
-// msgpack's CustomEncoder and CustomDecoder.
+// truncated, unknown or out of range, never a panic. The encoding is standard
+// msgpack (a generic msgpack decoder reads the same fields), written and read by
+// hand: no reflection on the hot path.
 //
 // # Batcher
 //

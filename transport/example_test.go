@@ -16,7 +16,7 @@ func ExampleSignal() {
 	_, err = transport.DecodeSignal(data[:len(data)-1], transport.Limits{})
 	fmt.Println(errors.Is(err, transport.ErrMalformed))
 	// Output:
-	// 18 <nil> run1 4 9 1 out
+	// 20 <nil> run1 4 9 1 out
 	// true
 }
 

@@ -4,21 +4,24 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Wire format (version 1). Every top-level message is one msgpack array whose first
+// Wire format (version 2). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 1, run, gen, src, dst, act, kind, output]
-//	Batch       [2, 1, from, seq, [[run, gen, src, dst, act, kind, output], ...]]
-//	TaskEvent   [3, 1, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 1, run, gen, [node, ...], [owner, ...], flow]
-//	Cancel      [5, 1, run, gen, reason]
-//	TermReport  [6, 1, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 1, kind, run, node, body]
+//	Signal      [1, 2, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 2, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 2, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 2, run, gen, [node, ...], [owner, ...], flow]
+//	Cancel      [5, 2, run, gen, reason]
+//	TermReport  [6, 2, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 2, kind, run, node, body]
+//	EventBatch  [8, 2, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//
+// Version 2 added a Signal's dst_act and ctx (the destination activation it
+// starts, and the loop context of the source's activation); a version 1
+// peer's messages are refused, as this build's are by it.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -42,7 +45,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 1
+const Version = 2
 
 func (t Type) String() string {
 	switch t {
@@ -216,6 +219,18 @@ func (k SignalKind) String() string {
 // under: a receiver fences (drops) Signals older than its current generation, and
 // deduplicates on (Run, Src, Dst, Act) regardless of Gen, so a task re-run under a
 // newer generation after a failure repeats, not adds, its edges. See Deduper.
+//
+// DstAct is the activation of Dst this traversal starts (or, for a join,
+// counts towards), 0 when the sender does not say. A receiver numbers Dst's
+// activations by it, not by arrival: a task re-executed on a new owner
+// after a loss, whose inputs come all at once from the run's record and
+// from live senders in any order, runs activation k on activation k's
+// inputs, as the original did. Ctx is the loop context of the source's
+// activation: the latest activation, in its causal past, of each task that
+// a condition of the source's loop picks (in the order of the flow's
+// vertices; nil outside a loop, at most MaxSignalCtx). The receiver carries
+// it on to the tasks it starts, so that a condition picking the loop's head
+// again can say which activation of the head it starts.
 type Signal struct {
 	Run    string
 	Gen    uint64
@@ -224,7 +239,13 @@ type Signal struct {
 	Act    uint64
 	Kind   SignalKind
 	Output []byte
+	DstAct uint64
+	Ctx    []uint64
 }
+
+// MaxSignalCtx bounds a Signal's Ctx (the tasks picked by the conditions of
+// one loop).
+const MaxSignalCtx = 1024
 
 // Type implements Message.
 func (*Signal) Type() Type { return TypeSignal }
@@ -253,17 +274,23 @@ func (s *Signal) appendFields(b []byte) []byte {
 	b = appendUint(b, uint64(s.Dst))
 	b = appendUint(b, s.Act)
 	b = append(b, byte(s.Kind))
-	return appendBin(b, s.Output)
+	b = appendBin(b, s.Output)
+	b = appendUint(b, s.DstAct)
+	b = appendArrayHeader(b, len(s.Ctx))
+	for _, c := range s.Ctx {
+		b = appendUint(b, c)
+	}
+	return b
 }
 
-const signalFields = 7
+const signalFields = 9
 
 // AppendWire implements Message.
 func (s *Signal) AppendWire(b []byte) []byte {
 	return s.appendFields(appendHeader(b, TypeSignal, signalFields))
 }
 
-// decodeFields reads the seven Signal fields. prevRun lets a batch share one run
+// decodeFields reads the nine Signal fields. prevRun lets a batch share one run
 // string across its signals instead of allocating one each.
 func (s *Signal) decodeFields(r *reader, prevRun string) error {
 	run, err := r.rawStr("run", MaxIDLen)
@@ -301,8 +328,26 @@ func (s *Signal) decodeFields(r *reader, prevRun string) error {
 	if s.Kind != SignalEdge && s.Kind != SignalChoice {
 		return r.errf("kind: unknown signal kind %d", k)
 	}
-	s.Output, err = r.bin("output", r.lim.MaxOutput, true)
-	return err
+	if s.Output, err = r.bin("output", r.lim.MaxOutput, true); err != nil {
+		return err
+	}
+	if s.DstAct, err = r.uint("dst_act"); err != nil {
+		return err
+	}
+	n, err := r.arrayLen("ctx", MaxSignalCtx)
+	if err != nil {
+		return err
+	}
+	s.Ctx = nil
+	if n > 0 {
+		s.Ctx = make([]uint64, n)
+		for i := range s.Ctx {
+			if s.Ctx[i], err = r.uint("ctx"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Decode decodes a Signal message into s. Output aliases data.
@@ -322,21 +367,6 @@ func DecodeSignal(data []byte, lim Limits) (Signal, error) {
 	var s Signal
 	err := s.Decode(data, lim)
 	return s, err
-}
-
-// EncodeMsgpack lets msgpack.Marshal write a Signal with the hand-written encoder.
-func (s *Signal) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return enc.Encode(msgpack.RawMessage(s.AppendWire(nil)))
-}
-
-// DecodeMsgpack lets msgpack.Unmarshal read a Signal with the hand-written decoder
-// (under DefaultLimits).
-func (s *Signal) DecodeMsgpack(dec *msgpack.Decoder) error {
-	raw, err := dec.DecodeRaw()
-	if err != nil {
-		return fmt.Errorf("%w: signal: %w", ErrMalformed, err)
-	}
-	return s.Decode(raw, Limits{})
 }
 
 // ---- Batch ----
@@ -408,20 +438,6 @@ func DecodeBatch(data []byte, lim Limits) (Batch, error) {
 	var b Batch
 	err := b.Decode(data, lim)
 	return b, err
-}
-
-// EncodeMsgpack lets msgpack.Marshal write a Batch with the hand-written encoder.
-func (bt *Batch) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return enc.Encode(msgpack.RawMessage(bt.AppendWire(nil)))
-}
-
-// DecodeMsgpack lets msgpack.Unmarshal read a Batch (under DefaultLimits).
-func (bt *Batch) DecodeMsgpack(dec *msgpack.Decoder) error {
-	raw, err := dec.DecodeRaw()
-	if err != nil {
-		return fmt.Errorf("%w: batch: %w", ErrMalformed, err)
-	}
-	return bt.Decode(raw, Limits{})
 }
 
 // ---- TaskEvent ----
@@ -554,13 +570,6 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 	}
 	e.End, err = r.time("end")
 	return err
-}
-
-// DecodeTaskEvent decodes a TaskEvent. Output aliases data.
-func DecodeTaskEvent(data []byte, lim Limits) (TaskEvent, error) {
-	var e TaskEvent
-	err := e.Decode(data, lim)
-	return e, err
 }
 
 // ---- Assignment ----

@@ -23,7 +23,7 @@ func sampleMessages() []Message {
 		&Batch{From: "n1", Seq: 99, Signals: []Signal{
 			{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge, Output: []byte{1, 2, 3}},
 			{Run: "r1", Gen: 1, Src: 1, Dst: 3, Act: 1, Kind: SignalChoice},
-			{Run: "r2", Gen: 2, Src: 4, Dst: 5, Act: 2, Kind: SignalEdge, Output: bytes.Repeat([]byte{9}, 300)},
+			{Run: "r2", Gen: 2, Src: 4, Dst: 5, Act: 2, Kind: SignalEdge, Output: bytes.Repeat([]byte{9}, 300), DstAct: 3, Ctx: []uint64{2, 1 << 40}},
 		}},
 		&TaskEvent{Run: "r1", Gen: 2, Task: 5, Name: "body/child", Node: "n2", State: TaskDone, Act: 10, Executions: 11,
 			Output: []byte("sum"), Error: "", Start: time.Unix(100, 5), End: time.Unix(-5, 0)},
@@ -105,35 +105,14 @@ func TestNilAndEmptyOutputsStayDistinct(t *testing.T) {
 
 // The encoding is standard msgpack: a generic decoder reads the same fields.
 func TestWireIsStandardMsgpack(t *testing.T) {
-	s := &Signal{Run: "r1", Gen: 3, Src: 7, Dst: 9, Act: 1000, Kind: SignalChoice, Output: []byte("o")}
+	s := &Signal{Run: "r1", Gen: 3, Src: 7, Dst: 9, Act: 1000, Kind: SignalChoice, Output: []byte("o"), DstAct: 4, Ctx: []uint64{3, 300}}
 	var v []any
 	if err := msgpack.Unmarshal(Encode(s), &v); err != nil {
 		t.Fatal(err)
 	}
-	want := []any{int8(1), int8(1), "r1", int8(3), int8(7), int8(9), uint16(1000), int8(2), []byte("o")}
+	want := []any{int8(1), int8(2), "r1", int8(3), int8(7), int8(9), uint16(1000), int8(2), []byte("o"), int8(4), []any{int8(3), uint16(300)}}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("generic msgpack sees %#v, want %#v", v, want)
-	}
-	// And the msgpack hooks use the hand-written codec.
-	data, err := msgpack.Marshal(s)
-	if err != nil || !bytes.Equal(data, Encode(s)) {
-		t.Fatalf("msgpack.Marshal = %x, %v; want %x", data, err, Encode(s))
-	}
-	var back Signal
-	if err := msgpack.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, s) {
-		t.Fatalf("msgpack.Unmarshal = %+v, %v", back, err)
-	}
-	bt := &Batch{From: "n", Seq: 2, Signals: []Signal{*s, *s}}
-	data, err = msgpack.Marshal(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bback Batch
-	if err := msgpack.Unmarshal(data, &bback); err != nil || !reflect.DeepEqual(&bback, bt) {
-		t.Fatalf("batch via msgpack = %+v, %v", bback, err)
-	}
-	if err := msgpack.Unmarshal([]byte{0x93, 1, 1}, &back); !errors.Is(err, ErrMalformed) {
-		t.Errorf("short signal through msgpack.Unmarshal: %v", err)
 	}
 }
 
@@ -176,8 +155,8 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "empty", data: nil, want: "truncated"},
 		{name: "not an array", data: []byte{0xa1, 'x'}, want: "want an array"},
 		{name: "unknown type", data: []byte{0x92, 42, 1}, want: "unknown message type 42"},
-		{name: "unknown version", data: raw([]byte{0x99, 1, 2}, sig(func(*Signal) {})[3:]), want: "unsupported version 2"},
-		{name: "wrong field count", data: []byte{0x93, 1, 1, 0xa1, 'r'}, want: "want 9 fields, found 3"},
+		{name: "unknown version", data: raw([]byte{0x9b, 1, 3}, sig(func(*Signal) {})[3:]), want: "unsupported version 3"},
+		{name: "wrong field count", data: []byte{0x93, 1, 2, 0xa1, 'r'}, want: "want 11 fields, found 3"},
 		{name: "act zero", data: sig(func(s *Signal) { s.Act = 0 }), want: "activation 0"},
 		{name: "bad kind", data: sig(func(s *Signal) { s.Kind = 9 }), want: "unknown signal kind 9"},
 		{name: "run with dot", data: sig(func(s *Signal) { s.Run = "a.b" }), want: "not a valid id"},
@@ -186,11 +165,13 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "output over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 11) }), lim: Limits{MaxOutput: 10}, oversize: true},
 		{name: "message over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 100) }), lim: Limits{MaxMessage: 50}, oversize: true},
 		{name: "batch over limit", data: Encode(&Batch{From: "n", Signals: make([]Signal, 3)}), lim: Limits{MaxBatch: 2}, oversize: true},
-		{name: "batch claims huge length", data: []byte{0x95, 2, 1, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
-		{name: "bin claims huge length", data: raw(sig(func(s *Signal) { s.Output = nil })[:len(sig(func(s *Signal) { s.Output = nil }))-1], []byte{0xc6, 0x7f, 0, 0, 0}), lim: Limits{MaxOutput: math.MaxInt32, MaxMessage: math.MaxInt32}, want: "truncated"},
-		{name: "negative gen", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0xff}, make([]byte, 8)), want: "negative"},
-		{name: "src over 32 bits", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}), want: "32 bits"},
-		{name: "string where int", data: raw([]byte{0x99, 1, 1, 0xa1, 'r', 0xa1, 'g'}, make([]byte, 8)), want: "want an unsigned integer"},
+		{name: "batch claims huge length", data: []byte{0x95, 2, 2, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
+		{name: "bin claims huge length", data: raw(sig(func(s *Signal) { s.Output = nil })[:len(sig(func(s *Signal) { s.Output = nil }))-3], []byte{0xc6, 0x7f, 0, 0, 0}), lim: Limits{MaxOutput: math.MaxInt32, MaxMessage: math.MaxInt32}, want: "truncated"},
+		{name: "ctx over limit", data: sig(func(s *Signal) { s.Ctx = make([]uint64, MaxSignalCtx+1) }), oversize: true},
+		{name: "ctx not an array", data: raw(sig(func(*Signal) {})[:len(sig(func(*Signal) {}))-1], []byte{0xa1, 'x'}), want: "ctx: want an array"},
+		{name: "negative gen", data: raw([]byte{0x9b, 1, 2, 0xa1, 'r', 0xff}, make([]byte, 8)), want: "negative"},
+		{name: "src over 32 bits", data: raw([]byte{0x9b, 1, 2, 0xa1, 'r', 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}), want: "32 bits"},
+		{name: "string where int", data: raw([]byte{0x9b, 1, 2, 0xa1, 'r', 0xa1, 'g'}, make([]byte, 8)), want: "want an unsigned integer"},
 		{name: "owner out of range", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0, 1}}), want: "only 1 nodes"},
 		{name: "bad state", data: raw(Encode(&TaskEvent{Run: "r", Node: "n"})[:10], []byte{9}, Encode(&TaskEvent{Run: "r", Node: "n"})[11:]), want: "unknown task state"},
 		{name: "envelope without kind", data: Encode(&Envelope{}), want: "kind: empty"},
@@ -218,14 +199,14 @@ func TestDecodeRejects(t *testing.T) {
 
 // Non-minimal but legal encodings are accepted (the Batcher writes some).
 func TestNonMinimalEncodings(t *testing.T) {
-	// [1, 1, "r", gen=int8 5, src=uint32 1, dst=uint16 2, act=int64 3, kind, nil]
-	data := []byte{0xdc, 0, 9, 0xcc, 1, 1, 0xd9, 1, 'r', 0xd0, 5, 0xce, 0, 0, 0, 1, 0xcd, 0, 2,
-		0xd3, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0xc0}
+	// [1, 2, "r", gen=int8 5, src=uint32 1, dst=uint16 2, act=int64 3, kind, nil, dst_act=uint16 4, array16 [int8 7]]
+	data := []byte{0xdc, 0, 11, 0xcc, 1, 2, 0xd9, 1, 'r', 0xd0, 5, 0xce, 0, 0, 0, 1, 0xcd, 0, 2,
+		0xd3, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0xc0, 0xcd, 0, 4, 0xdc, 0, 1, 0xd0, 7}
 	s, err := DecodeSignal(data, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Signal{Run: "r", Gen: 5, Src: 1, Dst: 2, Act: 3, Kind: SignalEdge}
+	want := Signal{Run: "r", Gen: 5, Src: 1, Dst: 2, Act: 3, Kind: SignalEdge, DstAct: 4, Ctx: []uint64{7}}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("got %+v want %+v", s, want)
 	}

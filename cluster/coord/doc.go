@@ -41,12 +41,20 @@
 //     (nothing still running, every source ran, no task left behind strong
 //     predecessors that all ran): what "succeeded" must mean.
 //   - Liveness: which nodes are dead. Gossip's deaths are candidates, pinged
-//     over NATS; an answer refutes one (slow is not dead), no responder or a
-//     silence confirms it. testdata/liveness.txt holds its scenarios.
+//     over NATS; an answer refutes one (slow is not dead), no responder, an
+//     answer from a process of another boot, or a silence confirms it.
+//     testdata/liveness.txt holds its scenarios.
+//   - Leader: the leader loop's decisions (below), pure: gossip's members,
+//     TermReports, fail envelopes, ping answers, ticks and the outcomes of
+//     the commands and record checks it asked for in, with the time;
+//     messages, pings, commands, record checks and what to log and count
+//     out. It reads the FSM through a View and owns the runs' Detectors and
+//     the Liveness. leader.go is the I/O around it; cluster/runsim drives
+//     the same type. testdata/leader_*.txt are its scenarios.
 //
 // # The leader loop
 //
-// While a server leads it: writes node membership into the FSM (gossip's
+// While a server leads it (Leader's decisions, leader.go's I/O): writes node membership into the FSM (gossip's
 // deaths only once Liveness confirms them, pinging candidates on
 // proto.PingSubject);
 // adds coordinator voters; for every running run re-sends the Assignment every

@@ -94,7 +94,7 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 	}
 	n.ping, err = nc.Subscribe(proto.PingSubject(id), func(m *nats.Msg) {
 		if !n.silent.Load() {
-			_ = m.Respond(nil)
+			_ = m.Respond([]byte("boot1")) // its boot id, as cluster/node answers
 		}
 	})
 	if err != nil {

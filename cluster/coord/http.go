@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hetflow/hetflow/cluster/dashboard"
@@ -558,7 +559,7 @@ func (s *Server) initMetrics() {
 		Help: "Success verdicts the leader refused because the run's record shows work owed (a protocol bug; see coord.CheckSuccess)."})
 	s.deathsMetric = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_gossip_deaths_total",
 		Help: "Nodes gossip declared dead, by what NATS said: confirmed (dead) or refuted (alive, only slow); see coord.Liveness."}, []string{"verdict"})
-	s.reg.MustRegister(s.http, s.drops, s.refusedMetric, s.deathsMetric, (*collector)(s), prometheus.NewGoCollector())
+	s.reg.MustRegister(s.http, s.drops, s.refusedMetric, s.deathsMetric, (*collector)(s), collectors.NewGoCollector())
 }
 
 // verdictRefused counts a refused success verdict.

@@ -24,6 +24,9 @@ import (
 //   - an answer, or any TermReport from the node, is a sign of life: the
 //     node stays alive whatever gossip says (memberlist lets the node refute
 //     the suspicion when it gets the CPU);
+//   - an answer from a process of another boot (a restart under the same
+//     id, before gossip shows the new incarnation) confirms the death of
+//     the old one at once: it is gone, with its part of every run;
 //   - "no responders" means the NATS server holds no subscription of the
 //     node: its connection is closed, and a killed process's connection is
 //     closed by its kernel at once. Two such answers in a row (GoneAfter, one
@@ -66,6 +69,7 @@ type liveNode struct {
 	pinged    time.Time // the latest ping sent
 	noResp    int       // consecutive pings that found no responder since gossip said dead
 	confirmed bool      // State said dead in this episode of gossip's verdict: it stays dead
+	replaced  bool      // a process of another boot answered under the id: the old one is gone
 	boot      string    // the process's boot id (gossip metadata)
 }
 
@@ -101,13 +105,13 @@ func (l *Liveness) pingEvery() time.Duration {
 func (l *Liveness) Gossip(now time.Time, id, state, boot string) {
 	n := l.node(id)
 	if boot != n.boot {
-		n.boot, n.noResp, n.heard = boot, 0, time.Time{}
+		n.boot, n.noResp, n.heard, n.replaced = boot, 0, time.Time{}, false
 	}
 	switch {
 	case state != proto.NodeDead:
-		n.deadSince, n.noResp, n.confirmed = time.Time{}, 0, false
+		n.deadSince, n.noResp, n.confirmed, n.replaced = time.Time{}, 0, false, false
 	case n.gossip != proto.NodeDead: // a new verdict of death
-		n.deadSince, n.noResp, n.confirmed = now, 0, false
+		n.deadSince, n.noResp, n.confirmed, n.replaced = now, 0, false, false
 	}
 	n.gossip = state
 }
@@ -121,6 +125,22 @@ func (l *Liveness) Heard(now time.Time, id string) (refuted bool) {
 	n.heard = now
 	n.noResp = 0
 	return refuted
+}
+
+// Answered records a ping's answer from node's process of boot id boot
+// ("": an answer that does not say). An answer from another process than
+// the one gossip declared dead (a restart under the same id, before gossip
+// shows the new incarnation) is no sign of life of the old one: it confirms
+// that the old process is gone, with its part of every run.
+func (l *Liveness) Answered(now time.Time, id, boot string) (refuted bool) {
+	n := l.node(id)
+	if boot != "" && n.boot != "" && boot != n.boot {
+		if n.gossip == proto.NodeDead {
+			n.replaced = true
+		}
+		return false
+	}
+	return l.Heard(now, id)
 }
 
 // NoResponder records that a ping of node found no subscriber: its NATS
@@ -163,7 +183,7 @@ func (l *Liveness) state(now time.Time, n *liveNode) string {
 	if l.InProcess {
 		return proto.NodeAlive
 	}
-	if n.confirmed || n.noResp >= GoneAfter {
+	if n.confirmed || n.replaced || n.noResp >= GoneAfter {
 		return proto.NodeDead
 	}
 	if now.Sub(n.quietSince()) >= l.silence() {

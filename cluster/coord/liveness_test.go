@@ -16,6 +16,7 @@ import (
 //	at MS                            the clock
 //	gossip ID STATE [BOOT]           memberlist says so
 //	heard ID [refutes]               a sign of life over NATS (and whether it refutes gossip)
+//	answered ID BOOT|- [refutes]     a ping's answer from the process of BOOT (-: it does not say)
 //	noresp ID                        a ping found no responder
 //	expect ID STATE                  the state to record
 //	pings [ID...]                    exactly these nodes are due a ping now
@@ -74,6 +75,15 @@ func TestLiveness(t *testing.T) {
 		case "heard":
 			got := l.Heard(now, w[1])
 			if want := len(w) > 2 && w[2] == "refutes"; got != want {
+				fail("refutes = %v, want %v", got, want)
+			}
+		case "answered":
+			boot := w[2]
+			if boot == "-" { // an answer that does not say
+				boot = ""
+			}
+			got := l.Answered(now, w[1], boot)
+			if want := len(w) > 3 && w[3] == "refutes"; got != want {
 				fail("refutes = %v, want %v", got, want)
 			}
 		case "noresp":

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // boltStore is raft's LogStore and StableStore on go.etcd.io/bbolt: one
@@ -84,9 +85,9 @@ func openBoltStore(path string) (s *boltStore, err error) {
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s is locked: another coordinator uses %s", ErrDataDir, path, filepath.Dir(path))
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, corrupt(path, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: open %s: %w", ErrDataDir, path, err)

@@ -24,7 +24,7 @@ func (o Owed) String() string { return fmt.Sprintf("task %s: %s", o.Task, o.Why)
 // failed lists the tasks whose latest activation failed (their failure report
 // never reached the leader, or the verdict raced it): such a run has failed.
 //
-// The rules follow from the join counter (DESIGN §2: a task's counter counts
+// The rules follow from the join counter (docs/design.md, "The contract": a task's counter counts
 // its strong predecessors; each completion of one decrements it; at zero the
 // task runs and the counter is reset), and each is sound whatever the
 // conditions picked:

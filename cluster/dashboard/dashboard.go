@@ -75,7 +75,7 @@ func New(src Source, opts Options) *Dashboard {
 	files := http.FileServerFS(sub)
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", d.page("index.html"))
-	m.HandleFunc("GET /ui/runs/{id}", d.page("run.html"))
+	m.HandleFunc("GET /ui/runs/{id}", d.handleRunPage)
 	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", files))
 	m.HandleFunc("GET /ui/overview.json", d.handleOverview)
 	m.HandleFunc("GET /ui/events", d.handleOverviewEvents)
@@ -230,6 +230,8 @@ type RunRow struct {
 	Done     int     `json:"done"`
 	Failed   int     `json:"failed"`
 	Running  int     `json:"running"`
+	Skipped  int     `json:"skipped"`
+	Pending  int     `json:"pending"`
 	Progress float64 `json:"progress"` // 0…1, done (and skipped) tasks of all
 }
 
@@ -250,6 +252,7 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 		if i < 200 { // progress of the newest runs; the list itself is complete
 			if c, err := d.counts(ctx, r.ID); err == nil {
 				row.Tasks, row.Done, row.Failed, row.Running, row.Progress = c.Tasks, c.Done, c.Failed, c.Running, c.progress()
+				row.Skipped, row.Pending = c.Skipped, c.Pending
 			}
 		}
 		o.Runs = append(o.Runs, row)

@@ -656,3 +656,63 @@ func TestRunSummaryShowsParams(t *testing.T) {
 		t.Errorf("the run page does not show params: %v", err)
 	}
 }
+
+// The run page's first view is drawn on the server: state, counts that add
+// up to the progress, the graph and the timeline are in the HTML itself,
+// before any script runs (under load the event stream's first summary took
+// 4–25 s, and the page stood empty). An unknown run is a 404 page that
+// says so.
+func TestRunPageIsRenderedOnTheServer(t *testing.T) {
+	f := newFake()
+	now := time.Now()
+	f.addRun(t, "r1", ifElse, now.Add(-5*time.Second))
+	f.event("r1", "init", "n1", transport.TaskDone, 1, now.Add(-4*time.Second), now.Add(-4*time.Second))
+	f.event("r1", "cond", "n1", transport.TaskDone, 1, now.Add(-3*time.Second), now.Add(-3*time.Second))
+	f.event("r1", "yes", "n2", transport.TaskFailed, 1, now.Add(-2*time.Second), now.Add(-time.Second))
+	f.finish("r1", proto.RunFailed, now)
+	d := New(f, Options{})
+	defer d.Close()
+	rec := get(t, d, "/ui/runs/r1")
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("run page: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	page := rec.Body.String()
+	for _, want := range []string{
+		`<span id="flow">ifelse</span>`,
+		`class="state st-failed">failed</span>`,
+		`data-state="failed"`,
+		// init and cond done, yes failed, no skipped: 3 of 4 done or skipped.
+		`<b id="progress">75%</b>`,
+		`<b id="counts">2 done · 1 failed · 1 skipped</b>`,
+		`<b id="gen">1</b>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" class="graph"`,
+		`data-task="yes"`,
+		`class="timeline"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the server-rendered run page lacks %s", want)
+		}
+	}
+	if !regexp.MustCompile(`<button id="cancel" class="cancel" hidden>`).MatchString(page) {
+		t.Errorf("an ended run's page offers to cancel it")
+	}
+	if rec := get(t, d, "/ui/runs/nosuchrun"); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "nosuchrun") {
+		t.Errorf("the page of no such run: %d, want 404 naming it", rec.Code)
+	}
+}
+
+const ifElse = `name: ifelse
+tasks:
+  - name: init
+    func: hash
+  - name: cond
+    kind: condition
+    func: coin
+    args: {p: 1, seed: 7}
+    succeed: [init]
+    precede: [yes, no]
+  - name: yes
+    func: hash
+  - name: no
+    func: hash
+`

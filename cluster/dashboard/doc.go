@@ -1,7 +1,7 @@
 // Package dashboard is hetflow's web view: every coordinator serves it at /
 // (and so does `coordinator dev --serve`, on http://127.0.0.1:7070/). Nothing
-// is installed: plain HTML, CSS and a little JavaScript are embedded with
-// go:embed, the graphs and timelines are SVG drawn by the server, and the
+// is installed: plain HTML, CSS and a little JavaScript are embedded in the
+// binary (go:embed), the graphs and timelines are SVG drawn by the server, and the
 // pages follow the cluster through server-sent events.
 //
 // What it shows:
@@ -17,8 +17,12 @@
 //     on loop tasks, module tasks as double boxes that open their instance),
 //     its timeline (one lane per node worker, a bar per activation) and the
 //     Chrome-trace JSON of the run for Perfetto (/ui/runs/{id}/trace.json).
-//     A scope of more than MaxBoxes tasks is drawn as groups of consecutive
-//     levels with their progress; each group opens the tasks it holds.
+//     A scope of more than MaxBoxes tasks is drawn as groups of whole,
+//     consecutive levels with their progress (one huge level is cut into
+//     slices), laid out in rows in reading order (GridPlace); each group
+//     opens the tasks it holds. The page's first view is rendered on the
+//     server (runpage.go: run.html is a template), so it is complete before
+//     any script runs; app.js then follows the run live.
 //
 // Driving it: New(src, Options{Token: apiToken}) returns an http.Handler
 // for "/" and "/ui/"; src is a Source (cluster/coord implements it over its

@@ -286,3 +286,38 @@ func (h *intHeap) pop() int {
 	*h = a
 	return v
 }
+
+// gridCols is how many groups a row of a grid view holds.
+const gridCols = 6
+
+// GridPlace lays n boxes out in reading order, for a view of groups of
+// consecutive levels: rows of up to gridCols cells, left to right, then
+// right to left on the next row (a snake), so each group sits beside the
+// one it leads to and a deep flow fills the page instead of one narrow
+// column. Edges are never loop-backs here (groups are in level order).
+func GridPlace(boxes []Box, edges []LEdge) Layout {
+	n := len(boxes)
+	L := Layout{X: make([]float64, n), Y: make([]float64, n), Layer: make([]int, n), Back: make([]bool, len(edges))}
+	var cw, ch float64
+	for _, b := range boxes {
+		cw, ch = max(cw, b.W), max(ch, b.H)
+	}
+	cols := min(n, gridCols)
+	for i := range boxes {
+		r, c := i/gridCols, i%gridCols
+		if r%2 == 1 {
+			c = cols - 1 - c
+		}
+		L.X[i] = margin + float64(c)*(cw+2*gapX)
+		L.Y[i] = margin + float64(r)*(ch+gapY)
+		L.Layer[i] = r
+	}
+	rows := (n + gridCols - 1) / gridCols
+	L.Layers = rows
+	L.Width = 2*margin + float64(cols)*(cw+2*gapX) - 2*gapX
+	L.Height = 2*margin + float64(rows)*(ch+gapY) - gapY
+	if n == 0 {
+		L.Width, L.Height = 2*margin, 2*margin
+	}
+	return L
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -87,7 +88,11 @@ func renderSVG(vw *view, base string) []byte {
 	for i, e := range vw.edges {
 		edges[i] = LEdge{From: e.from, To: e.to, Weak: e.weak}
 	}
-	L := Place(boxes, edges)
+	place := Place
+	if vw.grid {
+		place = GridPlace
+	}
+	L := place(boxes, edges)
 	top := legendTop + 8
 	W, H := max(L.Width, 360), L.Height+top
 	var b bytes.Buffer
@@ -131,6 +136,14 @@ func renderSVG(vw *view, base string) []byte {
 			} else {
 				d = fmt.Sprintf("M%.1f,%.1fC%.1f,%.1f %.1f,%.1f %.1f,%.1f", x1, y1, bulge, y1, bulge, y2, x2, y2)
 			}
+		} else if vw.grid && fy == ty {
+			// Along a row of the grid: side to side.
+			x1, x2 := fx+f.W, tx
+			if tx < fx {
+				x1, x2 = fx, tx+t.W
+			}
+			y := fy + f.H/2
+			d = fmt.Sprintf("M%.1f,%.1fL%.1f,%.1f", x1, y, x2, y)
 		} else {
 			x1, y1 := fx+f.W/2, fy+f.H
 			x2, y2 := tx+t.W/2, ty
@@ -139,7 +152,11 @@ func renderSVG(vw *view, base string) []byte {
 		}
 		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arr)"/>`, cls, d)
 		if e.count > 1 {
-			fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f">%d</text>`, (fx+f.W/2+tx+t.W/2)/2+4, (fy+f.H+ty)/2, e.count)
+			if vw.grid && fy == ty {
+				fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f" text-anchor="middle">%d</text>`, (fx+f.W/2+tx+t.W/2)/2, fy+f.H/2-5, e.count)
+			} else {
+				fmt.Fprintf(&b, `<text class="cnt" x="%.1f" y="%.1f">%d</text>`, (fx+f.W/2+tx+t.W/2)/2+4, (fy+f.H+ty)/2, e.count)
+			}
 		}
 	}
 	for i := range vw.items {
@@ -204,26 +221,40 @@ func renderSVG(vw *view, base string) []byte {
 }
 
 func (d *Dashboard) handleGraph(w http.ResponseWriter, r *http.Request) {
+	out, err := d.graphSVG(r)
+	if err != nil {
+		var bq badQuery
+		if errors.As(err, &bq) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(out)
+}
+
+// badQuery is a graph query the dashboard cannot read (400, not 500).
+type badQuery struct{ error }
+
+// graphSVG draws the graph of run {id} in the scope r's query asks for.
+func (d *Dashboard) graphSVG(r *http.Request) ([]byte, error) {
 	q, err := ParseQuery(r.URL.Query())
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
+		return nil, badQuery{err}
 	}
 	id := r.PathValue("id")
 	_, rd, st, err := d.summary(r.Context(), id, false)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	rd.mu.Lock()
 	vw, err := buildView(rd, vertexStatus(rd.g, st), q)
 	rd.mu.Unlock()
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	out := renderSVG(vw, "/ui/runs/"+id)
-	w.Header().Set("Content-Type", "image/svg+xml")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(out)
+	return renderSVG(vw, "/ui/runs/"+id), nil
 }

@@ -309,17 +309,26 @@ func (d *Dashboard) timeline(r *http.Request) (*timeline, *runData, error) {
 }
 
 func (d *Dashboard) handleTimeline(w http.ResponseWriter, r *http.Request) {
-	tl, rd, err := d.timeline(r)
+	out, err := d.timelineSVG(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(out)
+}
+
+// timelineSVG draws run {id}'s timeline.
+func (d *Dashboard) timelineSVG(r *http.Request) ([]byte, error) {
+	tl, rd, err := d.timeline(r)
+	if err != nil {
+		return nil, err
+	}
 	rd.mu.Lock()
 	nodes := runNodes(rd.info.Assignment)
 	rd.mu.Unlock()
-	w.Header().Set("Content-Type", "image/svg+xml")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(tl.svg(nodes))
+	return tl.svg(nodes), nil
 }
 
 func (d *Dashboard) handleTrace(w http.ResponseWriter, r *http.Request) {

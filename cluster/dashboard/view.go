@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -86,6 +87,7 @@ type view struct {
 	edges  []viewEdge
 	total  int // tasks in the scope
 	nodes  []string
+	grid   bool // groups of levels, in reading order (gridPlace), not layered
 }
 
 type crumb struct {
@@ -119,7 +121,7 @@ func buildView(rd *runData, st []*proto.TaskStatus, q Query) (*view, error) {
 		vw.crumbs = append(vw.crumbs[:1], append([]crumb{{g.Vertices[m].Path, Query{Scope: g.Vertices[m].Path}}}, vw.crumbs[1:]...)...)
 	}
 	if lo > 0 || hi < n {
-		vw.crumbs = append(vw.crumbs, crumb{fmt.Sprintf("levels %d–%d", so.layer[lo], so.layer[hi-1]), q})
+		vw.crumbs = append(vw.crumbs, crumb{levelsLabel(so.layer[lo], so.layer[hi-1]), q})
 	}
 	vw.nodes = runNodes(rd.info.Assignment)
 	if hi-lo <= MaxBoxes {
@@ -174,6 +176,11 @@ func (vw *view) tasks(rd *runData, st []*proto.TaskStatus, verts []int) {
 				it.sub += " · gpu"
 			}
 		}
+		if it.node != "" && !slices.Contains(vw.nodes, it.node) {
+			// A node that took the task over after the assignment: in
+			// the legend too, so its outline has a colour and a name.
+			vw.nodes = append(vw.nodes, it.node)
+		}
 		it.title = fmt.Sprintf("%s\nstate: %s\nnode: %s\nactivations: %d", vx.Path, it.state, it.node, it.acts)
 		at[v] = len(vw.items)
 		vw.items = append(vw.items, it)
@@ -225,26 +232,8 @@ func countVerts(g *spec.Graph, st []*proto.TaskStatus, verts []int) Counts {
 // levels.
 func (vw *view) groups(rd *runData, st []*proto.TaskStatus, scope string, so *scopeOrder, lo, hi int) {
 	g := rd.g
-	// A cut may move back by a quarter of a group, so groups are sized for
-	// 3/4 of maxGroups.
-	size := ((hi-lo)*4 + 3*maxGroups - 1) / (3 * maxGroups)
-	// Cut at level boundaries where one is near (within a quarter of a
-	// group), so groups are levels where the levels allow.
-	var cuts []int
-	for a := lo; a < hi; {
-		b := min(a+size, hi)
-		if b < hi {
-			for k := b; k > a+size*3/4; k-- {
-				if so.layer[k] != so.layer[k-1] {
-					b = k
-					break
-				}
-			}
-		}
-		cuts = append(cuts, a)
-		a = b
-	}
-	cuts = append(cuts, hi)
+	vw.grid = true
+	cuts := groupCuts(so.layer, lo, hi)
 	group := make([]int, len(g.Vertices)) // vertex → its group, -1 outside the range
 	for i := range group {
 		group[i] = -1
@@ -257,12 +246,7 @@ func (vw *view) groups(rd *runData, st []*proto.TaskStatus, scope string, so *sc
 		c := countVerts(g, st, so.verts[a:b])
 		it := item{kind: "group", c: c, state: groupState(c),
 			link: Query{Scope: scope, Lo: a, Hi: b}.values().Encode()}
-		l1, l2 := so.layer[a], so.layer[b-1]
-		if l1 == l2 {
-			it.label = fmt.Sprintf("level %d", l1)
-		} else {
-			it.label = fmt.Sprintf("levels %d–%d", l1, l2)
-		}
+		it.label = levelsLabel(so.layer[a], so.layer[b-1])
 		it.sub = fmt.Sprintf("%d tasks · %d%% done", b-a, int(100*c.progress()))
 		it.title = fmt.Sprintf("%s: %d tasks\ndone %d, running %d, failed %d, pending %d", it.label, b-a, c.Done, c.Running, c.Failed, c.Pending)
 		vw.items = append(vw.items, it)
@@ -290,6 +274,43 @@ func (vw *view) groups(rd *runData, st []*proto.TaskStatus, scope string, so *sc
 	for _, p := range order {
 		vw.edges = append(vw.edges, viewEdge{from: p.a, to: p.b, weak: p.weak, count: agg[p]})
 	}
+}
+
+// groupCuts cuts the sorted tasks [lo, hi) of a scope, whose levels are
+// layer, into at most maxGroups groups. A range of several levels is cut
+// only between levels, into groups of the same number of whole levels, so
+// no two groups share a level and their labels ("levels 3–5") never
+// overlap; a range of one level (a single huge level) is cut into slices
+// of it. Either way a group is smaller than the range, so drilling down
+// always ends at single tasks.
+func groupCuts(layer []int, lo, hi int) []int {
+	var starts []int // where each level of the range starts
+	for k := lo; k < hi; k++ {
+		if k == lo || layer[k] != layer[k-1] {
+			starts = append(starts, k)
+		}
+	}
+	var cuts []int
+	if len(starts) == 1 {
+		size := (hi - lo + maxGroups - 1) / maxGroups
+		for a := lo; a < hi; a += size {
+			cuts = append(cuts, a)
+		}
+	} else {
+		per := (len(starts) + maxGroups - 1) / maxGroups // levels a group
+		for i := 0; i < len(starts); i += per {
+			cuts = append(cuts, starts[i])
+		}
+	}
+	return append(cuts, hi)
+}
+
+// levelsLabel names a group's levels: "level 3" or "levels 3–5".
+func levelsLabel(l1, l2 int) string {
+	if l1 == l2 {
+		return fmt.Sprintf("level %d", l1)
+	}
+	return fmt.Sprintf("levels %d–%d", l1, l2)
 }
 
 func groupState(c Counts) string {

@@ -52,7 +52,7 @@ func builtins() []Entry {
 		{Name: Coin, Kind: spec.KindCondition, CPU: coin, Check: func(a Args) error { _, _, _, err := coinArgs(a); return err }, Doc: "{p, seed}: condition, 0 with probability p, else 1"},
 		{Name: Fail, CPU: fail, Check: func(a Args) error { _, _, err := failArgs(a); return err }, Doc: "{msg, times}: returns an error (on its first `times` executions of an activation)"},
 		{Name: Panic, CPU: panicFn, Check: func(a Args) error { _, err := panicArgs(a); return err }, Doc: "{msg}: panics"},
-		{Name: Saxpy, CPU: saxpyCPU, GPU: saxpyCPU, Check: func(a Args) error { _, _, err := SaxpyArgs(a); return err }, Doc: "{n, a}: y = a*x + y over n float32, output the sum of y (float64, 8 bytes little-endian)"},
+		{Name: Saxpy, CPU: saxpyCPU, GPU: saxpyCPU, Graph: saxpyGraph, Check: func(a Args) error { _, _, err := SaxpyArgs(a); return err }, Doc: "{n, a}: y = a*x + y over n float32, output the sum of y (float64, 8 bytes little-endian)"},
 		{Name: Fanout, Kind: spec.KindSubflow, CPU: fanout, Check: func(a Args) error { _, _, err := fanoutArgs(a); return err }, Doc: "{n, us}: subflow of n spin children"},
 		{Name: Pick, Kind: spec.KindMultiCondition, CPU: pick, Check: func(a Args) error { _, err := pickArgs(a); return err }, Doc: "{choices}: multicondition returning the given indices"},
 		{Name: Blob, CPU: blob, Check: func(a Args) error { _, err := blobArgs(a); return err }, Doc: "{n}: outputs n bytes, byte i = i mod 256"},

@@ -29,7 +29,7 @@ func (r *Registry) Catalog() proto.Catalog {
 		if e.CPU != nil {
 			fi.Domains = append(fi.Domains, string(spec.DomainCPU))
 		}
-		if e.GPU != nil {
+		if e.GPU != nil || e.Graph != nil {
 			fi.Domains = append(fi.Domains, string(spec.DomainGPU))
 		}
 		for _, a := range e.Args {

@@ -1,5 +1,5 @@
 // Package funcs is the registry of functions hetflow nodes run, and the
-// built-ins every node has (DESIGN §5a). A node binary is built with the
+// built-ins every node has (README, "Functions"). A node binary is built with the
 // user's functions: it starts from Default() and registers its own.
 //
 // # Registering
@@ -11,7 +11,7 @@
 //		CPU:   func(ctx context.Context, c *funcs.Call) (funcs.Result, error) { ... },
 //		Check: func(a funcs.Args) error { _, err := a.NonNeg("width", 0); return err },
 //	})
-//	reg.SetGPU("saxpy", deviceBody)                 // attach a GPU body (the node's gpu glue)
+//	reg.SetGPUGraph("resize", resizeOnDevice)       // its device implementation (see GPU tasks)
 //
 // A *Registry is a spec.Catalog: spec validation uses it to check that every
 // func exists, fits the task's kind and domain, and accepts its arguments.
@@ -53,6 +53,24 @@
 // "parent/child", the parent's Activation, and its Succeed children's
 // outputs as Inputs. Invoke checks them with CheckChildren.
 //
+// # GPU tasks
+//
+// A task with domain gpu of a static function runs, on the node that holds
+// it, the first the function's Entry has of:
+//
+//   - Graph (a GPUGraph; Register it or attach it with SetGPUGraph): the
+//     device implementation. The node turns the task's arguments into
+//     GPUWork when it builds its part, builds the work into the task's
+//     gpu.Graph once on a GPU worker of the task's device (`device:`, default
+//     0; a node without that device refuses the assignment), launches it at
+//     every activation and then reads Output on a CPU worker; Free runs when
+//     the run ends. This is the one extension point for device code.
+//   - GPU (a Func; SetGPU): a host body run on a CPU worker, Call.Device
+//     naming the task's device.
+//   - CPU: the CPU body, on a CPU worker.
+//
+// Validation accepts domain gpu for a function with Graph or GPU.
+//
 // # Built-ins
 //
 //	noop                 nothing
@@ -72,9 +90,9 @@
 //
 // Only hash, saxpy, blob and exec produce output. exec is off by default:
 // see EnableExec, and the security section of docs/cluster-protocol.md
-// (whoever may submit flows can run the allowed programs). saxpy's GPU body in Default() is
-// the host computation (so flows with domain gpu run before a device body
-// is attached with SetGPU); a device body must round a·x to float32 before
-// adding (no fused multiply-add) and sum y on the host in index order, to
-// give the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
+// (whoever may submit flows can run the allowed programs). saxpy has a
+// Graph (the gpu package's saxpy kernel between copies in and out) and, as
+// its GPU body, the host computation; both round a·x to float32 before
+// adding (no fused multiply-add) and sum y on the host in index order, so
+// every body gives the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
 package funcs

@@ -64,7 +64,7 @@ type Call struct {
 // Result is what a function returns.
 type Result struct {
 	// Output is the task's output bytes (nil: none). Condition, multicondition
-	// and subflow tasks produce none (DESIGN §5a): the runtime drops theirs.
+	// and subflow tasks produce none (docs/design.md, "The contract"): the runtime drops theirs.
 	Output []byte
 	// Choice is a condition's answer: the index into its precede list of the
 	// successor to run; out of range runs nothing.
@@ -104,9 +104,15 @@ type Entry struct {
 	Kind spec.Kind
 	// CPU is the body on a CPU worker; nil for a GPU-only function.
 	CPU Func
-	// GPU is the body for tasks with domain gpu; nil when the function has
-	// none. Another package (the node's gpu glue) may set it with SetGPU.
+	// GPU is the host body for tasks with domain gpu, run on a CPU worker
+	// with Call.Device naming the task's device; nil when the function has
+	// none. It serves where Graph is nil. SetGPU sets it later.
 	GPU Func
+	// Graph is the device implementation for tasks with domain gpu (see
+	// GPUGraph): the node builds it into the task's GPU graph and launches
+	// it on the device. nil: the task runs its GPU body (else its CPU body)
+	// on a CPU worker. SetGPUGraph sets it later.
+	Graph GPUGraph
 	// Check, when set, validates a task's arguments before anything runs
 	// (spec validation calls it through the Catalog).
 	Check func(args Args) error
@@ -164,10 +170,10 @@ func (r *Registry) Register(e Entry) error {
 	default:
 		return fmt.Errorf("%w: function %q: kind %q cannot be registered (module tasks run flows)", ErrBadEntry, e.Name, e.Kind)
 	}
-	if e.CPU == nil && e.GPU == nil {
+	if e.CPU == nil && e.GPU == nil && e.Graph == nil {
 		return fmt.Errorf("%w: function %q has no body", ErrBadEntry, e.Name)
 	}
-	if e.GPU != nil && e.Kind != spec.KindStatic {
+	if (e.GPU != nil || e.Graph != nil) && e.Kind != spec.KindStatic {
 		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, e.Name)
 	}
 	r.mu.Lock()
@@ -188,6 +194,12 @@ func (r *Registry) MustRegister(e Entry) {
 
 // SetGPU attaches (or replaces) the GPU body of a registered static function.
 func (r *Registry) SetGPU(name string, fn Func) error {
+	return r.setGPU(name, func(e *Entry) { e.GPU = fn })
+}
+
+// setGPU changes a copy of a registered static function's entry with set
+// and registers the copy in its place.
+func (r *Registry) setGPU(name string, set func(*Entry)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
@@ -198,7 +210,7 @@ func (r *Registry) SetGPU(name string, fn Func) error {
 		return fmt.Errorf("%w: function %q: only static functions have GPU bodies", ErrBadEntry, name)
 	}
 	c := *e
-	c.GPU = fn
+	set(&c)
 	r.entries[name] = &c
 	return nil
 }
@@ -232,7 +244,7 @@ func (r *Registry) Func(name string) (spec.FuncInfo, bool) {
 	if !ok {
 		return spec.FuncInfo{}, false
 	}
-	info := spec.FuncInfo{Kind: e.Kind, CPU: e.CPU != nil, GPU: e.GPU != nil}
+	info := spec.FuncInfo{Kind: e.Kind, CPU: e.CPU != nil, GPU: e.GPU != nil || e.Graph != nil}
 	if e.Check != nil {
 		check := e.Check
 		info.CheckArgs = func(args map[string]any) error {

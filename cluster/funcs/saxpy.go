@@ -70,9 +70,9 @@ func BytesFloat64(b []byte) (f float64, ok bool) {
 	return math.Float64frombits(binary.LittleEndian.Uint64(b)), true
 }
 
-// saxpyCPU is saxpy's host body. Default also installs it as the GPU body, a
-// host reference the node replaces (SetGPU) with a device body when it has
-// one; both give the same bytes.
+// saxpyCPU is saxpy's host body. Default also installs it as the GPU body
+// (run on a CPU worker where the Graph is not used); the device
+// implementation, saxpyGraph, gives the same bytes.
 func saxpyCPU(ctx context.Context, c *Call) (Result, error) {
 	n, a, err := SaxpyArgs(c.Args)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
@@ -16,14 +17,23 @@ import (
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
+	done  atomic.Uint64 // activations completed (local vertices; runproto.Config.Done)
 
 	mu     sync.Mutex
 	ran    bool   // an activation's output is recorded
 	outAct uint64 // the activation out belongs to
 	out    []byte
-	state  []byte // Result.State of the last activation
+	state  []byte   // Result.State of the last activation
+	ctx    []uint64 // the loop context of the latest activation (runproto.Loops)
 
-	preds       []int       // strong predecessors (distinct), for Inputs
+	preds []int // strong predecessors (distinct), for Inputs
+	// ins are the receive proxies of its in-edges from other nodes or
+	// parts, by source (set before its part opens): its Inputs and loop
+	// context from those are the traversal last delivered on the edge, not
+	// the source's latest on this node (a part that runs again what a lost
+	// node ran reads the source's activation k for its activation k, while
+	// the source, in another part here, may be far ahead).
+	ins         map[int]*recvEdge
 	strongSends []*sendEdge // one per remote target of a strong out-edge
 	condSends   []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs  map[string]*atomic.Uint64
@@ -39,8 +49,20 @@ func (s *vstate) setOut(act uint64, out []byte) {
 
 func (s *vstate) resetOut() {
 	s.mu.Lock()
-	s.ran, s.outAct, s.out = false, 0, nil
+	s.ran, s.outAct, s.out, s.ctx = false, 0, nil, nil
 	s.mu.Unlock()
+}
+
+func (s *vstate) setCtx(ctx []uint64) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+}
+
+func (s *vstate) getCtx() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
 }
 
 func (s *vstate) output() ([]byte, bool) {
@@ -75,11 +97,13 @@ func (s *vstate) childCounter(path string) *atomic.Uint64 {
 	return c
 }
 
-// item is one traversal of a cross-node edge: the producer's activation and
-// output.
+// item is one traversal of a cross-node edge: the producer's activation,
+// output and loop context, and the destination activation it starts.
 type item struct {
-	act uint64
-	out []byte
+	act    uint64
+	out    []byte
+	dstAct uint64
+	ctx    []uint64
 }
 
 // fifo queues traversals between the producer's completion and its proxy's
@@ -118,6 +142,7 @@ type sendEdge struct {
 	src, dst int
 	kind     transport.SignalKind
 	fifo     fifo
+	picks    atomic.Uint64 // a condition's: times it picked this edge
 }
 
 // recvEdge is a cross-node in-edge src → dst: an External proxy task that
@@ -128,6 +153,28 @@ type recvEdge struct {
 	kind     transport.SignalKind
 	task     localexec.Task
 	fifo     fifo
+
+	mu   sync.Mutex
+	has  bool
+	last item // the traversal last delivered
+}
+
+func (e *recvEdge) setLast(it item) {
+	e.mu.Lock()
+	e.has, e.last = true, it
+	e.mu.Unlock()
+}
+
+func (e *recvEdge) output() ([]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last.out, e.has
+}
+
+func (e *recvEdge) ctx() []uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last.ctx
 }
 
 // build checks that this node can run the vertices of in (a part: the ones
@@ -156,7 +203,7 @@ func (r *run) build(in []bool) (*part, error) {
 				}
 			}
 		}
-		if vx.Task.Domain.Or() == spec.DomainGPU && gpuBuilders[vx.Task.Func] != nil {
+		if vx.Task.Domain.Or() == spec.DomainGPU && r.n.gpuGraph(vx.Task.Func) != nil {
 			dev := 0
 			if vx.Task.Device != nil {
 				dev = *vx.Task.Device
@@ -255,9 +302,17 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 				re.kind = transport.SignalChoice
 				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
 				re.task.Precede(entry[u])
+				if r.vs[u].ins == nil {
+					r.vs[u].ins = map[int]*recvEdge{}
+				}
+				r.vs[u].ins[src] = re
 			} else {
 				re.kind = transport.SignalEdge
 				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(name).External()
+				if r.vs[u].ins == nil {
+					r.vs[u].ins = map[int]*recvEdge{}
+				}
+				r.vs[u].ins[src] = re
 				for range mult[src] {
 					re.task.Precede(entry[u])
 				}
@@ -295,11 +350,12 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexe
 		return t, t, nil
 	}
 	if vx.Task.Domain.Or() == spec.DomainGPU {
-		if b := gpuBuilders[vx.Task.Func]; b != nil {
-			job, err := b(vx.Task.Args)
+		if b := r.n.gpuGraph(vx.Task.Func); b != nil {
+			w, err := b(funcs.Args(vx.Task.Args))
 			if err != nil {
 				return entry, exit, &assignError{path, err}
 			}
+			job := &gpuJob{w}
 			r.jobs = append(r.jobs, job)
 			dev := 0
 			if vx.Task.Device != nil {

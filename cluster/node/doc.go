@@ -21,8 +21,8 @@
 //
 // An Assignment (control subject) names the run, its generation, the nodes
 // and each task's owner, and carries the flow's canonical JSON. The node
-// ignores one it already runs (same Run and Gen) or has released; a newer
-// generation replaces the run (started afresh: replay is not done yet). It
+// ignores one it already runs (same Run and Gen) or has released; one of a
+// newer generation for a run it holds is a reassignment (see Recovery). It
 // parses, validates and expands the flow (spec.File.Expand) and builds one
 // localexec taskflow from the vertices it owns:
 //
@@ -35,19 +35,22 @@
 //     instance's scope (Graph.Scope, nested modules recursively) is its own
 //     taskflow. An instance must sit wholly on its module task's node (the
 //     partitioner's hard group); otherwise the assignment is refused;
-//   - domain gpu with a GPU builder (saxpy) → EmplaceGPU on its device (copy
-//     in, kernel, copy out, built once and relaunched) then a hidden CPU
-//     "#done" task that computes the output (funcs.SaxpySum: the same 8
-//     bytes as the CPU body) and does the bookkeeping. A gpu function
-//     without a builder runs its registry body on a CPU worker. A GPU task
-//     on a device the node lacks is refused.
+//   - domain gpu of a function with a device implementation
+//     (funcs.Entry.Graph; saxpy's: copy in, kernel, copy out) → EmplaceGPU
+//     on its device (the work built into the task's GPU graph once, then
+//     relaunched) then a hidden CPU "#done" task that reads the output
+//     (GPUWork.Output; saxpy's is the same 8 bytes as its CPU body) and does
+//     the bookkeeping. A gpu function without one runs its registry body on
+//     a CPU worker. A GPU task on a device the node lacks is refused.
 //
 // A refusal is a fail envelope (proto.SubjectFail) naming the task and the
 // reason; it is repeated if the leader re-sends the Assignment.
 //
 // Each task body is a wrapper: it counts the vertex's activation (from 1,
 // per run), gathers Inputs (latest outputs of its strong predecessors, local
-// ones from memory, remote ones from Signals), hands over the previous
+// ones from memory, those of other nodes and parts from the traversal last
+// delivered on the edge), computes its loop context (runproto.Loops), hands
+// over the previous
 // activation's Result.State, and calls the function under the run's context
 // (cancelled on Cancel) and the task's `timeout:`, again on an error up to
 // `retries:` times (panics are recovered and not retried). Then it records
@@ -73,7 +76,12 @@
 // and the rest go to the run's dedup set together; they are counted (duplicates
 // too, see Recovery), the new ones pushed to their edges' FIFOs and the
 // proxies scheduled with one OpenRun.ScheduleAll; a proxy records v's
-// output for u's Inputs.
+// output for u's Inputs. Each Signal says which activation of u it starts
+// (DstAct, with v's loop context: runproto.Loops); one whose causal past
+// has not happened here (u's previous activation, or a local task's
+// activation its context names, not completed) waits in the run's
+// runproto.Run and is let in by that completion (complete counts it:
+// vstate.done, runproto's Config.Done and Completed).
 // Signals of a run whose Assignment has not arrived yet are kept (bounded)
 // and delivered when it does. A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
@@ -130,7 +138,11 @@
 // follow has caught up with what was stored when it began. A later loss
 // that moves more tasks here restarts the follow; Signals taken already are
 // skipped, so each is counted once. The moved tasks run again from their
-// inputs; their receivers drop the Signals they already had. A node whose
+// inputs, in activation order (Signals wait for their causal past, see
+// Cross-node edges); their receivers drop the Signals they already had. A
+// moved condition waits for the follow to catch up and takes the branch the
+// record holds for its activation (runproto's Outcome), so replay takes the
+// same branches. A node whose
 // tasks were moved away (it was taken for dead) keeps reporting its old
 // generation until the leader answers with Cancel, and releases the run.
 //

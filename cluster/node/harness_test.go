@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -47,6 +48,7 @@ type nodeSpec struct {
 	gpus      int
 	cpus      int
 	heartbeat time.Duration
+	reg       *funcs.Registry // nil: funcs.Default()
 }
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
@@ -64,7 +66,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat}
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Registry: s.reg}
 		if i == 0 {
 			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
 		}

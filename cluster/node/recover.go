@@ -103,6 +103,10 @@ func (r *run) startFollow(id uint64) {
 	caught := func() {
 		n.mu.Lock()
 		due := len(r.sm.CaughtUp(id)) > 0
+		if due && r.caughtCh != nil { // conditions run again here wait for it (runCondition)
+			close(r.caughtCh)
+			r.caughtCh = nil
+		}
 		n.mu.Unlock()
 		if due {
 			r.onIdle()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -406,4 +407,172 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// orderFlow is a loop whose head stays on a live node while its body and
+// condition are lost mid-loop: their new owner gets the head's Signals of
+// several rounds at once from the record. "inloop" and "inloopcond" fail the
+// run when an activation runs on another activation's input; the body's odd
+// activations take longer, so two of them run at once finish out of order.
+const orderFlow = `
+name: order
+tasks:
+  - {name: init, func: inloop}
+  - {name: h, func: inloop, succeed: [init]}
+  - {name: body, func: inloop, args: {of: h, ms: 5, odd: 25}, succeed: [h]}
+  - {name: cond, kind: condition, func: inloopcond, args: {of: body, n: 16}, succeed: [body], precede: [h, after]}
+  - {name: after, func: inloop}
+`
+
+// inloopRegistry has "inloop": its output is its activation number; with
+// args {of: P} it fails unless P's input is P's output of the same
+// activation (args ms, odd: it sleeps ms, and odd more on an odd
+// activation, first). "inloopcond" is a condition that checks the same and
+// picks 0 on its first n activations, then 1.
+func inloopRegistry() *funcs.Registry {
+	check := func(c *funcs.Call) error {
+		if of, ok := c.Args["of"].(string); ok {
+			if got, want := string(c.Inputs[of]), fmt.Sprint(c.Activation); got != want {
+				return fmt.Errorf("activation %d of %s ran on activation %q of %s", c.Activation, c.Path, got, of)
+			}
+		}
+		return nil
+	}
+	reg := funcs.Default()
+	reg.MustRegister(funcs.Entry{Name: "inloop", CPU: func(ctx context.Context, c *funcs.Call) (funcs.Result, error) {
+		ms, _ := c.Args["ms"].(int64)
+		if odd, _ := c.Args["odd"].(int64); c.Activation%2 == 1 {
+			ms += odd
+		}
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond): // the task's work
+		case <-ctx.Done():
+			return funcs.Result{}, ctx.Err()
+		}
+		if err := check(c); err != nil {
+			return funcs.Result{}, err
+		}
+		return funcs.Result{Output: []byte(fmt.Sprint(c.Activation))}, nil
+	}})
+	reg.MustRegister(funcs.Entry{Name: "inloopcond", Kind: spec.KindCondition, CPU: func(ctx context.Context, c *funcs.Call) (funcs.Result, error) {
+		if err := check(c); err != nil {
+			return funcs.Result{}, err
+		}
+		n, _ := c.Args["n"].(int64)
+		if c.Activation <= uint64(n) {
+			return funcs.Result{Choice: 0}, nil
+		}
+		return funcs.Result{Choice: 1}, nil
+	}})
+	return reg
+}
+
+// TestRecoveryKeepsLoopOrder is the loop-order bug of issue 12 on real
+// nodes (runsim's TestLoopOrder, runproto's testdata/loop-order.txt): the
+// moved body numbers its activations by the activation each Signal says it
+// starts and runs them in order, so activation k runs on h's activation k.
+func TestRecoveryKeepsLoopOrder(t *testing.T) {
+	reg := inloopRegistry()
+	hb := 100 * time.Millisecond
+	c := newCluster(t, nodeSpec{heartbeat: hb, reg: reg, cpus: 4}, nodeSpec{heartbeat: hb, reg: reg, cpus: 4}, nodeSpec{heartbeat: hb, reg: reg, cpus: 4})
+	ctx := testCtx(t, 60*time.Second)
+	file, err := spec.Parse("order.yaml", []byte(orderFlow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := file.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := map[string]uint32{"init": 0, "h": 0, "body": 2, "cond": 2, "after": 1}
+	own := make([]uint32, len(g.Vertices))
+	for name, o := range place {
+		own[byName(g, name)] = o
+	}
+	body := byName(g, "body")
+	lostAt := uint64(0)
+	runID, asg := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		lostAt = c.acts(i, run, body)
+		return lostAt >= 4
+	}})
+	t.Logf("lost n2 after %d rounds; gen %d owners %v of %v", lostAt, asg.Gen, asg.Owner, asg.Nodes)
+	if lostAt >= 16 {
+		t.Fatalf("the loop had ended (%d rounds) before the loss", lostAt)
+	}
+	got := c.fold(ctx, runID)
+	if f := got["body"]; f == nil || f.acts != 17 {
+		t.Fatalf("body: %+v, want 17 activations", f)
+	}
+	if f := got["after"]; f == nil || f.state != transport.TaskDone {
+		t.Fatalf("after: %+v, want done", f)
+	}
+}
+
+// replayFlow: a condition on the node the test loses picks between two
+// tasks on live nodes; a slow task keeps the run going past the loss.
+const replayFlow = `
+name: replay
+tasks:
+  - {name: init, func: hash}
+  - {name: d, kind: condition, func: nodepick, succeed: [init], precede: [e, f]}
+  - {name: e, func: hash}
+  - {name: f, func: hash}
+  - {name: slow, func: sleep, args: {ms: 400}, succeed: [init]}
+`
+
+// TestRecoveryReplaysConditions: a condition moved off a lost node takes the
+// branch the record holds for its activation, not a fresh draw ("nodepick"
+// picks e on n2 and f anywhere else, as a coin without a seed might).
+func TestRecoveryReplaysConditions(t *testing.T) {
+	hb := 100 * time.Millisecond
+	regs := make([]*funcs.Registry, 3)
+	for i := range regs {
+		pick := 1
+		if i == 2 {
+			pick = 0
+		}
+		regs[i] = funcs.Default()
+		regs[i].MustRegister(funcs.Entry{Name: "nodepick", Kind: spec.KindCondition, CPU: func(context.Context, *funcs.Call) (funcs.Result, error) {
+			return funcs.Result{Choice: pick}, nil
+		}})
+	}
+	c := newCluster(t, nodeSpec{heartbeat: hb, reg: regs[0]}, nodeSpec{heartbeat: hb, reg: regs[1]}, nodeSpec{heartbeat: hb, reg: regs[2]})
+	ctx := testCtx(t, 60*time.Second)
+	file, err := spec.Parse("replay.yaml", []byte(replayFlow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Validate(spec.Options{Funcs: regs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := file.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := map[string]uint32{"init": 0, "d": 2, "e": 0, "f": 1, "slow": 2}
+	own := make([]uint32, len(g.Vertices))
+	for name, o := range place {
+		own[byName(g, name)] = o
+	}
+	d, e := byName(g, "d"), byName(g, "e")
+	runID, asg := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		return c.acts(i, run, d) >= 1 && c.acts(0, run, e) >= 1 // d picked e, and e has it
+	}})
+	t.Logf("gen %d owners %v of %v", asg.Gen, asg.Owner, asg.Nodes)
+	if o := asg.NodeOf(uint32(d)); o == "n2" {
+		t.Fatalf("d did not move: %v", asg)
+	}
+	got := c.fold(ctx, runID)
+	if f := got["f"]; f != nil {
+		t.Fatalf("f ran (%+v): the moved condition took another branch than the record's", f)
+	}
+	if f := got["e"]; f == nil || f.acts != 1 || f.state != transport.TaskDone {
+		t.Fatalf("e: %+v, want one activation done", f)
+	}
+	if f := got["d"]; f == nil || f.executions() < 2 {
+		t.Fatalf("d: %+v, want it run again after the loss", f)
+	}
 }

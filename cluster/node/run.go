@@ -39,9 +39,14 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs   []vstate              // per vertex of g
-	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
-	jobs []*gpuJob             // GPU work to free when the run ends
+	vs    []vstate              // per vertex of g
+	loops *runproto.Loops       // the loop contexts of g (Signal.DstAct)
+	recv  map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
+	// caughtCh is closed when the follow in force catches up (under n.mu;
+	// nil: nobody waits): a condition that runs again here waits for it
+	// before it takes the record's outcome (runCondition).
+	caughtCh chan struct{}
+	jobs     []*gpuJob // GPU work to free when the run ends
 
 	failed   atomic.Bool
 	stopping atomic.Bool
@@ -119,7 +124,9 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.g = g
 	r.vs = make([]vstate, len(g.Vertices))
-	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals})
+	r.loops = runproto.NewLoops(g)
+	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
+		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops})
 	return r, r.named(err)
 }
 
@@ -131,9 +138,6 @@ func (r *run) named(err error) error {
 	}
 	return err
 }
-
-// local reports whether v runs on this node in the generation in force.
-func (r *run) local(v int) bool { return r.sm.Table().NodeOf(v) == r.n.id }
 
 func (r *run) nodeOf(v int) string { return r.sm.Table().NodeOf(v) }
 
@@ -358,6 +362,8 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 		case runproto.Drop:
 			n.stats.dropped.Add(1)
 			n.log.Warn("signal dropped", "run", r.id, "src", a.Sig.Src, "dst", a.Sig.Dst, "from", a.From, "why", a.Reason)
+		case runproto.Wait:
+			n.log.Debug("signal waits for its destination's previous activation", "run", r.id, "src", a.Sig.Src, "dst", a.Sig.Dst, "act", a.Sig.Act, "starts", a.Sig.DstAct)
 		case runproto.Duplicate:
 			n.stats.duplicate.Add(1)
 			if a.Replayed {
@@ -410,7 +416,7 @@ func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
 		}
 		return nil
 	}
-	e.fifo.push(item{act: s.Act, out: clone(s.Output)})
+	e.fifo.push(item{act: s.Act, out: clone(s.Output), ctx: s.Ctx})
 	return e
 }
 

@@ -32,6 +32,12 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	if len(vs.preds) > 0 {
 		c.Inputs = make(map[string][]byte, len(vs.preds))
 		for _, p := range vs.preds {
+			if e := vs.ins[p]; e != nil {
+				if out, ok := e.output(); ok {
+					c.Inputs[r.g.Vertices[p].Name()] = out
+				}
+				continue
+			}
 			if out, ok := r.vs[p].output(); ok {
 				c.Inputs[r.g.Vertices[p].Name()] = out
 			}
@@ -118,12 +124,36 @@ func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res func
 	return res, err
 }
 
+// ctxOf is the loop context of activation act of v (runproto.Loops): the
+// merge of its predecessors' latest, its own place set to act. Nil outside
+// a loop.
+func (r *run) ctxOf(v int, act uint64) []uint64 {
+	if !r.loops.HasCtx(v) {
+		return nil
+	}
+	pred := r.g.Vertices[v].Pred
+	srcs := make([]int, 0, len(pred))
+	ctxs := make([][]uint64, 0, len(pred))
+	ins := r.vs[v].ins
+	for _, e := range pred {
+		srcs = append(srcs, e.From)
+		if re := ins[e.From]; re != nil {
+			ctxs = append(ctxs, re.ctx())
+		} else {
+			ctxs = append(ctxs, r.vs[e.From].getCtx())
+		}
+	}
+	return r.loops.Ctx(v, act, srcs, ctxs)
+}
+
 // begin counts a new activation of v, or reports that the run is stopping.
 func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 	if r.ctx.Err() != nil {
 		return 0, time.Time{}, false
 	}
-	return r.vs[v].acts.Add(1), r.n.now(), true
+	act = r.vs[v].acts.Add(1)
+	r.vs[v].setCtx(r.ctxOf(v, act))
+	return act, r.n.now(), true
 }
 
 func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
@@ -156,11 +186,59 @@ func (r *run) runCondition(v int) int {
 		return -1
 	}
 	k := res.Choice
+	if d, ok := r.recorded(v, act); ok {
+		for i, e := range r.g.Vertices[v].Succ {
+			if uint32(e.To) == d[0] {
+				k = i
+				break
+			}
+		}
+	}
 	if cs := r.vs[v].condSends; k >= 0 && k < len(cs) && cs[k] != nil {
-		cs[k].fifo.push(item{act: act})
+		r.pushPick(v, act, cs[k])
 	}
 	r.complete(v, act, nil, start)
 	return k
+}
+
+// pushPick queues a condition's pick of a remote successor for its send
+// proxy, with the activation of the successor it starts.
+func (r *run) pushPick(v int, act uint64, se *sendEdge) {
+	picks := se.picks.Add(1)
+	ctx := r.vs[v].getCtx()
+	se.fifo.push(item{act: act, ctx: ctx, dstAct: r.loops.DstAct(v, act, ctx, se.dst, false, picks)})
+}
+
+// recorded is the outcome the run's record holds for activation act of
+// condition v, when v runs again here after a loss (runproto's Replays and
+// Outcome): it waits until the follow has caught up with the record, so
+// that a pick made before the loss is known, and the re-run takes the
+// branch it took then (DESIGN: condition outcomes are recorded, so replay
+// takes the same branches) rather than a fresh draw.
+func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
+	n := r.n
+	for {
+		n.mu.Lock()
+		if !r.sm.Replays(v) || r.stopping.Load() {
+			n.mu.Unlock()
+			return nil, false
+		}
+		if r.sm.Caught() {
+			d, ok := r.sm.Outcome(v, act)
+			n.mu.Unlock()
+			return d, ok
+		}
+		if r.caughtCh == nil {
+			r.caughtCh = make(chan struct{})
+		}
+		ch := r.caughtCh
+		n.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.ctx.Done():
+			return nil, false
+		}
+	}
 }
 
 func (r *run) runMulti(v int) []int {
@@ -169,6 +247,24 @@ func (r *run) runMulti(v int) []int {
 		return nil
 	}
 	cs := r.vs[v].condSends
+	if d, ok := r.recorded(v, act); ok {
+		// the record's remote picks, with the function's local ones
+		var choices []int
+		for _, k := range res.Choices {
+			if k >= 0 && k < len(cs) && cs[k] == nil {
+				choices = append(choices, k)
+			}
+		}
+		for _, dst := range d {
+			for i, e := range r.g.Vertices[v].Succ {
+				if uint32(e.To) == dst && cs[i] != nil {
+					choices = append(choices, i)
+					break
+				}
+			}
+		}
+		res.Choices = choices
+	}
 	picks := make([]int, 0, len(res.Choices))
 	var remote []int // remote targets picked: each gets one Signal per activation
 pick:
@@ -183,7 +279,7 @@ pick:
 				}
 			}
 			remote = append(remote, se.dst)
-			se.fifo.push(item{act: act})
+			r.pushPick(v, act, se)
 		}
 		picks = append(picks, k)
 	}
@@ -300,6 +396,23 @@ func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 		evOut = out
 	}
 	r.event(v, vx.Path, transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
+	r.completed(v)
+}
+
+// completed counts an activation of v completed and lets in the Signals
+// that waited for it (runproto's Wait): counted first, looked at after, so
+// a Signal that comes meanwhile either sees the count or is seen.
+func (r *run) completed(v int) {
+	r.vs[v].done.Add(1)
+	if !r.sm.Waits(v) {
+		return
+	}
+	r.n.mu.Lock()
+	defer r.n.mu.Unlock()
+	if r.stopping.Load() {
+		return
+	}
+	r.apply(r.sm.Completed(v))
 }
 
 // sendStrong hands activation act of v's strong cross-node edges to the
@@ -314,13 +427,16 @@ func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
 	}
 	tab := r.sm.Table() // one generation: its number and its owners
 	gen := tab.Gen
+	ctx := r.vs[v].getCtx()
 	sigs := make([]transport.Signal, len(ses))
 	ptrs := make([]*transport.Signal, len(ses))
 	for i := 0; i < len(ses); {
 		node := tab.NodeOf(ses[i].dst)
 		j := i
 		for ; j < len(ses) && tab.NodeOf(ses[j].dst) == node; j++ {
-			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(ses[j].dst), Act: act, Kind: transport.SignalEdge, Output: out}
+			d := ses[j].dst
+			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(d), Act: act, Kind: transport.SignalEdge, Output: out,
+				DstAct: r.loops.DstAct(v, act, ctx, d, true, 0), Ctx: ctx}
 			ptrs[j] = &sigs[j]
 		}
 		if err := r.n.batcher.AddAll(r.ctx, node, ptrs[i:j]); err != nil {
@@ -345,7 +461,7 @@ func (r *run) send(se *sendEdge) {
 	tab := r.sm.Table() // one generation: its number and its owners
 	s := transport.Signal{
 		Run: r.id, Gen: tab.Gen, Src: uint32(se.src), Dst: uint32(se.dst),
-		Act: it.act, Kind: se.kind, Output: it.out,
+		Act: it.act, Kind: se.kind, Output: it.out, DstAct: it.dstAct, Ctx: it.ctx,
 	}
 	node := tab.NodeOf(se.dst) // the owner in force: a task moved off a lost node is sent to its new one
 	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
@@ -364,13 +480,15 @@ func (r *run) send(se *sendEdge) {
 func (r *run) recvEdge(re *recvEdge) {
 	if it, ok := re.fifo.pop(); ok {
 		r.vs[re.src].setOut(it.act, it.out)
+		re.setLast(it)
 	}
 }
 
 // recvChoice is the proxy of a remote condition's pick: it schedules its
 // one successor.
 func (r *run) recvChoice(re *recvEdge) int {
-	if _, ok := re.fifo.pop(); ok && r.ctx.Err() == nil {
+	if it, ok := re.fifo.pop(); ok && r.ctx.Err() == nil {
+		re.setLast(it)
 		return 0
 	}
 	return -1

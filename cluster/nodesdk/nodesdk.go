@@ -297,8 +297,8 @@ func advertised(bound, host string) string {
 // /metrics, which needs the cluster's API token when it has a secret.
 func handler(n *node.Node, token string) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector())
-	// process_resident_memory_bytes and friends: coordinator bench --server
+	reg.MustRegister(collectors.NewGoCollector())
+	// process_resident_memory_bytes and friends: bench --server (cmd/bench)
 	// samples them for each node's peak memory
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(nodeCollector{n})

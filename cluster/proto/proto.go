@@ -134,7 +134,7 @@ type ErrorResponse struct {
 }
 
 // RunStatus is GET /v1/runs/{id}, `status --json`, `submit --wait --json`
-// and one line of `dev --json` (DESIGN §5a).
+// and one line of `dev --json` (docs/design.md, "The contract").
 type RunStatus struct {
 	ID    string `json:"id"`
 	Flow  string `json:"flow"`

@@ -13,14 +13,19 @@
 // (TestReplay).
 //
 //   - The coordinator: the real coord.FSM (commands applied as raft applies
-//     them once committed; it survives a leader change), the real
-//     coord.Detector per generation, the real coord.Plan and
-//     coord.PlanReassign. The leader loop of cluster/coord/leader.go is
-//     mirrored method by method (leader.go here names each function it
-//     mirrors): Assignment re-sent every 500 ms until reported, probes,
-//     TermReports, the verdict, reassign on a confirmed death or restart,
-//     Cancel "reassigned" to a node of an older generation, Cancel after a
-//     verdict.
+//     them once committed; it survives a leader change) and the real
+//     coord.Leader, the leader loop's decisions, driven here as
+//     cluster/coord/leader.go drives it (leader.go): Assignment re-sent
+//     every 500 ms until reported, the Detector's probes, the verdict
+//     checked by coord.CheckSuccess over the run's TaskEvents (nodes store
+//     a running, done or failed event per activation in a simulated event
+//     stream, durable like the record), refusals, gossip's deaths pinged
+//     and confirmed or refuted by coord.Liveness (a ping finds "no
+//     responders" when the process has no connection; a live one answers
+//     with its boot, a frozen one when it resumes), reassign on a
+//     confirmed death or restart (coord.PlanReassign), Cancel "reassigned"
+//     to a node of an older generation, Cancel after a verdict. Plan is
+//     called at submit.
 //   - Nodes: per run one runproto.Run (the real state machine) and what
 //     cluster/node does around it (assign, cancel, early Signals, the
 //     record replay after a reconnect, the takeover follow, heartbeats),
@@ -43,15 +48,24 @@
 //   - Flows: random graphs of blocks — plain tasks, subflows, modules whose
 //     flow may hold a loop, do-while loops, if/else conditions, sometimes a
 //     task pinned with `node:` — written as a flow file and expanded by
-//     spec. Conditions are deterministic per (task, activation), so a task
-//     run again picks the same.
+//     spec. Conditions are deterministic per (task, activation), except
+//     when a holding runs a condition again after a loss (runproto's
+//     Replays) for an activation whose pick the record held when its follow
+//     began: that re-run draws afresh (as a coin without a seed would)
+//     unless it takes the recorded outcome (runproto's Outcome), as the
+//     protocol says it must. Signals carry the activation of their
+//     destination they start and the loop context (transport.Signal DstAct
+//     and Ctx, runproto.Loops) and wait in runproto for their causal past,
+//     as cluster/node's do.
 //
 // # Faults
 //
 // Drawn from the seed inside a fault window (up to 3 s of simulated time):
 // node kill (memberlist declares it dead 0.4–1.5 s later; half restart,
-// with a new boot), a node frozen and resumed (declared dead if frozen past
-// detection), a live node falsely taken for dead for a while, a leader
+// with a new boot), a node frozen for up to 8 s and resumed (memberlist
+// declares it dead if frozen past detection; Liveness confirms it past the
+// 4 s silence), a live node falsely taken for dead by memberlist for up to
+// 6 s (it answers pings: it must keep its tasks), a leader
 // change (0.2–3 s without a leader; the leader's state is lost, the FSM
 // kept), a NATS server restart (every client reconnects; what was in
 // flight is lost), one client's disconnect, message loss on the control and
@@ -81,6 +95,17 @@
 //     fault; a failed run only for a reason the faults can cause (a task
 //     pinned to a lost node, no node left the run can use, the task that
 //     failed for good), and never a success when a task failed for good.
+//  5. The verdict check never refuses: a success verdict the record check
+//     refuses means the detector ended a run with work owed.
+//  6. Slow is not dead: the leader never confirms dead a node whose process
+//     (the one memberlist shows) NATS reached without trouble (no freeze,
+//     disconnect, NATS or leader outage) from before memberlist's verdict
+//     until the confirmation.
+//
+// TestPlantedLeaderBugs shows the simulation catches leader bugs planted
+// through Options: Liveness confirming a death on the first suspicion
+// (Silence), CheckSuccess bypassed (SkipCheck) where a failure report is
+// lost or nodes lie idle (LieIdle).
 //
 // # Running
 //
@@ -93,21 +118,31 @@
 // violation, its faults, the trace's tail and the command that replays it
 // with the whole trace.
 //
-// # Known bugs and assumptions
+// # Bugs it found, and assumptions
 //
-// A violation of a known, unfixed protocol bug is classified (Violation.Known)
-// and skipped by TestSimulation, which counts it; TestKnownBugs replays one
-// seed of each. Today: bugLoopOrder (a task of a condition loop re-executed
-// on a new owner numbers its activations in the order its inputs arrive,
-// which can differ from the original). The nodes read the record for a run
+// TestLoopOrder: a task of a condition loop re-executed on a new owner
+// numbered its activations in the order its inputs arrived, which can
+// differ from the original (43 of seeds 1–20,000 without DstAct,
+// Options.NoDstAct; 1439, 1959, 2694 replayed, and 361, 391, 1292, which
+// showed it under earlier draws). TestConditionReplay: a condition run
+// again after a loss drew afresh instead of taking the record's outcome
+// (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
+// replayed). Both are fixed and their seeds must pass.
+//
+// A pick the record did not hold when the new owner's follow began is not
+// replayed: a condition whose targets were all on the lost node (nothing
+// of the pick reached the record), or an old owner taken for dead that
+// picks as the takeover begins (its pick reaches receivers still in the old
+// generation). The simulation keeps those activations deterministic; a
+// non-deterministic condition can take two branches there. The nodes read the record for a run
 // when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
 // does not have yet (TestReadRecordAtStart shows why), and a node whose task
 // failed for good sends the fail envelope again with each heartbeat
 // (Options.ResendFail; cluster/node sends it once: TestTaskFailure).
 //
 // Not simulated: task retries, run timeouts, user cancels,
-// GPU placement, the event stream and status
-// folding, raft itself (elections, a command lost with its leader),
+// GPU placement, event loss (the event stream is as durable as the record),
+// the running event's 50 ms delay (every activation stores one), raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer
 // disconnects, Signal loss on core NATS without a reconnect (nothing would
 // recover it; the protocol assumes it does not happen).

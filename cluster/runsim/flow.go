@@ -161,6 +161,7 @@ type input struct {
 	src int
 	act uint64
 	out uint64
+	ctx []uint64 // the source activation's loop context
 }
 
 // output is the effect of activation act of v: a hash of the task, the
@@ -217,7 +218,7 @@ func reference(g *spec.Graph) (*truth, error) {
 	var queue []job
 	e := newEngine(g)
 	e.schedule = func(j job) { queue = append(queue, j) }
-	e.emit = func(from, to int, act uint64, choice bool, out uint64) {
+	e.emit = func(from, to int, act, dstAct uint64, ctx []uint64, choice bool, out uint64) {
 		panic("reference: an edge left the only part")
 	}
 	e.open(all, 0)

@@ -1,58 +1,69 @@
 package runsim
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
 )
 
-// The simulated leader. The FSM (coord.FSM), the termination Detector
-// (coord.Detector) and the planner (coord.Plan, coord.PlanReassign) are the
-// real ones; the leader loop around them lives in cluster/coord/leader.go
-// behind raft and NATS, so it is mirrored here function by function (each
-// method names the one it mirrors). Commands are applied to the FSM at
-// once, as raft does once they commit; the FSM outlives a leader change,
-// the leader's own state (trackers, detectors, Cancel times) does not.
-//
-// To call the real code instead, leader.go's decisions would move into a
-// pure type (state: runs, cancelSent, lastSync; inputs: report, fail,
-// tick, member change; outputs: commands to apply and messages to send),
-// with lead() only moving messages — as runproto did for the node.
-
-type tracker struct {
-	run      coord.Run
-	asg      *transport.Assignment
-	det      *coord.Detector
-	lastSend time.Duration
-}
+// The simulated leader: the real coord.Leader (the leader loop's decisions:
+// tracking, probes, the verdict checked by coord.CheckSuccess, refusals,
+// gossip's deaths corroborated by coord.Liveness, reassign, Cancel), over
+// the real coord.FSM, driven here as cluster/coord/leader.go drives it
+// behind raft and NATS. Commands are applied to the FSM at once, as raft
+// does once they commit; the FSM and the event stream outlive a leader
+// change, the Leader does not.
 
 type leader struct {
-	w          *world
-	epoch      int
-	runs       map[string]*tracker
-	cancelSent map[string]time.Duration
-	lastSync   time.Duration
+	w     *world
+	epoch int
+	core  *coord.Leader
+}
+
+// leaderWorld is what the simulation keeps around the leader (one field of
+// world): the event stream, the suspicions and troubles the false-death
+// invariant checks against, and counts.
+type leaderWorld struct {
+	events     map[string][]transport.TaskEvent // run → its TaskEvents (JetStream HF_EVENTS), in stream order
+	ringDead   map[string]time.Duration         // node → when memberlist last declared it dead
+	troubled   map[string]time.Duration         // node → the latest time NATS could not reach its process
+	trouble    time.Duration                    // the latest time NATS or the leader's connection was down
+	refused    int                              // success verdicts refused
+	refuted    int                              // gossip deaths NATS refuted
+	confirmed  int                              // gossip deaths NATS confirmed
+	falseDeath bool                             // a live node was confirmed dead (Options.Silence planted)
+}
+
+func (lw *leaderWorld) init() {
+	if lw.events == nil {
+		lw.events, lw.ringDead, lw.troubled = map[string][]transport.TaskEvent{}, map[string]time.Duration{}, map[string]time.Duration{}
+	}
+}
+
+// pongMsg is a node's answer to a liveness ping (alive), or the NATS
+// server's "no responders" in its stead.
+type pongMsg struct {
+	node  string
+	boot  string // the answering process's
+	alive bool
 }
 
 var epoch0 = time.Unix(1_700_000_000, 0)
 
 func (w *world) clock() time.Time { return epoch0.Add(w.now) }
 
-func (w *world) apply(c *coord.Command) error {
-	err := w.fsm.Apply(c)
-	if err != nil {
-		w.logf("leader: command %s refused: %v", c.Op, err)
-	}
-	return err
-}
-
-// submit mirrors the leader's part of POST /v1/runs (server.go): Plan over
-// the alive nodes, then RunSubmit.
+// submit is the leader's part of POST /v1/runs (server.go): Plan over the
+// alive nodes, then RunSubmit.
 func (w *world) submit(sr *simRun) error {
 	var alive []coord.Node
 	boots := map[string]string{}
@@ -70,23 +81,38 @@ func (w *world) submit(sr *simRun) error {
 	for _, n := range assign {
 		rb[n] = boots[n]
 	}
+	// the FSM keeps the canonical JSON flow, as the server does (the
+	// leader plans a reassign from it)
+	f, err := spec.ParseYAML("sim.yaml", sr.flow)
+	if err != nil {
+		return err
+	}
+	js, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		return err
+	}
 	sr.tables[1] = assign
 	w.logf("submit %s: gen 1 %v", sr.id, assign)
-	return w.apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: sr.id, Flow: sr.flow, FlowName: "top",
+	err = w.fsm.Apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: sr.id, Flow: js, FlowName: "top",
 		State: proto.RunRunning, Submitted: w.clock(), Gen: 1, Assignment: assign, Boots: rb}})
+	if err != nil {
+		w.logf("leader: submit refused: %v", err)
+	}
+	return err
 }
 
-// startLeader mirrors lead(): a new term of leadership starts from the FSM.
+// startLeader is lead(): a new term of leadership starts from the FSM.
 func (w *world) startLeader() {
+	w.ls.init()
 	w.leadEpoch++
-	l := &leader{w: w, epoch: w.leadEpoch, runs: map[string]*tracker{}, cancelSent: map[string]time.Duration{}}
+	l := &leader{w: w, epoch: w.leadEpoch, core: coord.NewLeader(coord.LeaderConfig{Started: w.clock(), Silence: w.opt.Silence}, w.fsm)}
 	w.lead = l
 	w.leadConn = w.natsUp
 	w.leadOut = nil
+	w.ls.trouble = w.now
 	w.logf("leader %d leads", l.epoch)
-	l.syncMembers()
+	l.memberKick()
 	l.reconcile()
-	l.recoverRuns()
 	l.ticker()
 }
 
@@ -95,260 +121,243 @@ func (w *world) stopLeader(d time.Duration) {
 	w.lead = nil
 	w.leadConn = false
 	w.leadOut = nil // its reconnect buffer dies with it
+	w.ls.trouble = w.now
 	w.at(d, nil, w.startLeader)
 }
 
 func (l *leader) live() bool { return l.w.lead == l }
 
 func (l *leader) ticker() {
-	l.w.at(tickEvery, nil, func() {
+	l.w.at(coord.LeaderTimings.Tick, nil, func() {
 		if !l.live() {
 			return
 		}
-		now := l.w.now
-		if now-l.lastSync >= syncEvery {
-			l.syncMembers()
-			l.recoverRuns()
+		now := l.w.clock()
+		if l.core.SyncDue(now) {
+			l.memberKick()
 		}
-		l.reconcile()
-		l.tick()
+		l.do(l.core.Tick(now))
 		l.ticker()
 	})
 }
 
-// memberKick mirrors lead()'s memberKick case.
+// memberKick is lead()'s memberKick case: gossip's view to the Leader,
+// then recovery.
 func (l *leader) memberKick() {
-	l.syncMembers()
-	l.recoverRuns()
+	w := l.w
+	ms := make([]member.Member, 0, len(w.nodeIDs))
+	for _, id := range w.nodeIDs {
+		ms = append(ms, member.Member{ID: id, Addr: id, State: w.ring[id], Since: w.clock(),
+			Meta: proto.Meta{Role: proto.RoleNode, CPUs: w.cpus[id], Boot: fmt.Sprint(w.ringBoot[id])}})
+	}
+	now := w.clock()
+	l.do(l.core.Members(now, ms))
+	l.do(l.core.Recover(now))
 }
+
+// reconcile is the kick of a submit.
+func (l *leader) reconcile() { l.do(l.core.Reconcile(l.w.clock())) }
 
 func (l *leader) receive(m any) {
+	now := l.w.clock()
 	switch m := m.(type) {
 	case *transport.TermReport:
-		l.report(m)
+		l.w.logf("leader: %s", describe(m))
+		l.do(l.core.Report(now, m))
 	case failMsg:
-		if t := l.runs[m.run]; t != nil {
-			l.finish(t, proto.RunFailed, m.err) // leader.fail: "task X: error"
-		}
+		task, text, _ := strings.Cut(strings.TrimPrefix(m.err, "task "), ": ")
+		body, _ := json.Marshal(proto.FailBody{Task: task, Error: text})
+		l.do(l.core.Fail(now, &transport.Envelope{Kind: proto.KindFail, Run: m.run, Node: m.node, Body: body}))
+	case pongMsg:
+		l.w.logf("leader: ping answer from %s (alive %v, boot %s)", m.node, m.alive, m.boot)
+		l.do(l.core.Pong(now, m.node, m.boot, m.alive))
 	}
 }
 
-// syncMembers mirrors leader.syncMembers (nodes only; suspicion is shown
-// alive, as there).
-func (l *leader) syncMembers() {
+// do carries out the Leader's actions as cluster/coord/leader.go does.
+func (l *leader) do(acts []coord.LeaderAction) {
 	w := l.w
-	l.lastSync = w.now
-	known := map[string]coord.Node{}
-	for _, n := range w.fsm.Nodes() {
-		known[n.ID] = n
-	}
-	for _, id := range w.nodeIDs {
-		n := coord.Node{ID: id, Address: id, State: w.ring[id], CPUs: w.cpus[id], Boot: fmt.Sprint(w.ringBoot[id])}
-		if k, ok := known[id]; ok && k.State == n.State && k.Boot == n.Boot {
-			continue
+	for _, a := range acts {
+		if !l.live() {
+			return
 		}
-		n.Updated = w.clock()
-		w.logf("leader: node %s %s (boot %s)", id, n.State, n.Boot)
-		w.apply(&coord.Command{Op: coord.OpNodeUpsert, Node: &n})
-	}
-}
-
-// reconcile mirrors leader.reconcile.
-func (l *leader) reconcile() {
-	runs := map[string]coord.Run{}
-	for _, r := range l.w.fsm.Runs() {
-		if r.State == proto.RunRunning {
-			runs[r.ID] = r
-		} else if _, ok := l.runs[r.ID]; ok {
-			runs[r.ID] = r
-		}
-	}
-	for _, id := range sortedKeys(runs) {
-		r := runs[id]
-		t := l.runs[id]
-		switch {
-		case r.State != proto.RunRunning:
-			l.release(t, r.State)
-		case t == nil || t.run.Gen != r.Gen:
-			l.track(r)
-		}
-	}
-}
-
-// track mirrors leader.track.
-func (l *leader) track(r coord.Run) {
-	idx := map[string]uint32{}
-	for i, n := range r.Nodes {
-		idx[n] = uint32(i)
-	}
-	owner := make([]uint32, len(r.Assignment))
-	for v, n := range r.Assignment {
-		owner[v] = idx[n]
-	}
-	t := &tracker{run: r, det: coord.NewDetector(r.Gen, r.Nodes, probeTimeout),
-		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow}}
-	l.runs[r.ID] = t
-	l.w.logf("leader: tracking %s gen %d over %v", r.ID, r.Gen, r.Nodes)
-	l.sendAssignment(t)
-}
-
-// sendAssignment mirrors leader.sendAssignment.
-func (l *leader) sendAssignment(t *tracker) {
-	t.lastSend = l.w.now
-	for _, n := range t.run.Nodes {
-		if !t.det.Reported(n) {
-			l.w.publish(nil, n, t.asg)
-		}
-	}
-}
-
-// probe mirrors leader.probe.
-func (l *leader) probe(t *tracker, wave uint64) {
-	l.w.logf("leader: probe wave %d", wave)
-	for _, n := range t.run.Nodes {
-		l.w.publish(nil, n, probeMsg{t.run.ID, wave})
-	}
-}
-
-// report mirrors leader.report.
-func (l *leader) report(r *transport.TermReport) {
-	w := l.w
-	w.logf("leader: %s", describe(r))
-	t := l.runs[r.Run]
-	if t == nil {
-		l.reconcile()
-		t = l.runs[r.Run]
-	}
-	if t == nil {
-		key := r.Run + "/" + r.Node
-		if last, ok := l.cancelSent[key]; !ok || w.now-last >= cancelEvery {
-			l.cancelSent[key] = w.now
-			reason := "finished"
-			if run, ok := w.fsm.Run(r.Run); ok && run.State != proto.RunSucceeded {
-				reason = run.State
+		switch a.Kind {
+		case coord.LeadSend:
+			l.send(a.Node, a.Msg)
+		case coord.LeadPing:
+			l.ping(a.Node)
+		case coord.LeadApply:
+			err := w.fsm.Apply(a.Cmd)
+			l.applied(a.Cmd, err)
+			l.do(l.core.Applied(w.clock(), a.Cmd, err))
+		case coord.LeadCheck:
+			l.check(a.Run)
+		case coord.LeadResync:
+			l.memberKick()
+		case coord.LeadRefused:
+			w.ls.refused++
+			w.logf("leader: %s %v", a.Text, a.Attrs)
+			if !w.opt.LieIdle {
+				w.fail("leader: %s %v", a.Text, a.Attrs)
 			}
-			w.publish(nil, r.Node, &transport.Cancel{Run: r.Run, Gen: r.Gen, Reason: reason})
+		case coord.LeadConfirmed:
+			w.ls.confirmed++
+			w.logf("leader: %s %v", a.Text, a.Attrs)
+		case coord.LeadRefuted:
+			w.ls.refuted++
+			w.logf("leader: %s %v", a.Text, a.Attrs)
+		case coord.LeadLog:
+			if a.Level >= slog.LevelInfo {
+				w.logf("leader: %s %v", a.Text, a.Attrs)
+			}
 		}
+	}
+}
+
+// send publishes a control message (a probe as the simulation's probeMsg).
+func (l *leader) send(node string, m transport.Message) {
+	if e, ok := m.(*transport.Envelope); ok && e.Kind == proto.KindProbe {
+		wave := binary.LittleEndian.Uint64(e.Body)
+		l.w.logf("leader: probe %s wave %d to %s", e.Run, wave, node)
+		l.w.publish(nil, node, probeMsg{e.Run, wave})
 		return
 	}
-	if r.Gen < t.run.Gen && !slices.Contains(t.run.Nodes, r.Node) {
-		key := r.Run + "/" + r.Node
-		if last, ok := l.cancelSent[key]; !ok || w.now-last >= cancelEvery {
-			l.cancelSent[key] = w.now
-			w.logf("leader: releasing %s (gen %d, current %d)", r.Node, r.Gen, t.run.Gen)
-			w.publish(nil, r.Node, &transport.Cancel{Run: r.Run, Gen: r.Gen, Reason: "reassigned"})
-		}
+	l.w.publish(nil, node, m)
+}
+
+// applied keeps the simulation's books on a committed command, and checks
+// a confirmed death against the false-death invariant.
+func (l *leader) applied(c *coord.Command, err error) {
+	w := l.w
+	if err != nil {
+		w.logf("leader: command %s refused: %v", c.Op, err)
 		return
 	}
-	l.act(t, t.det.Report(w.clock(), *r))
+	switch c.Op {
+	case coord.OpNodeUpsert:
+		n := c.Node
+		w.logf("leader: node %s %s (boot %s)", n.ID, n.State, n.Boot)
+		if n.State == proto.NodeDead {
+			w.checkDeath(n.ID)
+		}
+	case coord.OpRunReassign:
+		r := c.Reassign
+		if sr := w.run(r.ID); sr != nil {
+			sr.tables[r.Gen] = r.Assignment
+		}
+		w.logf("leader: %s reassigned gen %d %v", r.ID, r.Gen, r.Assignment)
+	case coord.OpRunFinish:
+		w.logf("leader: finish %s %s %s", c.Finish.ID, c.Finish.State, c.Finish.Error)
+		w.onFinish(c.Finish.ID)
+	}
 }
 
-// recoverRuns mirrors leader.recoverRuns (and reassign: PlanReassign with
-// the seed the leader derives).
-func (l *leader) recoverRuns() {
+// checkDeath: a node whose process (the one memberlist shows) NATS reached
+// without trouble from before memberlist's verdict until now is alive and
+// answering; confirming its death (and moving its tasks) breaks "slow is
+// not dead".
+func (w *world) checkDeath(id string) {
+	p := w.procs[id]
+	dead, ok := w.ls.ringDead[id]
+	if p == nil || p.frozen || !p.connected || !ok || w.ring[id] != proto.NodeDead || p.boot != w.ringBoot[id] {
+		return // dead, or unreachable, or a new process (the one gossip shows is gone)
+	}
+	if w.ls.troubled[id] < dead && w.ls.trouble < dead {
+		w.ls.falseDeath = true
+		w.fail("leader confirmed %s dead, but it is alive and NATS reached it throughout since gossip's verdict at %v: a live node lost its tasks (slow is not dead)", id, dead)
+	}
+}
+
+// check is the record check of a success verdict: CheckSuccess over the
+// run's TaskEvents folded in stream order (or, Options.SkipCheck, none).
+func (l *leader) check(r coord.Run) {
 	w := l.w
-	state, boot := map[string]string{}, map[string]string{}
-	var alive []coord.Node
-	for _, n := range w.fsm.Nodes() {
-		state[n.ID], boot[n.ID] = n.State, n.Boot
-		if n.State == proto.NodeAlive {
-			alive = append(alive, n)
+	sr := w.run(r.ID)
+	var owed []coord.Owed
+	var failed []string
+	if sr != nil && !w.opt.SkipCheck {
+		f := coord.NewFold()
+		for i := range w.ls.events[r.ID] {
+			f.Add(sr.g, &w.ls.events[r.ID][i])
 		}
+		owed, failed = coord.CheckSuccess(sr.g, f)
 	}
-	for _, r := range w.fsm.Runs() {
-		if r.State != proto.RunRunning {
-			continue
-		}
-		var lost []string
-		for _, n := range r.Nodes {
-			st := state[n]
-			restarted := r.Boots[n] != "" && boot[n] != r.Boots[n]
-			if st == proto.NodeDead || st == proto.NodeLeft || restarted {
-				lost = append(lost, n)
-			}
-		}
-		if len(lost) == 0 {
-			continue
-		}
-		var takers []coord.Node
-		for _, n := range alive {
-			if !slices.Contains(lost, n.ID) && !slices.Contains(r.Lost, n.ID) {
-				takers = append(takers, n)
-			}
-		}
-		sr := w.run(r.ID)
-		assign, _, err := coord.PlanReassign(sr.g, r.Assignment, takers, coord.Seed(r.ID)+r.Gen)
-		if err != nil {
-			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
-			w.logf("leader: run cannot recover: %s", msg)
-			if t := l.runs[r.ID]; t != nil {
-				l.finish(t, proto.RunFailed, msg)
-			} else {
-				w.apply(&coord.Command{Op: coord.OpRunFinish, Finish: &coord.Finish{ID: r.ID, State: proto.RunFailed, Error: msg, At: w.clock()}})
-				w.onFinish(r.ID)
-			}
-			continue
-		}
-		boots := map[string]string{}
-		for _, n := range assign {
-			boots[n] = boot[n]
-		}
-		if w.apply(&coord.Command{Op: coord.OpRunReassign, Reassign: &coord.Reassign{ID: r.ID, Gen: r.Gen + 1, Assignment: assign, Boots: boots}}) != nil {
-			continue
-		}
-		sr.tables[r.Gen+1] = assign
-		w.logf("leader: %s reassigned (lost %v) gen %d %v", r.ID, lost, r.Gen+1, assign)
-		l.reconcile()
-	}
+	w.logf("leader: record check of %s gen %d: owed %v, failed %v", r.ID, r.Gen, owed, failed)
+	l.do(l.core.Checked(w.clock(), r.ID, r.Gen, owed, failed, nil))
 }
 
-// act mirrors leader.act.
-func (l *leader) act(t *tracker, a coord.Action) {
-	if a.Probe != 0 {
-		l.probe(t, a.Probe)
-	}
-	if a.Terminated {
-		l.finish(t, proto.RunSucceeded, "")
-	}
-}
-
-// tick mirrors leader.tick (no run timeout in the simulation).
-func (l *leader) tick() {
+// ping is a liveness ping on core NATS: lost with the control subjects'
+// loss; the server answers "no responders" when the node's process has no
+// connection; a live process answers from its NATS client (a frozen one
+// when it resumes).
+func (l *leader) ping(to string) {
 	w := l.w
-	for _, id := range sortedKeys(l.runs) {
-		t := l.runs[id]
-		if w.now-t.lastSend >= resendEvery {
-			l.sendAssignment(t)
-		}
-		l.act(t, t.det.Tick(w.clock()))
-	}
-}
-
-// finish mirrors leader.finish.
-func (l *leader) finish(t *tracker, state, msg string) {
-	w := l.w
-	w.logf("leader: finish %s %s %s", t.run.ID, state, msg)
-	w.apply(&coord.Command{Op: coord.OpRunFinish, Finish: &coord.Finish{ID: t.run.ID, State: state, Error: msg, At: w.clock()}})
-	if run, ok := w.fsm.Run(t.run.ID); ok {
-		state = run.State
-	}
-	w.onFinish(t.run.ID)
-	l.release(t, state)
-}
-
-// release mirrors leader.release.
-func (l *leader) release(t *tracker, state string) {
-	if t == nil {
+	if !w.natsUp || !w.leadConn {
 		return
 	}
-	reason := state
-	if state == proto.RunSucceeded {
-		reason = "finished"
+	if w.inFaultWindow() && w.rng.Float64() < w.lossP {
+		w.logf("loss: ping %s", to)
+		return
 	}
-	for _, n := range t.run.Nodes {
-		l.w.publish(nil, n, &transport.Cancel{Run: t.run.ID, Gen: t.run.Gen, Reason: reason})
+	w.at(w.latency(), nil, func() {
+		if !w.natsUp {
+			return
+		}
+		p := w.procs[to]
+		if p == nil || !p.connected {
+			w.at(w.latency(), nil, func() {
+				if l.live() && w.leadConn && w.natsUp {
+					l.receive(pongMsg{node: to})
+				}
+			})
+			return
+		}
+		w.at(0, p, func() {
+			if p.connected {
+				w.publish(p, "", pongMsg{node: to, boot: fmt.Sprint(p.boot), alive: true})
+			}
+		})
+	})
+}
+
+// taskEvent publishes a TaskEvent of an activation to the event stream
+// (JetStream: stored when the server takes it; the client keeps it while
+// disconnected, in order with its other publishes).
+func (h *hold) taskEvent(j job, st transport.TaskState) {
+	p, w := h.p, h.p.w
+	var execs uint64
+	for a := uint64(1); a <= j.act; a++ {
+		execs += uint64(h.exec[[2]uint64{uint64(j.v), a}])
 	}
-	delete(l.runs, t.run.ID)
+	ev := transport.TaskEvent{Run: h.run.id, Gen: h.r.Gen(), Task: uint32(j.v), Name: h.run.g.Vertices[j.v].Path,
+		Node: p.id, State: st, Act: j.act, Executions: execs}
+	store := func() { w.ls.events[ev.Run] = append(w.ls.events[ev.Run], ev) }
+	if !w.natsUp || !p.connected {
+		p.outbox = append(p.outbox, store)
+		return
+	}
+	store()
+}
+
+// ringDeadAt notes memberlist's verdict of death on a node (for the
+// false-death invariant).
+func (w *world) ringDeadAt(id string) { w.ls.ringDead[id] = w.now }
+
+// troubledAt notes that NATS could not reach node id's process at now (""
+// for NATS itself or the leader's connection).
+func (w *world) troubledAt(id string) {
+	if id == "" {
+		w.ls.trouble = w.now
+		return
+	}
+	w.ls.troubled[id] = w.now
+}
+
+// LeaderStats counts what the leader decided in a seed.
+type LeaderStats struct {
+	Refused   int // success verdicts refused (work owed)
+	Refuted   int // gossip deaths NATS refuted (the node answered)
+	Confirmed int // gossip deaths NATS confirmed
 }
 
 func sortedKeys[V any](m map[string]V) []string {

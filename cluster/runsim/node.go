@@ -123,20 +123,28 @@ func (p *proc) assign(a *transport.Assignment) {
 		old.idleCheck()
 		return
 	}
-	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner})
-	if err != nil {
-		p.logf("assignment gen %d refused: %v", a.Gen, err)
-		return
-	}
 	w := p.w
 	sr := w.run(a.Run)
 	if sr == nil {
 		return
 	}
-	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: newEngine(sr.g), out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
+	e := newEngine(sr.g)
+	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner,
+		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops})
+	if err != nil {
+		p.logf("assignment gen %d refused: %v", a.Gen, err)
+		return
+	}
+	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: e, out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
 	w.holds = append(w.holds, h)
 	h.e.schedule = func(j job) { p.queue = append(p.queue, queued{h, j}); p.runJobs() }
 	h.e.emit = h.emit
+	h.e.choose = h.choose
+	h.e.completed = func(v int) {
+		if h.r.Waits(v) {
+			h.apply(h.r.Completed(v))
+		}
+	}
 	p.runs[a.Run] = h
 	p.logf("%s started at gen %d (holding %d)", a.Run, a.Gen, h.n)
 	h.e.open(r.Mine(), 0)
@@ -271,6 +279,7 @@ func (p *proc) runJobs() {
 			continue
 		}
 		p.running++
+		q.h.taskEvent(q.j, transport.TaskRunning)
 		d := w.dur(time.Millisecond, 40*time.Millisecond)
 		if t := q.h.run.g.Vertices[q.j.v].Task; t.Kind == spec.KindSubflow {
 			// the subflow's children run before it completes
@@ -302,11 +311,23 @@ func (h *hold) execute(j job) {
 		sr.failedTask = sr.g.Vertices[j.v].Path
 		h.failed = true
 		w.logf("%s: task %s#%d of %s fails for good", h.p.id, sr.failedTask, j.act, sr.id)
+		h.taskEvent(j, transport.TaskFailed)
 		h.sendFail()
 		if !w.opt.NoFailInput {
 			h.apply(h.r.Fail())
 		}
 		h.idleCheck()
+		return
+	}
+	if h.r.Replays(j.v) && h.run.g.Vertices[j.v].Task.Kind.IsCondition() && !h.r.Caught() && !w.opt.NoConditionReplay {
+		// a condition run again here takes the outcome the record holds for
+		// its activation: it decides once the follow has read the record
+		// (cluster/node: runCondition waits for the catch-up)
+		w.at(w.latency(), h.p, func() {
+			if !h.gone {
+				h.execute(j)
+			}
+		})
 		return
 	}
 	k := [2]uint64{uint64(j.v), j.act}
@@ -321,12 +342,9 @@ func (h *hold) execute(j job) {
 		w.fail("task %q activation %d executed on %s, the ground truth has %d activations", path, j.act, h.p.id, sr.truth.acts[j.v])
 	}
 	out := h.e.finish(j)
+	h.taskEvent(j, transport.TaskDone)
 	if want, ok := sr.truth.outs[j.v][j.act]; ok && want != out {
-		if sr.inLoop(j.v) && (j.part > 0 || h.startGen > 1 || h.p.boot > 1) { // a holding that runs again what ran before
-			w.known(bugLoopOrder, "task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
-		} else {
-			w.fail("task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
-		}
+		w.fail("task %q activation %d on %s: output %x, the ground truth's is %x (wrong inputs)", path, j.act, h.p.id, out, want)
 	}
 	w.logf("%s: ran %s %s#%d", h.p.id, sr.id[len(sr.id)-2:], path, j.act)
 	h.flush()
@@ -340,11 +358,50 @@ func (h *hold) idleCheck() {
 	}
 }
 
+// choose is a condition's pick for activation act of v. The simulation's
+// conditions are deterministic per (task, activation) — except when a
+// holding runs a condition again after a loss (runproto.Run.Replays) for an
+// activation whose pick the record holds: then a fresh draw (a coin without
+// a seed, a function reading the clock) may take another branch, unless
+// the condition takes the recorded outcome (runproto.Run.Outcome), as the
+// protocol says it must (Options.NoConditionReplay shows it does not
+// otherwise). An activation whose pick the record did not hold when the
+// follow began (its condition and its targets were on one lost node, or
+// the old owner, taken for dead, picked as the takeover began) stays
+// deterministic: its replay is not the protocol's (see the package
+// documentation).
+func (h *hold) choose(v int, act uint64) int {
+	g := h.run.g
+	want := pick(g, v, act)
+	if !h.r.Replays(v) {
+		return want
+	}
+	if !h.p.w.opt.NoConditionReplay {
+		if d, ok := h.r.Outcome(v, act); ok {
+			for k, e := range g.Vertices[v].Succ {
+				if uint32(e.To) == d[0] {
+					return k
+				}
+			}
+		}
+	}
+	if !h.p.w.recordedPick(h.run.id, v, act, h.fol.start) {
+		return want // not in the record when the follow began: a pick racing the takeover (see the package documentation)
+	}
+	k := h.p.w.rng.IntN(len(g.Vertices[v].Succ))
+	h.p.w.logf("%s: condition %s#%d drawn afresh: %d (the record's: %d)", h.p.id, g.Vertices[v].Path, act, k, want)
+	return k
+}
+
 // emit queues a Signal for the destination's owner in the generation in
-// force (the sends resolve it when they send).
-func (h *hold) emit(from, to int, act uint64, choice bool, out uint64) {
+// force (the sends resolve it when they send), stamped with the activation
+// of the destination it starts and the source's loop context.
+func (h *hold) emit(from, to int, act, dstAct uint64, ctx []uint64, choice bool, out uint64) {
 	t := h.r.Table()
-	s := transport.Signal{Run: h.run.id, Gen: t.Gen, Src: uint32(from), Dst: uint32(to), Act: act, Kind: transport.SignalEdge}
+	s := transport.Signal{Run: h.run.id, Gen: t.Gen, Src: uint32(from), Dst: uint32(to), Act: act, Kind: transport.SignalEdge, DstAct: dstAct, Ctx: ctx}
+	if h.p.w.opt.NoDstAct {
+		s.DstAct, s.Ctx = 0, nil
+	}
 	if choice {
 		s.Kind = transport.SignalChoice
 	} else {
@@ -383,6 +440,9 @@ func (h *hold) apply(acts []runproto.Action) {
 			w.logf("%s: fenced %s→%s#%d from %s: %s", h.p.id, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.From, a.Reason)
 		case runproto.Duplicate:
 			w.res.Dups++
+		case runproto.Wait:
+			h.checkSender(a)
+			w.logf("%s: wait %s→%s#%d (starts %d) gen %d from %s", h.p.id, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.Sig.DstAct, a.Sig.Gen, a.From)
 		case runproto.Hold, runproto.Drop:
 			w.logf("%s: %s %s→%s#%d gen %d from %s %s", h.p.id, a.Kind, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.Sig.Gen, a.From, a.Reason)
 		case runproto.Switch:
@@ -398,7 +458,7 @@ func (h *hold) apply(acts []runproto.Action) {
 		case runproto.StopFollow:
 			h.fol.active = false
 		case runproto.Report:
-			rep := h.r.Report(h.failed || !h.e.busy()) // a cancelled part is idle
+			rep := h.r.Report(h.failed || !h.e.busy() || w.opt.LieIdle) // a cancelled part is idle
 			w.publish(h.p, "", &rep)
 		}
 	}
@@ -412,11 +472,8 @@ func (h *hold) deliver(a runproto.Action) {
 	w := h.p.w
 	s := a.Sig
 	src, dst := int(s.Src), int(s.Dst)
-	if !a.Replayed {
-		tab := h.run.tables[h.r.Gen()]
-		if tab == nil || tab[src] != a.From {
-			w.fail("%s accepted %s→%s#%d (gen %d) from %s, which does not own %s in gen %d (%v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, s.Gen, a.From, h.run.path(s.Src), h.r.Gen(), tab)
-		}
+	if !a.Waited { // one that waited was checked when it came (Wait)
+		h.checkSender(a)
 	}
 	choice := s.Kind == transport.SignalChoice
 	var out uint64
@@ -445,7 +502,19 @@ func (h *hold) deliver(a runproto.Action) {
 		return
 	}
 	w.logf("%s: deliver %s→%s#%d from %s%s", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, a.From, map[bool]string{true: " (record)"}[a.Replayed])
-	h.e.deliver(src, dst, s.Act, choice, out)
+	h.e.deliver(src, dst, s.Act, s.Ctx, choice, out)
+}
+
+// checkSender checks a Signal accepted from the live subscription: its
+// sender owns its source in the generation in force.
+func (h *hold) checkSender(a runproto.Action) {
+	if a.Replayed {
+		return
+	}
+	s := a.Sig
+	if tab := h.run.tables[h.r.Gen()]; tab == nil || tab[s.Src] != a.From {
+		h.p.w.fail("%s accepted %s→%s#%d (gen %d) from %s, which does not own %s in gen %d (%v)", h.p.id, h.run.path(s.Src), h.run.path(s.Dst), s.Act, s.Gen, a.From, h.run.path(s.Src), h.r.Gen(), tab)
+	}
 }
 
 // wakeFollow schedules a read of the record by the follow, if one is in

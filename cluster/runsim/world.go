@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +33,6 @@ type simRun struct {
 	g        *spec.Graph
 	flow     []byte
 	truth    *truth
-	loops    [][]int
 	tables   map[uint64][]string // gen → assignment (history, for the invariants)
 	finished time.Duration       // 0: not yet
 	// failNext: a fault made the next activation of the run to execute
@@ -83,53 +81,10 @@ type Violation struct {
 	Step int
 	At   time.Duration
 	What string
-	// Known names the protocol bug, known and not fixed yet, that broke it
-	// ("": none known: a new failure).
-	Known string
 }
 
 func (v *Violation) Error() string {
-	s := fmt.Sprintf("seed %d, step %d, t=%v: %s", v.Seed, v.Step, v.At, v.What)
-	if v.Known != "" {
-		s += " [known bug: " + v.Known + "]"
-	}
-	return s
-}
-
-// bugLoopOrder is the known bug a violation of this shape is: a task of a
-// condition loop re-executed on a new owner (or by a restarted process
-// given its old tasks before the leader saw the restart) numbers its
-// activations in the order its inputs arrive there. A condition's pick (taken from the record,
-// held for the new generation, or live) can come before the loop's entry
-// input, which the record or a re-executed predecessor gives later; the
-// new owner's activation k then runs on the inputs of another activation,
-// and what it sends under Act k carries another output than the original
-// activation k: the run succeeds with the right activation counts but
-// effects that differ from a fault-free run. Not fixed: a Signal says
-// nothing of the destination's activation it starts, so ordering needs a
-// protocol change (see the package documentation).
-const bugLoopOrder = "loop-order: a re-executed loop task numbers its activations in arrival order"
-
-// inLoop reports whether v is in a condition loop: run by a holding that
-// runs again what ran before (a part taken over, a holding that started
-// after a loss, a restarted process), the shape of bugLoopOrder.
-func (sr *simRun) inLoop(v int) bool {
-	for _, grp := range sr.loops {
-		if slices.Contains(grp, v) {
-			return true
-		}
-	}
-	return false
-}
-
-// known records a violation caused by a known protocol bug: the run stops
-// there, and the seed counts as known failing.
-func (w *world) known(bug, format string, args ...any) {
-	if w.viol != nil {
-		return
-	}
-	w.fail(format, args...)
-	w.viol.Known = bug
+	return fmt.Sprintf("seed %d, step %d, t=%v: %s", v.Seed, v.Step, v.At, v.What)
 }
 
 // RunResult is the outcome of one run of a seed.
@@ -160,7 +115,8 @@ type Result struct {
 	Dups      int // duplicates dropped
 	Reexec    int // executions beyond the activations (moved tasks run again)
 	Violation *Violation
-	Trace     []string // the whole trace (verbose) or its tail (on a violation)
+	Trace     []string    // the whole trace (verbose) or its tail (on a violation)
+	Leader    LeaderStats // what the leader decided (leader.go)
 }
 
 // world is one simulation: everything a seed drives.
@@ -194,7 +150,8 @@ type world struct {
 	chans  map[[2]string]time.Duration // per (sender, subject) FIFO: last delivery time
 
 	fsm       *coord.FSM
-	lead      *leader // nil while no coordinator leads
+	ls        leaderWorld // leader.go: event stream, suspicions, counts
+	lead      *leader     // nil while no coordinator leads
 	leadConn  bool
 	leadOut   []func()
 	leadEpoch int
@@ -290,6 +247,20 @@ func (w *world) loop() {
 	if w.viol == nil && w.finished == 0 {
 		w.fail("no event left and no verdict: the run is stuck")
 	}
+}
+
+// recordedPick reports whether the first upto batches of the record hold
+// a pick of activation act of condition v of run (a Choice Signal,
+// wherever it was addressed).
+func (w *world) recordedPick(run string, v int, act uint64, upto int) bool {
+	for _, e := range w.record[:min(upto, len(w.record))] {
+		for _, s := range e.b.Signals {
+			if s.Run == run && s.Kind == transport.SignalChoice && int(s.Src) == v && s.Act == act {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (w *world) run(id string) *simRun {

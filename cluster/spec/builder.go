@@ -106,19 +106,6 @@ func (tb *TaskBuilder) Precede(succs ...*TaskBuilder) *TaskBuilder {
 	return tb
 }
 
-// SucceedNames and PrecedeNames add edges by name (tasks not built yet, or
-// built elsewhere).
-func (tb *TaskBuilder) SucceedNames(names ...string) *TaskBuilder {
-	tb.t.Succeed = append(tb.t.Succeed, names...)
-	return tb
-}
-
-// PrecedeNames: see SucceedNames.
-func (tb *TaskBuilder) PrecedeNames(names ...string) *TaskBuilder {
-	tb.t.Precede = append(tb.t.Precede, names...)
-	return tb
-}
-
 // Domain sets the domain.
 func (tb *TaskBuilder) Domain(d Domain) *TaskBuilder { tb.t.Domain = d; return tb }
 
@@ -218,25 +205,6 @@ func cloneValue(v any) any {
 		return out
 	}
 	return v
-}
-
-// NormalizeArgs converts argument values to the types the parser produces
-// (int64, uint64, float64, string, bool, nil, []any, map[string]any), so that
-// flows from Go and from files compare equal. It fails on other types and on
-// infinite or NaN floats.
-func NormalizeArgs(args map[string]any) (map[string]any, error) {
-	if len(args) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]any, len(args))
-	for k, v := range args {
-		n, err := normalize(v, 0)
-		if err != nil {
-			return nil, fmt.Errorf("argument %q: %w", k, err)
-		}
-		out[k] = n
-	}
-	return out, nil
 }
 
 func normalize(v any, depth int) (any, error) {

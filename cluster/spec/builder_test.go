@@ -43,7 +43,7 @@ func TestBuilderEveryField(t *testing.T) {
 	fan := b.Subflow("fan").Func("fanout").Arg("n", 2).Succeed(start)
 	mod := b.Module("mod", "other").Succeed(fan)
 	pick := b.MultiCondition("pick").Func("pick").Arg("choices", []int{0, 1}).Succeed(gpu, mod)
-	l, r := b.Task("l").Func("hash"), b.Task("r").Func("hash")
+	l, r := b.Task("l").Func("hash").Domain(spec.DomainCPU), b.Task("r").Func("hash")
 	pick.Precede(l, r)
 	fl, err := b.Build()
 	if err != nil {
@@ -56,6 +56,9 @@ func TestBuilderEveryField(t *testing.T) {
 	g := file.Flows[0].Task("gpu")
 	if g.Domain != spec.DomainGPU || *g.Device != 1 || g.Node != "n2" || g.Retries != 2 || g.Timeout != 30*time.Second {
 		t.Errorf("gpu task %+v", g)
+	}
+	if d := file.Flows[0].Task("l").Domain; d != spec.DomainCPU {
+		t.Errorf("task l: domain %q, want cpu", d)
 	}
 	if g.Args["n"] != int64(4096) || g.Args["a"] != 1.5 {
 		t.Errorf("args not normalised: %#v", g.Args)

@@ -1,5 +1,5 @@
-// Package spec is hetflow's serializable taskflow: the flow file of DESIGN
-// §5a (YAML or JSON), its validation, a Go builder that produces the same
+// Package spec is hetflow's serializable taskflow: the flow file (YAML or
+// JSON; docs/design.md, "The contract"), its validation, a Go builder that produces the same
 // flows, and the resolved graph the coordinator partitions and a node runs.
 // It imports nothing else of hetflow.
 //

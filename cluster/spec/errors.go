@@ -13,7 +13,7 @@ import (
 // matches ErrInvalid and exactly one of them.
 var ErrInvalid = errors.New("spec: invalid flow")
 
-// Sentinels for the rules of a flow file (DESIGN §5a and the field checks).
+// Sentinels for the rules of a flow file (docs/design.md, "The contract", and the field checks).
 var (
 	ErrSyntax        = errors.New("spec: syntax error")
 	ErrUnknownField  = errors.New("spec: unknown field")

@@ -41,6 +41,3 @@ func Examples() []Example {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
-
-// ExampleFS returns the examples as a file system (files under "examples/").
-func ExampleFS() fs.FS { return examplesFS }

@@ -14,16 +14,5 @@ func StripPositions(f *File) {
 	}
 }
 
-// StripFlow is StripPositions for one flow.
-func StripFlow(fl *Flow) {
-	fl.pos = nil
-	for j := range fl.Params {
-		fl.Params[j].pos = nil
-	}
-	for j := range fl.Tasks {
-		fl.Tasks[j].pos = nil
-	}
-}
-
 // StripTask drops a task's positions.
 func StripTask(t *Task) { t.pos = nil }

@@ -73,9 +73,6 @@ func (f *File) Expand() (*Graph, error) {
 	return f.build(root.Name, true)
 }
 
-// ExpandFlow is Expand for the named flow of the file.
-func (f *File) ExpandFlow(name string) (*Graph, error) { return f.build(name, true) }
-
 // Graph validates the file's structure and returns the graph of the named
 // flow without inlining modules: a module task is one vertex without Members.
 func (f *File) Graph(name string) (*Graph, error) { return f.build(name, false) }
@@ -358,6 +355,21 @@ func (g *Graph) Descendants(module int) []int {
 	return out
 }
 
+// Cycles returns the strongly connected components of the graph (over all
+// edges, strong and weak) that hold a cycle, sorted ascending and ordered by
+// their smallest vertex: disjoint, each inside one scope (LoopGroups adds
+// the tasks nested under their module tasks).
+func (g *Graph) Cycles() [][]int {
+	adj := func(i int) []int { return g.Successors(i) }
+	var out [][]int
+	for _, comp := range components(len(g.Vertices), adj) {
+		if cyclic(comp, adj) {
+			out = append(out, comp)
+		}
+	}
+	return out
+}
+
 // LoopGroups returns the condition loops of the graph: the strongly connected
 // components (over all edges, strong and weak) of more than one task, or of a
 // task with an edge to itself. Each group is a set of tasks that activate one
@@ -368,12 +380,8 @@ func (g *Graph) Descendants(module int) []int {
 // groups of their own (and also part of an outer group whose loop holds the
 // module task).
 func (g *Graph) LoopGroups() [][]int {
-	adj := func(i int) []int { return g.Successors(i) }
 	var out [][]int
-	for _, comp := range components(len(g.Vertices), adj) {
-		if !cyclic(comp, adj) {
-			continue
-		}
+	for _, comp := range g.Cycles() {
 		group := slices.Clone(comp)
 		for _, v := range comp {
 			if g.Vertices[v].Task.Kind == KindModule {

@@ -275,7 +275,7 @@ func (f *File) Bind(values map[string]any) (*File, map[string]any, error) {
 	perr := func(p *Param, msg string) {
 		line := 0
 		if p != nil {
-			line = p.pos.at()
+			line = p.line()
 		} else if r := f.Root(); r != nil {
 			line = r.pos.field("params")
 		}
@@ -384,7 +384,7 @@ func checkParams(c *collector, f *File) {
 	declared := map[string]bool{}
 	for _, p := range params {
 		perr := func(msg string) {
-			c.add(&Error{Flow: root.Name, Field: "params", Line: p.pos.at(), Msg: msg, Kind: ErrParam})
+			c.add(&Error{Flow: root.Name, Field: "params", Line: p.line(), Msg: msg, Kind: ErrParam})
 		}
 		if !paramName(p.Name) {
 			perr(fmt.Sprintf("parameter name %q: want a letter or _, then letters, digits and _", p.Name))
@@ -442,4 +442,12 @@ func hasRefs(v any) bool {
 		}
 	}
 	return false
+}
+
+// line is where the parameter was declared (0 for one built in Go).
+func (p *Param) line() int {
+	if p.pos == nil {
+		return 0
+	}
+	return p.pos.line
 }

@@ -173,18 +173,6 @@ type Catalog interface {
 	Func(name string) (FuncInfo, bool)
 }
 
-// Names is a Catalog of bare function names that accepts any kind and domain
-// and checks no arguments.
-type Names []string
-
-// Func implements Catalog.
-func (n Names) Func(name string) (FuncInfo, bool) {
-	if slices.Contains(n, name) {
-		return FuncInfo{CPU: true, GPU: true}, true
-	}
-	return FuncInfo{}, false
-}
-
 // CatalogFunc adapts a name predicate to a Catalog that accepts any kind and
 // domain.
 type CatalogFunc func(name string) bool
@@ -222,13 +210,6 @@ func (p *position) setItems(field string, lines []int) {
 		p.items = map[string][]int{}
 	}
 	p.items[field] = lines
-}
-
-func (p *position) at() int {
-	if p == nil {
-		return 0
-	}
-	return p.line
 }
 
 func (p *position) field(name string) int {

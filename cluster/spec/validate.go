@@ -9,7 +9,7 @@ import (
 	"unicode"
 )
 
-// Validate checks every rule of DESIGN §5a on every flow of the file, and
+// Validate checks every rule of a flow file (docs/design.md, "The contract") on every flow of the file, and
 // returns all problems as an Errors (nil when the file is valid):
 //
 //   - a task without a name or with a duplicate one; a flow without a name or

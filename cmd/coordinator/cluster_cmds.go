@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
@@ -25,6 +26,7 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
+	cmd       *cobra.Command // for its stderr
 	server    string
 	tokenFile string
 	caFile    string
@@ -32,6 +34,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.server, "server", "", "coordinator URL(s), comma-separated (default $HETFLOW_SERVER or http://127.0.0.1:7070)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: the token itself from $HETFLOW_TOKEN; `coordinator token --secret-file F` prints it)")
 	cmd.Flags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for https:// servers (default $HETFLOW_CA; else the system roots)")
@@ -60,6 +63,17 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 		token = strings.TrimSpace(string(b))
 	}
 	c := cluster.NewClient(strings.Split(servers, ","), token)
+	// A server that is down is said at once, not after the whole retry.
+	stderr := io.Writer(os.Stderr)
+	if f.cmd != nil {
+		stderr = f.cmd.ErrOrStderr()
+	}
+	var told sync.Once
+	c.OnRetry = func(err error, left time.Duration) {
+		told.Do(func() {
+			fmt.Fprintf(stderr, "coordinator: no coordinator answered yet (%v)\n  retrying %s for up to %s (Ctrl-C stops)\n", err, servers, left.Round(time.Second))
+		})
+	}
 	if err := trustCA(c.HTTP, f.caFile); err != nil {
 		return nil, err
 	}
@@ -93,21 +107,9 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *cluster.Client) error
 	return codeOf(fn(ctx, c))
 }
 
-// codeOf maps a client error to the exit code DESIGN §5a gives it.
+// codeOf maps a client error to the exit code the contract gives it (docs/design.md).
 func codeOf(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, proto.ErrInvalid):
-		return withCode(exitInvalid, err)
-	case errors.Is(err, proto.ErrUnauthorized):
-		return withCode(exitUnauthorized, fmt.Errorf("%w\n  the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it", err))
-	case errors.Is(err, proto.ErrNotFound):
-		return withCode(exitNotFound, err)
-	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		return withCode(exitUnreachable, err)
-	}
-	return withCode(exitRunFailed, err)
+	return cli.CodeOf(err, "the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it")
 }
 
 func addClusterCommands(root *cobra.Command) {

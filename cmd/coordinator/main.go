@@ -15,8 +15,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN §5a), as internal/cli gives them to every hetflow
-// program.
+// Exit codes (docs/design.md, "The contract"; internal/cli).
 const (
 	exitOK           = cli.ExitOK
 	exitRunFailed    = cli.ExitRunFailed
@@ -55,7 +54,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(cli.ValidateCmd(funcs.Default()), cli.DumpCmd(funcs.Default()), benchCmd())
+	root.AddCommand(cli.ValidateCmd(funcs.Default()), cli.DumpCmd(funcs.Default()))
 	addClusterCommands(root)
 	return root
 }

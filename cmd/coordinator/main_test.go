@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,5 +257,69 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 	}
 	if code, msg := cmd("", "runs", "--server", d.URL(), "--token-file", tokenFile); code != exitOK {
 		t.Errorf("--token-file: exit %d, %q", code, msg)
+	}
+}
+
+// syncBuf is a strings.Builder safe for a writer and a reader goroutine.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A coordinator that is down is said at once (which one, and that the CLI
+// retries), not after the whole retry window of silence; when it comes up
+// within the window the call goes through.
+func TestClientSaysItRetriesAndWhere(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	root := newRoot()
+	var out, errb syncBuf
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs([]string{"runs", "--json", "--server", "http://" + addr})
+	done := make(chan error, 1)
+	go func() { done <- root.Execute() }()
+	testsupport.Eventually(t, 10*time.Second, "the CLI says it is retrying", func() bool {
+		return strings.Contains(errb.String(), "retrying http://"+addr)
+	})
+	if msg := errb.String(); !strings.Contains(msg, "connection refused") || !strings.Contains(msg, "Ctrl-C") {
+		t.Errorf("the retry notice does not say why or how to stop: %q", msg)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("[]"))
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runs after the server came up: %v (stderr %q)", err, errb.String())
+		}
+	case <-time.After(testsupport.Scale(40 * time.Second)):
+		t.Fatal("runs did not return after the server came up")
+	}
+	if strings.Count(errb.String(), "retrying") != 1 {
+		t.Errorf("the notice is repeated: %q", errb.String())
 	}
 }

@@ -16,6 +16,8 @@ type benchConfig struct {
 	gpus    int // devices (sim devices on the default build)
 	workers int // CPU workers
 	reps    int // timed runs after the warm-up run
+	// gpuWorkers is the GPU workers per device in hetflow mode (0: 1)
+	gpuWorkers int
 }
 
 // modeResult is one graph size measured in one mode.
@@ -37,6 +39,8 @@ type modeResult struct {
 	Peak       htdg.MemPeak            `json:"peak"`
 	Runs       int                     `json:"runs"` // first + timed
 	Domains    []localexec.DomainStats `json:"domains"`
+	// Sim is the timed sim's counters over all runs and devices (nil on the plain sim).
+	Sim *gpu.SimStats `json:"sim,omitempty"`
 }
 
 func (r modeResult) total() localexec.DomainStats {
@@ -81,14 +85,21 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		return res, err
 	}
 	res.BuildS = time.Since(t0).Seconds()
-	ex := in.Executor(c.workers)
+	ex := in.ExecutorGPUWorkers(c.workers, max(c.gpuWorkers, 1))
 	defer ex.Close()
 	if err := ex.Err(); err != nil {
 		return res, err
 	}
 
+	// a run ends when the executor is done and the devices are, in the model (the timed
+	// sim's tail; nothing on the plain sim)
+	run := func() error {
+		err := in.Run(ex)
+		gpu.SettleModel(devs...)
+		return err
+	}
 	t0 = time.Now()
-	if err := in.Run(ex); err != nil {
+	if err := run(); err != nil {
 		return res, fmt.Errorf("%s, %d tasks, first run: %w", m, n, err)
 	}
 	res.FirstS = time.Since(t0).Seconds()
@@ -102,7 +113,7 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 	cpu0 := htdg.CPUTime()
 	for i := range durs {
 		t0 = time.Now()
-		if err := in.Run(ex); err != nil {
+		if err := run(); err != nil {
 			return res, fmt.Errorf("%s, %d tasks, run %d: %w", m, n, i+2, err)
 		}
 		durs[i] = time.Since(t0)
@@ -120,6 +131,13 @@ func measure(n int, m mode, c benchConfig, barrier func() error) (modeResult, er
 		res.CPUPerRunS = cpu.Seconds() / float64(c.reps)
 	}
 	res.Domains = ex.Stats().Domains
+	if devs[0].SimProfile() != nil {
+		var st gpu.SimStats
+		for _, d := range devs {
+			st = st.Add(d.SimStats())
+		}
+		res.Sim = &st
+	}
 	if err := in.Verify(res.Runs); err != nil {
 		return res, err
 	}

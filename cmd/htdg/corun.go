@@ -134,7 +134,7 @@ func corunOnce(ctx context.Context, c corunConfig, m mode, k int) ([]childResult
 	defer cancel()
 	args := []string{"-corun-child", "-mode", string(m), "-n", strconv.Itoa(c.n),
 		"-seed", strconv.FormatUint(c.bench.seed, 10), "-gpus", strconv.Itoa(c.bench.gpus),
-		"-workers", strconv.Itoa(c.bench.workers), "-reps", strconv.Itoa(c.bench.reps)}
+		"-workers", strconv.Itoa(c.bench.workers), "-gpu-workers", strconv.Itoa(max(c.bench.gpuWorkers, 1)), "-reps", strconv.Itoa(c.bench.reps)}
 	kids := make([]*child, 0, k)
 	defer func() { // on every path: reap every child (cancel kills the stragglers)
 		cancel()

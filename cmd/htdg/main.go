@@ -10,8 +10,8 @@
 //
 //   - hetflow: GPU tasks are GPU tasks (tf.EmplaceGPU(...).On(d)), run by the
 //     executor's GPU domain;
-//   - baseline: no GPU domain; each GPU task is an ordinary CPU task that
-//     launches the same GPU graph synchronously from its CPU worker (the
+//   - baseline: no GPU domain; each GPU task is a CPU task (a runtime task)
+//     that launches the same GPU graph synchronously from its CPU worker (the
 //     seed's oneTBB baseline, "encapsulate each GPU task in a CPU function").
 //
 // Every run's result is checked (each task's vector, bit for bit, against
@@ -26,9 +26,15 @@
 //	go run ./cmd/htdg                        # sizes 1K…20K, both modes
 //	go run ./cmd/htdg -quick                 # CI-sized
 //	go run ./cmd/htdg -corun 4 -json out.json
+//	go run ./cmd/htdg -sim-profile h200 -gpus 4 -json a.json   # timed sim: times are modeled
+//	go run ./cmd/htdg -plot DIR a.json b.json                  # SVGs and folded JSON of reports
 //
 // On the default build the devices are sim devices: copies and kernels run
-// on the CPU, in the device's own goroutines. See docs/benchmarks/htdg.md.
+// on the CPU, in the device's own goroutines. With -sim-profile (or
+// HETFLOW_SIM_PROFILE) they are timed sim devices that also charge device
+// time from a device model, and every time printed is marked modeled;
+// -gpu-workers sets hetflow's GPU workers per device. See
+// docs/benchmarks/htdg.md and docs/benchmarks/timed-sim.md.
 package main
 
 import (
@@ -60,12 +66,16 @@ type options struct {
 	seed       uint64
 	gpus       int
 	workers    int
+	gpuWorkers int
 	modes      []mode
 	jsonFile   string
 	quick      bool
 	corunK     int
 	corunSize  int
 	corunReps  int
+	simProfile string // -sim-profile: "" leaves HETFLOW_SIM_PROFILE as it is
+	plotDir    string // -plot: plot the reports plotFiles instead of running
+	plotFiles  []string
 	child      bool // hidden: this process is a co-run child
 	childMode  mode
 	childN     int
@@ -74,17 +84,22 @@ type options struct {
 
 // report is the -json output.
 type report struct {
-	Date       string       `json:"date"`
-	GoVersion  string       `json:"go_version"`
-	GOOS       string       `json:"goos"`
-	GOARCH     string       `json:"goarch"`
-	NumCPU     int          `json:"num_cpu"`
-	GOMAXPROCS int          `json:"gomaxprocs"`
-	Backend    string       `json:"backend"`
-	Seed       uint64       `json:"seed"`
-	GPUs       int          `json:"gpus"`
-	Workers    int          `json:"workers"`
-	Reps       int          `json:"reps"`
+	Date       string `json:"date"`
+	GoVersion  string `json:"go_version"`
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Backend    string `json:"backend"`
+	Seed       uint64 `json:"seed"`
+	GPUs       int    `json:"gpus"`
+	Workers    int    `json:"workers"`
+	GPUWorkers int    `json:"gpu_workers_per_device"`
+	Reps       int    `json:"reps"`
+	// Modeled: the devices are timed sim devices of SimProfile, and every time in this
+	// report is wall time that follows their model, not a GPU's.
+	Modeled    bool         `json:"modeled"`
+	SimProfile *gpu.Profile `json:"sim_profile,omitempty"`
 	MemoryNote string       `json:"memory_note"`
 	Sizes      []sizeResult `json:"sizes"`
 	Corun      *corunReport `json:"corun,omitempty"`
@@ -143,11 +158,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random graphs")
 	fs.IntVar(&o.gpus, "gpus", 2, "GPU devices (sim devices on the default build); GPU tasks are spread over them")
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "CPU workers")
+	fs.IntVar(&o.gpuWorkers, "gpu-workers", 1, "GPU workers per device in hetflow mode")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the results as JSON to `FILE`")
 	fs.BoolVar(&o.quick, "quick", false, "CI-sized run: sizes 500,1K,2K, 3 reps, co-run on 2K tasks with 2 reps")
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
 	fs.IntVar(&o.corunSize, "corun-size", 20_000, "tasks of the co-run graph")
 	fs.IntVar(&o.corunReps, "corun-reps", 5, "timed runs of each co-run process")
+	fs.StringVar(&o.plotDir, "plot", "", "do not run: plot the -json reports named after the flags (several invocations of one configuration are folded) as SVGs into `DIR`")
+	fs.StringVar(&o.simProfile, "sim-profile", "", "run on timed sim devices of `PROFILE` (a built-in: h200, h100; or a JSON file); sets "+gpu.SimProfileEnv+", whose value is the default; off: the plain sim")
 	// hidden: a co-run child (see corun.go)
 	fs.BoolVar(&o.child, "corun-child", false, "")
 	childMode := fs.String("mode", "", "")
@@ -169,9 +187,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && o.plotDir == "" {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.plotFiles = fs.Args()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if o.quick {
@@ -202,12 +221,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-gpus %d: want 1 to 64", o.gpus)
 	case o.workers < 1 || o.workers > 1024:
 		return o, fmt.Errorf("-workers %d: want 1 to 1024", o.workers)
+	case o.gpuWorkers < 1 || o.gpuWorkers > 64:
+		return o, fmt.Errorf("-gpu-workers %d: want 1 to 64", o.gpuWorkers)
 	case o.corunK < 0 || o.corunK > 8:
 		return o, fmt.Errorf("-corun %d: want 0 (off) to 8", o.corunK)
 	case o.corunSize < 1 || o.corunSize > 10_000_000:
 		return o, fmt.Errorf("-corun-size %d: want 1 to 10M", o.corunSize)
 	case o.corunReps < 1 || o.corunReps > 1000:
 		return o, fmt.Errorf("-corun-reps %d: want 1 to 1000", o.corunReps)
+	}
+	if set["sim-profile"] {
+		if _, err := gpu.LookupProfile(o.simProfile); err != nil {
+			return o, fmt.Errorf("-sim-profile: %w", err)
+		}
 	}
 	if o.child {
 		ms, err := parseModes(*childMode)
@@ -233,7 +259,26 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 2
 	}
-	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
+	if o.plotDir != "" {
+		if err := plotReports(o.plotDir, o.plotFiles, stdout); err != nil {
+			fmt.Fprintln(stderr, "htdg:", err)
+			return 1
+		}
+		return 0
+	}
+	if o.simProfile != "" {
+		// gpu.Open reads it, here and in co-run children
+		if err := os.Setenv(gpu.SimProfileEnv, o.simProfile); err != nil {
+			fmt.Fprintln(stderr, "htdg:", err)
+			return 1
+		}
+	}
+	prof, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv))
+	if err != nil {
+		fmt.Fprintln(stderr, "htdg:", err)
+		return 2
+	}
+	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps, gpuWorkers: o.gpuWorkers}
 	if o.child {
 		if err := runChild(o.childN, o.childMode, bc, stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "htdg:", err)
@@ -241,7 +286,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	rep, err := bench(o, stdout, stderr)
+	rep, err := bench(o, prof, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "htdg:", err)
 		return 1
@@ -261,15 +306,20 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // bench runs the size sweep and, with -corun, the co-run experiment,
 // printing tables to stdout as it goes.
-func bench(o options, stdout, stderr io.Writer) (*report, error) {
+func bench(o options, prof *gpu.Profile, stdout, stderr io.Writer) (*report, error) {
 	rep := &report{
 		Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		Backend: gpu.Backend(), Seed: o.seed, GPUs: o.gpus, Workers: o.workers, Reps: o.reps, MemoryNote: memoryNote,
+		Backend: gpu.Backend(), Seed: o.seed, GPUs: o.gpus, Workers: o.workers, GPUWorkers: o.gpuWorkers, Reps: o.reps, MemoryNote: memoryNote,
 	}
-	fmt.Fprintf(stdout, "htdg: %s backend, %d GPUs, %d CPU workers, GOMAXPROCS %d, seed %d, %d timed runs after a warm-up\n\n",
-		rep.Backend, o.gpus, o.workers, rep.GOMAXPROCS, o.seed, o.reps)
-	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps}
+	backend := rep.Backend
+	if prof != nil && rep.Backend == "sim" {
+		rep.Modeled, rep.SimProfile = true, prof
+		backend = "timed sim (profile " + prof.Name + ": times are MODELED, not calibrated against hardware)"
+	}
+	fmt.Fprintf(stdout, "htdg: %s backend, %d GPUs, %d CPU workers, %d GPU worker(s) per device (hetflow), GOMAXPROCS %d, seed %d, %d timed runs after a warm-up\n\n",
+		backend, o.gpus, o.workers, o.gpuWorkers, rep.GOMAXPROCS, o.seed, o.reps)
+	bc := benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.reps, gpuWorkers: o.gpuWorkers}
 	for _, n := range o.sizes {
 		sr := sizeResult{Tasks: n}
 		for _, m := range o.modes {
@@ -281,7 +331,7 @@ func bench(o options, stdout, stderr io.Writer) (*report, error) {
 		}
 		rep.Sizes = append(rep.Sizes, sr)
 	}
-	writeSizeTable(stdout, rep.Sizes)
+	writeSizeTable(stdout, rep.Sizes, rep.Modeled)
 
 	if o.corunK > 0 {
 		self := o.executable
@@ -292,7 +342,7 @@ func bench(o options, stdout, stderr io.Writer) (*report, error) {
 			}
 		}
 		cc := corunConfig{self: self, n: o.corunSize, maxK: o.corunK, modes: o.modes,
-			bench: benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.corunReps}}
+			bench: benchConfig{seed: o.seed, gpus: o.gpus, workers: o.workers, reps: o.corunReps, gpuWorkers: o.gpuWorkers}}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
 		rows, err := corun(ctx, cc, stderr)
@@ -301,7 +351,7 @@ func bench(o options, stdout, stderr io.Writer) (*report, error) {
 		}
 		rep.Corun = &corunReport{Tasks: o.corunSize, Reps: o.corunReps, Rows: rows}
 		fmt.Fprintln(stdout)
-		writeCorunTable(stdout, rep.Corun)
+		writeCorunTable(stdout, rep.Corun, rep.Modeled)
 	}
 	return rep, nil
 }
@@ -314,9 +364,18 @@ func perRun(v uint64, runs int) string {
 	return strconv.FormatFloat(float64(v)/float64(runs), 'f', 0, 64)
 }
 
-func writeSizeTable(w io.Writer, sizes []sizeResult) {
+// modeledTag is what a time made on the timed sim carries next to it.
+func modeledTag(modeled bool) string {
+	if modeled {
+		return " (modeled)"
+	}
+	return ""
+}
+
+func writeSizeTable(w io.Writer, sizes []sizeResult, modeled bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tasks\tmode\tmedian ms\tmin ms\tfirst ms\tcpu ms/run\tcores\theap MiB\tsys MiB\texec cpu\texec gpu\tsteals\tfailed\tparks\twakeups\t")
+	m := modeledTag(modeled)
+	fmt.Fprintf(tw, "tasks\tmode\tmedian ms%s\tmin ms%s\tfirst ms%s\tcpu ms/run\tcores\theap MiB\tsys MiB\texec cpu\texec gpu\tsteals\tfailed\tparks\twakeups\t\n", m, m, m)
 	for _, s := range sizes {
 		for _, r := range s.Modes {
 			t := r.total()
@@ -335,6 +394,16 @@ func writeSizeTable(w io.Writer, sizes []sizeResult) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "(counters are per run, all domains; cores = CPU time / median wall time)")
+	if modeled {
+		fmt.Fprintln(w, "timed sim, per mode over all runs and devices: device time charged, the Go bodies' share of it (CPU), host sleeps and how far they overshot the model:")
+		for _, s := range sizes {
+			for _, r := range s.Modes {
+				if r.Sim != nil {
+					fmt.Fprintf(w, "  %d %s: %s\n", r.Tasks, r.Mode, r.Sim)
+				}
+			}
+		}
+	}
 	for _, s := range sizes {
 		var h, b *modeResult
 		for i := range s.Modes {
@@ -346,16 +415,20 @@ func writeSizeTable(w io.Writer, sizes []sizeResult) {
 			}
 		}
 		if h != nil && b != nil && h.MedianS > 0 {
-			fmt.Fprintf(w, "%d tasks: baseline/hetflow median runtime %.2fx, CPU time %.2fx\n",
-				s.Tasks, b.MedianS/h.MedianS, b.CPUPerRunS/max(h.CPUPerRunS, 1e-9))
+			fmt.Fprintf(w, "%d tasks: baseline/hetflow median runtime%s %.2fx, CPU time %.2fx\n",
+				s.Tasks, modeledTag(modeled), b.MedianS/h.MedianS, b.CPUPerRunS/max(h.CPUPerRunS, 1e-9))
 		}
 	}
 }
 
-func writeCorunTable(w io.Writer, c *corunReport) {
+func writeCorunTable(w io.Writer, c *corunReport, modeled bool) {
 	fmt.Fprintf(w, "co-run: k processes each running the same %d-task graph %d times at once\n", c.Tasks, c.Reps)
+	if modeled {
+		fmt.Fprintln(w, "(timed sim: each process models devices of its own; CPU contention is real, device contention between processes is not modeled)")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "k\tmode\tsolo ms/run\tper-process median ms/run\tmean\tcpu s (all)\tmax rss MiB\tweighted speedup\t")
+	m := modeledTag(modeled)
+	fmt.Fprintf(tw, "k\tmode\tsolo ms/run%s\tper-process median ms/run%s\tmean\tcpu s (all)\tmax rss MiB\tweighted speedup%s\t\n", m, m, m)
 	for _, r := range c.Rows {
 		var each []string
 		var sum, cpu float64

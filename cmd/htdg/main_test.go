@@ -130,14 +130,7 @@ func TestQuickCLI(t *testing.T) {
 	if !strings.Contains(out.String(), "baseline/hetflow median runtime") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	var rep report
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, file)
 	if rep.Reps != 3 || len(rep.Sizes) != 2 || rep.Sizes[1].Tasks != 101 || rep.Corun != nil {
 		t.Fatalf("report %+v", rep)
 	}
@@ -167,6 +160,67 @@ func TestQuickCLI(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func readReport(t *testing.T, file string) report {
+	t.Helper()
+	var rep report
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// -sim-profile runs on timed sim devices: same checks pass (results bit for
+// bit, counters), the report says the times are modeled and carries the
+// model's counters per mode.
+func TestTimedCLI(t *testing.T) {
+	t.Setenv(gpu.SimProfileEnv, "") // cli sets it; restored after the test
+	file := filepath.Join(t.TempDir(), "out.json")
+	var out, errb bytes.Buffer
+	code := cli([]string{"-sim-profile", "h200", "-sizes", "60", "-reps", "2", "-gpus", "2", "-workers", "2", "-json", file}, nil, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "MODELED") || !strings.Contains(out.String(), "median runtime (modeled)") {
+		t.Fatalf("output does not say the times are modeled:\n%s", out.String())
+	}
+	rep := readReport(t, file)
+	if !rep.Modeled || rep.SimProfile == nil || rep.SimProfile.Name != "h200" || len(rep.Sizes) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Sizes[0].Modes {
+		// 3 operations per GPU task per run, and one initial write of x per device
+		if r.Sim == nil || r.Sim.Ops != int64(3*r.GPUTasks*r.Runs+2) || r.Sim.Modeled <= 0 {
+			t.Fatalf("%s: sim stats %+v (%d GPU tasks, %d runs)", r.Mode, r.Sim, r.GPUTasks, r.Runs)
+		}
+	}
+
+	// -plot folds reports into SVGs that say modeled
+	dir := t.TempDir()
+	out.Reset()
+	if code := cli([]string{"-plot", dir, file, file}, nil, &out, &errb); code != 0 {
+		t.Fatalf("-plot: exit %d: %s", code, errb.String())
+	}
+	for _, f := range []string{"htdg_modeled_runtime.svg", "htdg_modeled_ratio.svg", "htdg_modeled.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !strings.Contains(string(b), "modeled") {
+			t.Errorf("%s: %v, says modeled: %v", f, err, strings.Contains(string(b), "modeled"))
+		}
+	}
+	if !strings.Contains(out.String(), "baseline/hetflow") || !strings.Contains(out.String(), "60: ") {
+		t.Errorf("-plot table:\n%s", out.String())
+	}
+	if code := cli([]string{"-plot", dir}, nil, &out, &errb); code != 1 {
+		t.Errorf("-plot without reports: exit %d", code)
+	}
+	if code := cli([]string{"-plot", dir, filepath.Join(dir, "missing.json")}, nil, &out, &errb); code != 1 {
+		t.Errorf("-plot of a missing file: exit %d", code)
 	}
 }
 
@@ -234,6 +288,7 @@ func TestBadFlags(t *testing.T) {
 		{"-sizes", "0"}, {"-sizes", "1,x"}, {"-reps", "0"}, {"-gpus", "0"}, {"-workers", "0"},
 		{"-corun", "9"}, {"-modes", "fast"}, {"-corun-size", "0"}, {"extra"}, {"-nosuch"},
 		{"-corun-child", "-mode", "hetflow"}, {"-corun-child", "-n", "5", "-mode", "x"},
+		{"-sim-profile", "h300"}, {"-sim-profile", "/nonexistent/p.json"}, {"-gpu-workers", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(args, nil, &out, &errb); code != 2 {

@@ -196,6 +196,7 @@ type report struct {
 	launches    int // GPU graph launches, all tasks
 	instantiate int // GPU graph instantiations, all tasks
 	stats       localexec.Stats
+	sim         *gpu.SimStats // the device's, on the timed sim
 }
 
 func (r report) String() string {
@@ -205,6 +206,9 @@ func (r report) String() string {
 	fmt.Fprintf(&b, "GPU graphs: %d built, %d instantiated, %d launches; executed cpu=%d gpu%d=%d\n",
 		r.builds, r.instantiate, r.launches, r.stats.Domain("cpu").Executed, r.c.device,
 		r.stats.Domain(fmt.Sprintf("gpu%d", r.c.device)).Executed)
+	if r.sim != nil {
+		fmt.Fprintf(&b, "timed sim, device time modeled: %v\n", r.sim)
+	}
 	counts := make([]int, r.c.k)
 	for _, a := range r.gpu.assign {
 		counts[a]++
@@ -318,6 +322,10 @@ func run(c config) (report, error) {
 		rep.instantiate += st.Instantiations
 	}
 	rep.stats = ex.Stats()
+	if d := ex.Device(c.device); d != nil && d.SimProfile() != nil {
+		st := d.SimStats()
+		rep.sim = &st
+	}
 	rep.ref = reference(p, c.eps, c.maxIters)
 	if err := compare(rep.gpu, rep.ref, 1e-4); err != nil {
 		return rep, err

@@ -73,7 +73,7 @@ func (c config) validate() error {
 	return nil
 }
 
-// input returns the vectors of DESIGN §5a's saxpy: x[i] = (i mod 97)/97,
+// input returns the vectors of the built-in saxpy's (cluster/funcs/doc.go): x[i] = (i mod 97)/97,
 // y[i] = (i mod 89)/89.
 func input(n int) (x, y []float32) {
 	x, y = make([]float32, n), make([]float32, n)
@@ -145,9 +145,13 @@ func run(c config) (string, error) {
 		sum += float64(v)
 	}
 	st := ex.Stats()
-	return fmt.Sprintf("saxpy ok: n=%d a=%g on %s device %d (%d devices); sum(y)=%.6g; executed cpu=%d gpu%d=%d",
+	timed := ""
+	if dev.SimProfile() != nil {
+		timed = "; timed sim, device time modeled: " + dev.SimStats().String()
+	}
+	return fmt.Sprintf("saxpy ok: n=%d a=%g on %s device %d (%d devices); sum(y)=%.6g; executed cpu=%d gpu%d=%d%s",
 		c.n, c.a, gpu.Backend(), c.device, len(ex.Devices()), sum,
-		st.Domain("cpu").Executed, c.device, st.Domain(fmt.Sprintf("gpu%d", c.device)).Executed), nil
+		st.Domain("cpu").Executed, c.device, st.Domain(fmt.Sprintf("gpu%d", c.device)).Executed, timed), nil
 }
 
 // verify checks x and y after the run against the plain-Go reference.

@@ -1,10 +1,12 @@
-// Package cli holds what hetflow's command-line programs share: the exit
-// codes of DESIGN §5a, the error that carries one out of a command, the
-// flow-file commands (validate, dump), the all-in-one dev command, and the
-// way a run's status is printed for people. cmd/coordinator builds its
-// commands from it with the built-in functions, cluster/nodesdk with a
-// user's registry, so that a user's node binary validates and runs flows in
-// dev exactly as the stock coordinator does.
+// Package cli is what the project's commands (cmd/coordinator, cmd/bench,
+// and a node binary of cluster/nodesdk) share: the exit codes of the
+// contract (docs/design.md, "The contract"), the error that carries one out
+// of a command and the mapping of a client's errors to them, the flow-file
+// commands (validate, dump), the all-in-one dev command, and the way a
+// run's status is printed for people. cmd/coordinator builds its commands
+// from it with the built-in functions, cluster/nodesdk with a user's
+// registry, so that a user's node binary validates and runs flows in dev
+// exactly as the stock coordinator does.
 package cli
 
 import (
@@ -55,6 +57,25 @@ func WithCode(code int, err error) error {
 		return nil
 	}
 	return &ExitError{Code: code, Err: err}
+}
+
+// CodeOf gives a client's error (proto's sentinels) its exit code; anything
+// else is a failed run. An unauthorised error is followed by hint, the way
+// to give the cluster's API token, on a line of its own.
+func CodeOf(err error, hint string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, proto.ErrInvalid):
+		return WithCode(ExitInvalid, err)
+	case errors.Is(err, proto.ErrUnauthorized):
+		return WithCode(ExitUnauthorized, fmt.Errorf("%w\n  %s", err, hint))
+	case errors.Is(err, proto.ErrNotFound):
+		return WithCode(ExitNotFound, err)
+	case errors.Is(err, proto.ErrUnreachable), errors.Is(err, proto.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
+		return WithCode(ExitUnreachable, err)
+	}
+	return WithCode(ExitRunFailed, err)
 }
 
 // ErrSilent marks an exit code whose reason was already printed.

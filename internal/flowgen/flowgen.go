@@ -55,3 +55,77 @@ func FanInOut(width int) []byte {
 	b.WriteString(sink.String() + "]}\n")
 	return b.Bytes()
 }
+
+// Layered is a flow "layered" of layers×width noop tasks: task Lk_i of
+// layer k > 0 runs after two tasks of layer k-1 drawn at random (seeded:
+// the same arguments give the same file), the shape of the cluster speed
+// benchmarks. json picks JSON over YAML.
+func Layered(layers, width int, seed uint64, json bool) []byte {
+	var b bytes.Buffer
+	b.Grow(layers * width * 48)
+	rng := seed*0x9e3779b97f4a7c15 + 1
+	next := func(n int) int { // splitmix64
+		rng += 0x9e3779b97f4a7c15
+		z := rng
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		return int((z ^ (z >> 31)) % uint64(n))
+	}
+	if json {
+		b.WriteString(`{"name":"layered","tasks":[`)
+	} else {
+		b.WriteString("name: layered\ntasks:\n")
+	}
+	for l := 0; l < layers; l++ {
+		for i := 0; i < width; i++ {
+			var preds []int
+			if l > 0 {
+				p := next(width)
+				q := next(width)
+				if width > 1 {
+					for q == p {
+						q = next(width)
+					}
+				}
+				preds = []int{p, q}
+				if width == 1 {
+					preds = preds[:1]
+				}
+			}
+			if json {
+				if l+i > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `{"name":"L%d_%d","func":"noop"`, l, i)
+				if len(preds) > 0 {
+					b.WriteString(`,"succeed":[`)
+					for j, p := range preds {
+						if j > 0 {
+							b.WriteByte(',')
+						}
+						fmt.Fprintf(&b, `"L%d_%d"`, l-1, p)
+					}
+					b.WriteByte(']')
+				}
+				b.WriteByte('}')
+				continue
+			}
+			fmt.Fprintf(&b, "- {name: L%d_%d, func: noop", l, i)
+			if len(preds) > 0 {
+				b.WriteString(", succeed: [")
+				for j, p := range preds {
+					if j > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(&b, "L%d_%d", l-1, p)
+				}
+				b.WriteByte(']')
+			}
+			b.WriteString("}\n")
+		}
+	}
+	if json {
+		b.WriteString("]}\n")
+	}
+	return b.Bytes()
+}

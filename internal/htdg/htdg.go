@@ -87,10 +87,11 @@ const (
 	// ModeHetflow: GPU tasks are localexec GPU tasks (tf.EmplaceGPU(...).On(d)),
 	// run by the GPU workers of their device's domain.
 	ModeHetflow Mode = "hetflow"
-	// ModeBaseline: no GPU domain; each GPU task is an ordinary CPU task that
-	// builds the same gpu.Graph on its first run and launches it
-	// synchronously from the CPU worker (the seed's oneTBB baseline:
-	// "encapsulate each GPU task in a CPU function").
+	// ModeBaseline: no GPU domain; each GPU task is a CPU task (a runtime
+	// task, to know its worker) that builds the same gpu.Graph on its first
+	// run and launches it synchronously from the CPU worker, as that worker's
+	// gpu.Host (the seed's oneTBB baseline: "encapsulate each GPU task in a
+	// CPU function").
 	ModeBaseline Mode = "baseline"
 )
 
@@ -181,12 +182,15 @@ func Build(g *Graph, m Mode, devs []*gpu.Device) (*Instance, error) {
 			tasks[i] = in.TF.EmplaceGPU(body).On(g.Device[i]).Name(name)
 		case ModeBaseline:
 			var gg *gpu.Graph
-			tasks[i] = in.TF.Emplace(func() {
+			// a runtime task only to know its worker: on the timed sim the
+			// launch blocks that worker, in the model, for as long as the GPU
+			// graph runs (as the GPU domain's launches block their GPU worker)
+			tasks[i] = in.TF.EmplaceRuntime(func(rt *localexec.Runtime) {
 				if gg == nil {
 					gg = gpu.NewGraph(dev)
 					body(gg)
 				}
-				if err := gg.Launch(); err != nil {
+				if err := gg.LaunchFrom(rt.GPUHost()); err != nil {
 					in.fail(fmt.Errorf("task %s: %w", name, err))
 				}
 			}).Name(name)
@@ -211,8 +215,14 @@ func (in *Instance) fail(err error) {
 // Executor returns an executor for the Instance's mode: workers CPU workers,
 // and in hetflow mode a GPU domain over the Instance's devices.
 func (in *Instance) Executor(workers int) *localexec.Executor {
+	return in.ExecutorGPUWorkers(workers, 1)
+}
+
+// ExecutorGPUWorkers is Executor with gpuWorkers GPU workers per device in
+// hetflow mode (the baseline has none).
+func (in *Instance) ExecutorGPUWorkers(workers, gpuWorkers int) *localexec.Executor {
 	if in.Mode == ModeHetflow {
-		return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithDevices(in.devs...))
+		return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithDevices(in.devs...), localexec.WithGPUWorkers(gpuWorkers))
 	}
 	return localexec.NewExecutor(localexec.WithWorkers(workers), localexec.WithGPUs(0))
 }

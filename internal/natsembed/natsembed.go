@@ -93,6 +93,3 @@ func (s *Server) Shutdown() {
 	s.s.Shutdown()
 	s.s.WaitForShutdown()
 }
-
-// WaitForShutdown blocks until the server has stopped.
-func (s *Server) WaitForShutdown() { s.s.WaitForShutdown() }

@@ -62,4 +62,13 @@
 // The server can be stopped and started again, on the same port and store
 // (its URL does not change), to test reconnection and what survives a
 // restart: ns.Stop(), ns.Start(), ns.Restart().
+//
+// # Scenario files: Scenarios
+//
+// Scenarios runs a testdata file of cases (input lines, "----", the output
+// they must produce, a blank line), the format of the pure state machines'
+// scenario tests; with rewrite it writes the outputs got back into the
+// file, for review:
+//
+//	testsupport.Scenarios(t, "testdata/leader_verdict.txt", *rewrite, func(at string, in []string) []string { … })
 package testsupport

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -186,4 +188,31 @@ func TestNATSOptions(t *testing.T) {
 	if nc.MaxPayload() != 4096 {
 		t.Fatalf("max payload %d", nc.MaxPayload())
 	}
+}
+
+// TestScenarios checks that Scenarios hands each case its input and
+// position, keeps comments, and rewrites the expected outputs.
+func TestScenarios(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "s.txt")
+	text := "# a comment\nupper a\nb\n----\nstale\n\nupper c\n----\nC\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ats []string
+	do := func(at string, in []string) []string {
+		ats = append(ats, at)
+		return []string{strings.ToUpper(strings.Join(in[1:], "")) + strings.ToUpper(strings.TrimPrefix(in[0], "upper "))}
+	}
+	Scenarios(t, file, true, do)
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# a comment\nupper a\nb\n----\nBA\n\nupper c\n----\nC\n"; string(got) != want {
+		t.Fatalf("rewritten:\n%s\nwant:\n%s", got, want)
+	}
+	if want := []string{file + ":2", file + ":7"}; !slices.Equal(ats, want) {
+		t.Fatalf("positions %v, want %v", ats, want)
+	}
+	Scenarios(t, file, false, do) // now every case matches
 }

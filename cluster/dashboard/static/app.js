@@ -19,6 +19,12 @@
     for (let i = 0; i < n; i++) h += `<i class="${gpu ? "gpu " : ""}${i < k ? "busy" : ""}"></i>`;
     return h + `</span><span class="pct">${n} · ${Math.round(100 * busy)}% busy</span>`;
   };
+  // tally names every state a run's tasks are in, so the counts add up to
+  // the progress figure (done and skipped tasks of all).
+  const tally = (c) => {
+    const parts = ["done", "running", "failed", "pending", "skipped", "cancelled"].filter((k) => c[k] > 0).map((k) => `${c[k]} ${k}`);
+    return parts.length ? parts.join(" · ") : `${c.tasks || 0} tasks`;
+  };
   const live = (on, text) => { const l = $("#live"); if (l) { l.textContent = text; l.classList.toggle("on", on); } };
 
   // follow opens an event stream, calling fn for each named event; it
@@ -56,7 +62,7 @@
       `<tr data-id="${esc(n.id)}" data-state="${esc(n.state)}"><td>${esc(n.id)}</td><td>${pill(n.state)}</td><td>${esc(n.address)}</td><td>${workers(n.cpus, n.cpu_busy, false)}</td><td>${workers(n.gpus, n.gpu_busy, true)}</td><td>${n.running}</td><td>${n.tasks_per_sec.toFixed(1)}</td></tr>`).join("");
     $("#runs tbody").innerHTML = (o.runs || []).map((r) =>
       `<tr class="run" data-id="${esc(r.id)}" data-state="${esc(r.state)}"><td><a href="/ui/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td>${esc(r.flow)}</td><td>${pill(r.state)}</td><td>${fmtAge(r.age_ms)}</td>` +
-      `<td>${r.tasks ? bar(r.progress, r.failed > 0) + ` <span class="pct">${r.done}/${r.tasks}</span>` : ""}</td>` +
+      `<td>${r.tasks ? bar(r.progress, r.failed > 0) + ` <span class="pct" title="${esc(tally(r))}">${r.done + (r.skipped || 0)}/${r.tasks}</span>` : ""}</td>` +
       `<td>${r.state === "running" || r.state === "pending" ? `<button class="cancel" data-run="${esc(r.id)}">cancel</button>` : ""}</td></tr>`).join("");
     document.querySelectorAll("#runs button.cancel").forEach((b) => b.addEventListener("click", () => cancel(b.dataset.run, b)));
   }
@@ -68,6 +74,14 @@
     $("#run-id").textContent = id;
     $("#trace").href = base + "/trace.json";
     $("#cancel").addEventListener("click", (e) => cancel(id, e.target));
+    // The server drew the first view (graph, timeline, counts); the
+    // crumbs come from the graph's data, here and after every redraw.
+    function crumbs(svg) {
+      if (!svg || !svg.dataset.crumbs) return;
+      const cs = JSON.parse(svg.dataset.crumbs);
+      $("#crumbs").innerHTML = cs.map((c, i) => i === cs.length - 1 ? `<b>${esc(c.label)}</b>` : `<a href="${base}${c.query ? "?" + esc(c.query) : ""}">${esc(c.label)}</a>`).join("<span>›</span>");
+    }
+    crumbs($("#graph svg"));
     let busy = false, again = false;
     async function load(url, el) {
       const r = await fetch(url, {credentials: "same-origin", cache: "no-store"});
@@ -80,11 +94,7 @@
       if (busy) { again = true; return; }
       busy = true;
       try {
-        const svg = await load(base + "/graph.svg" + location.search, $("#graph"));
-        if (svg && svg.dataset.crumbs) {
-          const cs = JSON.parse(svg.dataset.crumbs);
-          $("#crumbs").innerHTML = cs.map((c, i) => i === cs.length - 1 ? `<b>${esc(c.label)}</b>` : `<a href="${base}${c.query ? "?" + esc(c.query) : ""}">${esc(c.label)}</a>`).join("<span>›</span>");
-        }
+        crumbs(await load(base + "/graph.svg" + location.search, $("#graph")));
         await load(base + "/timeline.svg", $("#timeline"));
       } catch (e) { live(false, String(e)); }
       busy = false;
@@ -96,7 +106,7 @@
       const st = $("#state"); st.textContent = s.state; st.className = `state st-${s.state}`;
       document.body.dataset.state = s.state;
       $("#progress").textContent = Math.round(100 * s.progress) + "%";
-      $("#counts").textContent = `${s.done} / ${s.running} / ${s.failed} / ${s.pending}`;
+      $("#counts").textContent = tally(s);
       $("#age").textContent = fmtAge(s.age_ms);
       $("#gen").textContent = s.gen;
       $("#cancel").hidden = !(s.state === "running" || s.state === "pending");

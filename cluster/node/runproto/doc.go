@@ -16,7 +16,8 @@
 // sources counted, the counters of the termination reports (Sent, Received,
 // ReceivedFrom), the latest probe wave, and the takeover follow's
 // bookkeeping: which follow is in force, whether it has caught up, the
-// stream positions taken.
+// stream positions taken; the Signals waiting for their causal past
+// (activation order) and the condition outcomes the follow read.
 //
 // # Inputs and actions
 //
@@ -24,9 +25,13 @@
 //	Assign(*Assignment)      a later one: Switch, Open, Signals held, Follow, Report
 //	Batch(from, seq, i, sigs)  Signals of the live subscription (or of a replay
 //	                         of this node's own subject): per Signal one of
-//	                         Deliver, Hold, Fence, Duplicate, Drop
+//	                         Deliver, Hold, Fence, Duplicate, Drop, Wait
 //	FollowBatch(seq, to, b)  a batch of the record read by the follow:
-//	                         Deliver or Duplicate (Replayed) per Signal taken
+//	                         Deliver, Wait or Duplicate (Replayed) per Signal
+//	                         taken; the picks of conditions that run again
+//	                         here are noted (Outcome)
+//	Completed(v)             an activation of v completed: Deliver the
+//	                         Signals that waited for it
 //	StartFollow()            a node new to the run after a loss: Follow
 //	CaughtUp(id)             follow id has read what the record held: Report
 //	Probe(wave), Tick(), Idle()  Report
@@ -54,6 +59,21 @@
 // parts are idle and the follow, if any, has caught up with what the
 // record held when it began; a follow is in force, not caught up, from the Assign (or
 // StartFollow) that asks for it.
+//
+// Activation order: a Signal says which activation of its destination it
+// starts (transport.Signal.DstAct, numbered by the sender with Loops) and
+// the loop context of its source's activation. It is delivered only once
+// its causal past, as far as this node runs it, has happened here: the
+// destination's activation DstAct-1 has completed (Config.Done), and each
+// local task its context names has completed the activation it names.
+// Until then it waits (counted; the run is not idle), and Completed lets it
+// in. That only lags on a node that runs again what a lost node ran, whose
+// inputs come at once from the record and live senders: a moved task runs
+// activation k on activation k's inputs, as the original did. Condition
+// replay: for the vertices that run again here (Replays: opened by a
+// takeover, or a node that joined after a loss) the follow notes every
+// Choice Signal of the record (Outcome), so a condition takes the branch it
+// took before once the follow has caught up.
 //
 // The scenario tests in testdata/ drive a Run line by line (see
 // TestScenarios for the format).

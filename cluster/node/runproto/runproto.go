@@ -2,6 +2,7 @@ package runproto
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/hetflow/hetflow/transport"
@@ -75,8 +76,9 @@ type pos struct {
 }
 
 type held struct {
-	id PhysID
-	s  transport.Signal
+	id       PhysID
+	s        transport.Signal
+	replayed bool
 }
 
 // Kind says what an Action asks of the node.
@@ -100,8 +102,13 @@ const (
 	// Duplicate: Sig was delivered before; it is dropped (and counted or
 	// not: see Batch).
 	Duplicate
-	// Drop: Sig names no task of the run, or the hold buffer is full.
+	// Drop: Sig names no task of the run, or the hold buffer is full, or
+	// it waited for an activation of a task that moved away.
 	Drop
+	// Wait: Sig starts activation Sig.DstAct of its destination, whose
+	// activation DstAct-1 has not completed here yet; it is kept (copied,
+	// and counted already) and delivered by the Completed that lets it in.
+	Wait
 	// Switch: Table is the generation in force now; the node's sends
 	// resolve their destinations and stamp their Gen from it.
 	Switch
@@ -118,7 +125,7 @@ const (
 	Report
 )
 
-var kindNames = [...]string{"?", "deliver", "hold", "fence", "duplicate", "drop", "switch", "open", "follow", "stop-follow", "report"}
+var kindNames = [...]string{"?", "deliver", "hold", "fence", "duplicate", "drop", "wait", "switch", "open", "follow", "stop-follow", "report"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -130,9 +137,10 @@ func (k Kind) String() string {
 // Action is one thing the node has to do after an input.
 type Action struct {
 	Kind     Kind
-	Sig      *transport.Signal // Deliver to Drop; valid until the next input
-	From     string            // Deliver to Drop: the sender
-	Replayed bool              // Deliver, Duplicate: taken by the follow
+	Sig      *transport.Signal // Deliver to Wait; valid until the next input
+	From     string            // Deliver to Wait: the sender
+	Replayed bool              // Deliver, Duplicate, Wait: taken by the follow
+	Waited   bool              // Deliver: a Signal that waited (Completed); it was fenced when it came
 	Reason   string            // Fence, Drop: why (for the log)
 	Table    *Table            // Switch
 	In       []bool            // Open
@@ -150,6 +158,15 @@ type Config struct {
 	// MaxHeld bounds the Signals held for a newer generation (0:
 	// DefaultMaxHeld).
 	MaxHeld int
+	// Done reads how many activations of local vertex v have completed
+	// here (any goroutine may be completing one: it is read with the
+	// node's lock held, and the node calls Completed after each completion
+	// of a vertex Waits names). nil: none ever wait (every Signal is
+	// delivered as it comes).
+	Done func(v int) uint64
+	// Loops reads a Signal's loop context (nil: its context is not
+	// waited for). With Done.
+	Loops *Loops
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -171,6 +188,22 @@ type Run struct {
 
 	held    []held
 	maxHeld int
+
+	// Signals kept until their destination's previous activation has
+	// completed (Signal.DstAct), per destination, in arrival order; waits
+	// marks the destinations with some (read by any goroutine).
+	done    func(v int) uint64
+	loops   *Loops
+	waiting map[int][]held
+	nwait   int
+	waits   []atomic.Bool
+
+	// Condition outcomes the follow read in the record (a Choice Signal of
+	// a source this node owns now): (source, activation) → destinations.
+	// replay marks the vertices that run again here what ran elsewhere
+	// (opened after a loss), whose conditions take the recorded outcome.
+	outcomes map[[2]uint64][]uint32
+	replay   []bool
 
 	sent     atomic.Uint64
 	received uint64
@@ -198,7 +231,10 @@ func New(c Config) (*Run, error) {
 	r := &Run{
 		self: c.Self, id: c.Run, n: len(c.Owner), gen: c.Gen,
 		dedup: transport.NewDeduper(), maxHeld: c.MaxHeld,
-		from: map[string]uint64{}, caught: true,
+		from: map[string]uint64{}, caught: true, done: c.Done, loops: c.Loops,
+	}
+	if r.done != nil {
+		r.waits = make([]atomic.Bool, r.n)
 	}
 	if r.maxHeld <= 0 {
 		r.maxHeld = DefaultMaxHeld
@@ -270,7 +306,7 @@ func (r *Run) Report(partsIdle bool) transport.TermReport {
 	}
 	rep := transport.TermReport{
 		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
-		Received: r.received, Idle: partsIdle && r.caught && !r.failed, ReceivedFrom: from,
+		Received: r.received, Idle: partsIdle && r.caught && !r.failed && r.nwait == 0, ReceivedFrom: from,
 	}
 	rep.Sent = r.sent.Load()
 	return rep
@@ -323,6 +359,7 @@ func (r *Run) Stop() []Action {
 	}
 	r.stopped = true
 	r.held = nil
+	r.waiting, r.nwait = nil, 0
 	if r.follow != 0 {
 		return r.reset(Action{Kind: StopFollow})
 	}
@@ -372,7 +409,20 @@ func (r *Run) Assign(a *transport.Assignment) ([]Action, Moved, error) {
 	r.gen = a.Gen
 	r.dedup.SetGen(r.id, a.Gen)
 	acts := r.reset(Action{Kind: Switch, Table: t})
+	for _, v := range sortedWaiting(r.waiting) {
+		if t.NodeOf(v) == r.self {
+			continue
+		}
+		for i := range r.waiting[v] {
+			h := &r.waiting[v][i]
+			acts = append(acts, Action{Kind: Drop, Sig: &h.s, From: h.id.From, Replayed: h.replayed, Reason: "its destination moved away"})
+		}
+		r.nwait -= len(r.waiting[v])
+		delete(r.waiting, v)
+		r.waits[v].Store(false)
+	}
 	if m.Taken > 0 {
+		r.markReplay(in)
 		acts = append(acts, Action{Kind: Open, In: in})
 		// Not idle from now until the new follow has caught up.
 		r.follow++
@@ -408,7 +458,132 @@ func (r *Run) StartFollow() []Action {
 	if r.taken == nil {
 		r.taken = map[pos]struct{}{}
 	}
+	r.markReplay(r.Mine())
 	return r.reset(Action{Kind: Follow, Follow: r.follow})
+}
+
+func (r *Run) markReplay(in []bool) {
+	if r.replay == nil {
+		r.replay = make([]bool, r.n)
+	}
+	for v, ok := range in {
+		r.replay[v] = r.replay[v] || ok
+	}
+}
+
+// Replays reports whether v runs again here what ran elsewhere (it was
+// opened after a loss): a condition's activation then takes the outcome the
+// record holds for it (Outcome), once the follow has caught up (Caught).
+func (r *Run) Replays(v int) bool { return r.replay != nil && v < len(r.replay) && r.replay[v] }
+
+// Outcome is the destinations the record's Choice Signals say activation
+// act of condition v picked (read by the follow), and whether there is
+// any.
+func (r *Run) Outcome(v int, act uint64) ([]uint32, bool) {
+	d, ok := r.outcomes[[2]uint64{uint64(v), act}]
+	return d, ok
+}
+
+// Waits reports whether a Signal waits for an activation of v to complete
+// (any goroutine: the node then calls Completed after v's next
+// completion).
+func (r *Run) Waits(v int) bool { return r.waits != nil && v < len(r.waits) && r.waits[v].Load() }
+
+// Waiting is how many Signals wait for their destination's previous
+// activation.
+func (r *Run) Waiting() int { return r.nwait }
+
+// Completed says that an activation of local vertex v completed (Done
+// counts it already): the Signals waiting for it are delivered, in the
+// order they came (Deliver, Replayed as when they came).
+func (r *Run) Completed(v int) []Action {
+	r.reset()
+	if r.stopped || r.waiting == nil {
+		return nil
+	}
+	ws := r.waiting[v]
+	if len(ws) == 0 {
+		return nil
+	}
+	delete(r.waiting, v)
+	r.waits[v].Store(false)
+	var out []held
+	for _, h := range ws {
+		if u := r.blocker(&h.s); u >= 0 {
+			r.park(u, h) // still waits, maybe for another task now
+			continue
+		}
+		out = append(out, h)
+	}
+	r.nwait -= len(out)
+	for i := range out {
+		h := &out[i]
+		r.acts = append(r.acts, Action{Kind: Deliver, Sig: &h.s, From: h.id.From, Replayed: h.replayed, Waited: true})
+	}
+	return r.acts
+}
+
+// gate turns the Deliver of a Signal whose causal past has not happened
+// here yet into a Wait: the Signal is kept until it has. Its past, as far
+// as this node runs it: the activation of its destination before the one
+// it starts (DstAct), and, for each task of its loop context that runs
+// here, the activation the context names. Both only lag on a node that
+// runs again what ran elsewhere: a Signal from the record, or from a live
+// sender that had those activations from the lost node, comes before this
+// node re-ran them.
+func (r *Run) gate(a *Action) {
+	if r.done == nil {
+		return
+	}
+	u := r.blocker(a.Sig)
+	if u < 0 {
+		return
+	}
+	c := *a.Sig
+	c.Output = clone(c.Output)
+	c.Ctx = append([]uint64(nil), c.Ctx...)
+	r.park(u, held{id: PhysID{From: a.From}, s: c, replayed: a.Replayed})
+	r.nwait++
+	a.Kind = Wait
+}
+
+// blocker is a local task whose activation s's past needs and that has not
+// completed here yet, or -1. It marks the task waited for before it reads
+// its count (a completion counts first and looks after: one of the two
+// sees the other); park keeps the mark, or the caller clears it.
+func (r *Run) blocker(s *transport.Signal) int {
+	tab := r.tab.Load()
+	local := func(v int) bool { return v >= 0 && v < r.n && tab.NodeOf(v) == r.self }
+	check := func(v int, need uint64) bool { // v has completed need activations
+		r.waits[v].Store(true)
+		if r.done(v) >= need {
+			if len(r.waiting[v]) == 0 {
+				r.waits[v].Store(false)
+			}
+			return true
+		}
+		return false
+	}
+	if d := int(s.Dst); s.DstAct > 1 && local(d) && !check(d, s.DstAct-1) {
+		return d
+	}
+	if r.loops != nil {
+		for j, k := range s.Ctx {
+			if u := r.loops.Head(int(s.Src), j); k > 0 && local(u) && !check(u, k) {
+				return u
+			}
+		}
+	}
+	return -1
+}
+
+// park keeps h waiting for a completion of v.
+func (r *Run) park(v int, h held) {
+	if r.waiting == nil {
+		r.waiting = map[int][]held{}
+	}
+	r.waiting[v] = append(r.waiting[v], h)
+	r.waits[v].Store(true)
 }
 
 // CaughtUp says that follow id has read everything the record held when it
@@ -470,7 +645,7 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 			}
 			c := *s
 			c.Output = clone(s.Output)
-			r.held = append(r.held, held{id, c})
+			r.held = append(r.held, held{id: id, s: c})
 			r.acts = append(r.acts, Action{Kind: Hold, Sig: s, From: from})
 			continue
 		case int(s.Src) >= r.n || int(s.Dst) >= r.n:
@@ -512,6 +687,7 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 		}
 		if v == transport.Accept {
 			a.Kind = Deliver
+			r.gate(a)
 		} else {
 			a.Kind = Duplicate
 		}
@@ -531,7 +707,11 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 	r.reset()
 	tab := r.tab.Load()
-	if r.stopped || r.taken == nil || tab.Has(to) {
+	if r.stopped || r.taken == nil {
+		return nil
+	}
+	r.noteOutcomes(tab, b)
+	if tab.Has(to) {
 		return nil
 	}
 	for i := range b.Signals {
@@ -560,10 +740,39 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 		a := Action{Kind: Duplicate, Sig: s, From: b.From, Replayed: true}
 		if r.dedup.AdmitReplayed(s) == transport.Accept {
 			a.Kind = Deliver
+			r.gate(&a)
 		}
 		r.acts = append(r.acts, a)
 	}
 	return r.acts
+}
+
+// noteOutcomes records the picks of the conditions this node runs again:
+// a Choice Signal of the record whose source runs here now, wherever it
+// was addressed, says which branch that activation took.
+func (r *Run) noteOutcomes(tab *Table, b *transport.Batch) {
+	for i := range b.Signals {
+		s := &b.Signals[i]
+		if s.Kind != transport.SignalChoice || s.Run != r.id || int(s.Src) >= r.n || int(s.Dst) >= r.n || !r.Replays(int(s.Src)) || tab.NodeOf(int(s.Src)) != r.self {
+			continue
+		}
+		if r.outcomes == nil {
+			r.outcomes = map[[2]uint64][]uint32{}
+		}
+		k := [2]uint64{uint64(s.Src), s.Act}
+		if d := r.outcomes[k]; !slices.Contains(d, s.Dst) {
+			r.outcomes[k] = append(d, s.Dst)
+		}
+	}
+}
+
+func sortedWaiting(m map[int][]held) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // seenPhys reports whether the physical Signal id was counted already, and

@@ -32,10 +32,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
 //	                                                    (B: the batch's own number, default S)
 //	startfollow | caught id=F | probe W | tick | sent K | stop | fail
+//	completed V                                         an activation of V completed here
+//	outcome V@ACT                                       the record's outcome of condition V's activation
 //	report [idle]                                       the TermReport (idle: the parts are)
 //	state                                               gen, held Signals, follow, counters
 //
-// A Signal input line is SRC>DST@ACT gGEN [run=R] [choice] [out=TEXT].
+// A Signal input line is SRC>DST@ACT gGEN [run=R] [choice] [out=TEXT]
+// [starts=K] (K: the destination activation it starts, DstAct).
 // go test -run TestScenarios -rewrite rewrites the expected outputs.
 func TestScenarios(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txt")
@@ -48,10 +51,11 @@ func TestScenarios(t *testing.T) {
 }
 
 type scenario struct {
-	t   *testing.T
-	at  string
-	r   *Run
-	run string
+	t    *testing.T
+	at   string
+	r    *Run
+	run  string
+	done map[int]uint64 // completions per vertex (completed)
 }
 
 func runFile(t *testing.T, file string) {
@@ -165,6 +169,12 @@ func (sc *scenario) signals(lines []string) []transport.Signal {
 				s.Run = v
 			case "out":
 				s.Output = []byte(v)
+			case "starts":
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					sc.fatalf("signal option %q", o)
+				}
+				s.DstAct = n
 			default:
 				sc.fatalf("signal option %q", o)
 			}
@@ -185,7 +195,9 @@ func (sc *scenario) do(input []string) []string {
 	case "new":
 		nodes, owner := sc.placement(m)
 		var err error
-		sc.r, err = New(Config{Self: m["self"], Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner, MaxHeld: int(sc.num(m, "maxheld"))})
+		sc.done = map[int]uint64{}
+		sc.r, err = New(Config{Self: m["self"], Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner, MaxHeld: int(sc.num(m, "maxheld")),
+			Done: func(v int) uint64 { return sc.done[v] }})
 		if err != nil {
 			return []string{"error: " + err.Error()}
 		}
@@ -224,6 +236,27 @@ func (sc *scenario) do(input []string) []string {
 		return []string{"ok"}
 	case "stop":
 		return show(r.Stop())
+	case "completed":
+		v, err := strconv.Atoi(f[1])
+		if err != nil {
+			sc.fatalf("completed %q", f[1])
+		}
+		sc.done[v]++
+		if !r.Waits(v) {
+			return []string{"nothing (none waits)"}
+		}
+		return show(r.Completed(v))
+	case "outcome":
+		var v int
+		var act uint64
+		if _, err := fmt.Sscanf(f[1], "%d@%d", &v, &act); err != nil {
+			sc.fatalf("outcome %q: %v", f[1], err)
+		}
+		d, ok := r.Outcome(v, act)
+		if !ok {
+			return []string{fmt.Sprintf("replays=%t none", r.Replays(v))}
+		}
+		return []string{fmt.Sprintf("replays=%t picked %v", r.Replays(v), d)}
 	case "fail":
 		return show(r.Fail())
 	case "report":
@@ -231,7 +264,11 @@ func (sc *scenario) do(input []string) []string {
 		return []string{fmt.Sprintf("report gen=%d wave=%d sent=%d received=%d idle=%t from=%s", rep.Gen, rep.Wave, rep.Sent, rep.Received, rep.Idle, counts(rep.ReceivedFrom))}
 	case "state":
 		sent, received, from := r.Counts()
-		return []string{fmt.Sprintf("gen=%d held=%d follow=%d caught=%t stopped=%t sent=%d received=%d from=%s", r.Gen(), r.Held(), r.FollowID(), r.Caught(), r.Stopped(), sent, received, counts(from))}
+		st := fmt.Sprintf("gen=%d held=%d follow=%d caught=%t stopped=%t sent=%d received=%d from=%s", r.Gen(), r.Held(), r.FollowID(), r.Caught(), r.Stopped(), sent, received, counts(from))
+		if w := r.Waiting(); w > 0 {
+			st += fmt.Sprintf(" waiting=%d", w)
+		}
+		return []string{st}
 	}
 	sc.fatalf("unknown command %q", cmd)
 	return nil
@@ -264,9 +301,12 @@ func show(acts []Action) []string {
 		var b strings.Builder
 		b.WriteString(a.Kind.String())
 		switch a.Kind {
-		case Deliver, Hold, Fence, Duplicate, Drop:
+		case Deliver, Hold, Fence, Duplicate, Drop, Wait:
 			s := a.Sig
 			fmt.Fprintf(&b, " %d>%d@%d g%d from %s", s.Src, s.Dst, s.Act, s.Gen, a.From)
+			if s.DstAct > 0 {
+				fmt.Fprintf(&b, " starts=%d", s.DstAct)
+			}
 			if s.Kind == transport.SignalChoice {
 				b.WriteString(" choice")
 			}

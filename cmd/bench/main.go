@@ -1,16 +1,66 @@
+// Command bench runs hetflow's cluster benchmarks (package bench): the
+// seed's experiments on in-process dev clusters or, with --server, on a
+// running cluster, writing JSON results and SVG/PNG plots. It is a binary of
+// its own so that the coordinator does not link the plotting libraries.
+//
+//	go run ./cmd/bench --quick                 # CI-sized, under two minutes on 2 cores
+//	go run ./cmd/bench --out docs/bench        # the full run behind docs/bench/
+//	go run ./cmd/bench --server URL[,URL...]   # a running cluster (node --http for /metrics)
+//
+// Exit codes: 0 done, 1 a run failed, 2 invalid input (flags, results
+// directory), 3 the cluster cannot be reached, 4 not authorised, 5 not
+// found. See docs/benchmarks/cluster-bench.md.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/hetflow/hetflow/bench"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
 
-// benchCmd is `coordinator bench`: the cluster benchmark of package bench.
+// Exit codes, those of every command (internal/cli).
+const (
+	exitOK      = cli.ExitOK
+	exitInvalid = cli.ExitInvalid
+)
+
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
+
+func codeOf(err error) error {
+	return cli.CodeOf(err, "the cluster wants its API token: --token-file F or HETFLOW_TOKEN")
+}
+
+func signalCtx() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	cmd := benchCmd()
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *cli.ExitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, err) // package bench's errors name it
+		return ee.Code
+	}
+	fmt.Fprintln(os.Stderr, "bench:", err) // cobra's own: unknown flag, bad argument count
+	return exitInvalid
+}
+
+// benchCmd is the command line of package bench.
 func benchCmd() *cobra.Command {
 	var quick, quiet bool
 	var out, server, tokenFile, replot, resim string
@@ -24,7 +74,9 @@ func benchCmd() *cobra.Command {
 experiment and SVG/PNG plots under --out. --quick is the CI-sized run (under two
 minutes on a 2-core machine); without it, the full run behind docs/bench/.
 See docs/benchmarks/cluster-bench.md.`,
-		Args: cobra.NoArgs,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if replot != "" {
 				files, err := bench.Replot(replot)
@@ -34,7 +86,7 @@ See docs/benchmarks/cluster-bench.md.`,
 				if errors.Is(err, bench.ErrConfig) {
 					return withCode(exitInvalid, err)
 				}
-				return withCode(exitRunFailed, err)
+				return withCode(cli.ExitRunFailed, err)
 			}
 			c := bench.Full()
 			if quick {
@@ -61,7 +113,7 @@ See docs/benchmarks/cluster-bench.md.`,
 				if errors.Is(err, bench.ErrConfig) {
 					return withCode(exitInvalid, err)
 				}
-				return withCode(exitRunFailed, err)
+				return withCode(cli.ExitRunFailed, err)
 			}
 			c.Workers, c.Seed = workers, seed
 			if server != "" {
@@ -79,7 +131,7 @@ See docs/benchmarks/cluster-bench.md.`,
 			if !quiet {
 				c.Progress = cmd.ErrOrStderr()
 			}
-			bench.Command = "coordinator bench " + strings.Join(os.Args[min(2, len(os.Args)):], " ")
+			bench.Command = strings.Join(append([]string{"bench"}, os.Args[min(1, len(os.Args)):]...), " ")
 			ctx, cancel := signalCtx()
 			defer cancel()
 			rep, err := bench.Run(ctx, c)
