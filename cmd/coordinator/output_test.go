@@ -39,7 +39,7 @@ func TestOutputsPeopleCanRead(t *testing.T) {
 	if st, err := d.Client().Wait(ctx, id, nil); err != nil {
 		t.Fatalf("%v %+v", err, st)
 	}
-	code, out, errs := runCLI("status", id, "--server", d.URL())
+	code, out, errs := execute("status", id, "--server", d.URL())
 	if code != exitOK {
 		t.Fatalf("status: %d %s", code, errs)
 	}
@@ -48,13 +48,13 @@ func TestOutputsPeopleCanRead(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
-	_, out, _ = runCLI("status", id, "--server", d.URL(), "--json")
+	_, out, _ = execute("status", id, "--server", d.URL(), "--json")
 	var st proto.RunStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Tasks[0].Output != hex.EncodeToString([]byte("6 words\n")) {
 		t.Errorf("status --json: %v %+v", err, st.Tasks)
 	}
 	for task, want := range map[string][]byte{"say": []byte("6 words\n"), "bin": blob(5), "big": blob(100000), "end": nil} {
-		code, out, errs := runCLI("output", id, task, "--server", d.URL())
+		code, out, errs := execute("output", id, task, "--server", d.URL())
 		if code != exitOK || out != string(want) {
 			t.Errorf("output %s: exit %d, %d bytes, want %d (%s)", task, code, len(out), len(want), errs)
 		}
@@ -62,7 +62,7 @@ func TestOutputsPeopleCanRead(t *testing.T) {
 			t.Errorf("output of a task without one: stderr %q", errs)
 		}
 	}
-	if code, _, errs := runCLI("output", id, "nosuch", "--server", d.URL()); code != exitNotFound || !strings.Contains(errs, `no task "nosuch"`) {
+	if code, _, errs := execute("output", id, "nosuch", "--server", d.URL()); code != exitNotFound || !strings.Contains(errs, `no task "nosuch"`) {
 		t.Errorf("output of an unknown task: exit %d %s", code, errs)
 	}
 }

@@ -15,27 +15,6 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
-// runCLI runs the CLI in-process and returns its exit code, stdout and
-// stderr (with the error it returned, as main would print it).
-func runCLI(args ...string) (int, string, string) {
-	root := newRoot()
-	var out, errb strings.Builder
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(args)
-	err := root.Execute()
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		errb.WriteString(ee.Err.Error())
-		return ee.Code, out.String(), errb.String()
-	case err != nil:
-		errb.WriteString(err.Error())
-		return exitInvalid, out.String(), errb.String()
-	}
-	return exitOK, out.String(), errb.String()
-}
-
 const paramsFlow = `name: pf
 params:
   ms: {type: int, default: 1}
@@ -71,12 +50,12 @@ func TestSubmitParams(t *testing.T) {
 		{[]string{"validate", p, "--param", "who=x", "--param", "who=y"}, `--param who given twice`},
 		{[]string{"submit", p, "--server", "http://127.0.0.1:1", "--param", "who=x", "--param", "nope=1"}, `parameter "nope" given, but the flow does not declare it`},
 	} {
-		code, _, errs := runCLI(c.args...)
+		code, _, errs := execute(c.args...)
 		if code != exitInvalid || !strings.Contains(errs, c.want) {
 			t.Errorf("coordinator %v: exit %d, stderr %q; want exit %d naming %q", c.args, code, errs, exitInvalid, c.want)
 		}
 	}
-	if code, out, errs := runCLI("validate", p, "--param", "who=x"); code != exitOK || !strings.Contains(out, "ok") {
+	if code, out, errs := execute("validate", p, "--param", "who=x"); code != exitOK || !strings.Contains(out, "ok") {
 		t.Errorf("validate with the parameter: exit %d %q %q", code, out, errs)
 	}
 
@@ -87,7 +66,7 @@ func TestSubmitParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	code, out, errs := runCLI("submit", p, "--server", d.URL(), "--wait", "--json", "--param", "who=ann", "--param", "ms=2")
+	code, out, errs := execute("submit", p, "--server", d.URL(), "--wait", "--json", "--param", "who=ann", "--param", "ms=2")
 	if code != exitOK {
 		t.Fatalf("submit --wait: exit %d, %s %s", code, out, errs)
 	}
@@ -98,7 +77,7 @@ func TestSubmitParams(t *testing.T) {
 	if st.State != proto.RunSucceeded || st.Params["who"] != "ann" || st.Params["ms"] != 2.0 {
 		t.Errorf("status %+v: want succeeded with params who=ann ms=2", st)
 	}
-	code, out, _ = runCLI("status", st.ID, "--server", d.URL())
+	code, out, _ = execute("status", st.ID, "--server", d.URL())
 	if code != exitOK || !strings.Contains(out, "params ms=2 who=ann") {
 		t.Errorf("status: exit %d\n%s\nwant a line params ms=2 who=ann", code, out)
 	}
