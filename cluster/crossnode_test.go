@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -62,7 +62,7 @@ func TestManyCrossNodeEdgesRunExactlyOnce(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 3, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 3, SimGPUs: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -37,7 +39,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
 	other := secret(t, "another cluster's secret, not ours")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 
@@ -118,7 +120,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 	peer, err := transport.Connect(ctx, d.NATSURL(), transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
@@ -222,7 +224,7 @@ const forgeFlow = "name: forge\ntasks:\n  - {name: a, func: hash, node: n1}\n  -
 func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of the forgery test")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 	c := d.Client()
@@ -244,7 +246,7 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 
 	cred, err := sec.NodeCredential("n9")
 	must(t, err)
-	evil, err := transport.Connect(ctx, d.NATSURL(), cred.ConnectOptions()...)
+	evil, err := transport.Connect(ctx, d.NATSURL(), natsauth.ConnectOptions(cred)...)
 	must(t, err)
 	defer evil.Close()
 	refused := func(subj string, data []byte) {

@@ -29,7 +29,7 @@
 //
 // SignalSubject, EventSubject, ControlSubject and the *Filter functions build them.
 // What a node sends names it as the subject's last token: a secured server lets a
-// node publish only its own (cluster/proto.NodePermissions), so receivers take the
+// node publish only its own (cluster/natsauth.NodePermissions), so receivers take the
 // sender from the subject. A batch whose From, or an event whose Node, is not the
 // subject's is dropped and counted (Stats.Mismatched).
 //

@@ -14,7 +14,7 @@ import (
 //
 // A subject that carries what a node sends names the node as its last
 // token; a secured NATS server lets a node publish only subjects naming it
-// (cluster/proto.NodePermissions), so receivers take the sender from the
+// (cluster/natsauth.NodePermissions), so receivers take the sender from the
 // subject, never from the message.
 //
 //	hf.ctl.<node>              control messages to one node (core NATS)

@@ -61,6 +61,10 @@ type LeaderConfig struct {
 	// Silence and InProcess configure the Liveness (which see).
 	Silence   time.Duration
 	InProcess bool
+	// Offered, when set, tells what the takers of a reassignment offer (the
+	// server's cached node catalogs, Server.cachedOffered): moved tasks go to
+	// nodes that have their functions (pinMoved). nil: placement by capacity.
+	Offered func(nodes []Node) *funcs.Offered
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -420,7 +424,11 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 				takers = append(takers, n)
 			}
 		}
-		assign, err := reassign(r, takers)
+		var offered *funcs.Offered
+		if l.cfg.Offered != nil {
+			offered = l.cfg.Offered(takers)
+		}
+		assign, err := reassign(r, takers, offered)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			l.log(slog.LevelWarn, "run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -437,8 +445,9 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 	return l.flush()
 }
 
-// reassign plans a run's new assignment over the alive nodes.
-func reassign(r Run, alive []Node) ([]string, error) {
+// reassign plans a run's new assignment over the alive nodes; moved tasks
+// go to nodes that have their functions (o, pinMoved in catalog.go).
+func reassign(r Run, alive []Node, o *funcs.Offered) ([]string, error) {
 	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
@@ -447,6 +456,7 @@ func reassign(r Run, alive []Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
 	}
+	pinMoved(g, r.Assignment, alive, o, Seed(r.ID)+r.Gen)
 	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
 	return assign, err
 }

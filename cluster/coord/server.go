@@ -99,11 +99,12 @@ type Config struct {
 // Server is one coordinator: a raft replica of the FSM, a member of the
 // gossip ring, the HTTP API and, while it leads, the leader loop.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	fsm  *raftFSM
-	reg  *prometheus.Registry
-	http *prometheus.CounterVec
+	cfg      Config
+	catalogs catalogCache // the nodes' function catalogs (catalog.go)
+	log      *slog.Logger
+	fsm      *raftFSM
+	reg      *prometheus.Registry
+	http     *prometheus.CounterVec
 
 	raft    *raft.Raft
 	store   *boltStore

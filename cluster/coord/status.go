@@ -72,7 +72,7 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 // vertex in order (each followed by the subflow children seen under it),
 // then any other named task.
 func (f *Fold) Status(r Run, g *spec.Graph) proto.RunStatus {
-	st := proto.RunStatus{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error}
+	st := proto.RunStatus{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error, Params: r.Params}
 	none := proto.TaskPending
 	switch r.State {
 	case proto.RunSucceeded, proto.RunFailed:

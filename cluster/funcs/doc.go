@@ -91,10 +91,14 @@
 //	fanout {n, us}       subflow: n spin {us} children named "0".."n-1"
 //	pick {choices}       multicondition: returns the given indices
 //	blob {n}             outputs n bytes (byte i = i mod 256), for traffic tests
+//	exec {cmd, args, stdin, env}  only with Registry.EnableExec(allow) (node --exec-allow): runs an
+//	                     allowed program with its inputs as files (and stdin); stdout is the output
 //
-// Only hash, saxpy and blob produce output. saxpy has a Graph (the gpu
-// package's saxpy kernel between copies in and out) and, as its GPU body,
-// the host computation; both round a·x to float32 before adding (no fused
-// multiply-add) and sum y on the host in index order, so every body gives
-// the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
+// Only hash, saxpy, blob and exec produce output. exec is off by default:
+// see EnableExec, and the security section of docs/cluster-protocol.md
+// (whoever may submit flows can run the allowed programs). saxpy has a
+// Graph (the gpu package's saxpy kernel between copies in and out) and, as
+// its GPU body, the host computation; both round a·x to float32 before
+// adding (no fused multiply-add) and sum y on the host in index order, so
+// every body gives the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
 package funcs

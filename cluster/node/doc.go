@@ -8,7 +8,8 @@
 //
 //	n, err := node.New(node.Config{ID: "n1", Conn: conn, CPUs: 4, GPUs: 1})
 //	err = n.Start(ctx)   // subscribes: from now on it takes Assignments
-//	meta := n.Meta()     // what to advertise in the membership ring
+//	meta := n.AdvertisedMeta() // what to advertise in the membership ring (Meta, with the catalog's hash)
+//	sub, err := n.ServeCatalog() // answer for the function catalog (close it after Close)
 //	...
 //	err = n.Drain(ctx)   // SIGTERM: no new runs, wait for held ones, leave, Close
 //	// or n.Close():        cancel everything held, join every goroutine

@@ -86,7 +86,7 @@ type Config struct {
 	BatchOptions []transport.BatchOption
 	// Streams, when set, makes Start create (or update) the JetStream
 	// streams; otherwise the coordinator is expected to have made them. A
-	// node connected with its own credential may not (proto.NodePermissions).
+	// node connected with its own credential may not (natsauth.NodePermissions).
 	Streams *transport.StreamConfig
 	// HTTP is the node's HTTP address, advertised in Meta.
 	HTTP string

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/hetflow/hetflow/transport"
 )
 
 // Per-process identities on NATS.
@@ -25,10 +23,10 @@ import (
 //     subscribe everywhere;
 //   - a node connects as "node:<id>" with a password that is an HMAC of its
 //     id under a key derived from the cluster secret (NodeCredential). The
-//     server recomputes it (Secret.AuthorizeNATS), so it needs no list of
+//     server recomputes it (natsauth.Authorize), so it needs no list of
 //     nodes given in advance, and a node that holds its own credential can
 //     neither compute another's nor the cluster secret. A node may publish
-//     only on subjects that name it as the sender (NodePermissions), so a
+//     only on subjects that name it as the sender (natsauth.Permissions), so a
 //     receiver takes the sender from the subject, never from the body.
 //
 // ErrCredential: a node credential file that cannot be used.
@@ -64,40 +62,6 @@ func SenderOf(subject string) string {
 // (transport.WithInboxPrefix): the only replies it may subscribe to.
 func NodeInboxPrefix(node string) string { return "_INBOX_node." + node }
 
-// NATSPermissions are what a NATS user may publish and subscribe to
-// (NATS subject patterns), and whether it may answer requests it received
-// (a reply subject, once).
-type NATSPermissions struct {
-	Publish, Subscribe []string
-	Responses          bool
-}
-
-// NodePermissions are what node id may do on NATS: publish Signal batches
-// from itself (to any node), its task events, its term reports and fail
-// envelopes, and read (never change) the two JetStream streams; subscribe
-// to its own Signals, its control subjects, its pings and its replies; and
-// answer pings.
-func NodePermissions(id string) NATSPermissions {
-	pub := []string{
-		transport.SignalsFromFilter(id),
-		transport.NodeEventsFilter(id),
-		TermSubject(id),
-		FailSubject(id),
-		"$JS.API.INFO",
-	}
-	for _, st := range []string{transport.StreamRecord, transport.StreamEvents} {
-		pub = append(pub,
-			"$JS.API.STREAM.INFO."+st,
-			"$JS.API.CONSUMER.CREATE."+st, "$JS.API.CONSUMER.CREATE."+st+".>",
-			"$JS.API.CONSUMER.INFO."+st+".*", "$JS.API.CONSUMER.DELETE."+st+".*",
-			"$JS.API.CONSUMER.MSG.NEXT."+st+".*")
-	}
-	sigs, _ := transport.NodeSignalsFilter(id)
-	ctl, _ := transport.ControlSubject(id)
-	sub := []string{sigs, ctl, transport.BroadcastSubject, PingSubject(id), NodeInboxPrefix(id) + ".>"}
-	return NATSPermissions{Publish: pub, Subscribe: sub, Responses: true}
-}
-
 // NodeCredential is what a node needs to join a cluster without the
 // cluster secret: its NATS user and password, the gossip key, and a hash
 // of the API token (it checks the token on its /metrics, and cannot call
@@ -113,7 +77,7 @@ type NodeCredential struct {
 // NodeCredential issues node id's credential. The Secret must come from
 // DeriveSecret.
 func (s Secret) NodeCredential(id string) (NodeCredential, error) {
-	if err := transport.ValidateID("node", id); err != nil {
+	if err := validNodeID(id); err != nil {
 		return NodeCredential{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(s.NodeKey) == 0 {
@@ -139,26 +103,19 @@ func TokenHash(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// AuthorizeNATS is the NATS server's check of a connecting client: the
-// coordinators' user with the secret's password gets every permission
-// (nil), a node's user with its credential's password gets
-// NodePermissions, anything else is refused.
-func (s Secret) AuthorizeNATS(user, password string) (perms *NATSPermissions, ok bool) {
-	if s.NATSPassword == "" {
-		return nil, true // no secret: no security
+// AdminPassword reports whether password is the coordinators' NATS
+// password (user NATSUser); always false without a secret.
+func (s Secret) AdminPassword(password string) bool {
+	return s.NATSPassword != "" && subtle.ConstantTimeCompare([]byte(password), []byte(s.NATSPassword)) == 1
+}
+
+// NodePassword reports whether password is node id's NATS password, the
+// one its credential holds; always false without a secret.
+func (s Secret) NodePassword(id, password string) bool {
+	if len(s.NodeKey) == 0 || validNodeID(id) != nil {
+		return false
 	}
-	if user == s.NATSUser {
-		return nil, subtle.ConstantTimeCompare([]byte(password), []byte(s.NATSPassword)) == 1
-	}
-	id, isNode := strings.CutPrefix(user, NodeUserPrefix)
-	if !isNode || len(s.NodeKey) == 0 || transport.ValidateID("node", id) != nil {
-		return nil, false
-	}
-	if subtle.ConstantTimeCompare([]byte(password), []byte(s.nodePassword(id))) != 1 {
-		return nil, false
-	}
-	p := NodePermissions(id)
-	return &p, true
+	return subtle.ConstantTimeCompare([]byte(password), []byte(s.nodePassword(id))) == 1
 }
 
 // WriteNodeCredential writes c to path (mode 0600), failing if it exists.
@@ -197,12 +154,6 @@ func ReadNodeCredential(path, id string) (NodeCredential, error) {
 	return c, nil
 }
 
-// ConnectOptions are the transport options a node connects with: its user,
-// its password and its reply-subject prefix.
-func (c NodeCredential) ConnectOptions() []transport.Option {
-	return []transport.Option{transport.WithUserPassword(c.NATSUser, c.NATSPassword), transport.WithInboxPrefix(NodeInboxPrefix(c.Node))}
-}
-
 // GossipKeyBytes is c's gossip key (ReadNodeCredential checked it).
 func (c NodeCredential) GossipKeyBytes() []byte {
 	b, _ := hex.DecodeString(c.GossipKey)
@@ -216,4 +167,27 @@ func (c NodeCredential) CheckToken(token string) bool {
 		return true
 	}
 	return subtle.ConstantTimeCompare([]byte(TokenHash(token)), []byte(c.APITokenHash)) == 1
+}
+
+// maxIDLen is transport.MaxIDLen: this package does not import transport,
+// so that the API client (package cluster) pulls in no NATS code;
+// TestValidNodeIDIsTransports keeps the two rules one.
+const maxIDLen = 128
+
+// validNodeID is transport.ValidateID("node", id).
+func validNodeID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("node id is empty")
+	case len(id) > maxIDLen:
+		return fmt.Errorf("node id %.32q... is %d bytes, limit %d", id, len(id), maxIDLen)
+	case id == "all":
+		return fmt.Errorf("node id %q is reserved for broadcast", id)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c == 0x7f || c == '.' || c == '*' || c == '>' {
+			return fmt.Errorf("node id %q has %q at byte %d (no spaces, control characters, '.', '*' or '>')", id, c, i)
+		}
+	}
+	return nil
 }

@@ -87,6 +87,10 @@ type SubmitRequest struct {
 	// or a leader change, finds the run the first attempt made instead of
 	// starting a second one. Empty: the leader picks the id.
 	ID string `json:"id,omitempty"`
+	// Params fill the flow's parameters (its params:), by name: a string is
+	// parsed by the parameter's type (what submit --param name=value gives),
+	// a number or bool must fit it.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // NewRunID returns a fresh run id: "r" + 13 lowercase hex digits of now in
@@ -127,11 +131,13 @@ type ErrorResponse struct {
 // RunStatus is GET /v1/runs/{id}, `status --json`, `submit --wait --json`
 // and one line of `dev --json` (docs/design.md, "The contract").
 type RunStatus struct {
-	ID    string       `json:"id"`
-	Flow  string       `json:"flow"`
-	State string       `json:"state"`
-	Error string       `json:"error,omitempty"`
-	Tasks []TaskStatus `json:"tasks,omitempty"`
+	ID    string `json:"id"`
+	Flow  string `json:"flow"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Params are the values the run's parameters took (given or default).
+	Params map[string]any `json:"params,omitempty"`
+	Tasks  []TaskStatus   `json:"tasks,omitempty"`
 }
 
 // TaskStatus is one task of a RunStatus.
@@ -201,6 +207,9 @@ type Meta struct {
 	// (a supervisor, a container restart policy) has another one, and the
 	// leader treats the runs the old process held as lost on it.
 	Boot string `json:"boot,omitempty"`
+	// Funcs is the hash of the node's function catalog (Catalog.Hash); the
+	// catalog itself answers on CatalogSubject.
+	Funcs string `json:"funcs,omitempty"`
 }
 
 // Secret is what a cluster secret yields.
@@ -210,7 +219,7 @@ type Secret struct {
 	GossipKey    []byte // 32 bytes: memberlist's SecretKey (AES-256)
 	APIToken     string
 	// NodeKey issues and checks the nodes' NATS passwords (NodeCredential,
-	// AuthorizeNATS); only coordinators and the NATS server hold it.
+	// natsauth.Authorize); only coordinators and the NATS server hold it.
 	NodeKey []byte
 }
 

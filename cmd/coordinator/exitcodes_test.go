@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
@@ -75,7 +75,7 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Secret: sec})
 	if err != nil {
 		t.Fatal(err)
 	}

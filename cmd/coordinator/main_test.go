@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
@@ -91,7 +92,7 @@ func TestCancelSaysWhatHappened(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Secret: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestCredentialsVerb(t *testing.T) {
 	if want, _ := sec.NodeCredential("n4"); cred != want {
 		t.Fatalf("wrote %+v, want %+v", cred, want)
 	}
-	if p, ok := sec.AuthorizeNATS(cred.NATSUser, cred.NATSPassword); !ok || p == nil {
+	if p, ok := natsauth.Authorize(sec, cred.NATSUser, cred.NATSPassword); !ok || p == nil {
 		t.Fatalf("the NATS server would not take it as a node: %v %v", p, ok)
 	}
 	for name, a := range map[string][]string{

@@ -5,7 +5,7 @@
 // allowed everything, or a node's own (user "node:<id>", an HMAC of the id
 // under a key the secret derives: cluster/proto.Secret.NodeCredential),
 // checked without a list of nodes and allowed only what that node may send
-// (cluster/proto.NodePermissions).
+// (cluster/natsauth.NodePermissions).
 //
 //	natsd --addr 0.0.0.0:4222 --store /data [--secret-file F] [--http 0.0.0.0:8222] [--tls-cert C --tls-key K]
 //	natsd health --url nats://127.0.0.1:4222 [--secret-file F] [--ca-file C]   (exit 0 when JetStream answers)
@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/nats-io/nats.go"
@@ -72,7 +73,7 @@ func serve(args []string) int {
 	}
 	if sec.NATSPassword != "" {
 		o.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
-			p, ok := sec.AuthorizeNATS(user, password)
+			p, ok := natsauth.Authorize(sec, user, password)
 			return (*natsembed.Permissions)(p), ok
 		}
 	}

@@ -1,4 +1,4 @@
-package proto_test
+package natsauth_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -22,7 +23,7 @@ func securedNATS(t *testing.T, sec proto.Secret) string {
 	t.Helper()
 	return testsupport.NATS(t, func(o *natsembed.Options) {
 		o.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
-			p, ok := sec.AuthorizeNATS(user, password)
+			p, ok := natsauth.Authorize(sec, user, password)
 			return (*natsembed.Permissions)(p), ok
 		}
 	}).URL()
@@ -69,7 +70,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1 := dial(t, ctx, url, cred.ConnectOptions()...)
+	n1 := dial(t, ctx, url, natsauth.ConnectOptions(cred)...)
 
 	// What n1 may do arrives.
 	const run = "r0000000000001-000001"
@@ -176,7 +177,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 	for name, opts := range map[string][]transport.Option{
 		"n1's password as n2":         {transport.WithUserPassword("node:n2", cred.NATSPassword)},
 		"n1's password as hetflow":    {transport.WithUserPassword(sec.NATSUser, cred.NATSPassword)},
-		"another secret's n1":         otherCred.ConnectOptions(),
+		"another secret's n1":         natsauth.ConnectOptions(otherCred),
 		"the coordinators' as a node": {transport.WithUserPassword("node:n1", sec.NATSPassword)},
 	} {
 		cctx := testsupport.Context(t, 30*time.Second)
@@ -220,5 +221,21 @@ func TestNodeCredentialFile(t *testing.T) {
 	}
 	if _, err := sec.NodeCredential("a.b"); !errors.Is(err, proto.ErrInvalid) {
 		t.Fatalf("bad id: %v", err)
+	}
+}
+
+// proto checks node ids without importing transport (so the API client
+// pulls in no NATS code); its rule must be transport's.
+func TestValidNodeIDIsTransports(t *testing.T) {
+	sec, err := proto.DeriveSecret([]byte("a secret for the id rule, 16+ bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n1", "", "all", "a.b", "a*", "a>", "a b", "a\x7f", "é", strings.Repeat("x", transport.MaxIDLen), strings.Repeat("x", transport.MaxIDLen+1), "node-7_x"} {
+		_, perr := sec.NodeCredential(id)
+		terr := transport.ValidateID("node", id)
+		if (perr == nil) != (terr == nil) {
+			t.Errorf("id %q: proto says %v, transport says %v", id, perr, terr)
+		}
 	}
 }
