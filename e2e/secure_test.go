@@ -75,7 +75,7 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	server := "http://" + h
 	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", r, "--http", h,
 		"--gossip", g, "--nats", natsURL, "--bootstrap", "--secret-file", secret)
-	testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--url", server); return code == 0 })
+	testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--server", server); return code == 0 })
 	nodeHTTP, n2HTTP := addr(freePort(t)), addr(freePort(t))
 	start(t, "n1", "node", "--id", "n1", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
 		"--http", nodeHTTP, "--cpus", "2", "--secret-file", secret)
@@ -175,13 +175,13 @@ func TestLoopbackAPIOverTLS(t *testing.T) {
 		"--http", h, "--gossip", g, "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
 	start(t, "n1", "node", "--id", "n1", "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--gossip", addr(freePort(t)), "--join", g, "--cpus", "2")
 	testsupport.Eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
-		_, code := poll(t, "health", "--url", server, "--ca-file", certFile)
+		_, code := poll(t, "health", "--server", server, "--ca-file", certFile)
 		return code == 0
 	})
 	if out, code := cli(t, "peers", "--json", "--server", server, "--ca-file", certFile); code != 0 || !strings.Contains(out, `"id":"c1"`) {
 		t.Fatalf("peers over TLS: exit %d: %s", code, out)
 	}
-	if _, code := cli(t, "health", "--url", server); code != 3 {
+	if _, code := cli(t, "health", "--server", server); code != 3 {
 		t.Fatalf("health without trusting the certificate: exit %d, want 3", code)
 	}
 	if _, code := cli(t, "runs", "--server", "http://"+h, "--ca-file", certFile); code == 0 {

@@ -51,8 +51,9 @@ func Command(reg *funcs.Registry) *cobra.Command {
 	}
 	var f Flags
 	root := &cobra.Command{
-		Use:   progName() + " --id ID --nats URL --gossip HOST:PORT --join HOST:PORT,... [flags]",
-		Short: "a hetflow node: runs the parts of flows the coordinator assigns it, with this program's functions",
+		Version: cli.Version(),
+		Use:     progName() + " --id ID --nats URL --gossip HOST:PORT --join HOST:PORT,... [flags]",
+		Short:   "a hetflow node: runs the parts of flows the coordinator assigns it, with this program's functions",
 		Long: `A hetflow node: it joins the gossip ring (advertising its CPUs and GPUs),
 connects to NATS, and runs the parts of flows the coordinator assigns it on the
 local executor, with this program's functions. SIGTERM drains it: it takes no
@@ -93,8 +94,8 @@ func progName() string {
 func healthCmd() *cobra.Command {
 	var url string
 	cmd := &cobra.Command{
-		Use:   "health --url http://HOST:PORT",
-		Short: "exit 0 when the node at --url answers /healthz (for container health checks)",
+		Use:   "health --server http://HOST:PORT",
+		Short: "exit 0 when the node at --server answers /healthz (for container health checks)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := &http.Client{Timeout: 2 * time.Second}
@@ -109,7 +110,9 @@ func healthCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:9090", "node HTTP address")
+	cmd.Flags().StringVar(&url, "server", "http://127.0.0.1:9090", "node HTTP address")
+	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:9090", "the same as --server")
+	_ = cmd.Flags().MarkHidden("url")
 	return cmd
 }
 

@@ -96,6 +96,14 @@ func TestSubcommandsUseTheUsersFunctions(t *testing.T) {
 	if code := nodesdk.Run([]string{"nosuchcommand"}, nil); code != 2 {
 		t.Errorf("an unknown subcommand: exit %d, want 2", code)
 	}
+	for _, args := range [][]string{{"--help"}, {"--version"}, {"health", "--help"}} {
+		if code := nodesdk.Run(args, nil); code != 0 {
+			t.Errorf("node %v: exit %d, want 0", args, code)
+		}
+	}
+	if code := nodesdk.Run([]string{"health", "--server", "http://127.0.0.1:1"}, nil); code != 3 {
+		t.Errorf("health of a node that is down: exit %d, want 3", code)
+	}
 }
 
 // dev runs the user's function on an all-in-one cluster of its own.

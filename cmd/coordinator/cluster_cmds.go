@@ -458,7 +458,7 @@ func healthCmd() *cobra.Command {
 	var url, caFile string
 	cmd := &cobra.Command{
 		Use:   "health",
-		Short: "exit 0 when the coordinator at --url answers /healthz",
+		Short: "exit 0 when the coordinator at --server answers /healthz",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc := &http.Client{Timeout: 2 * time.Second}
@@ -476,8 +476,10 @@ func healthCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "coordinator HTTP address")
-	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --url (default $HETFLOW_CA)")
+	cmd.Flags().StringVar(&url, "server", "http://127.0.0.1:7070", "coordinator HTTP address")
+	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "the same as --server")
+	_ = cmd.Flags().MarkHidden("url")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --server (default $HETFLOW_CA)")
 	return cmd
 }
 

@@ -111,6 +111,9 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		{"token from a secret file", []string{"token", "--secret-file", secretFile}, exitOK},
 		{"token from a missing secret file", []string{"token", "--secret-file", missing}, exitInvalid},
 		{"an unknown command", []string{"nosuchcommand"}, exitInvalid},
+		{"the version", []string{"--version"}, exitOK},
+		{"health of a coordinator", []string{"health", "--server", d.URL()}, exitOK},
+		{"health of a coordinator that is down", []string{"health", "--server", down}, exitUnreachable},
 		{"an unknown flag", []string{"runs", "--nosuchflag"}, exitInvalid},
 
 		{"submit", with("submit", good), exitOK},

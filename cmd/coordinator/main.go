@@ -51,6 +51,7 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "coordinator",
 		Short:         "hetflow coordinator and cluster CLI",
+		Version:       cli.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

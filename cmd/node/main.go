@@ -12,7 +12,7 @@
 // neither the cluster secret nor the API token. --secret-file still works:
 // the node derives its own credential from the secret.
 //
-//	node health --url http://HOST:PORT     (exit 0 when /healthz answers 200)
+//	node health --server http://HOST:PORT     (exit 0 when /healthz answers 200)
 //	node dev | validate | dump | funcs     (see node --help)
 //
 // A node with functions of your own is the same call with your registry:
