@@ -36,6 +36,10 @@ type DevConfig struct {
 	// (coord.Config; 0: its defaults). The bench's 100K-task HTDG file is
 	// over the default 8 MiB.
 	MaxTasks, MaxFlowBytes int
+	// Placement is the coordinator's cost model (coord.Config.Placement;
+	// zero: the default). Spread: true balances every run across the nodes
+	// however small its tasks (tests of cross-node edges).
+	Placement coord.Placement
 }
 
 // Dev is an all-in-one cluster: an embedded NATS server with JetStream, one
@@ -92,7 +96,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	d.coord, err = coord.New(coord.Config{
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
-		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes,
+		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes, Placement: cfg.Placement,
 		InProcessNodes: true, // gossip between members of one process learns nothing
 	})
 	if err != nil {

@@ -309,7 +309,7 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	} else if done, err := s.submitted(id, canon); done || err != nil {
 		return id, err
 	}
-	assign, err := Plan(g, alive, Seed(id))
+	assign, err := PlanWith(g, alive, Seed(id), s.cfg.Placement)
 	if err != nil {
 		return "", invalid(err)
 	}

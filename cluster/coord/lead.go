@@ -62,6 +62,9 @@ type LeaderConfig struct {
 	// Silence and InProcess configure the Liveness (which see).
 	Silence   time.Duration
 	InProcess bool
+	// Placement is the cost model a lost node's tasks are placed again by
+	// (PlanReassignWith).
+	Placement Placement
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -421,7 +424,7 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 				takers = append(takers, n)
 			}
 		}
-		assign, err := reassign(r, takers)
+		assign, err := reassign(r, takers, l.cfg.Placement)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			l.log(slog.LevelWarn, "run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -439,7 +442,7 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 }
 
 // reassign plans a run's new assignment over the alive nodes.
-func reassign(r Run, alive []Node) ([]string, error) {
+func reassign(r Run, alive []Node, pl Placement) ([]string, error) {
 	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
@@ -448,7 +451,7 @@ func reassign(r Run, alive []Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
 	}
-	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
+	assign, _, err := PlanReassignWith(g, r.Assignment, alive, Seed(r.ID)+r.Gen, pl)
 	return assign, err
 }
 

@@ -548,6 +548,8 @@ func serveCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.IntVar(&cfg.MaxConns, "max-conns", coord.DefaultMaxConns, "most open API connections; one over it is closed at once")
+	fl.DurationVar(&cfg.Placement.Hop, "hop", coord.DefaultHop,
+		"latency of one cross-node hop, which the placement weighs task costs against (raise it for a slow network)")
 	fl.DurationVar(&cfg.NodeSilence, "node-silence", coord.DefaultSilence,
 		"how long a node gossip declares dead must stay unheard over NATS before its tasks move (a killed node is confirmed at once)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
