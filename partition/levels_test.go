@@ -163,6 +163,13 @@ func nodesUsed(assign []int) int {
 // 100 µs, 1 µs per end of a cut edge.
 var costs = Options{Hop: 100, EdgeCost: 1}
 
+// costsSeed is costs with a seed.
+func costsSeed(seed uint64) Options {
+	o := costs
+	o.Seed = seed
+	return o
+}
+
 // TestLevelsCostModelKeepsTinyWorkOnOneNode: 1 µs tasks in layers of 300
 // are not worth a hop per layer nor the edge traffic: the whole DAG stays
 // on one node (no cut); without the cost model every layer is spread.
@@ -170,7 +177,7 @@ func TestLevelsCostModelKeepsTinyWorkOnOneNode(t *testing.T) {
 	b, levels := weightedLayers(t, 20, 300, 1, 1)
 	g := mustBuild(t, b)
 	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2}}
-	res, err := PartitionLevels(g, nodes, levels, Options{Seed: 3, Hop: costs.Hop, EdgeCost: costs.EdgeCost})
+	res, err := PartitionLevels(g, nodes, levels, costsSeed(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +192,7 @@ func TestLevelsCostModelKeepsTinyWorkOnOneNode(t *testing.T) {
 		t.Errorf("no cost model: %d of %d windows spread over %d nodes", plain.Spread, plain.Windows, nodesUsed(plain.Assign))
 	}
 	// Another seed may choose another node, but one.
-	other, err := PartitionLevels(g, nodes, levels, Options{Seed: 4, Hop: costs.Hop, EdgeCost: costs.EdgeCost})
+	other, err := PartitionLevels(g, nodes, levels, costsSeed(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +207,7 @@ func TestLevelsCostModelSpreadsHeavyWork(t *testing.T) {
 	b, levels := weightedLayers(t, 10, 30, 10_000, 2)
 	g := mustBuild(t, b)
 	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2}}
-	res, err := PartitionLevels(g, nodes, levels, Options{Seed: 1, Hop: costs.Hop, EdgeCost: costs.EdgeCost})
+	res, err := PartitionLevels(g, nodes, levels, costsSeed(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +246,7 @@ func TestLevelsCostModelKeepsPinsGPUAndGroups(t *testing.T) {
 	g := mustBuild(t, b)
 	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2, GPU: 1}}
 	for seed := range uint64(6) {
-		res, err := PartitionLevels(g, nodes, []int{0, 1, 1, 1, 1}, Options{Seed: seed, Hop: costs.Hop, EdgeCost: costs.EdgeCost})
+		res, err := PartitionLevels(g, nodes, []int{0, 1, 1, 1, 1}, costsSeed(seed))
 		if err != nil {
 			t.Fatal(err)
 		}
