@@ -60,6 +60,23 @@ type Placement struct {
 	SoftLoops bool
 }
 
+// Check reports a Placement a coordinator refuses: a negative hop or edge
+// cost, a declared cost without a function name or below zero.
+func (p Placement) Check() error {
+	if p.Hop < 0 || p.EdgeCost < 0 {
+		return fmt.Errorf("placement: hop %v, edge cost %v: want >= 0", p.Hop, p.EdgeCost)
+	}
+	for name, d := range p.Funcs {
+		switch {
+		case name == "":
+			return errors.New("placement: a declared cost without a function name")
+		case d < 0:
+			return fmt.Errorf("placement: function %q declared to cost %v: want >= 0", name, d)
+		}
+	}
+	return nil
+}
+
 // options is the partitioner's cost model for p, in microseconds (the
 // unit of the vertex weights, taskCost).
 func (p Placement) options(seed uint64) partition.Options {

@@ -489,3 +489,23 @@ func TestTaskCost(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacementCheck(t *testing.T) {
+	if err := (Placement{Hop: time.Millisecond, Funcs: map[string]time.Duration{"mine": 0}}).Check(); err != nil {
+		t.Errorf("a good placement: %v", err)
+	}
+	for _, p := range []Placement{
+		{Hop: -1},
+		{EdgeCost: -time.Second},
+		{Funcs: map[string]time.Duration{"": time.Millisecond}},
+		{Funcs: map[string]time.Duration{"mine": -time.Millisecond}},
+	} {
+		if err := p.Check(); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	if _, err := New(Config{ID: "c1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		Placement: Placement{Hop: -1}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("New with a negative hop: %v", err)
+	}
+}

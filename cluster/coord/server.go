@@ -158,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: %s address %q: %v", ErrConfig, what, a, err)
 		}
 	}
+	if err := cfg.Placement.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = funcs.Default()
 	}
