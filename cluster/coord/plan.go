@@ -53,8 +53,9 @@ type Placement struct {
 	// the cost model; tests that want cross-node edges).
 	Spread bool
 	// SoftLoops keeps a condition loop on one node only where the balance
-	// allows (the partitioner's soft groups, the placement before loops
-	// were always whole). The simulation (cluster/runsim) uses it, with
+	// allows (the partitioner's soft groups) and weighs a loop's tasks by
+	// one execution, not by the iterations its conditions ask for: the
+	// placement before loops were whole. The simulation (cluster/runsim) uses it, with
 	// Spread, to explore loops across nodes, which a flow reaches by
 	// pinning a loop's tasks apart.
 	SoftLoops bool
@@ -105,7 +106,8 @@ func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
 //
 // Every window of the DAG's levels (partition.PartitionLevels) is either
 // balanced across the nodes or kept on one node, whichever p estimates
-// faster (TaskCost per task). Pins are kept and GPU tasks go to GPU nodes
+// faster (TaskCost per task; a loop's tasks times the iterations its
+// conditions ask for, a `loop` {n} n+1). Pins are kept and GPU tasks go to GPU nodes
 // either way. Every module instance (an outermost module vertex and
 // everything nested under it) runs on one node: its vertices share a
 // partition group, and an instance the partitioner split anyway is moved
@@ -247,7 +249,8 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			uf.join(v, m)
 		}
 	}
-	for _, grp := range g.LoopGroups() {
+	loops := g.LoopGroups()
+	for _, grp := range loops {
 		for _, v := range grp[1:] {
 			uf.join(grp[0], v)
 		}
@@ -259,8 +262,20 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 
 	b := partition.NewBuilder(nv)
 	cost := make([]int64, nv)
+	times := make([]int64, nv) // per vertex: the executions its loops make of it
+	if !pl.SoftLoops {
+		for _, grp := range loops {
+			it := iterations(g, grp)
+			for _, v := range grp {
+				times[v] = max(times[v], it)
+			}
+		}
+	}
 	for v, vx := range g.Vertices {
 		w := taskCost(vx.Task, pl.Funcs)
+		if t := times[v]; t > 1 {
+			w = min(w*t, maxTaskCost) // both at most 2^40 and 2^20: no overflow
+		}
 		cost[v] = w
 		pv := partition.Vertex{CPU: w}
 		if gpu[v] {
@@ -394,6 +409,44 @@ func wholeLoops(g *spec.Graph, uf union, size map[int]int, assign []int, pin []s
 			}
 		}
 	}
+}
+
+// maxIterations caps the executions a loop is estimated to make.
+const maxIterations = 1 << 20
+
+// iterations estimates how often the tasks of loop group grp run in a run:
+// the most any of its conditions asks for, a `loop` {n} n+1 times, a
+// `coin` {p} 1/(1-p) times (the mean of its geometric draw; at most
+// maxIterations), any other condition once (its choices are unknown).
+// Nested loops count their inner group's own iterations, not the product.
+func iterations(g *spec.Graph, grp []int) int64 {
+	it := int64(1)
+	for _, v := range grp {
+		t := g.Vertices[v].Task
+		if t.Kind != spec.KindCondition {
+			continue
+		}
+		switch t.Func {
+		case funcs.Loop:
+			it = max(it, min(argInt(t.Args, "n"), maxIterations-1)+1)
+		case funcs.Coin:
+			p := 0.5 // coin's default
+			switch x := t.Args["p"].(type) {
+			case float64:
+				p = x
+			case int64:
+				p = float64(x)
+			case uint64:
+				p = float64(x)
+			}
+			if p >= 1-1.0/maxIterations {
+				it = maxIterations
+			} else if p > 0 {
+				it = max(it, int64(1/(1-p)))
+			}
+		}
+	}
+	return it
 }
 
 // TaskCost estimates one execution of a task, the weight the placement

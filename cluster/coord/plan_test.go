@@ -509,3 +509,52 @@ func TestPlacementCheck(t *testing.T) {
 		t.Errorf("New with a negative hop: %v", err)
 	}
 }
+
+// TestPlanWeighsLoopsByIterations: a loop of 100 iterations of a 1 ms body
+// is 100 ms of work on its node, not 1 ms: the six 20 ms tasks beside it
+// go to the other nodes (weighed once, two of them would join the loop).
+func TestPlanWeighsLoopsByIterations(t *testing.T) {
+	g := expand(t, `
+name: loops
+tasks:
+  - {name: init, func: noop}
+  - {name: body, func: spin, args: {us: 1000}, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: 99}, succeed: [body], precede: [body, done]}
+  - {name: done, func: hash}
+  - {name: w1, func: spin, args: {us: 20000}, succeed: [init]}
+  - {name: w2, func: spin, args: {us: 20000}, succeed: [init]}
+  - {name: w3, func: spin, args: {us: 20000}, succeed: [init]}
+  - {name: w4, func: spin, args: {us: 20000}, succeed: [init]}
+  - {name: w5, func: spin, args: {us: 20000}, succeed: [init]}
+  - {name: w6, func: spin, args: {us: 20000}, succeed: [init]}
+`)
+	for seed := uint64(0); seed < 10; seed++ {
+		assign, err := Plan(g, threeNodes, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop := onNode(t, g, assign, "body")
+		beside := 0
+		for _, w := range []string{"w1", "w2", "w3", "w4", "w5", "w6"} {
+			if onNode(t, g, assign, w) == loop {
+				beside++
+			}
+		}
+		if beside > 1 || onNode(t, g, assign, "cond") != loop {
+			t.Errorf("seed %d: %d of the 20 ms tasks beside the 100 ms loop on %s: %v", seed, beside, loop, assign)
+		}
+	}
+	for text, want := range map[string]int64{
+		"{name: c, kind: condition, func: loop, args: {n: 9}, succeed: [s], precede: [c, d]}":           10,
+		"{name: c, kind: condition, func: coin, args: {p: 0.75}, succeed: [s], precede: [c, d]}":        4,
+		"{name: c, kind: condition, func: coin, args: {p: 1}, succeed: [s], precede: [c, d]}":           maxIterations,
+		"{name: c, kind: condition, func: coin, args: {p: 0}, succeed: [s], precede: [c, d]}":           1,
+		"{name: c, kind: condition, func: loop, args: {n: 99999999999}, succeed: [s], precede: [c, d]}": maxIterations,
+		"{name: c, kind: condition, func: mine, succeed: [s], precede: [c, d]}":                         1,
+	} {
+		g := expand(t, "name: f\ntasks:\n  - {name: s, func: noop}\n  - "+text+"\n  - {name: d, func: noop}\n")
+		if got := iterations(g, g.LoopGroups()[0]); got != want {
+			t.Errorf("%s: %d iterations, want %d", text, got, want)
+		}
+	}
+}
