@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/htdg"
@@ -100,8 +101,10 @@ const devMaxFlowBytes = 30 << 20
 func startDev(ctx context.Context, nodes, gpus, workers int) (*target, error) {
 	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
+	// Spread: the experiments measure a graph spread over the nodes; the
+	// cost model would keep their tiny tasks on one node.
 	d, err := devcluster.Start(sctx, devcluster.Config{Nodes: nodes, CPUs: workers, GPUsEach: gpus,
-		MaxFlowBytes: devMaxFlowBytes})
+		MaxFlowBytes: devMaxFlowBytes, Placement: coord.Placement{Spread: true}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting a dev cluster of %d nodes: %w", nodes, err)
 	}

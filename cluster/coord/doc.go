@@ -34,8 +34,10 @@
 //     (counters balanced per sender, lost senders ignored); TermReports and
 //     time in, probe waves and the verdict out.
 //   - Plan: partitions an expanded flow over the alive nodes (module
-//     instances whole, loops kept together, pins and GPU affinity);
-//     PlanReassign places a running run's tasks again after a node loss.
+//     instances and loops whole, pins and GPU affinity) under a cost model
+//     (Placement, TaskCost: a window of levels is spread only when its
+//     work is worth the hops and cross-node edges); PlanReassign places a
+//     running run's tasks again after a node loss.
 //   - Fold: a run's TaskEvents folded into the API's status object.
 //   - CheckSuccess: a success verdict checked against the folded record
 //     (nothing still running, every source ran, no task left behind strong

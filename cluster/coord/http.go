@@ -331,7 +331,7 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
 		return "", err
 	}
-	assign, err := Plan(g, alive, Seed(id))
+	assign, err := PlanWith(g, alive, Seed(id), s.cfg.Placement)
 	if err != nil {
 		return "", invalid(err)
 	}

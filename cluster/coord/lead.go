@@ -65,6 +65,9 @@ type LeaderConfig struct {
 	// server's cached node catalogs, Server.cachedOffered): moved tasks go to
 	// nodes that have their functions (pinMoved). nil: placement by capacity.
 	Offered func(nodes []Node) *funcs.Offered
+	// Placement is the cost model a lost node's tasks are placed again by
+	// (PlanReassignWith).
+	Placement Placement
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -428,7 +431,7 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 		if l.cfg.Offered != nil {
 			offered = l.cfg.Offered(takers)
 		}
-		assign, err := reassign(r, takers, offered)
+		assign, err := reassign(r, takers, offered, l.cfg.Placement)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			l.log(slog.LevelWarn, "run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -445,9 +448,10 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 	return l.flush()
 }
 
-// reassign plans a run's new assignment over the alive nodes; moved tasks
-// go to nodes that have their functions (o, pinMoved in catalog.go).
-func reassign(r Run, alive []Node, o *funcs.Offered) ([]string, error) {
+// reassign plans a run's new assignment over the alive nodes by the cost
+// model pl; moved tasks go to nodes that have their functions (o,
+// pinMoved in catalog.go).
+func reassign(r Run, alive []Node, o *funcs.Offered, pl Placement) ([]string, error) {
 	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
@@ -457,7 +461,7 @@ func reassign(r Run, alive []Node, o *funcs.Offered) ([]string, error) {
 		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
 	}
 	pinMoved(g, r.Assignment, alive, o, Seed(r.ID)+r.Gen)
-	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
+	assign, _, err := PlanReassignWith(g, r.Assignment, alive, Seed(r.ID)+r.Gen, pl)
 	return assign, err
 }
 

@@ -58,6 +58,10 @@ type Config struct {
 	// ExecAllow turns on the exec built-in for these programs on every node
 	// (funcs.Registry.EnableExec, as node --exec-allow does); nil: off.
 	ExecAllow []string
+	// Placement is the coordinator's cost model (coord.Config.Placement;
+	// zero: the default). Spread: true balances every run across the nodes
+	// however small its tasks (tests of cross-node edges).
+	Placement coord.Placement
 }
 
 // Cluster is an all-in-one cluster: an embedded NATS server with JetStream, one
@@ -128,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 	d.coord, err = coord.New(coord.Config{
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
-		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes,
+		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes, Placement: cfg.Placement,
 		Catalog:        cfg.Registry,
 		InProcessNodes: true, // gossip between members of one process learns nothing
 	})

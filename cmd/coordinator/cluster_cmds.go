@@ -546,9 +546,26 @@ func requireSecret(path string) (proto.Secret, error) {
 	return sec, nil
 }
 
+// parseCosts reads --cost: function name to a duration.
+func parseCosts(in map[string]string) (map[string]time.Duration, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]time.Duration, len(in))
+	for name, v := range in {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || name == "" {
+			return nil, fmt.Errorf("--cost %s=%s: want FUNCTION=DURATION, a duration >= 0 such as 200us or 3ms", name, v)
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
 	var join, secretFile, tlsCert, tlsKey, caFile, natsCA string
+	var costs map[string]string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -560,6 +577,10 @@ func serveCmd() *cobra.Command {
 			}
 			if join != "" {
 				cfg.Join = strings.Split(join, ",")
+			}
+			var err error
+			if cfg.Placement.Funcs, err = parseCosts(costs); err != nil {
+				return withCode(exitInvalid, err)
 			}
 			sec, err := readSecret(secretFile)
 			if err != nil {
@@ -621,6 +642,10 @@ func serveCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.IntVar(&cfg.MaxConns, "max-conns", coord.DefaultMaxConns, "most open API connections; one over it is closed at once")
+	fl.DurationVar(&cfg.Placement.Hop, "hop", coord.DefaultHop,
+		"latency of one cross-node hop, which the placement weighs task costs against (raise it for a slow network)")
+	fl.StringToStringVar(&costs, "cost", nil,
+		"declared cost of one execution of a function, NAME=DURATION,... (replaces the built-in estimate the placement uses)")
 	fl.DurationVar(&cfg.NodeSilence, "node-silence", coord.DefaultSilence,
 		"how long a node gossip declares dead must stay unheard over NATS before its tasks move (a killed node is confirmed at once)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")

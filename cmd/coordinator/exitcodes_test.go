@@ -140,3 +140,25 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestServePlacementFlags: a bad --cost or a negative --hop is invalid
+// input (exit 2) naming the flag, before anything starts.
+func TestServePlacementFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cost", "mine=fast"}, "--cost mine=fast"},
+		{[]string{"--cost", "mine=-1ms"}, "--cost mine=-1ms"},
+		{[]string{"--hop", "-1ms"}, "hop -1ms"},
+	} {
+		args := append([]string{"serve", "--id", "c1", "--data", t.TempDir(), "--raft", "127.0.0.1:0", "--http", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, tc.args...)
+		code, _, errs := execute(args...)
+		if code != exitInvalid || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d naming %q", tc.args, code, errs, exitInvalid, tc.want)
+		}
+	}
+	if got, err := parseCosts(map[string]string{"mine": "3ms"}); err != nil || got["mine"] != 3*time.Millisecond {
+		t.Errorf("--cost mine=3ms: %v %v", got, err)
+	}
+}
