@@ -112,6 +112,7 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		{"token from a missing secret file", []string{"token", "--secret-file", missing}, exitInvalid},
 		{"an unknown command", []string{"nosuchcommand"}, exitInvalid},
 		{"the version", []string{"--version"}, exitOK},
+		{"dev over its --max-tasks", []string{"dev", "--nodes", "1", "--max-tasks", "1", good}, exitInvalid},
 		{"health of a coordinator", []string{"health", "--server", d.URL()}, exitOK},
 		{"health of a coordinator that is down", []string{"health", "--server", down}, exitUnreachable},
 		{"an unknown flag", []string{"runs", "--nosuchflag"}, exitInvalid},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -300,6 +301,8 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
 	fl.StringSliceVar(&cfg.ExecAllow, "exec-allow", nil, "programs exec tasks may run on the dev nodes (default none: exec is off)")
+	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion (as serve's)")
+	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send (as serve's)")
 	params.Add(cmd)
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {
 		if serve && cfg.HTTPAddr == "" {
