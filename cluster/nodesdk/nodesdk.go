@@ -91,30 +91,7 @@ func progName() string {
 	return name
 }
 
-func healthCmd() *cobra.Command {
-	var url string
-	cmd := &cobra.Command{
-		Use:   "health --server http://HOST:PORT",
-		Short: "exit 0 when the node at --server answers /healthz (for container health checks)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := &http.Client{Timeout: 2 * time.Second}
-			resp, err := c.Get(strings.TrimSuffix(url, "/") + "/healthz")
-			if err != nil {
-				return cli.WithCode(cli.ExitUnreachable, err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return cli.WithCode(cli.ExitRunFailed, fmt.Errorf("healthz: %s", resp.Status))
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&url, "server", "http://127.0.0.1:9090", "node HTTP address")
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:9090", "the same as --server")
-	_ = cmd.Flags().MarkHidden("url")
-	return cmd
-}
+func healthCmd() *cobra.Command { return cli.HealthCmd("node", "http://127.0.0.1:9090", nil) }
 
 func funcsCmd(reg *funcs.Registry) *cobra.Command {
 	return &cobra.Command{

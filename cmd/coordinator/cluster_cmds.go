@@ -455,32 +455,11 @@ func peersCmd() *cobra.Command {
 }
 
 func healthCmd() *cobra.Command {
-	var url, caFile string
-	cmd := &cobra.Command{
-		Use:   "health",
-		Short: "exit 0 when the coordinator at --server answers /healthz",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			hc := &http.Client{Timeout: 2 * time.Second}
-			if err := trustCA(hc, caFile); err != nil {
-				return err
-			}
-			resp, err := hc.Get(strings.TrimSuffix(url, "/") + "/healthz")
-			if err != nil {
-				return withCode(exitUnreachable, err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return withCode(exitRunFailed, fmt.Errorf("healthz: %s", resp.Status))
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&url, "server", "http://127.0.0.1:7070", "coordinator HTTP address")
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "the same as --server")
-	_ = cmd.Flags().MarkHidden("url")
-	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --server (default $HETFLOW_CA)")
-	return cmd
+	return cli.HealthCmd("coordinator", "http://127.0.0.1:7070", func(cmd *cobra.Command) func(*http.Client) error {
+		var caFile string
+		cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --server (default $HETFLOW_CA)")
+		return func(hc *http.Client) error { return trustCA(hc, caFile) }
+	})
 }
 
 // credentialsCmd issues a node's own credential: what `node
