@@ -2,8 +2,6 @@ package cluster_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -13,11 +11,9 @@ import (
 // depends on the standard library and cluster/proto only (the all-in-one
 // cluster lives in cluster/devcluster).
 func TestClientImportsOnlyHTTPAndJSON(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatal("no go command to list the imports with")
-		}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("no go command on PATH to list the imports with")
 	}
 	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
 	if err != nil {
