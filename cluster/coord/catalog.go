@@ -97,10 +97,25 @@ func (s *Server) nodeCatalog(ctx context.Context, cache *catalogCache, id string
 	return nf
 }
 
+// fetchCatalog asks node for its catalog, again while NATS finds no
+// responder (a node that has just joined, or reconnected, may not be
+// subscribed yet) until catalogFetchTimeout has passed.
 func (s *Server) fetchCatalog(ctx context.Context, node string) ([]proto.FuncInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, catalogFetchTimeout)
 	defer cancel()
-	body, err := s.nc.Request(ctx, proto.CatalogSubject(node), nil)
+	var body []byte
+	var err error
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		if body, err = s.nc.Request(ctx, proto.CatalogSubject(node), nil); err == nil || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetching node %s's function catalog: %w", node, err)
 	}

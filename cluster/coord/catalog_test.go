@@ -1,14 +1,22 @@
 package coord
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/transport"
 )
 
 func offeredOf(nodes map[string][]string) *funcs.Offered {
@@ -134,5 +142,50 @@ func TestReassignPlacesMovedTasksByFunction(t *testing.T) {
 		if vx.Task.Node != "" {
 			t.Errorf("pinned %s without catalogs", vx.Path)
 		}
+	}
+}
+
+// A node that has just joined may not be subscribed for its catalog yet:
+// the leader asks again while NATS finds no responder, instead of taking
+// the node to have no functions (a submit right after a dev cluster came
+// up was refused as "unknown function noop" under load). A node that never
+// answers costs one catalogFetchTimeout and is reported, not hung on.
+func TestFetchCatalogWaitsForALateResponder(t *testing.T) {
+	url := testsupport.NATS(t).URL()
+	ctx := ctxFor(t, 30*time.Second)
+	conn := func(name string) *transport.Conn {
+		c, err := transport.Connect(ctx, url, transport.WithName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	s := &Server{nc: conn("c1"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	node := conn("n1")
+	want := []proto.FuncInfo{{Name: "mine", Kind: "static", Doc: "a user's function"}}
+	body, err := json.Marshal(proto.Catalog{Funcs: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribed := make(chan *transport.Subscription, 1)
+	go func() {
+		// Subscribe only once the leader has asked and found no responder.
+		time.Sleep(300 * time.Millisecond) // the node's start-up, not a wait for a condition
+		sub, err := node.Subscribe(proto.CatalogSubject("n1"), func(m *nats.Msg) { _ = m.Respond(body) })
+		if err != nil {
+			t.Error(err)
+		}
+		subscribed <- sub
+	}()
+	got, err := s.fetchCatalog(ctx, "n1")
+	if sub := <-subscribed; sub != nil {
+		defer sub.Close(ctx)
+	}
+	if err != nil || len(got) != 1 || got[0].Name != "mine" {
+		t.Fatalf("catalog of a node that subscribed late: %+v, %v", got, err)
+	}
+	if _, err := s.fetchCatalog(ctx, "nobody"); err == nil || !strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("a node that never answers: %v, want an error naming it", err)
 	}
 }

@@ -106,7 +106,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, proto.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error(), nil)
-	case errors.Is(err, proto.ErrNotLeader), errors.Is(err, proto.ErrNoLeader):
+	case errors.Is(err, proto.ErrNotLeader), errors.Is(err, proto.ErrNoLeader), errors.Is(err, proto.ErrNotReady):
 		writeError(w, http.StatusServiceUnavailable, err.Error(), nil)
 	case errors.Is(err, ErrCommand):
 		writeError(w, http.StatusConflict, err.Error(), nil)
@@ -288,8 +288,15 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 		}
 	})
 	fctx, fcancel := context.WithTimeout(context.Background(), 2*catalogFetchTimeout)
-	offered := s.offered(s.nodeFuncs(fctx, alive))
+	catalogs := s.nodeFuncs(fctx, alive)
+	offered := s.offered(catalogs)
 	fcancel()
+	var unread []string // live nodes whose catalog could not be read
+	for _, nf := range catalogs {
+		if nf.Error != "" {
+			unread = append(unread, nf.Error)
+		}
+	}
 	opts := spec.Options{Funcs: offered, Resources: res}
 	if len(alive) == 0 {
 		opts.Funcs = s.cfg.Catalog // nothing offers anything: check the flow, and planning says there is no node
@@ -310,6 +317,12 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	// Validated once, and expanded from what was validated.
 	g, err := f.Compile(opts)
 	if err != nil {
+		if len(unread) > 0 {
+			// Not the flow's fault, perhaps: the functions of a live node
+			// it may need are unknown for now. Say so, as a refusal to try
+			// again (503), not as invalid input.
+			return "", fmt.Errorf("%w: %s; the flow cannot be checked against its functions yet (%v)", proto.ErrNotReady, strings.Join(unread, "; "), err)
+		}
 		return "", invalid(err)
 	}
 	// Every process expands the canonical bytes. They parse back to the same

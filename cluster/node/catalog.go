@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -31,9 +33,25 @@ func (n *Node) ServeCatalog() (*transport.Subscription, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.conn.Subscribe(proto.CatalogSubject(n.id), func(m *nats.Msg) {
+	sub, err := n.conn.Subscribe(proto.CatalogSubject(n.id), func(m *nats.Msg) {
 		if m.Reply != "" {
 			_ = m.Respond(body)
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	// The server has the subscription before the node advertises its
+	// catalog's hash: a coordinator that sees the hash and asks at once
+	// finds a responder (it found none under load, and refused the flow's
+	// functions as unknown).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.conn.Sync(ctx); err != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		_ = sub.Close(cctx)
+		ccancel()
+		return nil, err
+	}
+	return sub, nil
 }

@@ -37,8 +37,11 @@ type FailBody struct {
 
 // Errors every layer names; wrapped with %w where they are returned.
 var (
-	ErrNotLeader    = errors.New("cluster: not the leader")
-	ErrNoLeader     = errors.New("cluster: no leader")
+	ErrNotLeader = errors.New("cluster: not the leader")
+	ErrNoLeader  = errors.New("cluster: no leader")
+	// ErrNotReady is a submit the leader cannot judge yet (a live node's
+	// function catalog unread): the API answers 503 and clients try again.
+	ErrNotReady     = errors.New("cluster: not ready")
 	ErrNotFound     = errors.New("cluster: no such run or node")
 	ErrUnauthorized = errors.New("cluster: not authorised")
 	ErrUnreachable  = errors.New("cluster: cannot be reached")
