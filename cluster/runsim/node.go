@@ -130,7 +130,7 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	e := newEngine(sr.g)
 	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner,
-		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops})
+		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops, Joins: runproto.Joins(sr.g)})
 	if err != nil {
 		p.logf("assignment gen %d refused: %v", a.Gen, err)
 		return

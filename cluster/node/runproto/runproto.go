@@ -167,6 +167,11 @@ type Config struct {
 	// Loops reads a Signal's loop context (nil: its context is not
 	// waited for). With Done.
 	Loops *Loops
+	// Joins (from the package's Joins; nil: none) names the joins whose
+	// surplus inputs may wait for good: a Signal that waits for such a
+	// join's activation that no input here can fill keeps no report from
+	// being idle (see Report). With Done.
+	Joins [][]int
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -197,6 +202,10 @@ type Run struct {
 	waiting map[int][]held
 	nwait   int
 	waits   []atomic.Bool
+	// joins: Config.Joins; given: (strong predecessor, join) → the highest
+	// activation of the join its admitted Signals counted towards.
+	joins [][]int
+	given map[[2]int]uint64
 
 	// Condition outcomes the follow read in the record (a Choice Signal of
 	// a source this node owns now): (source, activation) → destinations.
@@ -232,6 +241,9 @@ func New(c Config) (*Run, error) {
 		self: c.Self, id: c.Run, n: len(c.Owner), gen: c.Gen,
 		dedup: transport.NewDeduper(), maxHeld: c.MaxHeld,
 		from: map[string]uint64{}, caught: true, done: c.Done, loops: c.Loops,
+	}
+	if r.done != nil {
+		r.joins = c.Joins
 	}
 	if r.done != nil {
 		r.waits = make([]atomic.Bool, r.n)
@@ -298,7 +310,12 @@ func (r *Run) Counts() (sent, received uint64, from map[string]uint64) {
 // is thus read before Idle, and Sent, read here, after it. A Signal counted
 // as received has been scheduled, so either the run is not idle or its
 // consequences, Signals included, are counted. The run is idle when its
-// parts are and the follow has caught up.
+// parts are, the follow has caught up and every Signal that waits is a
+// join's surplus (leftover): only a completion here lets a waiting Signal
+// in, and idle parts complete nothing until a new Signal comes, which the
+// counters show. A waiting Signal that is owed (deliverable, or waiting
+// for an activation whose inputs are all here, or for its causal past)
+// keeps the report from being idle.
 func (r *Run) Report(partsIdle bool) transport.TermReport {
 	from := make(map[string]uint64, len(r.from))
 	for k, v := range r.from {
@@ -306,7 +323,7 @@ func (r *Run) Report(partsIdle bool) transport.TermReport {
 	}
 	rep := transport.TermReport{
 		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
-		Received: r.received, Idle: partsIdle && r.caught && !r.failed && r.nwait == 0, ReceivedFrom: from,
+		Received: r.received, Idle: partsIdle && r.caught && !r.failed && (r.nwait == 0 || !r.owed()), ReceivedFrom: from,
 	}
 	rep.Sent = r.sent.Load()
 	return rep
@@ -535,6 +552,7 @@ func (r *Run) gate(a *Action) {
 	if r.done == nil {
 		return
 	}
+	r.noteGiven(a.Sig)
 	u := r.blocker(a.Sig)
 	if u < 0 {
 		return
