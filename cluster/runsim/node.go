@@ -129,8 +129,12 @@ func (p *proc) assign(a *transport.Assignment) {
 		return
 	}
 	e := newEngine(sr.g)
+	joins := runproto.Joins(sr.g)
+	if w.opt.NoJoins {
+		joins = nil
+	}
 	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner,
-		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops, Joins: runproto.Joins(sr.g)})
+		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops, Joins: joins})
 	if err != nil {
 		p.logf("assignment gen %d refused: %v", a.Gen, err)
 		return
@@ -459,6 +463,9 @@ func (h *hold) apply(acts []runproto.Action) {
 			h.fol.active = false
 		case runproto.Report:
 			rep := h.r.Report(h.failed || !h.e.busy() || w.opt.LieIdle) // a cancelled part is idle
+			if rep.Idle && h.r.Waiting() > 0 {
+				w.res.Surplus++
+			}
 			w.publish(h.p, "", &rep)
 		}
 	}

@@ -228,3 +228,58 @@ func TestTaskFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinSurplus runs seeds whose flows may hold joins of predecessors
+// that complete unequal numbers of times (Options.JoinSurplus; seeds from
+// 1, HETFLOW_RUNSIM_SEEDS of them, default 1,000): every run ends as the
+// reference (the join as often as its fewest predecessor), and none ends
+// before its work. Without the surplus rule (Options.NoJoins, as before
+// it) the runs whose surplus waited never end.
+func TestJoinSurplus(t *testing.T) {
+	n := uint64(1000)
+	if raceEnabled {
+		n /= 4
+	}
+	if s := os.Getenv("HETFLOW_RUNSIM_SEEDS"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HETFLOW_RUNSIM_SEEDS=%q: %v", s, err)
+		}
+		n = v
+	}
+	opt := Default
+	opt.JoinSurplus = true
+	var shaped, exercised, failures int
+	var first []uint64 // seeds whose surplus waited while their node went idle
+	for seed := uint64(1); seed <= n; seed++ {
+		res := RunWith(seed, false, opt)
+		if res.Violation != nil {
+			failures++
+			t.Errorf("seed %d: %v\nfaults: %s\ntrace tail:\n%s", seed, res.Violation, strings.Join(res.Faults, "; "), tail(res.Trace, 60))
+			if failures >= 5 {
+				t.Fatalf("stopping after %d failing seeds", failures)
+			}
+			continue
+		}
+		if res.Shaped {
+			shaped++
+		}
+		if res.Surplus > 0 {
+			exercised++
+			if len(first) < 3 {
+				first = append(first, seed)
+			}
+		}
+	}
+	t.Logf("%d seeds: %d with a join of unequal predecessors in a flow, %d where a node went idle with a join's surplus waiting (first %v)", n, shaped, exercised, first)
+	if exercised == 0 {
+		t.Fatalf("no seed of %d exercised the surplus rule", n)
+	}
+	without := opt
+	without.NoJoins = true
+	for _, seed := range first {
+		if res := RunWith(seed, false, without); res.Violation == nil || !strings.Contains(res.Violation.What, "did not terminate") {
+			t.Errorf("seed %d without the surplus rule: want no termination, got %v", seed, res.Violation)
+		}
+	}
+}

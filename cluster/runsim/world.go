@@ -111,9 +111,11 @@ type Result struct {
 	Steps     int
 	SimTime   time.Duration
 	Faults    []string
-	Fenced    int // Signals refused by ownership
-	Dups      int // duplicates dropped
-	Reexec    int // executions beyond the activations (moved tasks run again)
+	Fenced    int  // Signals refused by ownership
+	Dups      int  // duplicates dropped
+	Reexec    int  // executions beyond the activations (moved tasks run again)
+	Surplus   int  // idle reports sent while a join's surplus waited (runproto.Joins)
+	Shaped    bool // a flow holds a join whose predecessors complete unequal numbers of times
 	Violation *Violation
 	Trace     []string    // the whole trace (verbose) or its tail (on a violation)
 	Leader    LeaderStats // what the leader decided (leader.go)
