@@ -22,7 +22,7 @@
 //   - granularity: Task Bench's stencil of spin tasks at grains from 1 µs
 //     to 10 ms on one node against several (equal total workers), and the
 //     smallest grain at 50% efficiency (METG).
-//   - sim: a model with the coordinator's real planner (coord.Plan) and a
+//   - sim: a model with the coordinator's real planner (coord.PlanWith, Spread) and a
 //     list schedule per node, calibrated against the measured runs (its
 //     error is reported) and projected to 10, 100 and 1,000 nodes, next
 //     to the plain least-cut placement (coord.PlanLeastCut).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/htdg"
 	"github.com/hetflow/hetflow/localexec"
@@ -68,7 +70,7 @@ type target struct {
 	// over the alive nodes of a running one
 	totalGPUs, totalWorkers int
 	client                  *cluster.Client
-	dev                     *cluster.Dev
+	dev                     *devcluster.Cluster
 	// a running cluster: its alive nodes, whose /metrics are scraped
 	remote   []remoteNode
 	scraper  *scraper
@@ -99,8 +101,10 @@ const devMaxFlowBytes = 30 << 20
 func startDev(ctx context.Context, nodes, gpus, workers int) (*target, error) {
 	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	d, err := cluster.StartDev(sctx, cluster.DevConfig{Nodes: nodes, CPUs: workers, GPUsEach: gpus,
-		MaxFlowBytes: devMaxFlowBytes})
+	// Spread: the experiments measure a graph spread over the nodes; the
+	// cost model would keep their tiny tasks on one node.
+	d, err := devcluster.Start(sctx, devcluster.Config{Nodes: nodes, CPUs: workers, GPUsEach: gpus,
+		MaxFlowBytes: devMaxFlowBytes, Placement: coord.Placement{Spread: true}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting a dev cluster of %d nodes: %w", nodes, err)
 	}

@@ -18,7 +18,8 @@ import (
 //	FixedS + SerialS·N + makespan
 //
 // where makespan is a list schedule of the flow's graph under the real
-// partitioner's placement (coord.Plan): each node runs its CPU tasks on its
+// partitioner's placement (coord.PlanWith, Spread: every window of levels
+// balanced over the nodes, as the projection asks): each node runs its CPU tasks on its
 // CPU workers and its GPU tasks on one slot per GPU, every task taking
 // TaskS (times a sharing factor, below), and a task starts only EdgeLatS +
 // bytes/BandwidthBps after a predecessor on another node finished.
@@ -70,7 +71,14 @@ func newSimGraph(f *spec.File) (*simGraph, error) {
 // plan places the graph on n nodes of workers CPUs and gpus GPUs with the
 // coordinator's own planner; it returns node indexes.
 func (s *simGraph) plan(n, workers, gpus int, seed uint64) ([]int, error) {
-	return s.placeWith(coord.Plan, n, workers, gpus, seed)
+	return s.placeWith(spreadPlan, n, workers, gpus, seed)
+}
+
+// spreadPlan is coord.Plan without its cost model: the HTDG's 1 µs saxpy
+// tasks would otherwise stay on one node, and the projection is of the
+// graph spread over n nodes.
+func spreadPlan(g *spec.Graph, nodes []coord.Node, seed uint64) ([]string, error) {
+	return coord.PlanWith(g, nodes, seed, coord.Placement{Spread: true})
 }
 
 // placeWith is plan with another planner (coord.PlanLeastCut, to compare).
@@ -321,7 +329,7 @@ func (c *Config) calibrate(ctx context.Context, rep *HTDGReport) (*SimReport, er
 		"every task costs the calibrated task_s on its worker (the HTDG's tasks are all the same SAXPY over 1K elements; sim GPUs run on the CPU here)",
 		"a cross-node edge delays its successor by edge_latency_s plus (signal_bytes + output bytes) / bandwidth; bandwidth (1 GB/s) and signal_bytes (64) are assumed, not fitted: the calibration's outputs are 8 bytes and cannot tell them apart",
 		"serial_s_per_task × tasks does not shrink with nodes (the coordinator folds every task event; every node parses and expands the whole flow), which is what bounds the projection",
-		"the placement is the coordinator's own (coord.Plan: the real partitioner, balancing each window of levels) on the projected node count; least_cut is the same projection with the plain least-cut placement (coord.PlanLeastCut), the planner before level balancing; no node fails, no re-executions",
+		"the placement is the coordinator's own (coord.PlanWith with Spread: the real partitioner, balancing each window of levels, without the cost model that would keep tiny tasks on one node) on the projected node count; least_cut is the same projection with the plain least-cut placement (coord.PlanLeastCut), the planner before level balancing; no node fails, no re-executions",
 		"calibrated on in-process nodes sharing this machine's cores: there a task takes task_s × max(1, nodes × workers / cores)",
 	}
 	return sr, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/flowgen"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -45,7 +46,7 @@ func problems(t *testing.T, err error) string {
 // cluster runs a normal flow afterwards.
 func TestBadInputThroughTheCoordinator(t *testing.T) {
 	ctx := timeout(t, 3*time.Minute)
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 	c := d.Client()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -19,7 +19,7 @@ import (
 func BenchmarkSubmitToFirstTask(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 3, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 3, SimGPUs: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,3 +1,8 @@
+// Package cluster is hetflow's Go client: Client submits flows to a
+// cluster and follows their runs, as the CLI does. It imports HTTP and JSON
+// only, so a program that talks to a cluster does not compile one in; the
+// all-in-one cluster is in package cluster/devcluster, the parts of a
+// cluster in cluster/coord, cluster/node and the packages beside them.
 package cluster
 
 import (
@@ -329,13 +334,36 @@ func remoteErr(kind error, msg string) error {
 // retries it makes across coordinators (a lost answer, a leader that died
 // after committing) find the run the first attempt made: one submit is at
 // most one run.
-func (c *Client) Submit(ctx context.Context, path string, flowText []byte) (string, error) {
+func (c *Client) Submit(ctx context.Context, path string, flowText []byte, opts ...SubmitOption) (string, error) {
 	var r proto.SubmitResponse
 	req := proto.SubmitRequest{Path: path, Flow: string(flowText), ID: proto.NewRunID(time.Now())}
+	for _, o := range opts {
+		o.applySubmit(&req)
+	}
 	if err := c.do(ctx, http.MethodPost, "/v1/runs", req, &r); err != nil {
 		return "", err
 	}
 	return r.ID, nil
+}
+
+// A SubmitOption tunes a Submit.
+type SubmitOption interface{ applySubmit(*proto.SubmitRequest) }
+
+// Params is a SubmitOption that fills the flow's parameters (its params:)
+// by name: a string is parsed by the parameter's type (as submit --param
+// name=value does), an int, float or bool must fit it. A missing or
+// ill-typed value is an *InvalidError naming the parameter.
+//
+//	id, err := c.Submit(ctx, "wc.yaml", text, cluster.Params{"n": 3, "who": "ann"})
+type Params map[string]any
+
+func (p Params) applySubmit(r *proto.SubmitRequest) {
+	if r.Params == nil {
+		r.Params = make(map[string]any, len(p))
+	}
+	for k, v := range p {
+		r.Params[k] = v
+	}
 }
 
 func runPath(id string) string { return "/v1/runs/" + url.PathEscape(id) }
@@ -395,6 +423,13 @@ func (c *Client) Runs(ctx context.Context) ([]proto.RunSummary, error) {
 func (c *Client) Nodes(ctx context.Context) ([]proto.NodeInfo, error) {
 	var out []proto.NodeInfo
 	err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &out)
+	return out, err
+}
+
+// Funcs returns what each live node offers: its function catalog.
+func (c *Client) Funcs(ctx context.Context) ([]proto.NodeFuncs, error) {
+	var out []proto.NodeFuncs
+	err := c.do(ctx, http.MethodGet, "/v1/funcs", nil, &out)
 	return out, err
 }
 

@@ -44,7 +44,7 @@ func fakeNode(t *testing.T, id, natsURL, seed string) {
 	gens := map[string]uint64{} // only the control goroutine touches it
 	term := func(run string, gen, wave uint64) {
 		r := transport.TermReport{Run: run, Gen: gen, Node: id, Wave: wave, Idle: true}
-		_ = nc.Publish(proto.SubjectTerm, transport.Encode(&r))
+		_ = nc.Publish(proto.TermSubject(id), transport.Encode(&r))
 	}
 	sub, err := nc.SubscribeControl(id, func(m transport.Message) {
 		switch m := m.(type) {
@@ -59,7 +59,7 @@ func fakeNode(t *testing.T, id, natsURL, seed string) {
 			for _, task := range m.TasksOf(id) {
 				if g.Vertices[task].Name() == "x" {
 					body, _ := json.Marshal(proto.FailBody{Task: "x", Error: "boom"})
-					_ = nc.Publish(proto.SubjectFail, transport.Encode(&transport.Envelope{Kind: proto.KindFail, Run: m.Run, Node: id, Body: body}))
+					_ = nc.Publish(proto.FailSubject(id), transport.Encode(&transport.Envelope{Kind: proto.KindFail, Run: m.Run, Node: id, Body: body}))
 					continue
 				}
 				evs = append(evs, transport.TaskEvent{Run: m.Run, Gen: m.Gen, Task: task, Node: id, State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte{7}})

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -15,7 +16,8 @@ import (
 )
 
 // A layered DAG of hash tasks on three nodes, run again and again: the
-// planner spreads every level over the nodes, so about a third of its
+// planner (with coord.Placement Spread: its cost model would keep these
+// tiny tasks on one node) spreads every level over the nodes, so about a third of its
 // ~1,600 edges cross nodes, and a hash task's output covers its predecessors' outputs,
 // so a lost, late or repeated Signal shows as a hung run, a wrong sink
 // hash or a task that ran twice. (The bench once saw a run of this shape
@@ -62,7 +64,7 @@ func TestManyCrossNodeEdgesRunExactlyOnce(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 3, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 3, SimGPUs: -1, Placement: coord.Placement{Spread: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

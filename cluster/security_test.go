@@ -1,7 +1,9 @@
 package cluster_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -34,7 +39,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
 	other := secret(t, "another cluster's secret, not ours")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 
@@ -115,7 +120,7 @@ func TestSecuredDevClusterRefusesOutsiders(t *testing.T) {
 func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	sec := secret(t, "the cluster secret of this test")
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 2, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
 	must(t, err)
 	t.Cleanup(func() { must(t, d.Close()) })
 	peer, err := transport.Connect(ctx, d.NATSURL(), transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
@@ -129,7 +134,7 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	truncated = truncated[:len(truncated)-3]
 	ctl, err := transport.ControlSubject("n1")
 	must(t, err)
-	sig, err := transport.SignalSubject("rbad", "n1")
+	sig, err := transport.SignalSubject("rbad", "n1", "n2")
 	must(t, err)
 	badFrom := transport.Encode(&transport.Batch{From: strings.Repeat("n", transport.MaxIDLen+1)})
 	otherRun := transport.Encode(&transport.Batch{From: "n2", Signals: []transport.Signal{{Run: "rother", Gen: 1, Src: 0, Dst: 1, Act: 1, Kind: transport.SignalEdge}}})
@@ -167,10 +172,10 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	send(sig, otherRun)                                            // decodes, but names another run than its subject
 	toTerm := append(append([][]byte{}, garbage...), oversizedEnv) // an Envelope is no TermReport
 	toFail := append(append([][]byte{}, garbage...), truncated)
-	send(proto.SubjectTerm, toTerm...)
-	send(proto.SubjectFail, toFail...)
-	send(proto.SubjectFail, oversizedEnv)
-	send(proto.SubjectFail, transport.Encode(&transport.Envelope{Kind: "not-fail", Run: "r1", Node: "n1"}))
+	send(proto.TermSubject("n9"), toTerm...)
+	send(proto.FailSubject("n1"), toFail...)
+	send(proto.FailSubject("n9"), oversizedEnv)
+	send(proto.FailSubject("n1"), transport.Encode(&transport.Envelope{Kind: "not-fail", Run: "r1", Node: "n1"}))
 	must(t, peer.Sync(ctx))
 
 	n1 := d.Nodes()[0]
@@ -198,5 +203,114 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	must(t, err)
 	if st.State != proto.RunSucceeded || len(st.Tasks) != 3 {
 		t.Fatalf("run after the garbage: %+v", st)
+	}
+}
+
+// forgeFlow crosses nodes and keeps its run open a while: a on n1, w (a
+// sleep) and c on n2, c after a and w.
+const forgeFlow = "name: forge\ntasks:\n  - {name: a, func: hash, node: n1}\n  - {name: w, func: sleep, args: {ms: 1500}, node: n2, succeed: [a]}\n  - {name: c, func: hash, node: n2, succeed: [a, w]}\n"
+
+// A compromised process holding one node's own credential (n9, not even a
+// node of the run) tries, while a run is running and after it finished,
+// every forgery of issue 14: a Signal batch to n2 as n1 (a forged input, a
+// forged condition's choice),
+// a Cancel on n2's control subject, a fail envelope and a term report as
+// n1 or on the old shared subjects, a task event rewriting the finished
+// run's output as n1, as n2 in the body, or of a generation to come. The
+// NATS server refuses what names another sender, receivers take the
+// sender from the subject, the leader and the status fold believe only a
+// node of the run about its own tasks: the run succeeds with the output
+// of an unattacked run, and keeps it.
+func TestForgeriesWithANodeCredentialFail(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	sec := secret(t, "the cluster secret of the forgery test")
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
+	must(t, err)
+	t.Cleanup(func() { must(t, d.Close()) })
+	c := d.Client()
+	sink := func(st proto.RunStatus) string {
+		for _, task := range st.Tasks {
+			if task.Name == "c" {
+				return task.Output
+			}
+		}
+		return ""
+	}
+	id, err := c.Submit(ctx, "forge.yaml", []byte(forgeFlow))
+	must(t, err)
+	base, err := c.Wait(ctx, id, nil)
+	must(t, err)
+	if base.State != proto.RunSucceeded || sink(base) == "" {
+		t.Fatalf("unattacked run: %+v", base)
+	}
+
+	cred, err := sec.NodeCredential("n9")
+	must(t, err)
+	evil, err := transport.Connect(ctx, d.NATSURL(), natsauth.ConnectOptions(cred)...)
+	must(t, err)
+	defer evil.Close()
+	refused := func(subj string, data []byte) {
+		t.Helper()
+		must(t, evil.Publish(subj, data))
+		testsupport.Eventually(t, 10*time.Second, "the server refuses n9's publish on "+subj, func() bool {
+			err := evil.NATS().LastError()
+			return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subj+`"`)
+		})
+	}
+	subject := func(s string, err error) string { t.Helper(); must(t, err); return s }
+
+	id, err = c.Submit(ctx, "forge.yaml", []byte(forgeFlow))
+	must(t, err)
+	f, err := spec.Parse("forge.yaml", []byte(forgeFlow))
+	must(t, err)
+	g, err := f.Expand()
+	must(t, err)
+	a, _ := g.Lookup("a")
+	cv, _ := g.Lookup("c")
+	forged := transport.Encode(&transport.Batch{From: "n1", Seq: 1, Signals: []transport.Signal{
+		{Run: id, Gen: 1, Src: uint32(a), Dst: uint32(cv), Act: 1, Kind: transport.SignalEdge, Output: []byte("forged")}}})
+	n2 := d.Nodes()[1]
+	mismatched := n2.Stats().MessagesMismatched
+	refused(subject(transport.SignalSubject(id, "n2", "n1")), forged)
+	choice := transport.Encode(&transport.Batch{From: "n2", Seq: 2, Signals: []transport.Signal{ // a forged condition's pick
+		{Run: id, Gen: 1, Src: uint32(cv), Dst: uint32(a), Act: 1, Kind: transport.SignalChoice}}})
+	refused(subject(transport.SignalSubject(id, "n1", "n2")), choice)
+	must(t, evil.Publish(subject(transport.SignalSubject(id, "n2", "n9")), forged)) // n9's own subject, n1 in the body
+	must(t, evil.Sync(ctx))
+	testsupport.EventuallyState(t, 10*time.Second, "n2 drops a batch whose body names another sender", func() (bool, string) {
+		s := n2.Stats()
+		// (counted again when n2 reads it back from the record)
+		return s.MessagesMismatched > mismatched, fmt.Sprintf("%+v %v", s, evil.NATS().LastError())
+	})
+	refused(subject(transport.ControlSubject("n2")), transport.Encode(&transport.Cancel{Run: id, Gen: 1, Reason: "forged"}))
+	failBody, _ := json.Marshal(proto.FailBody{Task: "c", Error: "forged"})
+	fail := func(node string) []byte {
+		return transport.Encode(&transport.Envelope{Kind: proto.KindFail, Run: id, Node: node, Body: failBody})
+	}
+	refused(proto.FailSubject("n1"), fail("n1"))
+	refused("hf.coord.fail", fail("n1"))
+	refused(proto.TermSubject("n1"), transport.Encode(&transport.TermReport{Run: id, Gen: 1, Node: "n1", Idle: true}))
+	must(t, evil.Publish(proto.FailSubject("n9"), fail("n9"))) // allowed: n9 is no node of the run
+	must(t, evil.Publish(proto.FailSubject("n9"), fail("n1"))) // n1 in the body
+	must(t, evil.Sync(ctx))
+	st, err := c.Wait(ctx, id, nil)
+	must(t, err)
+	if st.State != proto.RunSucceeded || sink(st) != sink(base) {
+		t.Fatalf("attacked run: %s %q, output %s (unattacked %s)", st.State, st.Error, sink(st), sink(base))
+	}
+
+	// The finished run's output cannot be rewritten.
+	rewrite := transport.TaskEvent{Run: id, Gen: 99, Task: uint32(cv), Node: "n2", State: transport.TaskDone, Act: 9, Executions: 1, Output: []byte("forged")}
+	refused(subject(transport.EventSubject(id, "n2")), transport.Encode(&rewrite))
+	_, err = evil.JetStream().Publish(ctx, subject(transport.EventSubject(id, "n9")), transport.Encode(&rewrite)) // n2 in the body
+	must(t, err)
+	rewrite.Node = "n9"
+	must(t, evil.PublishEvents(ctx, rewrite)) // n9 does not own c, and there is no generation 99
+	rewrite.Gen = 1
+	must(t, evil.PublishEvents(ctx, rewrite))
+	after, err := c.Status(ctx, id)
+	must(t, err)
+	if after.State != proto.RunSucceeded || sink(after) != sink(base) {
+		t.Fatalf("after the forged events: %s, output %s (was %s)", after.State, sink(after), sink(base))
 	}
 }

@@ -25,7 +25,7 @@ func TestSubmitWaitDetachesOnInterrupt(t *testing.T) {
 	server := "http://" + addr(port)
 	start(t, "dev", "coordinator", "dev", "--serve", "--nodes", "1", "--sim-gpus", "0", "--http", addr(port))
 	testsupport.Eventually(t, 60*time.Second, "the dev cluster serving", func() bool {
-		_, code := poll(t, "health", "--url", server)
+		_, code := poll(t, "health", "--server", server)
 		return code == 0
 	})
 	flow := filepath.Join(t.TempDir(), "slow.yaml")

@@ -422,7 +422,7 @@ func TestComposeCluster(t *testing.T) {
 		e.docker(t, "start", c) // back, with its raft data, for what follows
 		i, _ := strconv.Atoi(strings.TrimPrefix(old, "c"))
 		testsupport.EventuallyState(t, time.Minute, old+" healthy again", func() (bool, string) {
-			_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--url", e.urls[i-1])
+			_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--server", e.urls[i-1])
 			return err == nil && e.leader() != "", fmt.Sprint(err)
 		})
 	})
@@ -560,7 +560,7 @@ func TestComposeCluster(t *testing.T) {
 				}
 			}
 			testsupport.EventuallyState(t, time.Minute, c+" ready after its restart", func() (bool, string) {
-				_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--url", e.urls[i])
+				_, err := composeExec(e.root, nil, 5*time.Second, e.cli, "health", "--server", e.urls[i])
 				return err == nil, fmt.Sprint(err)
 			})
 			out, err := composeExec(e.root, nil, 2*time.Minute, e.cli, "submit", "--wait", "--json", quick, "--server", e.urls[i], "--token-file", token)

@@ -192,7 +192,7 @@ func startCluster(t *testing.T) *cluster {
 		https = append(https, "http://"+h)
 		if i == 1 {
 			testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool {
-				_, code := poll(t, "health", "--url", https[0])
+				_, code := poll(t, "health", "--server", https[0])
 				return code == 0
 			})
 		}

@@ -75,10 +75,18 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	server := "http://" + h
 	start(t, "c1", "coordinator", "serve", "--id", "c1", "--data", filepath.Join(dir, "c1"), "--raft", r, "--http", h,
 		"--gossip", g, "--nats", natsURL, "--bootstrap", "--secret-file", secret)
-	testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--url", server); return code == 0 })
-	nodeHTTP := addr(freePort(t))
+	testsupport.Eventually(t, 30*time.Second, "c1 healthy", func() bool { _, code := poll(t, "health", "--server", server); return code == 0 })
+	nodeHTTP, n2HTTP := addr(freePort(t)), addr(freePort(t))
 	start(t, "n1", "node", "--id", "n1", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
 		"--http", nodeHTTP, "--cpus", "2", "--secret-file", secret)
+	// n2 holds only its own credential (the recommended way; n1's
+	// --secret-file still works).
+	n2Cred := filepath.Join(dir, "n2.cred")
+	if out, code := cli(t, "credentials", "n2", "--secret-file", secret, "--out", n2Cred); code != 0 {
+		t.Fatalf("credentials n2: exit %d: %s", code, out)
+	}
+	start(t, "n2", "node", "--id", "n2", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
+		"--http", n2HTTP, "--cpus", "2", "--credentials-file", n2Cred)
 
 	// Outsiders give up at once with exit 4, naming the refusal.
 	for _, c := range []struct {
@@ -96,14 +104,20 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 			t.Fatalf("%s: exit %d, want 4 naming the refusal; log:\n%s", c.name, code, log)
 		}
 	}
+	// Another node's credential is no use: it names its node.
+	p := start(t, "node with n2's credential", "node", "--id", "x3", "--nats", natsURL, "--gossip", addr(freePort(t)), "--join", g,
+		"--credentials-file", n2Cred)
+	if code, log := exited(t, p, 60*time.Second); code != 2 || !strings.Contains(log, `node "n2"'s`) {
+		t.Fatalf("node x3 with n2's credential: exit %d, want 2 naming it; log:\n%s", code, log)
+	}
 
 	// The CLI: no token, a wrong one, then the right one.
-	testsupport.Eventually(t, 30*time.Second, "n1 alive", func() bool {
+	testsupport.Eventually(t, 30*time.Second, "n1 and n2 alive", func() bool {
 		out, code := poll(t, "nodes", "--json", "--server", server, "--token-file", tokenFile)
-		return code == 0 && strings.Contains(out, `"state":"alive"`)
+		return code == 0 && strings.Count(out, `"state":"alive"`) == 2
 	})
 	flow := filepath.Join(dir, "f.yaml")
-	os.WriteFile(flow, []byte("name: f\ntasks:\n  - {name: a, func: hash}\n  - {name: b, func: hash, succeed: [a]}\n"), 0o644)
+	os.WriteFile(flow, []byte("name: f\ntasks:\n  - {name: a, func: hash, node: n1}\n  - {name: b, func: hash, node: n2, succeed: [a]}\n  - {name: c, func: hash, node: n1, succeed: [b]}\n"), 0o644)
 	if _, code := cli(t, "submit", flow, "--server", server); code != 4 {
 		t.Fatalf("submit without a token: exit %d, want 4", code)
 	}
@@ -122,7 +136,7 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	if code, body := get(t, server+"/healthz", ""); code != 200 || strings.Contains(body, "c1") {
 		t.Fatalf("healthz without a token: %d %s", code, body)
 	}
-	for _, u := range []string{server + "/metrics", "http://" + nodeHTTP + "/metrics"} {
+	for _, u := range []string{server + "/metrics", "http://" + nodeHTTP + "/metrics", "http://" + n2HTTP + "/metrics"} {
 		if code, _ := get(t, u, ""); code != http.StatusUnauthorized {
 			t.Fatalf("%s without a token: %d", u, code)
 		}
@@ -161,13 +175,13 @@ func TestLoopbackAPIOverTLS(t *testing.T) {
 		"--http", h, "--gossip", g, "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--bootstrap", "--tls-cert", certFile, "--tls-key", keyFile)
 	start(t, "n1", "node", "--id", "n1", "--nats", "nats://"+natsAddr, "--nats-ca", certFile, "--gossip", addr(freePort(t)), "--join", g, "--cpus", "2")
 	testsupport.Eventually(t, 30*time.Second, "c1 healthy over TLS", func() bool {
-		_, code := poll(t, "health", "--url", server, "--ca-file", certFile)
+		_, code := poll(t, "health", "--server", server, "--ca-file", certFile)
 		return code == 0
 	})
 	if out, code := cli(t, "peers", "--json", "--server", server, "--ca-file", certFile); code != 0 || !strings.Contains(out, `"id":"c1"`) {
 		t.Fatalf("peers over TLS: exit %d: %s", code, out)
 	}
-	if _, code := cli(t, "health", "--url", server); code != 3 {
+	if _, code := cli(t, "health", "--server", server); code != 3 {
 		t.Fatalf("health without trusting the certificate: exit %d, want 3", code)
 	}
 	if _, code := cli(t, "runs", "--server", "http://"+h, "--ca-file", certFile); code == 0 {

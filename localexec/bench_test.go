@@ -367,3 +367,117 @@ func BenchmarkSubflowFib(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(t0).Nanoseconds())/float64(b.N*3*tasks), "ns/task")
 }
+
+// The rows of issue 17, side by side with C++ Taskflow (see
+// docs/benchmarks/localexec.md): CPU time (user+sys of the whole process,
+// the collector's workers included) beside wall time, per task, of building
+// a 1M-task graph from task handles (as Taskflow's emplace and precede),
+// of its first run on a fresh executor, and of its second run.
+
+// buildShape emplaces s's tasks and edges as the C++ program does: task
+// handles in a slice, edges from loops (not from s.succs, whose million
+// slices the collector would scan as part of the build).
+func buildShape(name string, n int) *Taskflow {
+	tf := NewTaskflow(name)
+	ts := make([]Task, n)
+	for i := range ts {
+		ts[i] = tf.Emplace(func() {})
+	}
+	switch name {
+	case "chain":
+		for i := 0; i+1 < n; i++ {
+			ts[i].Precede(ts[i+1])
+		}
+	case "wavefront":
+		k := 1
+		for k*k < n {
+			k++
+		}
+		for i := 0; i < k; i++ {
+			for j := 0; j < k; j++ {
+				if i+1 < k {
+					ts[i*k+j].Precede(ts[(i+1)*k+j])
+				}
+				if j+1 < k {
+					ts[i*k+j].Precede(ts[i*k+j+1])
+				}
+			}
+		}
+	}
+	return tf
+}
+
+func reportCPU(b *testing.B, wall, cpu time.Duration, n int) {
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N)/float64(n), "ns/task")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/task")
+}
+
+func benchPhases(b *testing.B, name string, n int) {
+	b.Run("build", func(b *testing.B) {
+		var wall, cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			runtime.GC() // the last round's graph is garbage: not this round's cost
+			c0, t0 := cpuTime(), time.Now()
+			tf := buildShape(name, n)
+			wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+			runtime.KeepAlive(tf)
+		}
+		reportCPU(b, wall, cpu, n)
+	})
+	for _, phase := range []string{"firstrun", "secondrun"} {
+		b.Run(phase, func(b *testing.B) {
+			var wall, cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+				tf := buildShape(name, n)
+				runtime.GC()
+				if phase == "secondrun" {
+					_ = ex.Run(tf).Wait()
+				}
+				c0, t0 := cpuTime(), time.Now()
+				if err := ex.Run(tf).Wait(); err != nil {
+					b.Fatal(err)
+				}
+				wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+				ex.Close()
+			}
+			reportCPU(b, wall, cpu, n)
+		})
+	}
+}
+
+func BenchmarkPhasesChain1M(b *testing.B)       { benchPhases(b, "chain", 1_000_000) }
+func BenchmarkPhasesIndependent1M(b *testing.B) { benchPhases(b, "independent", 1_000_000) }
+func BenchmarkPhasesWavefront1000(b *testing.B) { benchPhases(b, "wavefront", 1000*1000) }
+
+// BenchmarkAsyncCPU: CPU and wall ns per call of 1M Async (or SilentAsync)
+// calls then WaitForAll, on a fresh executor: Taskflow's silent_async row.
+func BenchmarkAsyncCPU(b *testing.B) {
+	const calls = 1_000_000
+	for _, silent := range []bool{false, true} {
+		name := "async"
+		if silent {
+			name = "silent"
+		}
+		b.Run(name, func(b *testing.B) {
+			fn := func() {}
+			var wall, cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+				runtime.GC()
+				c0, t0 := cpuTime(), time.Now()
+				for j := 0; j < calls; j++ {
+					if silent {
+						ex.SilentAsync(fn)
+					} else {
+						ex.Async(fn)
+					}
+				}
+				ex.WaitForAll()
+				wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+				ex.Close()
+			}
+			reportCPU(b, wall, cpu, calls)
+		})
+	}
+}

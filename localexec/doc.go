@@ -22,6 +22,11 @@
 // and counts in the successor's join counter. So a cycle through a condition
 // task is a loop, and a task reached only through condition edges runs only
 // when a condition picks it. A task with no predecessors at all is a source.
+// A task with both strong and condition predecessors runs once per pick, at
+// once, and once per round of its strong predecessors: a pick leaves the
+// join counter alone, and the counter starts its next round as soon as a
+// round completes, so the number of runs does not depend on which comes
+// first.
 // Subflows join their parent by default; a detached subflow runs on its own
 // and joins the end of the run. Two module tasks over one taskflow must be
 // ordered by a strong path (they share its nodes); the executor checks this
@@ -73,6 +78,10 @@
 //	a := ex.Async(loadA)
 //	b := ex.Async(loadB)
 //	c := ex.DependentAsync(merge, a, b) // starts when a and b are done
+//
+// SilentAsync (Taskflow's silent_async) runs a function and returns no
+// Future: one 64-byte task a call, for fire-and-forget work that WaitForAll
+// (or Close) waits for; a panic in it is recovered and not reported.
 //
 // # The scheduler
 //

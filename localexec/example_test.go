@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hetflow/hetflow/localexec"
 )
@@ -193,6 +194,21 @@ func ExampleExecutor_Async() {
 	f := ex.Async(func() { fmt.Println("hello from a worker") })
 	_ = f.Wait()
 	// Output: hello from a worker
+}
+
+// SilentAsync is Taskflow's silent_async: it runs a function on a worker and
+// returns nothing to wait on, which makes it cheaper than Async; WaitForAll
+// waits for every call.
+func ExampleExecutor_SilentAsync() {
+	ex := localexec.NewExecutor(localexec.WithWorkers(2), localexec.WithGPUs(0))
+	defer ex.Close()
+	var sum atomic.Int64
+	for i := 1; i <= 100; i++ {
+		ex.SilentAsync(func() { sum.Add(int64(i)) })
+	}
+	ex.WaitForAll()
+	fmt.Println(sum.Load())
+	// Output: 5050
 }
 
 // The zero Future is empty, as Taskflow's default future is: it refers to

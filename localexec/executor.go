@@ -213,8 +213,11 @@ func (ex *Executor) begin() {
 	ex.inflight.Add(1)
 }
 
-func (ex *Executor) end() {
-	if ex.inflight.Add(-1) == 0 {
+func (ex *Executor) end() { ex.endN(1) }
+
+// endN ends k submissions at once (a worker's owed SilentAsync calls).
+func (ex *Executor) endN(k int64) {
+	if ex.inflight.Add(-k) == 0 {
 		ex.idleMu.Lock()
 		ex.idleCond.Broadcast()
 		ex.idleMu.Unlock()
@@ -372,4 +375,18 @@ func (ex *Executor) RemoveObserver(o Observer) {
 			return
 		}
 	}
+}
+
+// SilentAsync runs fn on a CPU worker, like Async, but returns no Future:
+// Taskflow's silent_async. It allocates one 64-byte task and nothing else,
+// where Async also makes the Future. WaitForAll and Close wait for it. A
+// panic in fn is recovered, so the worker lives on, and not reported: use
+// Async when the outcome matters. After Close it does nothing.
+func (ex *Executor) SilentAsync(fn func()) {
+	if ex.closed.Load() {
+		return
+	}
+	n := &node{kind: kindSilent, static: fn}
+	ex.begin()
+	ex.submit(n)
 }

@@ -728,6 +728,15 @@ var (
 	modelCross = modelKind{pushes: []modelPush{{kind: 0, other: true}, {kind: 0}}, inline: 0}
 	// modelCrossOnly pushes a leaf to the other domain and runs one inline.
 	modelCrossOnly = modelKind{pushes: []modelPush{{kind: 0, other: true}}, inline: 0}
+	// A graph's sources handed out as a range (rangeTask), in kinds 1-3
+	// of the "source range" scenario: the starter pushes a range of four
+	// and runs the first source inline; a range of four splits off its
+	// upper half (a push, with its wake) and goes on with the lower; a
+	// range at the grain runs its sources one after the other, which
+	// is one leaf after another.
+	modelRangeGrain = modelKind{inline: 0}
+	modelRange4     = modelKind{pushes: []modelPush{{kind: 1}}, inline: 1}
+	modelRangeStart = modelKind{pushes: []modelPush{{kind: 2}}, inline: 0}
 )
 
 // modelScenarios are small enough to explore in about a second each (tens
@@ -740,6 +749,8 @@ func modelScenarios() []modelConfig {
 		{name: "fan-out, 3 workers", domains: []int{3}, kinds: append(leafs, modelFan3), submits: []modelSubmit{{0, 1}}},
 		// A batch published at once.
 		{name: "batch, 3 workers", domains: []int{3}, kinds: append(leafs, modelBatch3), submits: []modelSubmit{{0, 1}}},
+		// A graph's sources as a range that the workers split.
+		{name: "source range, 3 workers", domains: []int{3}, kinds: append(leafs, modelRangeGrain, modelRange4, modelRangeStart), submits: []modelSubmit{{0, 3}}},
 		// Two pushes from outside the domain racing each other.
 		{name: "two submits, 3 workers", domains: []int{3}, kinds: leafs, submits: []modelSubmit{{0, 0}, {0, 0}}},
 		// Cross-domain pushes: a CPU task readies a GPU task while a

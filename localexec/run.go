@@ -119,6 +119,12 @@ func (w *worker) invoke(n *node) *node {
 	case kindAsync:
 		w.runAsync(n)
 		return nil
+	case kindSilent:
+		w.runSilent(n)
+		return nil
+	case kindRange:
+		w.runRange((*rangeTask)(unsafe.Pointer(n)))
+		return nil
 	case kindHold:
 		return w.schedule(n.frame, nil)
 	}
@@ -138,7 +144,6 @@ func (w *worker) invoke(n *node) *node {
 		idx := n.ext.cond()
 		w.cur = nil
 		w.endTask(obs, n)
-		n.resetJoin()
 		ready := w.ready[:0]
 		if succs := n.successors(); idx >= 0 && idx < len(succs) {
 			ready = append(ready, succs[idx])
@@ -151,7 +156,6 @@ func (w *worker) invoke(n *node) *node {
 			topo.cancel(p)
 			return w.schedule(f, nil)
 		}
-		n.resetJoin()
 		ready := w.ready[:0]
 	pick:
 		for _, idx := range idxs {
@@ -217,18 +221,20 @@ func (w *worker) endTask(obs *[]Observer, n *node) {
 	}
 }
 
-// complete finishes a task with strong out-edges: it resets n's join
-// counter (for the next iteration of a loop through n), releases the
+// complete finishes a task with strong out-edges: it releases the
 // successors whose counters reach zero, and returns one to run inline.
 func (w *worker) complete(n *node) *node {
-	n.resetJoin()
 	ready := w.ready[:0]
 	if !n.frame.topo.cancelled.Load() {
 		for _, s := range n.successors() {
 			// A successor with one strong predecessor (n) is ready
 			// now: its counter is never touched, so a chain costs no
 			// atomic per task.
-			if s.nStrong == 1 || s.join.Add(-1) == 0 {
+			if s.nStrong == 1 {
+				ready = append(ready, s)
+				continue
+			}
+			for k := s.releaseJoin(); k > 0; k-- {
 				ready = append(ready, s)
 			}
 		}
@@ -236,14 +242,27 @@ func (w *worker) complete(n *node) *node {
 	return w.schedule(n.frame, ready)
 }
 
-// resetJoin restores n's join counter for the next time its strong
-// predecessors complete (a loop through n). Counters of nodes with at most
-// one strong predecessor are never decremented (see complete), so only the
-// others need the store.
-func (n *node) resetJoin() {
-	if n.nStrong > 1 {
-		n.join.Store(n.nStrong)
+// releaseJoin counts one strong predecessor's completion into n's join
+// counter (n has more than one) and returns how many activations of n that
+// releases: one when it completes the round of n's strong predecessors,
+// none before. The counter starts the next round at once, whether or not n
+// has run: DESIGN §2 — a condition that picks n runs it at once, whatever
+// its counter, and leaves the counter alone, so n runs once per pick and
+// once per round of its strong predecessors, in whichever order they come.
+// (It used to start again when n completed, which lost the completions of
+// a round that came before a condition's pick: a task with strong and
+// condition predecessors then ran once or twice by timing.) The restart is
+// an Add, so a completion of the next round that races with it counts; the
+// loop takes a whole next round that came in between.
+func (n *node) releaseJoin() int {
+	if n.join.Add(-1) != 0 {
+		return 0
 	}
+	k := 1
+	for n.join.Add(n.nStrong) == 0 {
+		k++
+	}
+	return k
 }
 
 // schedule hands the completing task's pending count in f to the ready
@@ -252,6 +271,9 @@ func (n *node) resetJoin() {
 func (w *worker) schedule(f *frame, ready []*node) *node {
 	k := len(ready)
 	if k == 0 {
+		if f.kind == frameRoot && f.topo.open == nil {
+			return w.giveBack(f)
+		}
 		w.flush()
 		// Read what idle needs before giving the count back: once it is
 		// back, the frame may finish and a root frame be reused by the
@@ -298,6 +320,48 @@ func (w *worker) schedule(f *frame, ready []*node) *node {
 	return next
 }
 
+// giveBack gives back the pending count in root frame f of a task that
+// readied nothing. The count is owed, not paid: a worker keeps one frame's
+// debt (oweF, owed) and pays it with one atomic add when it runs out of local
+// work (findWork), before it runs a task of another frame (runGuarded), and
+// while it co-runs and finds nothing (corunUntil). f cannot finish while
+// counts are owed, and only waits for w to run out of its own work of f: so
+// 1M independent tasks cost two workers a handful of adds on the shared
+// counter, not a million contended ones (the add, and the publication of
+// the executed count before it, were most of an independent task's cost).
+// Open runs pay at once: their Idle reads the count. It returns the task to
+// run inline when paying an earlier debt finished that frame.
+func (w *worker) giveBack(f *frame) *node {
+	if w.oweF == f {
+		w.owed++
+		return nil
+	}
+	next := w.settle()
+	w.oweF, w.owed = f, 1
+	return next
+}
+
+// settle pays what w owes (see giveBack) and returns the task to run
+// inline when that finished the frame.
+func (w *worker) settle() *node {
+	if s := w.silentOwed; s != 0 {
+		w.silentOwed = 0
+		w.flush()
+		w.ex.endN(s)
+	}
+	k := w.owed
+	if k == 0 {
+		return nil
+	}
+	f := w.oweF
+	w.owed, w.oweF = 0, nil
+	w.flush() // before the count: Stats read after Wait is exact
+	if f.pending.Add(-k) == 0 {
+		return w.frameDone(f)
+	}
+	return nil
+}
+
 // scheduleGraph starts g's nodes in frame f: it resets their join counters,
 // points them at f and makes the sources visible, returning one to run inline
 // when inline is set. A graph with no source finishes f at once.
@@ -310,6 +374,12 @@ func (w *worker) scheduleGraph(f *frame, g *graph, inline bool) *node {
 func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64) *node {
 	c := &g.sched
 	if !c.valid || c.version != g.version || c.frame != f {
+		// Count while collecting up to a few hundred, then, if there
+		// were more, fill slices of the exact size: growing them by
+		// append to a million sources copied and faulted in twice the
+		// memory, and a second pass costs a chain's first run 20%.
+		few := min(256, g.count)
+		nsrc, nmulti := 0, 0
 		c.sources, c.multi = c.sources[:0], c.multi[:0]
 		c.clean, c.dagOnly = false, g.conds == 0
 		for n := range g.all() {
@@ -318,10 +388,26 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 			}
 			n.frame = f
 			if n.nPreds == 0 && !n.external {
-				c.sources = append(c.sources, n)
+				if nsrc++; nsrc <= few {
+					c.sources = append(c.sources, n)
+				}
 			}
 			if n.nStrong > 1 {
-				c.multi = append(c.multi, n)
+				if nmulti++; nmulti <= few {
+					c.multi = append(c.multi, n)
+				}
+			}
+		}
+		if nsrc > few || nmulti > few {
+			c.sources = resize(c.sources, nsrc)
+			c.multi = resize(c.multi, nmulti)
+			for n := range g.all() {
+				if n.nPreds == 0 && !n.external {
+					c.sources = append(c.sources, n)
+				}
+				if n.nStrong > 1 {
+					c.multi = append(c.multi, n)
+				}
 			}
 		}
 		c.valid, c.version, c.frame = true, g.version, f
@@ -341,6 +427,20 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 		return w.schedule(f, nil)
 	}
 	f.pending.Store(int64(len(srcs)) + extra)
+	if len(g.gpus) == 0 && w.dom.kind == domCPU {
+		// every source is a CPU task: no domain to look up per node
+		var next *node
+		if inline {
+			next, srcs = srcs[0], srcs[1:]
+		}
+		if len(srcs) > 2*rangeGrain {
+			// many sources: one range, split by whoever takes it
+			w.push(newRange(f, srcs))
+			return next
+		}
+		w.pushOwn(srcs)
+		return next
+	}
 	var next *node
 	if inline {
 		for i, s := range srcs {
@@ -354,6 +454,16 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	}
 	w.pushMany(srcs)
 	return next
+}
+
+// resize returns s emptied, with room for exactly n when it has less, or
+// far more than n (a cache that shrank gives its memory back).
+func resize(s []*node, n int) []*node {
+	if cap(s) < n || cap(s) > 2*n+64 {
+		return make([]*node, 0, n)
+	}
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // frameDone runs when f's last pending node completed.
@@ -542,6 +652,60 @@ func (w *worker) runAsync(n *node) {
 	w.flush()
 	n.static = nil // the closure is the caller's, the future may live on
 	w.ex.end()
+}
+
+// rangeGrain is the number of sources a worker runs from a range without
+// splitting it further.
+const rangeGrain = 64
+
+// rangeTask stands for a run of sources of a graph being scheduled in
+// frame (n.frame): scheduleGraph pushes one instead of a million sources
+// (which filled a deque of a million slots, a store and a pop each, and
+// faulted in its pages on a first run). A worker that takes it splits off
+// the upper half as a new range while more than rangeGrain remain (a push:
+// visible work, rule 2 of the essay in scheduler.go), then runs the rest
+// one after the other. The range holds no pending count of its own: each
+// source holds its own, from scheduleGraph's count. The node is the first
+// field, so a *node of kind kindRange is the *rangeTask it sits in.
+type rangeTask struct {
+	n    node
+	srcs []*node
+}
+
+func newRange(f *frame, srcs []*node) *node {
+	r := &rangeTask{srcs: srcs}
+	r.n.kind, r.n.frame = kindRange, f
+	return &r.n
+}
+
+func (w *worker) runRange(r *rangeTask) {
+	srcs := r.srcs
+	r.srcs = nil
+	for len(srcs) > rangeGrain {
+		mid := len(srcs) / 2
+		w.push(newRange(r.n.frame, srcs[mid:]))
+		srcs = srcs[:mid]
+	}
+	for _, s := range srcs {
+		w.run(s)
+	}
+}
+
+// runSilent runs a SilentAsync call. A panic is recovered (the worker lives
+// on) and, with nothing to report it to, dropped.
+func (w *worker) runSilent(n *node) {
+	obs := w.ex.observers.Load()
+	if obs != nil {
+		w.observe(*obs, n, true)
+	}
+	_ = callStatic(n, n.static)
+	w.endTask(obs, n)
+	n.static = nil
+	// Owed, like a frame's count (see giveBack): paid before w runs
+	// anything but another SilentAsync call, and when it runs out of
+	// work. A silent call that blocks keeps its own count in flight, so
+	// WaitForAll could not have returned meanwhile anyway.
+	w.silentOwed++
 }
 
 // The call helpers run user code and turn a panic into a *PanicError.

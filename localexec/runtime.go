@@ -84,6 +84,10 @@ func (rt *Runtime) CorunAsync(fn func()) error {
 func (w *worker) corunUntil(done interface{ Load() bool }) {
 	for !done.Load() {
 		if !w.step() {
+			if t := w.settle(); t != nil {
+				w.run(t)
+				continue
+			}
 			runtime.Gosched()
 		}
 	}

@@ -37,6 +37,16 @@ package localexec
 //     (domain.wake: if nSpinning == 0, notify one parked worker). A batch
 //     published at once (pushMany: a graph's sources) is one push here:
 //     one thief is woken, and rule 3 wakes the next if there is more.
+//     A graph with many sources publishes them as one range (rangeTask)
+//     that whoever takes it splits, pushing its upper half (a push, with
+//     its wake) while it runs the lower: to the protocol a range is a
+//     task that readies one task and runs more inline, a shape the model
+//     below checks ("source range").
+//     A thief that takes a share of its domain's shared queue at once
+//     (takeShared: a burst of Async calls) moves all but one to its own
+//     deque and wakes per rule 2: to the protocol that is a worker pushing
+//     work it holds, as when a task it runs readies successors, so the
+//     model below covers it without a step of its own.
 //  3. The last spinning thief that finds work wakes another before it runs
 //     it, so that if there is more work, a new spinner looks for it. This
 //     holds for work found while spinning and for work found in the
@@ -88,6 +98,21 @@ package localexec
 // whose steal lost a race while it still holds work: the winner of that
 // race took one task, not the responsibility for the rest.
 //
+// # Counts owed
+//
+// A task that readies nothing gives its frame's pending count back; for a
+// root frame a worker defers that (worker.giveBack) until it runs out of
+// local work, runs a task of another frame, or co-runs with nothing to do.
+// This changes when a run is seen to finish, never when work is visible:
+// nothing here reads pending, and a frame cannot finish while a count is
+// owed, so no task is released early. What it must not do is make a run
+// wait for a worker that will not come back to it: findWork settles before
+// it spins (and so before it parks), and runGuarded before it runs a task
+// of another frame; a task of the same frame that blocks holds a count of
+// its own, so that frame could not have finished meanwhile anyway.
+// SilentAsync calls owe the executor's in-flight count the same way, paid
+// before anything but another such call runs.
+//
 // # Checking it
 //
 // Every counter below points back here. Executor.Stats reports, per domain,
@@ -109,6 +134,7 @@ package localexec
 
 import (
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"github.com/hetflow/hetflow/gpu"
@@ -173,6 +199,7 @@ type worker struct {
 	parker *parker
 	rng    uint64
 	ready  []*node // scratch: ready successors of the task being finished
+	batch  []*node // scratch: nodes taken from the shared queue at once
 	stats  workerStats
 	// executed counts tasks run since the last flush. A worker publishes it
 	// to stats.executed before it makes work visible or gives back a
@@ -180,6 +207,13 @@ type worker struct {
 	// that holds those tasks can finish: so Stats read after Future.Wait is
 	// exact, and a chain of inline tasks pays no atomic for counting.
 	executed uint64
+	// owed counts pending counts of the root frame oweF that w's
+	// completed tasks still owe (see worker.giveBack).
+	owed int64
+	oweF *frame
+	// silentOwed counts SilentAsync calls w ran whose end (Executor
+	// inflight) it still owes (see runSilent).
+	silentOwed int64
 	// spinning mirrors whether this worker is counted in dom.nSpinning.
 	spinning bool
 	// cur is the static or condition task whose function is running on
@@ -248,6 +282,15 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 	}()
 	for t != nil {
+		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && t.kind != kindSilent) {
+			// t is of another frame, or not a SilentAsync call:
+			// what w owes must not wait for it (see giveBack and
+			// runSilent). A frame that this finishes may hand back
+			// a task: it is pushed, t runs now.
+			if n := w.settle(); n != nil {
+				w.push(n)
+			}
+		}
 		if t.kind != kindStatic {
 			t = w.invoke(t)
 			continue
@@ -279,7 +322,6 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			// what complete would do by other means: s's own cancel
 			// check gives the count back.
 			if s := (*node)(t.succ); s.nStrong == 1 && s.kind != kindGPU { // a CPU task, like t
-				t.resetJoin()
 				t = s
 				continue
 			}
@@ -295,6 +337,11 @@ func (w *worker) findWork() *node {
 	d := w.dom
 	for {
 		if t := w.q.pop(); t != nil {
+			return t
+		}
+		// Out of local work: pay what w owes its frame before looking
+		// elsewhere (see giveBack).
+		if t := w.settle(); t != nil {
 			return t
 		}
 		t, spun := w.spin()
@@ -362,8 +409,8 @@ func (w *worker) stealOnce() *node {
 	d := w.dom
 	w.stats.stealAttempts.Add(1)
 	var t *node
-	if !d.shared.empty() {
-		t = d.shared.pop()
+	if k := d.shared.n.Load(); k != 0 {
+		t = w.takeShared(k)
 	}
 	if n := len(d.workers); t == nil && n > 1 {
 		v := int(w.rand() % uint64(n-1))
@@ -375,6 +422,41 @@ func (w *worker) stealOnce() *node {
 	if t == nil {
 		w.stats.failedSteals.Add(1)
 	}
+	return t
+}
+
+// takeShared takes work from w's domain's shared queue, which held k nodes
+// a moment ago: one to run, and with many queued a share of the rest
+// (k/workers, up to 64, as the Go runtime's globrunqget takes a share of
+// the global run queue), which go to w's deque at once with one wake (rule
+// 2: they are work made visible, like any push). It returns nil when the
+// queue was emptied meanwhile.
+func (w *worker) takeShared(k int64) *node {
+	d := w.dom
+	share := 1
+	if k > 1 {
+		share = min(int(k)/len(d.workers)+1, 64)
+	}
+	if share == 1 {
+		return d.shared.pop()
+	}
+	b := d.shared.popBatch(w.batch[:0], share)
+	if len(b) == 0 {
+		return nil
+	}
+	t := b[0]
+	if rest := b[1:]; len(rest) > 0 {
+		// Reversed, so that w's pops (from the bottom) take them in
+		// the order they were submitted: a 1-worker executor starts
+		// runs in order, as before, and a task that waits for an
+		// earlier run is not stacked above it.
+		slices.Reverse(rest)
+		w.flush()
+		w.q.pushN(rest)
+		d.wake(w)
+	}
+	clear(b)
+	w.batch = b[:0]
 	return t
 }
 
@@ -445,6 +527,24 @@ func (w *worker) pushMany(ns []*node) {
 			ns = ns[1:]
 			continue
 		}
+		w.q.pushN(ns[:k])
+		w.dom.wake(w)
+		ns = ns[k:]
+	}
+}
+
+// pushOwn is pushMany for nodes all of w's own domain: the deque grows
+// once to hold them all, then they are published in batches, each followed
+// by one wake (rule 2).
+func (w *worker) pushOwn(ns []*node) {
+	const batch = 256
+	if len(ns) == 0 {
+		return
+	}
+	w.flush()
+	w.q.reserve(int64(len(ns)))
+	for len(ns) > 0 {
+		k := min(len(ns), batch)
 		w.q.pushN(ns[:k])
 		w.dom.wake(w)
 		ns = ns[k:]

@@ -26,9 +26,11 @@ const (
 	kindStart                      // a topology's starter: begins its first run on a worker
 	kindHold                       // an open run's hold on its root frame, released by OpenRun.Close
 	kindContext                    // func(context.Context) error: a static task that can fail
+	kindSilent                     // an Executor.SilentAsync call: a bare node, no future
+	kindRange                      // a run of a graph's sources, split by the workers that take it (see rangeTask)
 )
 
-var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context"}
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context", "async", "range"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -147,7 +149,8 @@ type graph struct {
 		sources []*node
 		multi   []*node // nodes with more than one strong predecessor
 		// clean: the last run through this frame completed every node,
-		// so each reset its own join counter (see resetJoin) and the
+		// so each counter was restarted at its last release (see
+		// releaseJoin) and the
 		// multi resets can be skipped. Only DAGs without condition or
 		// external tasks qualify, and only after a run that was not
 		// cancelled or steered by Runtime.Schedule.

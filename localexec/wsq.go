@@ -59,25 +59,33 @@ func (q *wsq) push(n *node) {
 // pushN adds ns at the bottom, in order, publishing them together (one store
 // of bottom). Owner only.
 func (q *wsq) pushN(ns []*node) {
+	q.reserve(int64(len(ns)))
 	b := q.bottom.Load()
-	t := q.top.Load()
 	r := q.ring.Load()
-	if k := int64(len(ns)); b-t+k > r.mask+1 {
-		c := r.mask + 1
-		for b-t+k > c {
-			c *= 2
-		}
-		nr := newRing(c)
-		for i := t; i < b; i++ {
-			nr.put(i, r.get(i))
-		}
-		q.ring.Store(nr)
-		r = nr
-	}
 	for i, n := range ns {
 		r.put(b+int64(i), n)
 	}
 	q.bottom.Store(b + int64(len(ns)))
+}
+
+// reserve grows the ring, at most once, so that k more nodes fit. Owner
+// only.
+func (q *wsq) reserve(k int64) {
+	b := q.bottom.Load()
+	t := q.top.Load()
+	r := q.ring.Load()
+	if b-t+k <= r.mask+1 {
+		return
+	}
+	c := r.mask + 1
+	for b-t+k > c {
+		c *= 2
+	}
+	nr := newRing(c)
+	for i := t; i < b; i++ {
+		nr.put(i, r.get(i))
+	}
+	q.ring.Store(nr)
 }
 
 // pop takes from the bottom. Owner only. Returns nil when empty.

@@ -36,6 +36,11 @@
 //  3. Read res.Assign (vertex -> node index), res.Cut, res.Loads,
 //     res.Imbalance, res.SplitGroups.
 //
+// PartitionLevels is Partition for a graph that runs in time steps: it
+// balances each window of levels, and with a cost model (Options.Hop,
+// Options.EdgeCost) keeps a window on one node when spreading it would
+// cost more in hops and cut edges than its parallel work saves.
+//
 // Evaluate measures an assignment made elsewhere (by METIS, in the
 // benchmark) the same way; Check verifies its hard constraints.
 //

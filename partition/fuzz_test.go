@@ -10,7 +10,8 @@ import (
 // possibly out of range), pins (possibly to missing nodes) and nodes. It
 // must never panic; it must return either an error wrapping ErrInvalid or
 // ErrInfeasible, or an assignment that passes Check with the cut reported
-// right.
+// right; and PartitionLevels with the cost model an assignment that passes
+// Check too.
 func FuzzPartition(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 0, 1, 1, 0, 5, 1, 2, 2, 9})
 	f.Add([]byte{2, 4, 0, 1, 0, 1, 3, 4, 0, 255, 1, 7})
@@ -70,6 +71,19 @@ func FuzzPartition(f *testing.F) {
 		}
 		if c, err := g.Cut(res.Assign); err != nil || c != res.Cut {
 			t.Fatalf("cut %d reported, %d real", res.Cut, c)
+		}
+		// By level, with the cost model: windows kept on one node must keep
+		// the hard constraints too.
+		levels := make([]int, g.NumVertices())
+		for v := range levels {
+			levels[v] = v / 2
+		}
+		lev, err := PartitionLevels(g, nodes, levels, Options{Seed: 1, Hop: 3, EdgeCost: 1, WindowPerNode: 1})
+		if err != nil {
+			t.Fatalf("PartitionLevels: %v, where Partition placed the graph", err)
+		}
+		if err := Check(g, nodes, lev.Assign); err != nil {
+			t.Fatalf("by level with the cost model: %v", err)
 		}
 	})
 }

@@ -30,6 +30,24 @@ const DefaultWindowPerNode = 4
 // allows. Edges to later windows are left to those windows. Unless
 // Options.Tries says otherwise, each window is one multilevel run (Tries 1).
 //
+// With a cost model (Options.Hop or Options.EdgeCost > 0), spreading a
+// window must pay for itself: tiny tasks split over nodes make every level a
+// network round trip. Each window is then also placed whole on one node —
+// the node its edges to earlier windows weigh most on, else the one most of
+// its pins name, else the largest by CPU (ties by the seed) — but for the
+// vertices pinned elsewhere or needing a resource that node lacks (a group
+// follows such a member). Both placements are estimated as the slowest
+// node's time plus the hops: a node's time is its load over its capacity
+// (CPU and GPU apart, the larger counting) plus EdgeCost per unit of
+// weight of the cut edges it sends or receives, and every level of the
+// window that a cut edge enters adds Hop. The window's edges to later
+// windows are charged too, as if they all went to the node most of them
+// leave from (one more hop if any leaves another): spreading a window
+// commits the next ones to spread as well or to gather their inputs, so a
+// first level of tiny tasks is not spread merely because nothing is cut
+// yet. The faster is kept, one node on a tie; Result.Spread counts the
+// windows that were spread. The choice is greedy, window by window.
+//
 // The result is measured on the whole graph as Partition's is (Cut, Loads,
 // Imbalance over all levels; Balanced means the totals are within the
 // tolerance); WindowImbalance gives the worst window. Errors are Partition's,
@@ -88,6 +106,8 @@ func PartitionLevels(g *Graph, nodes []Node, levels []int, opt Options) (*Result
 		local[i] = -1
 	}
 	placed := make([]bool, n)
+	cm := newCostModel(g, nodes, opt)
+	spreadWins := 0
 	var windows [][]int32
 	for lo := 0; lo < n; {
 		hi := lo
@@ -145,13 +165,231 @@ func PartitionLevels(g *Graph, nodes []Node, levels []int, opt Options) (*Result
 			}
 			return nil, err
 		}
+		spread := true
 		for i, v := range win {
 			assign[v] = res.Assign[i]
+		}
+		if cm != nil {
+			tSpread := cm.time(win, assign, nil, placed, local, lv)
+			one := cm.oneNode(win, assign, placed, pins, opt.Seed)
+			if cm.time(win, assign, one, placed, local, lv) <= tSpread {
+				spread = false
+				for i, v := range win {
+					assign[v] = one[i]
+				}
+			}
+		}
+		if spread {
+			spreadWins++
+		}
+		for _, v := range win {
 			placed[v] = true
 			local[v] = -1
 		}
 	}
-	return withWindows(evaluate(g, nodes, assign, pr.tol), g, nodes, assign, windows), nil
+	out := withWindows(evaluate(g, nodes, assign, pr.tol), g, nodes, assign, windows)
+	out.Spread = spreadWins
+	return out, nil
+}
+
+// costModel estimates a window's time under an assignment (PartitionLevels
+// with Options.Hop or Options.EdgeCost).
+type costModel struct {
+	g        *Graph
+	nodes    []Node
+	hop      float64
+	edge     float64
+	load     [][2]int64 // per node, CPU and GPU (scratch)
+	ends     []int64    // per node, cut edge weight sent or received (scratch)
+	later    []int64    // per node, edge weight to later windows (scratch)
+	anchor   []int64    // per node (scratch)
+	pinned   []int      // per node (scratch)
+	cutLevel []bool     // per level of the window (scratch)
+	one      []int      // the one-node assignment (per window vertex; scratch)
+}
+
+func newCostModel(g *Graph, nodes []Node, opt Options) *costModel {
+	if opt.Hop == 0 && opt.EdgeCost == 0 {
+		return nil
+	}
+	k := len(nodes)
+	return &costModel{g: g, nodes: nodes, hop: float64(opt.Hop), edge: float64(opt.EdgeCost),
+		load: make([][2]int64, k), ends: make([]int64, k), later: make([]int64, k), anchor: make([]int64, k), pinned: make([]int, k)}
+}
+
+// time is the estimated time of window win (sorted by level) when its
+// vertices run where assign says, or where in says (by index in the window)
+// when in is not nil: the slowest node's load over its
+// capacity plus its cut edge ends, plus Hop for every level a cut edge
+// enters. The edges to later windows count as cut, with one hop, where
+// they leave another node than the one most of them leave from.
+func (m *costModel) time(win []int32, assign, in []int, placed []bool, local []int32, lv []int) float64 {
+	g := m.g.g
+	clear(m.load)
+	clear(m.ends)
+	clear(m.later)
+	lo, hi := lv[win[0]], lv[win[len(win)-1]]
+	m.cutLevel = append(m.cutLevel[:0], make([]bool, hi-lo+1)...)
+	at := func(v int32) int {
+		if in != nil && local[v] >= 0 {
+			return in[local[v]]
+		}
+		return assign[v]
+	}
+	for _, v := range win {
+		p := at(v)
+		m.load[p][0] += g.cw[v]
+		m.load[p][1] += g.gw[v]
+		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
+			j := g.adj[e]
+			if !placed[j] && local[j] < 0 {
+				m.later[p] += g.ew[e]
+				continue
+			}
+			if !placed[j] && j < v { // window edges once
+				continue
+			}
+			q := at(j)
+			if q == p {
+				continue
+			}
+			m.ends[p] += g.ew[e]
+			m.ends[q] += g.ew[e]
+			m.cutLevel[max(lv[v], lv[j])-lo] = true
+		}
+	}
+	// The edges to later windows are charged as if their ends went to the
+	// node most of them leave from: spreading a window commits the next to
+	// spread too or to pay for gathering its inputs.
+	f := 0
+	var out int64
+	for p, w := range m.later {
+		out += w
+		if w > m.later[f] {
+			f = p
+		}
+	}
+	hops := 0
+	if gather := out - m.later[f]; gather > 0 {
+		for p, w := range m.later {
+			if p != f {
+				m.ends[p] += w
+			}
+		}
+		m.ends[f] += gather
+		hops++
+	}
+	var slowest float64
+	for p, nd := range m.nodes {
+		var t float64
+		for c, capacity := range [2]int64{nd.CPU, nd.GPU} {
+			if l := m.load[p][c]; l > 0 && capacity > 0 {
+				t = max(t, float64(l)/float64(capacity))
+			}
+		}
+		slowest = max(slowest, t+m.edge*float64(m.ends[p]))
+	}
+	for _, c := range m.cutLevel {
+		if c {
+			hops++
+		}
+	}
+	return slowest + m.hop*float64(hops)
+}
+
+// oneNode places window win on one node: the node its edges to placed
+// vertices weigh most on, else the one most of its pins name, else the
+// largest by CPU capacity (ties broken by seed). A pinned vertex stays on
+// its pin, a vertex needing a resource the node lacks goes to the best
+// node that has it, and a group follows its first such member (where its
+// other members can run). It returns the node of each vertex of the window,
+// by index in win (scratch, valid until the next call).
+func (m *costModel) oneNode(win []int32, assign []int, placed []bool, pins map[int]int, seed uint64) []int {
+	g := m.g.g
+	k := len(m.nodes)
+	clear(m.anchor)
+	clear(m.pinned)
+	for _, v := range win {
+		if p, ok := pins[int(v)]; ok {
+			m.pinned[p]++
+		}
+		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
+			if j := g.adj[e]; placed[j] {
+				m.anchor[assign[j]] += g.ew[e]
+			}
+		}
+	}
+	rot := int(seed % uint64(k))
+	better := func(p, q int) bool { // p ranks before q
+		switch {
+		case m.anchor[p] != m.anchor[q]:
+			return m.anchor[p] > m.anchor[q]
+		case m.pinned[p] != m.pinned[q]:
+			return m.pinned[p] > m.pinned[q]
+		case m.nodes[p].CPU != m.nodes[q].CPU:
+			return m.nodes[p].CPU > m.nodes[q].CPU
+		}
+		return (p-rot+k)%k < (q-rot+k)%k
+	}
+	mask := func(p int) uint8 {
+		var mk uint8
+		if m.nodes[p].CPU > 0 {
+			mk |= needCPU
+		}
+		if m.nodes[p].GPU > 0 {
+			mk |= needGPU
+		}
+		return mk
+	}
+	need := func(v int32) uint8 {
+		var nd uint8
+		if g.cw[v] > 0 {
+			nd |= needCPU
+		}
+		if g.gw[v] > 0 {
+			nd |= needGPU
+		}
+		return nd
+	}
+	bestFor := func(nd uint8) int {
+		b := -1
+		for p := range k {
+			if mask(p)&nd == nd && (b < 0 || better(p, b)) {
+				b = p
+			}
+		}
+		return b // a vertex no node can hold was refused by setup
+	}
+	target := bestFor(0)
+	m.one = append(m.one[:0], make([]int, len(win))...)
+	one := m.one
+	forced := map[int]int{} // group -> node of its first pinned or displaced member
+	for i, v := range win {
+		p, pinned := pins[int(v)]
+		if !pinned {
+			p = target
+			if nd := need(v); mask(p)&nd != nd {
+				p = bestFor(nd)
+				pinned = true
+			}
+		}
+		one[i] = p
+		if grp := m.g.group[v]; grp != 0 && pinned {
+			if _, ok := forced[grp]; !ok {
+				forced[grp] = p
+			}
+		}
+	}
+	for i, v := range win {
+		if grp := m.g.group[v]; grp != 0 {
+			if p, ok := forced[grp]; ok {
+				if _, pinned := pins[int(v)]; !pinned && mask(p)&need(v) == need(v) {
+					one[i] = p
+				}
+			}
+		}
+	}
+	return one
 }
 
 // withWindows sets res.WindowImbalance: the largest, over windows and

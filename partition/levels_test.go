@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -126,5 +127,138 @@ func BenchmarkLevelsDAG100KK10(b *testing.B) {
 		if _, err := PartitionLevels(g, nodes, levels, Options{Seed: uint64(i)}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// weightedLayers is a CPU-only layered DAG: layers of width vertices of
+// weight w, each after 2 random vertices of the layer before.
+func weightedLayers(t testing.TB, layers, width int, w int64, seed uint64) (*Builder, []int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 9))
+	b := NewBuilder(layers * width)
+	var levels []int
+	for l := range layers {
+		for i := range width {
+			b.AddVertex(Vertex{CPU: w})
+			levels = append(levels, l)
+			if l > 0 {
+				a := rng.IntN(width)
+				b.AddEdge((l-1)*width+a, l*width+i, 1)
+				b.AddEdge((l-1)*width+(a+1+rng.IntN(width-1))%width, l*width+i, 1)
+			}
+		}
+	}
+	return b, levels
+}
+
+func nodesUsed(assign []int) int {
+	used := map[int]bool{}
+	for _, p := range assign {
+		used[p] = true
+	}
+	return len(used)
+}
+
+// Units of the coordinator's cost model: microseconds on one CPU; a hop of
+// 100 µs, 1 µs per end of a cut edge.
+var costs = Options{Hop: 100, EdgeCost: 1}
+
+// costsSeed is costs with a seed.
+func costsSeed(seed uint64) Options {
+	o := costs
+	o.Seed = seed
+	return o
+}
+
+// TestLevelsCostModelKeepsTinyWorkOnOneNode: 1 µs tasks in layers of 300
+// are not worth a hop per layer nor the edge traffic: the whole DAG stays
+// on one node (no cut); without the cost model every layer is spread.
+func TestLevelsCostModelKeepsTinyWorkOnOneNode(t *testing.T) {
+	b, levels := weightedLayers(t, 20, 300, 1, 1)
+	g := mustBuild(t, b)
+	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2}}
+	res, err := PartitionLevels(g, nodes, levels, costsSeed(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cut != 0 || nodesUsed(res.Assign) != 1 || res.Spread != 0 || res.Windows != 20 {
+		t.Errorf("tiny work: cut %d, %d nodes used, %d of %d windows spread; want all on one node", res.Cut, nodesUsed(res.Assign), res.Spread, res.Windows)
+	}
+	plain, err := PartitionLevels(g, nodes, levels, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Spread != plain.Windows || nodesUsed(plain.Assign) != 3 {
+		t.Errorf("no cost model: %d of %d windows spread over %d nodes", plain.Spread, plain.Windows, nodesUsed(plain.Assign))
+	}
+	// Another seed may choose another node, but one.
+	other, err := PartitionLevels(g, nodes, levels, costsSeed(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodesUsed(other.Assign) != 1 {
+		t.Errorf("seed 4: %d nodes used", nodesUsed(other.Assign))
+	}
+}
+
+// TestLevelsCostModelSpreadsHeavyWork: 10 ms tasks are worth the hops:
+// every window is spread and balanced as without the cost model.
+func TestLevelsCostModelSpreadsHeavyWork(t *testing.T) {
+	b, levels := weightedLayers(t, 10, 30, 10_000, 2)
+	g := mustBuild(t, b)
+	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2}}
+	res, err := PartitionLevels(g, nodes, levels, costsSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spread != res.Windows || res.WindowImbalance > 11.0/10 {
+		t.Errorf("heavy work: %d of %d windows spread, window imbalance %.2f", res.Spread, res.Windows, res.WindowImbalance)
+	}
+	// A fan-out: one source, then 12 tasks of 1–3 s.
+	fb := NewBuilder(13)
+	fb.AddVertex(Vertex{CPU: 1})
+	for i := range 12 {
+		fb.AddEdge(0, fb.AddVertex(Vertex{CPU: int64(1+i%3) * 1_000_000}), 1)
+	}
+	fan, err := PartitionLevels(mustBuild(t, fb), nodes, []int{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, costs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodesUsed(fan.Assign) != 3 || fan.Imbalance.CPU > 1.2 {
+		t.Errorf("fan-out of 1–3 s tasks: %d nodes used, imbalance %.2f: %v", nodesUsed(fan.Assign), fan.Imbalance.CPU, fan.Assign)
+	}
+}
+
+// TestLevelsCostModelKeepsPinsGPUAndGroups: a window kept on one node
+// leaves its pinned vertices on their pins and its GPU vertices on the GPU
+// node, and a group follows its pinned member.
+func TestLevelsCostModelKeepsPinsGPUAndGroups(t *testing.T) {
+	b := NewBuilder(8)
+	src := b.AddVertex(Vertex{CPU: 1})
+	gpu := b.AddVertex(Vertex{GPU: 1})
+	pinned := b.AddVertex(Vertex{CPU: 1, Group: 7})
+	mate := b.AddVertex(Vertex{CPU: 1, Group: 7})
+	free := b.AddVertex(Vertex{CPU: 1})
+	for _, v := range []int{gpu, pinned, mate, free} {
+		b.AddEdge(src, v, 1)
+	}
+	b.Pin(pinned, 1)
+	g := mustBuild(t, b)
+	nodes := []Node{{CPU: 2}, {CPU: 2}, {CPU: 2, GPU: 1}}
+	for seed := range uint64(6) {
+		res, err := PartitionLevels(g, nodes, []int{0, 1, 1, 1, 1}, costsSeed(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.Assign
+		if err := Check(g, nodes, a); err != nil {
+			t.Fatal(err)
+		}
+		if a[pinned] != 1 || a[mate] != 1 || a[gpu] != 2 || a[free] != a[src] || res.Spread != 0 {
+			t.Errorf("seed %d: %v (spread %d): want the group on its pin 1, the GPU vertex on 2, the rest together", seed, a, res.Spread)
+		}
+	}
+	if _, err := PartitionLevels(g, nodes, []int{0, 1, 1, 1, 1}, Options{Hop: -1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a negative hop: %v", err)
 	}
 }

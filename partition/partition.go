@@ -39,6 +39,16 @@ type Options struct {
 	// levels holds at least WindowPerNode vertices per node; 0 means
 	// DefaultWindowPerNode.
 	WindowPerNode int
+	// Hop and EdgeCost are PartitionLevels' cost model, in the units of the
+	// vertex weights read as time on one unit of capacity (the coordinator
+	// uses nanoseconds of one CPU): Hop is the latency a level pays when an
+	// edge into it crosses nodes, EdgeCost the time a node spends on each
+	// end of a cut edge, per unit of edge weight (sending or receiving it).
+	// When either is > 0, PartitionLevels puts a window on one node unless
+	// spreading it is estimated to finish sooner (see PartitionLevels);
+	// both 0 (the default) balances every window across the nodes.
+	// Partition ignores them. Neither may be negative.
+	Hop, EdgeCost int64
 }
 
 const (
@@ -76,6 +86,10 @@ type Result struct {
 	// window (Partition leaves both 0).
 	Windows         int
 	WindowImbalance float64
+	// PartitionLevels only: Spread is how many windows were balanced across
+	// the nodes; the others (Windows - Spread) the cost model kept on one
+	// node, but for the vertices pinned or needing a resource elsewhere.
+	Spread int
 }
 
 // Partition assigns every vertex of g to one of the nodes, minimising the cut
@@ -120,6 +134,9 @@ func setup(G *Graph, nodes []Node, opt Options) (*problem, *graph, error) {
 	passes, tries := opt.Passes, opt.Tries
 	if passes < 0 || tries < 0 {
 		return nil, nil, fmt.Errorf("%w: passes %d, tries %d: want >= 0", ErrInvalid, passes, tries)
+	}
+	if opt.Hop < 0 || opt.EdgeCost < 0 {
+		return nil, nil, fmt.Errorf("%w: hop %d, edge cost %d: want >= 0", ErrInvalid, opt.Hop, opt.EdgeCost)
 	}
 	if passes == 0 {
 		passes = DefaultPasses

@@ -14,6 +14,11 @@ if [ -n "${HETFLOW_SECRET_FILE:-}" ]; then
 elif [ ! -f "$out/secret" ]; then
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$out/secret"
 fi
+# each node's own credential (node --credentials-file), issued from the secret
+for n in n1 n2 n3; do
+  rm -f "$out/$n.cred"
+  "$out/coordinator" credentials "$n" --secret-file "$out/secret" --out "$out/$n.cred" >/dev/null
+done
 # the API token clients on the host use: build/docker/token (--token-file)
 "$out/coordinator" token --secret-file "$out/secret" > "$out/token"
 cp docker/Dockerfile "$out/Dockerfile"

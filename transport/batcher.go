@@ -61,7 +61,7 @@ func WithClock(c Clock) BatchOption { return func(o *batchOptions) { o.clock = c
 func WithAck() BatchOption { return func(o *batchOptions) { o.ack = true } }
 
 // Batcher accumulates Signals per (run, destination node) and publishes each
-// destination's batch as one message on SignalSubject(run, node) when it is full
+// destination's batch as one message on SignalSubject(run, node, from) when it is full
 // (count or bytes), when its linger expires, or on Flush. Signals to one
 // destination leave in the order they were added. Safe for concurrent use.
 //
@@ -166,7 +166,7 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 		if d == nil || d.key.run != s.Run {
 			key := destKey{s.Run, node}
 			if d = b.dests[key]; d == nil {
-				subj, err := SignalSubject(s.Run, node)
+				subj, err := SignalSubject(s.Run, node, b.from)
 				if err != nil {
 					return err
 				}

@@ -235,7 +235,7 @@ func TestBatcherPerDestination(t *testing.T) {
 	r.mu.Lock()
 	subs := fmt.Sprint(r.subs)
 	r.mu.Unlock()
-	if subs != "[hf.run.r1.node.n2 hf.run.r2.node.n2]" {
+	if subs != "[hf.run.r1.node.n2.n1 hf.run.r2.node.n2.n1]" {
 		t.Errorf("subjects %s", subs)
 	}
 	testsupport.Eventually(t, 15*time.Second, "n3's signals", func() bool { return col.count() == 4 })

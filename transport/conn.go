@@ -20,6 +20,7 @@ type Option func(*options)
 
 type options struct {
 	name         string
+	inboxPrefix  string
 	user, pass   string
 	token        string
 	tls          *tls.Config
@@ -34,6 +35,11 @@ type options struct {
 
 // WithName names the connection (shown by the server's monitoring); use the node id.
 func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithInboxPrefix makes the connection's reply subjects start with prefix
+// (a secured server lets a node subscribe only to its own: see
+// cluster/proto.NodeInboxPrefix).
+func WithInboxPrefix(prefix string) Option { return func(o *options) { o.inboxPrefix = prefix } }
 
 // WithUserPassword authenticates with a user and password (from the cluster secret).
 func WithUserPassword(user, password string) Option {
@@ -84,7 +90,7 @@ type Stats struct {
 	ReceivedSignals uint64 // Signals in them, before dedup
 	Malformed       uint64 // messages dropped because they did not decode (oversized included)
 	Oversized       uint64 // of Malformed, those over a Limit
-	Mismatched      uint64 // batches dropped: a Signal's run differs from the subject's
+	Mismatched      uint64 // messages dropped: a Signal's run, a batch's or an event's sender differs from the subject's
 	Disconnects     uint64
 	Reconnects      uint64
 	AsyncErrors     uint64 // errors the client reported asynchronously (slow consumer, ...)
@@ -185,6 +191,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 	}
 	if o.name != "" {
 		nopts = append(nopts, nats.Name(o.name))
+	}
+	if o.inboxPrefix != "" {
+		nopts = append(nopts, nats.CustomInboxPrefix(o.inboxPrefix))
 	}
 	if o.user != "" || o.pass != "" {
 		nopts = append(nopts, nats.UserInfo(o.user, o.pass))
@@ -445,26 +454,34 @@ func (c *Conn) SubscribeBatches(node string, h func(b *Batch)) (*Subscription, e
 	}
 	var b Batch // reused: the handler runs on one goroutine
 	return c.subscribe([]string{filter}, func(m *nats.Msg) {
-		run, _, _ := parseSignalSubject(m.Subject)
-		if c.decodeBatch(&b, m.Data, run) && len(b.Signals) > 0 {
+		if c.decodeBatch(&b, m.Data, m.Subject) && len(b.Signals) > 0 {
 			h(&b)
 		}
 	})
 }
 
-// decodeBatch decodes data into b and checks every Signal belongs to run (when run
-// is known), counting what it drops.
-func (c *Conn) decodeBatch(b *Batch, data []byte, run string) bool {
+// decodeBatch decodes data, received on subject, into b and checks that
+// its sender is the subject's (the server enforces the subject, not the
+// body) and that every Signal belongs to the subject's run, counting what
+// it drops.
+func (c *Conn) decodeBatch(b *Batch, data []byte, subject string) bool {
+	run, _, from, ok := parseSignalSubject(subject)
+	if !ok {
+		c.stats.mismatched.Add(1)
+		return false
+	}
 	if err := b.Decode(data, c.limits); err != nil {
 		c.countBad(err)
 		return false
 	}
-	if run != "" {
-		for i := range b.Signals {
-			if b.Signals[i].Run != run {
-				c.stats.mismatched.Add(1)
-				return false
-			}
+	if b.From != from {
+		c.stats.mismatched.Add(1)
+		return false
+	}
+	for i := range b.Signals {
+		if b.Signals[i].Run != run {
+			c.stats.mismatched.Add(1)
+			return false
 		}
 	}
 	c.stats.recvBatches.Add(1)

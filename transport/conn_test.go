@@ -191,18 +191,20 @@ func TestReceiverDropsBadInput(t *testing.T) {
 	defer sub.Close(testCtx(t))
 	must(t, rx.Sync(testCtx(t)))
 
-	subj, _ := SignalSubject("r1", "n2")
+	subj, _ := SignalSubject("r1", "n2", "n1")
 	good := Encode(&Batch{From: "n1", Seq: 1, Signals: sigN("r1", 2)})
 	must(t, tx.Publish(subj, []byte{0xde, 0xad}))
 	must(t, tx.Publish(subj, good[:len(good)-3]))
 	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: sigN("r1", 5)})))                                                   // over MaxBatch
 	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: []Signal{{Run: "r1", Act: 1, Kind: 1, Output: make([]byte, 9)}}}))) // over MaxOutput
 	must(t, tx.Publish(subj, Encode(&Batch{From: "n1", Signals: sigN("r2", 1)})))                                                   // run differs from subject
+	must(t, tx.Publish(subj, Encode(&Batch{From: "n3", Signals: sigN("r1", 1)})))                                                   // sender differs from subject
+	must(t, tx.Publish("hf.run.r1.node.n2.n3", Encode(&Batch{From: "n1", Signals: sigN("r1", 1)})))                                 // so here too
 	must(t, tx.Publish(subj, good))
 	testsupport.Eventually(t, 15*time.Second, "the good batch", func() bool { return col.count() == 2 })
 	testsupport.Eventually(t, 15*time.Second, "counters", func() bool {
 		s := rx.Stats()
-		return s.Malformed == 4 && s.Oversized == 2 && s.Mismatched == 1 && s.ReceivedBatches == 1 && s.ReceivedSignals == 2
+		return s.Malformed == 4 && s.Oversized == 2 && s.Mismatched == 3 && s.ReceivedBatches == 1 && s.ReceivedSignals == 2
 	})
 	if got := col.snapshot(); got[0].Act != 1 || got[1].Act != 2 || col.from[0] != "n1" {
 		t.Errorf("delivered %+v", got)
@@ -325,7 +327,7 @@ func TestSubscribeBatches(t *testing.T) {
 	must(t, err)
 	defer sub.Close(testCtx(t))
 	must(t, rx.Sync(testCtx(t)))
-	subj, _ := SignalSubject("r1", "n2")
+	subj, _ := SignalSubject("r1", "n2", "n1")
 	one := Encode(&Batch{From: "n1", Seq: 7, Signals: sigN("r1", 2)})
 	must(t, tx.Publish(subj, []byte{0xde, 0xad})) // malformed: dropped
 	must(t, tx.Publish(subj, one))

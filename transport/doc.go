@@ -23,11 +23,15 @@
 // Ids that become subject tokens (runs, nodes) pass ValidateID: 1 to 128 bytes,
 // no spaces, control characters, '.', '*' or '>' (ErrInvalidID otherwise).
 //
-//	hf.run.<run>.node.<node>   signal batches for one node in one run
-//	hf.evt.<run>.<node>        task events a node publishes for a run
+//	hf.run.<run>.node.<to>.<from>  signal batches from one node to another in one run
+//	hf.evt.<run>.<node>            task events a node publishes for a run
 //	hf.ctl.<node>, hf.ctl.all  control messages to one node, to all
 //
 // SignalSubject, EventSubject, ControlSubject and the *Filter functions build them.
+// What a node sends names it as the subject's last token: a secured server lets a
+// node publish only its own (cluster/natsauth.NodePermissions), so receivers take the
+// sender from the subject. A batch whose From, or an event whose Node, is not the
+// subject's is dropped and counted (Stats.Mismatched).
 //
 // # Messages
 //

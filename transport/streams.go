@@ -25,7 +25,7 @@ type StreamConfig struct {
 }
 
 // EnsureStreams creates the record stream (StreamRecord: every signal batch, on
-// hf.run.*.node.*) and the event stream (StreamEvents: every TaskEvent, on
+// hf.run.*.node.*.*) and the event stream (StreamEvents: every TaskEvent, on
 // hf.evt.*.*), or updates them to cfg. The record stream captures the core NATS
 // signal subjects, so a Batcher's plain publishes are recorded with no second send.
 func (c *Conn) EnsureStreams(ctx context.Context, cfg StreamConfig) error {
@@ -150,14 +150,14 @@ func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node
 		return err
 	}
 	if node != "" {
-		if filter, err = SignalSubject(run, node); err != nil {
+		if filter, err = runNodeSignalsFilter(run, node); err != nil {
 			return err
 		}
 	}
 	var b Batch
 	return c.replay(ctx, StreamRecord, filter, func(m jetstream.Msg) error {
-		r, to, _ := parseSignalSubject(m.Subject())
-		if !c.decodeBatch(&b, m.Data(), r) {
+		_, to, _, _ := parseSignalSubject(m.Subject())
+		if !c.decodeBatch(&b, m.Data(), m.Subject()) {
 			return nil
 		}
 		return fn(to, &b)
@@ -174,8 +174,9 @@ func (c *Conn) ReplayEvents(ctx context.Context, run string, fn func(*TaskEvent)
 	}
 	return c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
 		var stop error
+		from := eventSender(m.Subject())
 		err := EachEvent(m.Data(), c.limits, func(e *TaskEvent) error {
-			if e.Run != run {
+			if e.Run != run || e.Node != from {
 				c.stats.mismatched.Add(1)
 				return nil
 			}
@@ -351,8 +352,8 @@ func (c *Conn) FollowSignals(ctx context.Context, run string, fn func(seq uint64
 		if err != nil {
 			return
 		}
-		r, to, _ := parseSignalSubject(m.Subject())
-		if c.decodeBatch(&b, m.Data(), r) {
+		_, to, _, _ := parseSignalSubject(m.Subject())
+		if c.decodeBatch(&b, m.Data(), m.Subject()) {
 			fn(meta.Sequence.Stream, to, &b)
 		}
 		if meta.NumPending == 0 || meta.Sequence.Stream >= last {

@@ -248,7 +248,7 @@ func TestReplayCountsMalformed(t *testing.T) {
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
-	subj, _ := SignalSubject("r1", "n2")
+	subj, _ := SignalSubject("r1", "n2", "n1")
 	_, err := c.JetStream().Publish(ctx, subj, []byte("junk"))
 	must(t, err)
 	_, err = c.JetStream().Publish(ctx, subj, Encode(&Batch{From: "n1", Signals: sigN("r1", 2)}))

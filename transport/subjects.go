@@ -1,12 +1,22 @@
 package transport
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Subject layout. Every id that becomes a subject token passes ValidateID.
 //
-//	hf.run.<run>.node.<node>   signal batches for one node in one run (core NATS;
-//	                           captured by the record stream, StreamRecord)
+//	hf.run.<run>.node.<to>.<from>  signal batches from one node to another in one
+//	                               run (core NATS; captured by the record stream,
+//	                               StreamRecord); the sender is the last token
 //	hf.evt.<run>.<node>        TaskEvents a node publishes for a run (StreamEvents)
+//
+// A subject that carries what a node sends names the node as its last
+// token; a secured NATS server lets a node publish only subjects naming it
+// (cluster/natsauth.NodePermissions), so receivers take the sender from the
+// subject, never from the message.
+//
 //	hf.ctl.<node>              control messages to one node (core NATS)
 //	hf.ctl.all                 control messages to every node (core NATS)
 const (
@@ -17,7 +27,7 @@ const (
 	// StreamEvents is the JetStream stream holding every TaskEvent.
 	StreamEvents = "HF_EVENTS"
 
-	recordSubjects = subjectRoot + ".run.*.node.*"
+	recordSubjects = subjectRoot + ".run.*.node.*.*"
 	eventSubjects  = subjectRoot + ".evt.*.*"
 	// BroadcastSubject reaches every node's control subscription.
 	BroadcastSubject = subjectRoot + ".ctl.all"
@@ -60,15 +70,19 @@ func validIDBytes(id []byte) bool {
 	return len(id) > 0 && len(id) <= MaxIDLen && badIDByte(id) < 0
 }
 
-// SignalSubject is the subject carrying signal batches of run to node.
-func SignalSubject(run, node string) (string, error) {
+// SignalSubject is the subject carrying signal batches of run from node
+// from to node to.
+func SignalSubject(run, to, from string) (string, error) {
 	if err := ValidateID("run", run); err != nil {
 		return "", err
 	}
-	if err := ValidateID("node", node); err != nil {
+	if err := ValidateID("node", to); err != nil {
 		return "", err
 	}
-	return subjectRoot + ".run." + run + ".node." + node, nil
+	if err := ValidateID("node", from); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run." + run + ".node." + to + "." + from, nil
 }
 
 // RunSignalsFilter matches the signal batches of run to every node.
@@ -76,7 +90,18 @@ func RunSignalsFilter(run string) (string, error) {
 	if err := ValidateID("run", run); err != nil {
 		return "", err
 	}
-	return subjectRoot + ".run." + run + ".node.*", nil
+	return subjectRoot + ".run." + run + ".node.*.*", nil
+}
+
+// runNodeSignalsFilter matches the signal batches of run to node.
+func runNodeSignalsFilter(run, node string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run." + run + ".node." + node + ".*", nil
 }
 
 // NodeSignalsFilter matches the signal batches of every run to node.
@@ -84,8 +109,16 @@ func NodeSignalsFilter(node string) (string, error) {
 	if err := ValidateID("node", node); err != nil {
 		return "", err
 	}
-	return subjectRoot + ".run.*.node." + node, nil
+	return subjectRoot + ".run.*.node." + node + ".*", nil
 }
+
+// SignalsFromFilter matches the signal batches node sends, of every run to
+// every node (what a secured server lets it publish). node must be valid.
+func SignalsFromFilter(node string) string { return subjectRoot + ".run.*.node.*." + node }
+
+// NodeEventsFilter matches the TaskEvents node publishes for every run
+// (what a secured server lets it publish). node must be valid.
+func NodeEventsFilter(node string) string { return subjectRoot + ".evt.*." + node }
 
 // EventSubject is the subject node publishes run's TaskEvents on.
 func EventSubject(run, node string) (string, error) {
@@ -114,22 +147,35 @@ func ControlSubject(node string) (string, error) {
 	return subjectRoot + ".ctl." + node, nil
 }
 
-// parseSignalSubject returns the run and node tokens of a signal subject.
-func parseSignalSubject(subj string) (run, node string, ok bool) {
+// parseSignalSubject returns the run, destination and sender tokens of a
+// signal subject.
+func parseSignalSubject(subj string) (run, to, from string, ok bool) {
 	const pre = subjectRoot + ".run."
-	if len(subj) <= len(pre) || subj[:len(pre)] != pre {
-		return "", "", false
+	rest, found := strings.CutPrefix(subj, pre)
+	if !found {
+		return "", "", "", false
 	}
-	rest := subj[len(pre):]
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '.' {
-			run, rest = rest[:i], rest[i+1:]
-			const mid = "node."
-			if len(rest) <= len(mid) || rest[:len(mid)] != mid {
-				return "", "", false
-			}
-			return run, rest[len(mid):], true
-		}
+	run, rest, found = strings.Cut(rest, ".node.")
+	if !found {
+		return "", "", "", false
 	}
-	return "", "", false
+	to, from, found = strings.Cut(rest, ".")
+	if !found || run == "" || to == "" || from == "" || strings.IndexByte(from, '.') >= 0 || strings.IndexByte(run, '.') >= 0 {
+		return "", "", "", false
+	}
+	return run, to, from, true
+}
+
+// eventSender returns the node token of an event subject ("" when subj is
+// not one).
+func eventSender(subj string) string {
+	rest, found := strings.CutPrefix(subj, subjectRoot+".evt.")
+	if !found {
+		return ""
+	}
+	_, node, found := strings.Cut(rest, ".")
+	if !found || strings.IndexByte(node, '.') >= 0 {
+		return ""
+	}
+	return node
 }

@@ -44,13 +44,13 @@ func TestSubjects(t *testing.T) {
 		}
 		return s
 	}
-	if got := must(SignalSubject("r1", "n2")); got != "hf.run.r1.node.n2" {
+	if got := must(SignalSubject("r1", "n2", "n1")); got != "hf.run.r1.node.n2.n1" {
 		t.Errorf("SignalSubject = %q", got)
 	}
-	if got := must(RunSignalsFilter("r1")); got != "hf.run.r1.node.*" {
+	if got := must(RunSignalsFilter("r1")); got != "hf.run.r1.node.*.*" {
 		t.Errorf("RunSignalsFilter = %q", got)
 	}
-	if got := must(NodeSignalsFilter("n2")); got != "hf.run.*.node.n2" {
+	if got := must(NodeSignalsFilter("n2")); got != "hf.run.*.node.n2.*" {
 		t.Errorf("NodeSignalsFilter = %q", got)
 	}
 	if got := must(EventSubject("r1", "n2")); got != "hf.evt.r1.n2" {
@@ -63,8 +63,9 @@ func TestSubjects(t *testing.T) {
 		t.Errorf("ControlSubject = %q", got)
 	}
 	for _, f := range []func() (string, error){
-		func() (string, error) { return SignalSubject("r.1", "n") },
-		func() (string, error) { return SignalSubject("r", "") },
+		func() (string, error) { return SignalSubject("r.1", "n", "m") },
+		func() (string, error) { return SignalSubject("r", "", "m") },
+		func() (string, error) { return SignalSubject("r", "n", "m.x") },
 		func() (string, error) { return EventSubject("r", "n*") },
 		func() (string, error) { return ControlSubject("all") },
 		func() (string, error) { return RunSignalsFilter(">") },
@@ -73,12 +74,21 @@ func TestSubjects(t *testing.T) {
 			t.Errorf("want ErrInvalidID, got %v", err)
 		}
 	}
-	run, node, ok := parseSignalSubject("hf.run.r1.node.n2")
-	if !ok || run != "r1" || node != "n2" {
-		t.Errorf("parse = %q %q %v", run, node, ok)
+	run, node, from, ok := parseSignalSubject("hf.run.r1.node.n2.n1")
+	if !ok || run != "r1" || node != "n2" || from != "n1" {
+		t.Errorf("parse = %q %q %q %v", run, node, from, ok)
 	}
-	for _, bad := range []string{"hf.run.", "hf.run.r1", "hf.run.r1.nod.n2", "hf.evt.r.n", "x"} {
-		if _, _, ok := parseSignalSubject(bad); ok {
+	if got := SignalsFromFilter("n1"); got != "hf.run.*.node.*.n1" {
+		t.Errorf("SignalsFromFilter = %q", got)
+	}
+	if got := NodeEventsFilter("n1"); got != "hf.evt.*.n1" {
+		t.Errorf("NodeEventsFilter = %q", got)
+	}
+	if got := eventSender("hf.evt.r1.n2"); got != "n2" {
+		t.Errorf("eventSender = %q", got)
+	}
+	for _, bad := range []string{"hf.run.", "hf.run.r1", "hf.run.r1.nod.n2.n1", "hf.run.r1.node.n2", "hf.run.r1.node.n2.n1.x", "hf.evt.r.n", "x"} {
+		if _, _, _, ok := parseSignalSubject(bad); ok {
 			t.Errorf("parse(%q) accepted", bad)
 		}
 	}

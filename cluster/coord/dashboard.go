@@ -111,7 +111,15 @@ func (d *dashSource) Events(ctx context.Context, run string, after uint64, fn fu
 		return after, nil
 	}
 	d.subscribe()
-	return d.s.eventsAfter(ctx, run, after, fn)
+	r, ok := d.s.run(run)
+	if !ok {
+		return after, nil
+	}
+	return d.s.eventsAfter(ctx, run, after, func(e *transport.TaskEvent) {
+		if EventFromOwner(r, e) { // as the status fold: only the task's owner
+			fn(e)
+		}
+	})
 }
 
 // Cancel cancels on the leader: here, or through its API.
@@ -163,7 +171,7 @@ func (d *dashSource) subscribe() {
 	lim := d.s.nc.Limits()
 	sub, err := d.s.nc.Subscribe(proto.SubjectTerm, func(m *nats.Msg) {
 		var r transport.TermReport
-		if r.Decode(m.Data, lim) != nil {
+		if r.Decode(m.Data, lim) != nil || r.Node != proto.SenderOf(m.Subject) {
 			return
 		}
 		key := r.Run + "/" + r.Node

@@ -34,8 +34,10 @@
 //     (counters balanced per sender, lost senders ignored); TermReports and
 //     time in, probe waves and the verdict out.
 //   - Plan: partitions an expanded flow over the alive nodes (module
-//     instances whole, loops kept together, pins and GPU affinity);
-//     PlanReassign places a running run's tasks again after a node loss.
+//     instances and loops whole, pins and GPU affinity) under a cost model
+//     (Placement, TaskCost: a window of levels is spread only when its
+//     work is worth the hops and cross-node edges); PlanReassign places a
+//     running run's tasks again after a node loss.
 //   - Fold: a run's TaskEvents folded into the API's status object.
 //   - CheckSuccess: a success verdict checked against the folded record
 //     (nothing still running, every source ran, no task left behind strong
@@ -59,10 +61,10 @@
 // proto.PingSubject);
 // adds coordinator voters; for every running run re-sends the Assignment every
 // 500ms to each node that has not reported for the generation, feeds
-// TermReports (hf.coord.term) to the run's Detector and sends probes; ends the
+// TermReports (hf.coord.term.<node>, the sender the subject's) to the run's Detector and sends probes; ends the
 // run on termination (succeeded, once CheckSuccess finds no work owed; a
 // refused verdict is counted in hetflow_verdicts_refused_total and probed
-// again, and five in a row fail the run), a fail envelope (hf.coord.fail: failed,
+// again, and five in a row fail the run), a fail envelope (hf.coord.fail.<node>, from a node of the run: failed,
 // "task X: error"), its timeout (failed, "timed out after D") or a user cancel
 // (cancelled), then sends Cancel to its nodes, and again to any node that
 // still reports for an ended run; prunes finished runs older than the

@@ -29,17 +29,20 @@ type Node struct {
 
 // Run is one submitted run.
 type Run struct {
-	ID         string        `json:"id"`
-	Flow       []byte        `json:"flow"` // canonical JSON flow file (spec.Marshal)
-	FlowName   string        `json:"flow_name"`
-	State      string        `json:"state"`
-	Error      string        `json:"error,omitempty"`
-	Submitted  time.Time     `json:"submitted"`
-	Finished   time.Time     `json:"finished,omitzero"`
-	Timeout    time.Duration `json:"timeout,omitempty"`
-	Gen        uint64        `json:"gen"`
-	Assignment []string      `json:"assignment"` // vertex → node id
-	Nodes      []string      `json:"nodes"`      // the nodes of Assignment, sorted
+	ID       string `json:"id"`
+	Flow     []byte `json:"flow"` // canonical JSON flow file (spec.Marshal)
+	FlowName string `json:"flow_name"`
+	// Params are the values of the flow's parameters (spec.File.Bind); Flow
+	// holds the flow with them substituted.
+	Params     map[string]any `json:"params,omitempty"`
+	State      string         `json:"state"`
+	Error      string         `json:"error,omitempty"`
+	Submitted  time.Time      `json:"submitted"`
+	Finished   time.Time      `json:"finished,omitzero"`
+	Timeout    time.Duration  `json:"timeout,omitempty"`
+	Gen        uint64         `json:"gen"`
+	Assignment []string       `json:"assignment"` // vertex → node id
+	Nodes      []string       `json:"nodes"`      // the nodes of Assignment, sorted
 	// Boots are the incarnations (Node.Boot) of Nodes when the run took them
 	// (submit, reassign): a node whose Boot has changed since was restarted
 	// and lost its part, like a dead one.

@@ -126,7 +126,7 @@ func (n *fakeNode) stop() {
 
 func (n *fakeNode) term(run string, gen, wave uint64) {
 	r := transport.TermReport{Run: run, Gen: gen, Node: n.id, Wave: wave, Idle: !n.busy}
-	if err := n.nc.Publish(proto.SubjectTerm, transport.Encode(&r)); err != nil {
+	if err := n.nc.Publish(proto.TermSubject(n.id), transport.Encode(&r)); err != nil {
 		n.t.Errorf("%s: term report: %v", n.id, err)
 	}
 }
@@ -162,7 +162,7 @@ func (n *fakeNode) handle(m transport.Message) {
 			if v.Name() == n.failTask {
 				body, _ := json.Marshal(proto.FailBody{Task: v.Path, Error: "boom"})
 				e := transport.Envelope{Kind: proto.KindFail, Run: m.Run, Node: n.id, Body: body}
-				_ = n.nc.Publish(proto.SubjectFail, transport.Encode(&e))
+				_ = n.nc.Publish(proto.FailSubject(n.id), transport.Encode(&e))
 				continue
 			}
 			ev := transport.TaskEvent{Run: m.Run, Gen: m.Gen, Task: task, Node: n.id, State: transport.TaskDone, Act: 1, Executions: 1}

@@ -43,6 +43,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", lead(s.handleStatus))
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", lead(s.handleCancel))
 	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	mux.HandleFunc("GET /v1/funcs", s.handleFuncs)
 	mux.HandleFunc("GET /v1/peers", s.handlePeers)
 	mux.HandleFunc("DELETE /v1/peers/{id}", lead(s.handleRemovePeer))
 	mux.HandleFunc("GET /v1/leader", s.handleLeader)
@@ -200,7 +201,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
 		return
 	}
-	id, err := s.SubmitID(req.ID, req.Path, []byte(req.Flow))
+	id, err := s.SubmitParams(req.ID, req.Path, []byte(req.Flow), req.Params)
 	if err != nil {
 		var inv *InvalidError
 		if errors.As(err, &inv) {
@@ -249,6 +250,13 @@ func (s *Server) Submit(path string, text []byte) (string, error) {
 // the one a retried request made: its id comes back and nothing starts
 // again. The same id with another flow is an *InvalidError.
 func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
+	return s.SubmitParams(id, path, text, nil)
+}
+
+// SubmitParams is SubmitID with values for the flow's parameters
+// (spec.File.Bind): a value missing, ill-typed or for a parameter the
+// flow does not declare is an *InvalidError naming it.
+func (s *Server) SubmitParams(id, path string, text []byte, params map[string]any) (string, error) {
 	if id != "" && !proto.ValidRunID(id) {
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
 	}
@@ -265,6 +273,10 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	if err != nil {
 		return "", invalid(err)
 	}
+	f, values, err := f.Bind(params)
+	if err != nil {
+		return "", invalid(err)
+	}
 	var alive []Node
 	res := &spec.Resources{Nodes: map[string]spec.NodeRes{}}
 	s.fsm.read(func(fsm *FSM) {
@@ -275,7 +287,13 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 			}
 		}
 	})
-	opts := spec.Options{Funcs: s.cfg.Catalog, Resources: res}
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*catalogFetchTimeout)
+	offered := s.offered(s.nodeFuncs(fctx, alive))
+	fcancel()
+	opts := spec.Options{Funcs: offered, Resources: res}
+	if len(alive) == 0 {
+		opts.Funcs = s.cfg.Catalog // nothing offers anything: check the flow, and planning says there is no node
+	}
 	// Before anything grows with the run's size. ExpandedSize is safe on a
 	// file not validated yet (a module cycle saturates it): a file over the
 	// limit is validated first, so that a cycle is reported as one.
@@ -310,7 +328,10 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	} else if done, err := s.submitted(id, canon); done || err != nil {
 		return id, err
 	}
-	assign, err := Plan(g, alive, Seed(id))
+	if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
+		return "", err
+	}
+	assign, err := PlanWith(g, alive, Seed(id), s.cfg.Placement)
 	if err != nil {
 		return "", invalid(err)
 	}
@@ -322,7 +343,7 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 	for _, n := range assign {
 		used[n] = boots[n]
 	}
-	run := &Run{ID: id, Flow: canon, FlowName: g.Name, State: proto.RunRunning, Submitted: now,
+	run := &Run{ID: id, Flow: canon, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
 	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
@@ -569,6 +590,9 @@ func (s *Server) Verdicts() (refused, deathsConfirmed, deathsRefuted uint64) {
 // errWrongKind: a message that decodes but is not what its subject carries.
 var errWrongKind = errors.New("coord: wrong message kind for the subject")
 
+// errSender: a message whose sender is not the one its subject names.
+var errSender = errors.New("coord: the sender is not the subject's")
+
 // dropped counts a message from a peer the coordinator could not use; the
 // leader keeps going.
 func (s *Server) dropped(subject string, err error) {
@@ -578,6 +602,8 @@ func (s *Server) dropped(subject string, err error) {
 		reason = "oversized"
 	case errors.Is(err, errWrongKind):
 		reason = "kind"
+	case errors.Is(err, errSender):
+		reason = "sender"
 	}
 	s.drops.WithLabelValues(subject, reason).Inc()
 	s.dropMu.Lock()

@@ -61,6 +61,13 @@ type LeaderConfig struct {
 	// Silence and InProcess configure the Liveness (which see).
 	Silence   time.Duration
 	InProcess bool
+	// Offered, when set, tells what the takers of a reassignment offer (the
+	// server's cached node catalogs, Server.cachedOffered): moved tasks go to
+	// nodes that have their functions (pinMoved). nil: placement by capacity.
+	Offered func(nodes []Node) *funcs.Offered
+	// Placement is the cost model a lost node's tasks are placed again by
+	// (PlanReassignWith).
+	Placement Placement
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -420,7 +427,11 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 				takers = append(takers, n)
 			}
 		}
-		assign, err := reassign(r, takers)
+		var offered *funcs.Offered
+		if l.cfg.Offered != nil {
+			offered = l.cfg.Offered(takers)
+		}
+		assign, err := reassign(r, takers, offered, l.cfg.Placement)
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			l.log(slog.LevelWarn, "run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -437,8 +448,10 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 	return l.flush()
 }
 
-// reassign plans a run's new assignment over the alive nodes.
-func reassign(r Run, alive []Node) ([]string, error) {
+// reassign plans a run's new assignment over the alive nodes by the cost
+// model pl; moved tasks go to nodes that have their functions (o,
+// pinMoved in catalog.go).
+func reassign(r Run, alive []Node, o *funcs.Offered, pl Placement) ([]string, error) {
 	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
@@ -447,7 +460,8 @@ func reassign(r Run, alive []Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not expand: %w", r.ID, err)
 	}
-	assign, _, err := PlanReassign(g, r.Assignment, alive, Seed(r.ID)+r.Gen)
+	pinMoved(g, r.Assignment, alive, o, Seed(r.ID)+r.Gen)
+	assign, _, err := PlanReassignWith(g, r.Assignment, alive, Seed(r.ID)+r.Gen, pl)
 	return assign, err
 }
 
@@ -546,11 +560,12 @@ func (l *Leader) Checked(now time.Time, id string, gen uint64, owed []Owed, fail
 	return l.flush()
 }
 
-// Fail takes a node's fail envelope (hf.coord.fail): the run fails, "task
-// X: error".
+// Fail takes a node's fail envelope (hf.coord.fail.<node>, e.Node the
+// subject's): the run fails, "task X: error". Only a node of the run fails
+// it.
 func (l *Leader) Fail(now time.Time, e *transport.Envelope) []LeaderAction {
 	t := l.runs[e.Run]
-	if t == nil || t.ending {
+	if t == nil || t.ending || !slices.Contains(t.run.Nodes, e.Node) {
 		return l.flush()
 	}
 	var body proto.FailBody

@@ -54,7 +54,7 @@ func (s *Server) lead(ctx context.Context) {
 	s.log.Info("leading")
 	defer s.log.Info("no longer leading")
 	l := &leader{s: s, core: NewLeader(LeaderConfig{Started: s.started, NoRecord: s.nc == nil,
-		Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes}, fsmView{s})}
+		Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes, Offered: s.cachedOffered, Placement: s.cfg.Placement}, fsmView{s})}
 
 	// Make sure every entry of earlier terms is applied before acting on the FSM.
 	if err := s.raft.Barrier(5 * time.Second).Error(); err != nil {
@@ -82,6 +82,10 @@ func (s *Server) lead(ctx context.Context) {
 				s.dropped(proto.SubjectTerm, err)
 				return
 			}
+			if r.Node != proto.SenderOf(m.Subject) { // the server enforces the subject's sender
+				s.dropped(proto.SubjectTerm, errSender)
+				return
+			}
 			deliver(inbound{term: &r})
 		})
 		if err != nil {
@@ -96,6 +100,10 @@ func (s *Server) lead(ctx context.Context) {
 			}
 			if e.Kind != proto.KindFail {
 				s.dropped(proto.SubjectFail, errWrongKind)
+				return
+			}
+			if e.Node != proto.SenderOf(m.Subject) {
+				s.dropped(proto.SubjectFail, errSender)
 				return
 			}
 			deliver(inbound{fail: &e})

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"time"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/topo"
 	"github.com/hetflow/hetflow/partition"
@@ -14,26 +16,117 @@ import (
 // ErrPlan is matched by a flow that cannot be placed on the alive nodes.
 var ErrPlan = errors.New("coord: cannot place the flow")
 
+// Defaults of Placement.
+const (
+	// DefaultHop is the latency a cross-node edge adds on loopback NATS.
+	DefaultHop = 100 * time.Microsecond
+	// DefaultEdgeCost is the CPU a node spends on one end (sending or
+	// receiving) of a cross-node edge, per KiB of output or less (measured
+	// on loopback: the receive, NATS and the wake-ups about 1.1 µs each).
+	DefaultEdgeCost = time.Microsecond
+	// DefaultTaskCost is the cost of a task whose function has no estimate
+	// and no declared cost (noop, hash, conditions, user functions).
+	DefaultTaskCost = time.Microsecond
+	// maxTaskCost caps one task's estimate (µs), so that a million of them
+	// still sum within the partitioner's weights.
+	maxTaskCost = 1 << 40
+)
+
+// Placement is the cost model Plan places tasks by: a window of levels is
+// spread over the nodes only when its parallel work is worth more than the
+// hops and the cross-node edges spreading adds (partition.PartitionLevels
+// with Options.Hop and EdgeCost), so tiny tasks stay together and only work
+// worth a hop crosses. The zero value is the default model.
+type Placement struct {
+	// Hop is the latency one cross-node hop adds to a run's path (0:
+	// DefaultHop; a network of several ms between nodes wants its own).
+	Hop time.Duration
+	// EdgeCost is the CPU a node spends on each end of a cross-node edge
+	// (0: DefaultEdgeCost).
+	EdgeCost time.Duration
+	// Funcs declares the cost of one execution of a function by name,
+	// replacing the built-in estimate (TaskCost): a cluster whose own
+	// functions do real work says so here.
+	Funcs map[string]time.Duration
+	// Spread turns the cost model off: every window of levels is balanced
+	// across the nodes however little work it holds (the placement before
+	// the cost model; tests that want cross-node edges).
+	Spread bool
+	// SoftLoops keeps a condition loop on one node only where the balance
+	// allows (the partitioner's soft groups) and weighs a loop's tasks by
+	// one execution, not by the iterations its conditions ask for: the
+	// placement before loops were whole. The simulation (cluster/runsim) uses it, with
+	// Spread, to explore loops across nodes, which a flow reaches by
+	// pinning a loop's tasks apart.
+	SoftLoops bool
+}
+
+// Check reports a Placement a coordinator refuses: a negative hop or edge
+// cost, a declared cost without a function name or below zero.
+func (p Placement) Check() error {
+	if p.Hop < 0 || p.EdgeCost < 0 {
+		return fmt.Errorf("placement: hop %v, edge cost %v: want >= 0", p.Hop, p.EdgeCost)
+	}
+	for name, d := range p.Funcs {
+		switch {
+		case name == "":
+			return errors.New("placement: a declared cost without a function name")
+		case d < 0:
+			return fmt.Errorf("placement: function %q declared to cost %v: want >= 0", name, d)
+		}
+	}
+	return nil
+}
+
+// options is the partitioner's cost model for p, in microseconds (the
+// unit of the vertex weights, taskCost).
+func (p Placement) options(seed uint64) partition.Options {
+	if p.Spread {
+		return partition.Options{Seed: seed}
+	}
+	hop, edge := p.Hop, p.EdgeCost
+	if hop <= 0 {
+		hop = DefaultHop
+	}
+	if edge <= 0 {
+		edge = DefaultEdgeCost
+	}
+	return partition.Options{Seed: seed, Hop: max(int64(hop/time.Microsecond), 1), EdgeCost: max(int64(edge/time.Microsecond), 1)}
+}
+
 // Plan partitions an expanded flow over nodes (docs/cluster-protocol.md,
-// Partitioning) and returns, per vertex, the id of the node that runs it.
-//
-// Every module instance (an outermost module vertex and everything nested
-// under it) runs on one node: its vertices share a partition group, and an
-// instance the partitioner split anyway is moved whole to the node of its
-// module vertex. A pin inside an instance pins the instance; a GPU task
-// inside one makes its module vertex need a GPU. Condition loops
-// (LoopGroups) are groups too, kept together when the balance allows.
-// seed makes the answer deterministic (the leader derives it from the run id).
+// Partitioning) by the default cost model (PlanWith with a zero Placement)
+// and returns, per vertex, the id of the node that runs it. seed makes the
+// answer deterministic (the leader derives it from the run id).
 func Plan(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
-	return plan(g, nodes, seed, nil, true)
+	return PlanWith(g, nodes, seed, Placement{})
+}
+
+// PlanWith is Plan under the cost model p.
+//
+// Every window of the DAG's levels (partition.PartitionLevels) is either
+// balanced across the nodes or kept on one node, whichever p estimates
+// faster (TaskCost per task; a loop's tasks times the iterations its
+// conditions ask for, a `loop` {n} n+1). Pins are kept and GPU tasks go to GPU nodes
+// either way. Every module instance (an outermost module vertex and
+// everything nested under it) runs on one node: its vertices share a
+// partition group, and an instance the partitioner split anyway is moved
+// whole to the node of its module vertex. A pin inside an instance pins the
+// instance; a GPU task inside one makes its module vertex need a GPU.
+// Every condition loop (LoopGroups) runs on one node too: a loop the
+// partitioner split is moved whole to the node of its pinned member, else
+// of its GPU member, else to the node holding most of its cost. Only a loop
+// whose tasks are pinned to different nodes is split, as its pins say.
+func PlanWith(g *spec.Graph, nodes []Node, seed uint64, p Placement) ([]string, error) {
+	return plan(g, nodes, seed, nil, true, p)
 }
 
 // PlanLeastCut is Plan with the plain least-cut placement (partition.Partition:
-// only the nodes' total loads balanced), which gives a layered DAG's nodes
-// bands of consecutive levels. The leader never uses it; it is there to
-// compare placements (the bench's simulation).
+// only the nodes' total loads balanced, no cost model), which gives a layered
+// DAG's nodes bands of consecutive levels. The leader never uses it; it is
+// there to compare placements (the bench's simulation).
 func PlanLeastCut(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
-	return plan(g, nodes, seed, nil, false)
+	return plan(g, nodes, seed, nil, false, Placement{Spread: true})
 }
 
 // PlanReassign places the tasks of a running run again after nodes were lost
@@ -43,8 +136,14 @@ func PlanLeastCut(g *spec.Graph, nodes []Node, seed uint64) ([]string, error) {
 // the same capacity and GPU rules. lost lists the nodes of prev that are not
 // alive (nil and prev itself when none is). A task that cannot move — pinned
 // by `node:` to a lost node, or needing a GPU no alive node has — is an
-// ErrPlan naming the task and its lost node.
+// ErrPlan naming the task and its lost node. The cost model is the default
+// one (PlanReassignWith takes another).
 func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assign, lost []string, err error) {
+	return PlanReassignWith(g, prev, alive, seed, Placement{})
+}
+
+// PlanReassignWith is PlanReassign under the cost model p.
+func PlanReassignWith(g *spec.Graph, prev []string, alive []Node, seed uint64, p Placement) (assign, lost []string, err error) {
 	if len(prev) != len(g.Vertices) {
 		return nil, nil, fmt.Errorf("%w: the assignment places %d tasks, the flow has %d", ErrPlan, len(prev), len(g.Vertices))
 	}
@@ -80,7 +179,7 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 	if len(alive) == 0 {
 		return nil, nil, fmt.Errorf("%w: nodes %v were lost and no node is alive", ErrPlan, lost)
 	}
-	assign, err = plan(g, alive, seed, fixed, true)
+	assign, err = plan(g, alive, seed, fixed, true, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (moving the tasks of lost nodes %v)", err, lost)
 	}
@@ -89,7 +188,7 @@ func PlanReassign(g *spec.Graph, prev []string, alive []Node, seed uint64) (assi
 
 // plan is Plan with fixed[v] (when fixed is not nil and the entry not "")
 // pinning vertex v to that node; byLevel false is PlanLeastCut.
-func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool) ([]string, error) {
+func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool, pl Placement) ([]string, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: no alive node", ErrPlan)
 	}
@@ -150,7 +249,8 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			uf.join(v, m)
 		}
 	}
-	for _, grp := range g.LoopGroups() {
+	loops := g.LoopGroups()
+	for _, grp := range loops {
 		for _, v := range grp[1:] {
 			uf.join(grp[0], v)
 		}
@@ -161,8 +261,22 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 	}
 
 	b := partition.NewBuilder(nv)
+	cost := make([]int64, nv)
+	times := make([]int64, nv) // per vertex: the executions its loops make of it
+	if !pl.SoftLoops {
+		for _, grp := range loops {
+			it := iterations(g, grp)
+			for _, v := range grp {
+				times[v] = max(times[v], it)
+			}
+		}
+	}
 	for v, vx := range g.Vertices {
-		w := cpuWeight(vx.Task)
+		w := taskCost(vx.Task, pl.Funcs)
+		if t := times[v]; t > 1 {
+			w = min(w*t, maxTaskCost) // both at most 2^40 and 2^20: no overflow
+		}
+		cost[v] = w
 		pv := partition.Vertex{CPU: w}
 		if gpu[v] {
 			pv = partition.Vertex{GPU: w}
@@ -191,7 +305,7 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 	// consecutive levels and the nodes run one after the other.
 	var res *partition.Result
 	if levels := groupLevels(g, uf); byLevel && levels != nil {
-		res, err = partition.PartitionLevels(pg, pnodes, levels, partition.Options{Seed: seed})
+		res, err = partition.PartitionLevels(pg, pnodes, levels, pl.options(seed))
 	} else {
 		res, err = partition.Partition(pg, pnodes, partition.Options{Seed: seed})
 	}
@@ -199,6 +313,9 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 		return nil, fmt.Errorf("%w: %w", ErrPlan, err)
 	}
 	assign := res.Assign
+	if !pl.SoftLoops {
+		wholeLoops(g, uf, size, assign, pin, gpu, cost, index, nodes)
+	}
 	for v := range g.Vertices {
 		if m := instance[v]; m >= 0 {
 			assign[v] = assign[m] // an instance never splits
@@ -243,16 +360,133 @@ func groupLevels(g *spec.Graph, uf union) []int {
 	return level
 }
 
-// cpuWeight estimates a task's work: spin its microseconds, saxpy n/1000,
-// anything else 1.
-func cpuWeight(t spec.Task) int64 {
-	switch t.Func {
-	case "spin":
-		return max(argInt(t.Args, "us"), 1)
-	case "saxpy":
-		return max(argInt(t.Args, "n")/1000, 1)
+// wholeLoops moves every group of uf (a condition loop, with any module
+// instance in it) that the partitioner split onto one node: the node of its
+// pinned members, else of a member that needs a GPU, else the one holding
+// most of its cost (the first such member's on a tie). A group whose members
+// are pinned to different nodes stays as placed; a member that needs a GPU
+// the target lacks stays too (the GPU node was its only choice).
+func wholeLoops(g *spec.Graph, uf union, size map[int]int, assign []int, pin []string, gpu []bool, cost []int64, index map[string]int, nodes []Node) {
+	members := map[int][]int{}
+	for v := range g.Vertices {
+		if r := uf.find(v); size[r] > 1 {
+			members[r] = append(members[r], v)
+		}
 	}
-	return 1
+	for _, vs := range members {
+		target, pinned, split := -1, "", false
+		for _, v := range vs {
+			if p := pin[v]; p != "" {
+				if pinned != "" && p != pinned {
+					split = true
+				}
+				pinned = p
+			}
+		}
+		if split {
+			continue
+		}
+		if pinned != "" {
+			target = index[pinned]
+		}
+		for _, v := range vs {
+			if target < 0 && gpu[v] {
+				target = assign[v]
+			}
+		}
+		if target < 0 {
+			on := map[int]int64{}
+			for _, v := range vs {
+				on[assign[v]] += cost[v]
+				if target < 0 || on[assign[v]] > on[target] {
+					target = assign[v]
+				}
+			}
+		}
+		for _, v := range vs {
+			if pin[v] == "" && (!gpu[v] || nodes[target].GPUs > 0) {
+				assign[v] = target
+			}
+		}
+	}
+}
+
+// maxIterations caps the executions a loop is estimated to make.
+const maxIterations = 1 << 20
+
+// iterations estimates how often the tasks of loop group grp run in a run:
+// the most any of its conditions asks for, a `loop` {n} n+1 times, a
+// `coin` {p} 1/(1-p) times (the mean of its geometric draw; at most
+// maxIterations), any other condition once (its choices are unknown).
+// Nested loops count their inner group's own iterations, not the product.
+func iterations(g *spec.Graph, grp []int) int64 {
+	it := int64(1)
+	for _, v := range grp {
+		t := g.Vertices[v].Task
+		if t.Kind != spec.KindCondition {
+			continue
+		}
+		switch t.Func {
+		case funcs.Loop:
+			it = max(it, min(argInt(t.Args, "n"), maxIterations-1)+1)
+		case funcs.Coin:
+			p := 0.5 // coin's default
+			switch x := t.Args["p"].(type) {
+			case float64:
+				p = x
+			case int64:
+				p = float64(x)
+			case uint64:
+				p = float64(x)
+			}
+			if p >= 1-1.0/maxIterations {
+				it = maxIterations
+			} else if p > 0 {
+				it = max(it, int64(1/(1-p)))
+			}
+		}
+	}
+	return it
+}
+
+// TaskCost estimates one execution of a task, the weight the placement
+// balances: declared (by function name) when given, else spin its us, sleep
+// its ms, saxpy 1 µs a thousand elements of n, fanout its n children of us
+// each, anything else DefaultTaskCost. It is counted in whole microseconds,
+// at least 1 and at most about 12.7 days (funcs.MaxSpinUS).
+func TaskCost(t spec.Task, declared map[string]time.Duration) time.Duration {
+	return time.Duration(taskCost(t, declared)) * time.Microsecond
+}
+
+// taskCost is TaskCost in microseconds, the partitioner's weight unit.
+func taskCost(t spec.Task, declared map[string]time.Duration) int64 {
+	sat := func(x, unit int64) int64 {
+		if x <= 0 || unit <= 0 {
+			return 0
+		}
+		if x > maxTaskCost/unit {
+			return maxTaskCost
+		}
+		return x * unit
+	}
+	var us int64
+	if d, ok := declared[t.Func]; ok && t.Func != "" {
+		us = int64(d / time.Microsecond)
+	} else {
+		switch t.Func {
+		case funcs.Spin:
+			us = sat(argInt(t.Args, "us"), 1)
+		case funcs.Sleep:
+			us = sat(argInt(t.Args, "ms"), 1e3)
+		case funcs.Saxpy:
+			us = argInt(t.Args, "n") / 1000
+		case funcs.Fanout:
+			us = sat(argInt(t.Args, "n"), argInt(t.Args, "us"))
+		default:
+			us = int64(DefaultTaskCost / time.Microsecond)
+		}
+	}
+	return min(max(us, 1), maxTaskCost)
 }
 
 // outputBytes estimates the size of a task's output.

@@ -68,6 +68,9 @@ type Config struct {
 	// expanded, partitioned or committed, with an error naming the limit.
 	MaxTasks     int
 	MaxFlowBytes int
+	// Placement is the cost model runs are placed by (PlanWith; the zero
+	// value is the default model: 100 µs hops on loopback).
+	Placement Placement
 	// TLS, when set, serves the API over HTTPS with it (it needs a
 	// certificate); every coordinator of a cluster then does, and a
 	// follower forwards to the leader over HTTPS, trusting ForwardTLS (nil:
@@ -99,11 +102,12 @@ type Config struct {
 // Server is one coordinator: a raft replica of the FSM, a member of the
 // gossip ring, the HTTP API and, while it leads, the leader loop.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	fsm  *raftFSM
-	reg  *prometheus.Registry
-	http *prometheus.CounterVec
+	cfg      Config
+	catalogs catalogCache // the nodes' function catalogs (catalog.go)
+	log      *slog.Logger
+	fsm      *raftFSM
+	reg      *prometheus.Registry
+	http     *prometheus.CounterVec
 
 	raft    *raft.Raft
 	store   *boltStore
@@ -154,6 +158,9 @@ func New(cfg Config) (*Server, error) {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return nil, fmt.Errorf("%w: %s address %q: %v", ErrConfig, what, a, err)
 		}
+	}
+	if err := cfg.Placement.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if cfg.Catalog == nil {
 		cfg.Catalog = funcs.Default()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 // vertex in order (each followed by the subflow children seen under it),
 // then any other named task.
 func (f *Fold) Status(r Run, g *spec.Graph) proto.RunStatus {
-	st := proto.RunStatus{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error}
+	st := proto.RunStatus{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error, Params: r.Params}
 	none := proto.TaskPending
 	switch r.State {
 	case proto.RunSucceeded, proto.RunFailed:
@@ -148,7 +149,7 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 		return proto.RunStatus{}, err
 	}
 	if s.nc != nil {
-		if err := s.readEvents(ctx, c, id); err != nil {
+		if err := s.readEvents(ctx, c, r); err != nil {
 			s.log.Warn("read events", "run", id, "err", err)
 		}
 	}
@@ -165,7 +166,7 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 	if err := c.graph(r); err != nil {
 		return nil, nil, err
 	}
-	if err := s.readEvents(ctx, c, r.ID); err != nil {
+	if err := s.readEvents(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
 	owed, failed = CheckSuccess(c.g, c.fold)
@@ -199,11 +200,32 @@ func (c *statusCache) graph(r Run) error {
 	return nil
 }
 
-// readEvents folds the run's events after c.seq.
-func (s *Server) readEvents(ctx context.Context, c *statusCache, run string) error {
-	seq, err := s.eventsAfter(ctx, run, c.seq, func(e *transport.TaskEvent) { c.fold.Add(c.g, e) })
+// readEvents folds the run's events after c.seq, those of a task from a
+// node that may report it (EventFromOwner).
+func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
+	seq, err := s.eventsAfter(ctx, r.ID, c.seq, func(e *transport.TaskEvent) {
+		if EventFromOwner(r, e) {
+			c.fold.Add(c.g, e)
+		}
+	})
 	c.seq = seq
 	return err
+}
+
+// EventFromOwner reports whether e may be folded into run r's status: it
+// is of a generation r has reached, and its node (the sender its subject
+// names, which the NATS server enforces) owns its task in r's assignment or,
+// for an older generation, is one the run lost (Run.Lost: it may have
+// owned the task then). No other node can report a task, nor anyone a
+// generation to come.
+func EventFromOwner(r Run, e *transport.TaskEvent) bool {
+	if e.Gen > r.Gen || int(e.Task) >= len(r.Assignment) {
+		return false
+	}
+	if r.Assignment[e.Task] == e.Node {
+		return true
+	}
+	return e.Gen < r.Gen && slices.Contains(r.Lost, e.Node)
 }
 
 // eventsAfter hands fn the run's decodable events stored after stream
@@ -247,8 +269,9 @@ func (s *Server) eventsAfter(ctx context.Context, run string, seq uint64, fn fun
 				continue
 			}
 			seq, pending = meta.Sequence.Stream, meta.NumPending
+			from := proto.SenderOf(m.Subject())
 			_ = transport.EachEvent(m.Data(), lim, func(e *transport.TaskEvent) error { // a malformed message is skipped
-				if e.Run == run {
+				if e.Run == run && e.Node == from {
 					fn(e)
 				}
 				return nil

@@ -639,6 +639,24 @@ func TestRunAgeIsSinceSubmit(t *testing.T) {
 	}
 }
 
+// A run page's summary carries the values of the run's parameters (the
+// page shows them under its title).
+func TestRunSummaryShowsParams(t *testing.T) {
+	f := newFake()
+	r := f.addRun(t, "r1", doWhile, time.Now())
+	r.params = map[string]any{"n": 3.0, "who": "ann"}
+	d := New(f, Options{})
+	defer d.Close()
+	s, _, _, err := d.summary(context.Background(), "r1", true)
+	if err != nil || s.Params["who"] != "ann" || s.Params["n"] != 3.0 {
+		t.Errorf("summary %+v %v", s.Params, err)
+	}
+	page, err := static.ReadFile("static/app.js")
+	if err != nil || !strings.Contains(string(page), `$("#params")`) {
+		t.Errorf("the run page does not show params: %v", err)
+	}
+}
+
 // The run page's first view is drawn on the server: state, counts that add
 // up to the progress, the graph and the timeline are in the HTML itself,
 // before any script runs (under load the event stream's first summary took

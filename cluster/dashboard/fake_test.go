@@ -25,9 +25,10 @@ type fakeSource struct {
 }
 
 type fakeRun struct {
-	info RunInfo
-	g    *spec.Graph
-	evs  []transport.TaskEvent
+	info   RunInfo
+	params map[string]any // the run's parameter values, for its status
+	g      *spec.Graph
+	evs    []transport.TaskEvent
 }
 
 func newFake() *fakeSource {
@@ -128,7 +129,7 @@ func (f *fakeSource) Status(ctx context.Context, id string) (proto.RunStatus, er
 	for i := range r.evs {
 		latest[r.evs[i].Task] = &r.evs[i]
 	}
-	st := proto.RunStatus{ID: id, Flow: r.info.RunSummary.Flow, State: r.info.State}
+	st := proto.RunStatus{ID: id, Flow: r.info.RunSummary.Flow, State: r.info.State, Params: r.params}
 	for i, v := range r.g.Vertices {
 		ts := proto.TaskStatus{Name: v.Path, State: proto.TaskPending}
 		if e := latest[uint32(i)]; e != nil {

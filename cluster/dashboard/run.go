@@ -87,15 +87,17 @@ func (d *Dashboard) counts(ctx context.Context, id string) (Counts, error) {
 // Summary is a run page's header data (GET /ui/runs/{id}/summary.json and
 // the "summary" events of /ui/runs/{id}/events).
 type Summary struct {
-	ID        string     `json:"id"`
-	Flow      string     `json:"flow"`
-	State     string     `json:"state"`
-	Error     string     `json:"error,omitempty"`
-	Submitted time.Time  `json:"submitted"`
-	Finished  *time.Time `json:"finished,omitempty"`
-	AgeMS     int64      `json:"age_ms"`
-	Gen       uint64     `json:"gen"`
-	Nodes     []string   `json:"nodes"`
+	ID    string `json:"id"`
+	Flow  string `json:"flow"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Params are the values the run's parameters took.
+	Params    map[string]any `json:"params,omitempty"`
+	Submitted time.Time      `json:"submitted"`
+	Finished  *time.Time     `json:"finished,omitempty"`
+	AgeMS     int64          `json:"age_ms"`
+	Gen       uint64         `json:"gen"`
+	Nodes     []string       `json:"nodes"`
 	Counts
 	Progress float64 `json:"progress"`
 	Events   uint64  `json:"events"` // stream sequence read up to: changes whenever new events arrive
@@ -123,7 +125,7 @@ func (d *Dashboard) summary(ctx context.Context, id string, fresh bool) (Summary
 	rd.mu.Lock()
 	info, seq := rd.info, rd.seq
 	rd.mu.Unlock()
-	s := Summary{ID: info.ID, Flow: info.RunSummary.Flow, State: st.State, Error: st.Error, Submitted: info.Submitted,
+	s := Summary{ID: info.ID, Flow: info.RunSummary.Flow, State: st.State, Error: st.Error, Params: st.Params, Submitted: info.Submitted,
 		Finished: info.Finished, AgeMS: info.Age(d.now()).Milliseconds(), Gen: info.Gen, Events: seq}
 	s.Nodes = slices.Compact(slices.Sorted(slices.Values(info.Assignment)))
 	s.Counts = tally(st)

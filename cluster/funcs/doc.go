@@ -26,7 +26,13 @@
 //     fail with errors like `task "body": args: "us" must be a non-negative
 //     integer, got "abc"`;
 //   - Call.Inputs holds the outputs of the task's strong predecessors (by
-//     declared name, each from its latest activation);
+//     declared name, each from its latest activation) that have produced
+//     one when the activation starts; a condition predecessor gives none.
+//     A task with strong and condition predecessors runs once per pick and
+//     once per round of its strong predecessors: an activation by the pick
+//     sees the strong predecessors that completed before it (order one
+//     before the condition by a strong path to be sure it is seen), one by
+//     the round sees them all;
 //   - Call.Activation counts the task's activations in the run (1 first);
 //     Call.Attempt counts re-executions of one activation;
 //   - Call.State is the Result.State of the task's previous activation.
@@ -85,10 +91,14 @@
 //	fanout {n, us}       subflow: n spin {us} children named "0".."n-1"
 //	pick {choices}       multicondition: returns the given indices
 //	blob {n}             outputs n bytes (byte i = i mod 256), for traffic tests
+//	exec {cmd, args, stdin, env}  only with Registry.EnableExec(allow) (node --exec-allow): runs an
+//	                     allowed program with its inputs as files (and stdin); stdout is the output
 //
-// Only hash, saxpy and blob produce output. saxpy has a Graph (the gpu
-// package's saxpy kernel between copies in and out) and, as its GPU body,
-// the host computation; both round a·x to float32 before adding (no fused
-// multiply-add) and sum y on the host in index order, so every body gives
-// the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
+// Only hash, saxpy, blob and exec produce output. exec is off by default:
+// see EnableExec, and the security section of docs/cluster-protocol.md
+// (whoever may submit flows can run the allowed programs). saxpy has a
+// Graph (the gpu package's saxpy kernel between copies in and out) and, as
+// its GPU body, the host computation; both round a·x to float32 before
+// adding (no fused multiply-add) and sum y on the host in index order, so
+// every body gives the same 8 bytes (see SaxpyInputs, SaxpyKernel, SaxpySum).
 package funcs

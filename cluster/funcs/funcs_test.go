@@ -15,6 +15,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -411,5 +412,22 @@ func TestValidatesSpec(t *testing.T) {
 		if err := f.Validate(spec.Options{Funcs: funcs.Default()}); err != nil {
 			t.Errorf("%s: %v", ex.Name, err)
 		}
+	}
+}
+
+// An output over MaxOutput fails its task, naming the limit; one of
+// exactly MaxOutput bytes passes. MaxOutput is what the wire carries.
+func TestOutputLimit(t *testing.T) {
+	if funcs.MaxOutput != transport.DefaultLimits.MaxOutput {
+		t.Fatalf("funcs.MaxOutput %d, transport's %d", funcs.MaxOutput, transport.DefaultLimits.MaxOutput)
+	}
+	reg := funcs.Default()
+	res, err := reg.Invoke(context.Background(), "blob", &funcs.Call{Task: "b", Args: funcs.Args{"n": int64(funcs.MaxOutput)}})
+	if err != nil || len(res.Output) != funcs.MaxOutput {
+		t.Fatalf("blob of MaxOutput bytes: %d bytes, %v", len(res.Output), err)
+	}
+	_, err = reg.Invoke(context.Background(), "blob", &funcs.Call{Task: "b", Args: funcs.Args{"n": int64(funcs.MaxOutput + 1)}})
+	if !errors.Is(err, funcs.ErrBadResult) || !strings.Contains(err.Error(), "over the limit of 8388608 (8 MiB)") {
+		t.Errorf("blob of MaxOutput+1 bytes: %v", err)
 	}
 }

@@ -23,6 +23,13 @@ var (
 	ErrBadResult = errors.New("funcs: bad result")
 )
 
+// MaxOutput is the largest output a task may produce: what the cluster
+// carries in one task event or edge Signal (transport.DefaultLimits
+// .MaxOutput). Invoke fails a function that returns more, so the task
+// fails with that reason (and retries: apply) instead of the output being
+// refused on the wire.
+const MaxOutput = 8 << 20
+
 // Func is a registered function body. It must honour ctx (cancelled when the
 // run is cancelled or times out) and be idempotent: the runtime may call it
 // again for the same activation after a failure.
@@ -109,8 +116,13 @@ type Entry struct {
 	// Check, when set, validates a task's arguments before anything runs
 	// (spec validation calls it through the Catalog).
 	Check func(args Args) error
-	// Doc is one line for listings (`node --funcs`).
+	// Doc is one line for listings (`node funcs`, `coordinator funcs`).
 	Doc string
+	// Args is the argument schema the node's catalog advertises (optional):
+	// a coordinator without the function's code checks tasks against it.
+	// Check, when set, stays the full check where the code is (a coordinator
+	// built with it, validate and dev of the node's own binary).
+	Args []Arg
 }
 
 // Registry maps function names to entries. It is safe for concurrent use;
@@ -133,6 +145,18 @@ func Default() *Registry {
 		}
 	}
 	return r
+}
+
+// Clone returns a registry with the same entries, to extend without
+// changing r.
+func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := &Registry{entries: make(map[string]*Entry, len(r.entries))}
+	for k, e := range r.entries {
+		c.entries[k] = e
+	}
+	return c
 }
 
 // Register adds an entry.
@@ -279,6 +303,9 @@ func (r *Registry) Invoke(ctx context.Context, name string, c *Call) (Result, er
 	switch kind {
 	case spec.KindStatic:
 		res.Choice, res.Choices, res.Children = 0, nil, nil
+		if len(res.Output) > MaxOutput {
+			return Result{}, fmt.Errorf("task %q: %w: output of %d bytes, over the limit of %d (%d MiB) a task output may be; write large data elsewhere and output its name", c.Task, ErrBadResult, len(res.Output), MaxOutput, MaxOutput>>20)
+		}
 	case spec.KindCondition:
 		res.Output, res.Choices, res.Children = nil, nil, nil
 	case spec.KindMultiCondition:

@@ -8,7 +8,8 @@
 //
 //	n, err := node.New(node.Config{ID: "n1", Conn: conn, CPUs: 4, GPUs: 1})
 //	err = n.Start(ctx)   // subscribes: from now on it takes Assignments
-//	meta := n.Meta()     // what to advertise in the membership ring
+//	meta := n.AdvertisedMeta() // what to advertise in the membership ring (Meta, with the catalog's hash)
+//	sub, err := n.ServeCatalog() // answer for the function catalog (close it after Close)
 //	...
 //	err = n.Drain(ctx)   // SIGTERM: no new runs, wait for held ones, leave, Close
 //	// or n.Close():        cancel everything held, join every goroutine
@@ -42,7 +43,7 @@
 //     the bookkeeping. A gpu function without one runs its registry body on
 //     a CPU worker. A GPU task on a device the node lacks is refused.
 //
-// A refusal is a fail envelope (proto.SubjectFail) naming the task and the
+// A refusal is a fail envelope (proto.FailSubject) naming the task and the
 // reason; it is repeated if the leader re-sends the Assignment.
 //
 // Each task body is a wrapper: it counts the vertex's activation (from 1,
@@ -81,8 +82,12 @@
 // activation its context names, not completed) waits in the run's
 // runproto.Run and is let in by that completion (complete counts it:
 // vstate.done, runproto's Config.Done and Completed).
-// Signals of a run whose Assignment has not arrived yet are kept (bounded)
-// and delivered when it does. A multicondition that picks one remote task
+// Signals of a run whose Assignment has not arrived yet are kept and
+// delivered when it does; the buffer is bounded in runs (256), in Signals
+// per run and in all, and in time (Config.EarlyTTL, read from Config.Now):
+// a run that has not started within the TTL, or the oldest when the buffer
+// is full, is evicted and its Signals counted (Stats.SignalsEvicted). None
+// is lost: a run that starts reads its record once. A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
 // once).
 //
@@ -107,7 +112,7 @@
 // which re-sends what the lost node had sent, every physical Signal, new or
 // duplicate, by sender, batch number and index; what the takeover follow
 // takes, by stream position), the latter split by sender in ReceivedFrom. It sends a TermReport
-// to proto.SubjectTerm when the run goes idle (the idle callback only nudges
+// to proto.TermSubject(id) when the run goes idle (the idle callback only nudges
 // the run's goroutine), on every probe (Wave = the probe's), and every
 // Heartbeat while it holds the run; the first one acknowledges the
 // Assignment. Before each report it flushes the Batcher and waits until its

@@ -48,7 +48,8 @@ type nodeSpec struct {
 	gpus      int
 	cpus      int
 	heartbeat time.Duration
-	reg       *funcs.Registry // nil: funcs.Default()
+	now       func() time.Time // the node's clock (nil: time.Now)
+	reg       *funcs.Registry  // nil: funcs.Default()
 }
 
 func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
@@ -66,7 +67,7 @@ func newCluster(t testing.TB, specs ...nodeSpec) *cluster {
 		if cpus == 0 {
 			cpus = 2
 		}
-		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Registry: s.reg}
+		cfg := Config{ID: id, Conn: connect(t, url, id), CPUs: cpus, GPUs: s.gpus, Heartbeat: s.heartbeat, Registry: s.reg, Now: s.now}
 		if i == 0 {
 			cfg.Streams = &transport.StreamConfig{} // the streams exist: an update
 		}

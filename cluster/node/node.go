@@ -38,11 +38,22 @@ const (
 	DefaultEventBatch  = 256
 )
 
-// Bounds on what the node keeps for runs it does not run (yet).
+// Bounds on what the node keeps for runs it does not run (yet). The early
+// buffer (Signals that arrived before their run's Assignment) is bounded in
+// runs, in Signals per run, in Signals in all and in time: a run whose
+// Assignment has not come within Config.EarlyTTL of its first early Signal,
+// or the oldest run when the buffer is full, is evicted. Nothing evicted is
+// lost: a run that starts reads the node's record of its Signals once
+// (replayRun), which holds every batch published to the node; evictions are
+// counted (Stats.SignalsEvicted).
 const (
 	maxEarlyRuns    = 256     // runs with Signals that arrived before their Assignment
-	maxEarlySignals = 1 << 16 // such Signals per run
+	maxEarlySignals = 4096    // such Signals per run
+	maxEarlyTotal   = 1 << 16 // such Signals in all
 	maxEndedRuns    = 4096    // runs remembered as released (late Assignments ignored)
+	// DefaultEarlyTTL is how long the Signals of a run not (yet) assigned
+	// here are kept (Config.EarlyTTL).
+	DefaultEarlyTTL = 30 * time.Second
 )
 
 // Membership is the part of the gossip ring the node drives: Drain leaves it
@@ -74,7 +85,8 @@ type Config struct {
 	// BatchOptions configure the node's Signal batcher.
 	BatchOptions []transport.BatchOption
 	// Streams, when set, makes Start create (or update) the JetStream
-	// streams; otherwise the coordinator is expected to have made them.
+	// streams; otherwise the coordinator is expected to have made them. A
+	// node connected with its own credential may not (natsauth.NodePermissions).
 	Streams *transport.StreamConfig
 	// HTTP is the node's HTTP address, advertised in Meta.
 	HTTP string
@@ -82,8 +94,12 @@ type Config struct {
 	Membership Membership
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
-	// Now stamps events (nil: time.Now).
+	// Now stamps events and ages the early buffer (nil: time.Now).
 	Now func() time.Time
+	// EarlyTTL is how long Signals that came before their run's Assignment
+	// are kept for it (0: DefaultEarlyTTL); the run's record supplies them
+	// again once it starts.
+	EarlyTTL time.Duration
 	// Heartbeat is the TermReport period of an active run (0: 500ms).
 	Heartbeat time.Duration
 	// EventLinger and EventBatch bound how long a TaskEvent waits and how
@@ -104,7 +120,9 @@ type Stats struct {
 	SignalsFenced    uint64 // Signals whose sender does not own their source in the generation in force
 	SignalsTakenOver uint64 // Signals read back from the record for tasks taken over from lost nodes
 	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
+	SignalsLate      uint64 // Signals of a run that had already ended here (a copy read from the record, a batch sent twice): nothing owed
 	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
+	SignalsEvicted   uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed  uint64 // Signals missed during a NATS outage and read back from the record
 	EventsPublished  uint64 // TaskEvents stored in JetStream
 	EventErrors      uint64 // TaskEvents that could not be stored
@@ -119,7 +137,8 @@ type Stats struct {
 type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
-	early, fenced, replayed          atomic.Uint64
+	early, fenced, replayed, evicted atomic.Uint64
+	late                             atomic.Uint64
 	takenOver, duplicate             atomic.Uint64
 }
 
@@ -140,7 +159,10 @@ type Node struct {
 
 	mu       sync.Mutex
 	runs     map[string]*run
-	early    map[string][]early
+	early    map[string]*earlyRun
+	earlyQ   []earlyRef // early's runs by first arrival; stale entries skipped
+	earlyN   int        // Signals in early
+	earlySeq uint64
 	ended    map[string]uint64 // run → last generation released
 	endedQ   []string
 	refused  map[runGen]error
@@ -184,8 +206,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Conn == nil {
 		return nil, fmt.Errorf("%w: node %s: no NATS connection", ErrConfig, cfg.ID)
 	}
-	if cfg.CPUs < 0 || cfg.GPUs < 0 || cfg.EventBatch < 0 || cfg.Heartbeat < 0 || cfg.EventLinger < 0 {
-		return nil, fmt.Errorf("%w: node %s: negative CPUs, GPUs, heartbeat or event settings", ErrConfig, cfg.ID)
+	if cfg.CPUs < 0 || cfg.GPUs < 0 || cfg.EventBatch < 0 || cfg.Heartbeat < 0 || cfg.EventLinger < 0 || cfg.EarlyTTL < 0 {
+		return nil, fmt.Errorf("%w: node %s: negative CPUs, GPUs, heartbeat, event or early-buffer settings", ErrConfig, cfg.ID)
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = funcs.Default()
@@ -204,6 +226,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.EventBatch == 0 {
 		cfg.EventBatch = DefaultEventBatch
+	}
+	if cfg.EarlyTTL == 0 {
+		cfg.EarlyTTL = DefaultEarlyTTL
 	}
 	b, err := cfg.Conn.NewBatcher(cfg.ID, cfg.BatchOptions...)
 	if err != nil {
@@ -238,7 +263,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger.With("node", cfg.ID),
 		now:     cfg.Now,
 		runs:    map[string]*run{},
-		early:   map[string][]early{},
+		early:   map[string]*earlyRun{},
 		ended:   map[string]uint64{},
 		refused: map[runGen]error{},
 		drained: make(chan struct{}),
@@ -414,7 +439,9 @@ func (n *Node) Stats() Stats {
 		SignalsFenced:    n.stats.fenced.Load(),
 		SignalsTakenOver: n.stats.takenOver.Load(),
 		SignalsDropped:   n.stats.dropped.Load(),
+		SignalsLate:      n.stats.late.Load(),
 		SignalsEarly:     n.stats.early.Load(),
+		SignalsEvicted:   n.stats.evicted.Load(),
 		SignalsReplayed:  n.stats.replayed.Load(),
 		EventsPublished:  n.events.published.Load(),
 		EventErrors:      n.events.errors.Load(),
@@ -598,8 +625,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		// the follow has caught up, from before the first report on).
 		follow = r.apply(r.sm.StartFollow()).follow
 	}
-	held := n.early[a.Run]
-	delete(n.early, a.Run)
+	held := n.takeEarlyLocked(a.Run)
 	for i := range held {
 		e := &held[i]
 		r.take(e.from, e.seq, e.i, []transport.Signal{e.s})
@@ -637,7 +663,7 @@ func (n *Node) cancel(c *transport.Cancel) {
 	n.mu.Lock()
 	r := n.runs[c.Run]
 	if r == nil {
-		delete(n.early, c.Run)
+		n.takeEarlyLocked(c.Run)
 		if _, ok := n.ended[c.Run]; !ok {
 			n.markEndedLocked(c.Run, c.Gen)
 		}
@@ -710,23 +736,126 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 	return fresh
 }
 
+// earlyRun is what the early buffer holds for one run.
+type earlyRun struct {
+	since time.Time // its first early Signal
+	seq   uint64    // its entry in earlyQ
+	sigs  []early
+}
+
+type earlyRef struct {
+	run string
+	seq uint64
+}
+
 // early1 keeps one Signal of a run not (or no longer) held here until its
-// Assignment comes, or drops it (under n.mu).
+// Assignment comes, or drops it (under n.mu). A Signal the buffer cannot
+// keep is counted as evicted, never lost: the run reads its record when it
+// starts.
 func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
-	if _, gone := n.ended[s.Run]; gone || n.closed {
+	if _, gone := n.ended[s.Run]; gone {
+		// The run ended here: its termination counted every Signal it was
+		// owed, so this is a copy (the record read at its start, or a batch
+		// sent again after a reconnect) with nothing left to do.
+		n.stats.late.Add(1)
+		return
+	}
+	if n.closed {
 		n.stats.dropped.Add(1)
 		return
 	}
-	buf, ok := n.early[s.Run]
-	if (!ok && len(n.early) >= maxEarlyRuns) || len(buf) >= maxEarlySignals {
-		n.stats.dropped.Add(1)
-		n.log.Warn("signal before its assignment dropped: buffer full", "run", s.Run, "from", from)
+	now := n.now()
+	n.expireEarlyLocked(now)
+	er := n.early[s.Run]
+	if er == nil {
+		for len(n.early) >= maxEarlyRuns {
+			n.evictOldestLocked("the buffer holds its limit of runs")
+		}
+		n.earlySeq++
+		er = &earlyRun{since: now, seq: n.earlySeq}
+		n.early[s.Run] = er
+		n.earlyQ = append(n.earlyQ, earlyRef{s.Run, er.seq})
+	}
+	if len(er.sigs) >= maxEarlySignals {
+		n.stats.evicted.Add(1)
+		n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", s.Run, "from", from)
 		return
+	}
+	for n.earlyN >= maxEarlyTotal {
+		if n.evictOldestLocked("the buffer holds its limit of signals") == s.Run {
+			n.stats.evicted.Add(1) // its own run was the oldest
+			return
+		}
 	}
 	c := *s
 	c.Output = clone(s.Output)
-	n.early[s.Run] = append(buf, early{from, seq, i, c})
+	er.sigs = append(er.sigs, early{from, seq, i, c})
+	n.earlyN++
 	n.stats.early.Add(1)
+}
+
+// takeEarlyLocked removes run's early Signals from the buffer and returns
+// them.
+func (n *Node) takeEarlyLocked(run string) []early {
+	er := n.early[run]
+	if er == nil {
+		return nil
+	}
+	delete(n.early, run)
+	n.earlyN -= len(er.sigs)
+	if len(n.earlyQ) > 2*maxEarlyRuns+64 { // many stale entries: keep the live ones
+		q := n.earlyQ[:0]
+		for _, ref := range n.earlyQ {
+			if e := n.early[ref.run]; e != nil && e.seq == ref.seq {
+				q = append(q, ref)
+			}
+		}
+		clear(n.earlyQ[len(q):])
+		n.earlyQ = q
+	}
+	return er.sigs
+}
+
+// oldestEarlyLocked drops stale entries from the head of earlyQ and returns
+// the oldest run held, or "".
+func (n *Node) oldestEarlyLocked() (string, *earlyRun) {
+	for len(n.earlyQ) > 0 {
+		ref := n.earlyQ[0]
+		if er := n.early[ref.run]; er != nil && er.seq == ref.seq {
+			return ref.run, er
+		}
+		n.earlyQ[0] = earlyRef{}
+		n.earlyQ = n.earlyQ[1:]
+	}
+	return "", nil
+}
+
+// expireEarlyLocked evicts the runs whose first early Signal is EarlyTTL old.
+func (n *Node) expireEarlyLocked(now time.Time) {
+	for {
+		run, er := n.oldestEarlyLocked()
+		if er == nil || now.Sub(er.since) < n.cfg.EarlyTTL {
+			return
+		}
+		n.evictLocked(run, "its assignment did not come in time")
+	}
+}
+
+// evictOldestLocked evicts the oldest run of the early buffer and returns
+// it ("" when the buffer is empty).
+func (n *Node) evictOldestLocked(why string) string {
+	run, _ := n.oldestEarlyLocked()
+	if run != "" {
+		n.evictLocked(run, why)
+	}
+	return run
+}
+
+func (n *Node) evictLocked(run, why string) {
+	sigs := n.takeEarlyLocked(run)
+	n.stats.evicted.Add(uint64(len(sigs)))
+	n.log.Debug("signals before their assignment evicted; the run's record supplies them if it starts here",
+		"run", run, "signals", len(sigs), "why", why)
 }
 
 // sendFail tells the leader that task (a path; "" for the whole
@@ -735,13 +864,13 @@ func (n *Node) sendFail(run, task string, err error) {
 	n.stats.failure.Add(1)
 	body, _ := jsonMarshal(proto.FailBody{Task: task, Error: err.Error()})
 	env := &transport.Envelope{Kind: proto.KindFail, Run: run, Node: n.id, Body: body}
-	if perr := n.conn.Publish(proto.SubjectFail, transport.Encode(env)); perr != nil {
+	if perr := n.conn.Publish(proto.FailSubject(n.id), transport.Encode(env)); perr != nil {
 		n.log.Error("fail envelope not sent", "run", run, "task", task, "err", perr)
 	}
 }
 
 func (n *Node) sendReport(rep *transport.TermReport) {
-	if err := n.conn.Publish(proto.SubjectTerm, transport.Encode(rep)); err != nil {
+	if err := n.conn.Publish(proto.TermSubject(n.id), transport.Encode(rep)); err != nil {
 		n.log.Warn("term report not sent", "run", rep.Run, "err", err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package proto holds what the coordinator, the nodes and the clients of a
 // hetflow cluster share beyond the wire types of package transport: the
 // coordinator's subjects, the HTTP API's JSON shapes, membership metadata,
-// the cluster secret's derived credentials and the errors every layer
+// the cluster secret's derived credentials, each node's own credential and
+// what the NATS server lets it do (identity.go), and the errors every layer
 // names. docs/cluster-protocol.md tells the whole protocol.
 package proto
 
@@ -15,12 +16,6 @@ import (
 	"os"
 	"strings"
 	"time"
-)
-
-// Subjects the leader subscribes to (core NATS).
-const (
-	SubjectTerm = "hf.coord.term" // transport.TermReport from nodes
-	SubjectFail = "hf.coord.fail" // transport.Envelope{Kind: KindFail} from nodes
 )
 
 // PingSubject is the core NATS subject a node answers liveness pings on
@@ -92,6 +87,10 @@ type SubmitRequest struct {
 	// or a leader change, finds the run the first attempt made instead of
 	// starting a second one. Empty: the leader picks the id.
 	ID string `json:"id,omitempty"`
+	// Params fill the flow's parameters (its params:), by name: a string is
+	// parsed by the parameter's type (what submit --param name=value gives),
+	// a number or bool must fit it.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // NewRunID returns a fresh run id: "r" + 13 lowercase hex digits of now in
@@ -132,11 +131,13 @@ type ErrorResponse struct {
 // RunStatus is GET /v1/runs/{id}, `status --json`, `submit --wait --json`
 // and one line of `dev --json` (docs/design.md, "The contract").
 type RunStatus struct {
-	ID    string       `json:"id"`
-	Flow  string       `json:"flow"`
-	State string       `json:"state"`
-	Error string       `json:"error,omitempty"`
-	Tasks []TaskStatus `json:"tasks,omitempty"`
+	ID    string `json:"id"`
+	Flow  string `json:"flow"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Params are the values the run's parameters took (given or default).
+	Params map[string]any `json:"params,omitempty"`
+	Tasks  []TaskStatus   `json:"tasks,omitempty"`
 }
 
 // TaskStatus is one task of a RunStatus.
@@ -206,6 +207,9 @@ type Meta struct {
 	// (a supervisor, a container restart policy) has another one, and the
 	// leader treats the runs the old process held as lost on it.
 	Boot string `json:"boot,omitempty"`
+	// Funcs is the hash of the node's function catalog (Catalog.Hash); the
+	// catalog itself answers on CatalogSubject.
+	Funcs string `json:"funcs,omitempty"`
 }
 
 // Secret is what a cluster secret yields.
@@ -214,6 +218,9 @@ type Secret struct {
 	NATSPassword string
 	GossipKey    []byte // 32 bytes: memberlist's SecretKey (AES-256)
 	APIToken     string
+	// NodeKey issues and checks the nodes' NATS passwords (NodeCredential,
+	// natsauth.Authorize); only coordinators and the NATS server hold it.
+	NodeKey []byte
 }
 
 // DeriveSecret derives the credentials from a cluster secret with
@@ -240,7 +247,12 @@ func DeriveSecret(secret []byte) (Secret, error) {
 	if err != nil {
 		return Secret{}, err
 	}
-	return Secret{NATSUser: "hetflow", NATSPassword: hex.EncodeToString(nats), GossipKey: gossip, APIToken: hex.EncodeToString(api)}, nil
+	nodeKey, err := key("nats-node", 32)
+	if err != nil {
+		return Secret{}, err
+	}
+	return Secret{NATSUser: "hetflow", NATSPassword: hex.EncodeToString(nats), GossipKey: gossip, APIToken: hex.EncodeToString(api),
+		NodeKey: nodeKey}, nil
 }
 
 // ReadSecretFile reads a cluster secret (surrounding white space trimmed).

@@ -2,7 +2,9 @@ package proto
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +29,19 @@ func TestDeriveSecret(t *testing.T) {
 	}
 	if _, err := DeriveSecret([]byte("short")); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("short secret: %v", err)
+	}
+}
+
+// A node's metadata, with its catalog hash and long fields, stays within
+// memberlist's 512 bytes.
+func TestMetaFitsMemberlist(t *testing.T) {
+	m := Meta{Role: RoleNode, ID: strings.Repeat("n", 64), HTTP: "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535",
+		CPUs: 1 << 20, GPUs: 1 << 10, Boot: strings.Repeat("b", 32), Funcs: Catalog{Funcs: []FuncInfo{{Name: "x"}}}.Hash()}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 512 || len(m.Funcs) != 16 {
+		t.Errorf("meta is %d bytes (hash %q): %s", len(b), m.Funcs, b)
 	}
 }

@@ -60,6 +60,12 @@ type pongMsg struct {
 
 var epoch0 = time.Unix(1_700_000_000, 0)
 
+// simPlacement is the simulation's placement: the simulated flows' tasks
+// are tiny, and the cost model would keep them on one node, and whole
+// loops would never put a loop across nodes; the simulation is there to
+// cross nodes (a flow can pin a loop's tasks apart).
+var simPlacement = coord.Placement{Spread: true, SoftLoops: true}
+
 func (w *world) clock() time.Time { return epoch0.Add(w.now) }
 
 // submit is the leader's part of POST /v1/runs (server.go): Plan over the
@@ -73,7 +79,7 @@ func (w *world) submit(sr *simRun) error {
 		}
 		boots[n.ID] = n.Boot
 	}
-	assign, err := coord.Plan(sr.g, alive, coord.Seed(sr.id))
+	assign, err := coord.PlanWith(sr.g, alive, coord.Seed(sr.id), simPlacement)
 	if err != nil {
 		return err
 	}
@@ -105,7 +111,7 @@ func (w *world) submit(sr *simRun) error {
 func (w *world) startLeader() {
 	w.ls.init()
 	w.leadEpoch++
-	l := &leader{w: w, epoch: w.leadEpoch, core: coord.NewLeader(coord.LeaderConfig{Started: w.clock(), Silence: w.opt.Silence}, w.fsm)}
+	l := &leader{w: w, epoch: w.leadEpoch, core: coord.NewLeader(coord.LeaderConfig{Started: w.clock(), Silence: w.opt.Silence, Placement: simPlacement}, w.fsm)}
 	w.lead = l
 	w.leadConn = w.natsUp
 	w.leadOut = nil

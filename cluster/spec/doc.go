@@ -26,6 +26,22 @@
 // A file holds one flow (name, timeout, tasks) or several under flows:; the
 // first is the one run (File.Root), the others are for module tasks.
 //
+// # Parameters
+//
+// The first flow may declare params: (name → {type: string|int|float|bool,
+// default: V}). In any argument of any flow of the file, a string that is
+// exactly "${name}" takes the parameter's typed value and "${name}" inside a
+// longer string is replaced by its text; "$${" is a literal "${". File.Bind
+// fills them (values by name; strings are parsed by type, as submit --param
+// name=value gives them) and returns a copy with every reference
+// substituted and no parameters left, plus the values taken: what the
+// coordinator validates, runs and stores. A missing or ill-typed value, one
+// for an undeclared parameter, and a reference to an undeclared parameter are
+// errors of kind ErrParam naming it. Validate on an unbound file checks the
+// declarations and references, and leaves arguments holding "${" to be
+// checked by their function once bound. In a file without params, "${" is
+// plain text.
+//
 // # Building a flow in Go
 //
 //	b := spec.NewFlow("demo")

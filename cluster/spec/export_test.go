@@ -5,6 +5,9 @@ package spec
 func StripPositions(f *File) {
 	for i := range f.Flows {
 		f.Flows[i].pos = nil
+		for j := range f.Flows[i].Params {
+			f.Flows[i].Params[j].pos = nil
+		}
 		for j := range f.Flows[i].Tasks {
 			f.Flows[i].Tasks[j].pos = nil
 		}

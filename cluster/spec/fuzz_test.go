@@ -40,6 +40,11 @@ func fuzzOne(t *testing.T, data []byte, format spec.Format) {
 	if err := file.Validate(spec.Options{Funcs: funcs.Default(), Resources: res}); err != nil && !errors.Is(err, spec.ErrInvalid) {
 		t.Fatalf("validate error is not ErrInvalid: %v", err)
 	}
+	if b, vals, err := file.Bind(nil); err == nil && len(vals) > 0 {
+		_ = b.Validate(spec.Options{Funcs: funcs.Default()})
+	} else if err != nil && !errors.Is(err, spec.ErrParam) {
+		t.Fatalf("bind error is not ErrParam: %v", err)
+	}
 	if g, err := file.Expand(); err == nil {
 		g.LoopGroups()
 		if err := g.Dump(io.Discard); err != nil {
@@ -71,5 +76,6 @@ func FuzzParseYAML(f *testing.F) {
 func FuzzParseJSON(f *testing.F) {
 	seeds(f, ".json")
 	f.Add([]byte(`{"flows":[{"name":"a","tasks":[{"name":"x","func":"noop","args":{"k":[1,2.5,"s",null,{"z":true}]}}]}]}`))
+	f.Add([]byte(`{"name":"p","params":{"n":{"type":"int","default":3},"f":{"type":"float","default":1e3},"s":{"type":"string"}},"tasks":[{"name":"x","func":"spin","args":{"us":"${n}","t":"a ${f} $${s}"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { defer watchdog(data)(); fuzzOne(t, data, spec.FormatJSON) })
 }

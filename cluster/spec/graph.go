@@ -373,8 +373,8 @@ func (g *Graph) Cycles() [][]int {
 // LoopGroups returns the condition loops of the graph: the strongly connected
 // components (over all edges, strong and weak) of more than one task, or of a
 // task with an edge to itself. Each group is a set of tasks that activate one
-// another again and again, so the coordinator should keep a group on one node
-// when the balance allows. A module task in a group brings every task nested
+// another again and again, so the coordinator keeps a group on one node
+// (coord.Plan; unless the flow pins its tasks apart). A module task in a group brings every task nested
 // under it (each activation reruns them). Groups are sorted ascending and
 // ordered by their smallest vertex; loops inside a module instance are
 // groups of their own (and also part of an outer group whose loop holds the

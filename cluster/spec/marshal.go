@@ -87,6 +87,18 @@ func flowYAML(fl *Flow) *yaml.Node {
 	if fl.Timeout != 0 {
 		n.Content = append(n.Content, strNode("timeout"), strNode(FormatDuration(fl.Timeout)))
 	}
+	if len(fl.Params) > 0 {
+		ps := &yaml.Node{Kind: yaml.MappingNode}
+		for _, p := range fl.Params {
+			pn := mapNode("type", strNode(string(p.Type)))
+			if p.Default != nil {
+				pn.Content = append(pn.Content, strNode("default"), valueYAML(p.Default))
+			}
+			pn.Style = yaml.FlowStyle
+			ps.Content = append(ps.Content, strNode(p.Name), pn)
+		}
+		n.Content = append(n.Content, strNode("params"), ps)
+	}
 	tasks := &yaml.Node{Kind: yaml.SequenceNode}
 	for i := range fl.Tasks {
 		tasks.Content = append(tasks.Content, taskYAML(&fl.Tasks[i]))
@@ -289,6 +301,26 @@ func flowJSON(b *bytes.Buffer, fl *Flow) error {
 	if fl.Timeout != 0 {
 		w.key("timeout")
 		jsonString(b, FormatDuration(fl.Timeout))
+	}
+	if len(fl.Params) > 0 {
+		w.key("params")
+		b.WriteByte('{')
+		for i, p := range fl.Params {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			jsonString(b, p.Name)
+			b.WriteString(`:{"type":`)
+			jsonString(b, string(p.Type))
+			if p.Default != nil {
+				b.WriteString(`,"default":`)
+				if err := valueJSON(b, p.Default, 0); err != nil {
+					return err
+				}
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte('}')
 	}
 	w.key("tasks")
 	b.WriteByte('[')

@@ -175,9 +175,10 @@ func misindented(data []byte, from int) (int, string) {
 // --- decoding the tree ---
 
 var (
-	fileFields = []string{"flows", "name", "timeout", "tasks"}
-	flowFields = []string{"name", "timeout", "tasks"}
-	taskFields = []string{"name", "kind", "func", "args", "succeed", "precede", "flow", "domain", "device", "node", "retries", "timeout"}
+	fileFields  = []string{"flows", "name", "timeout", "params", "tasks"}
+	flowFields  = []string{"name", "timeout", "params", "tasks"}
+	paramFields = []string{"type", "default"}
+	taskFields  = []string{"name", "kind", "func", "args", "succeed", "precede", "flow", "domain", "device", "node", "retries", "timeout"}
 )
 
 type decoder struct {
@@ -282,6 +283,10 @@ func (d *decoder) decodeFlow(n *node) Flow {
 	if v, ok := fs["timeout"]; ok {
 		fl.pos.fields["timeout"] = v.line
 		fl.Timeout = d.duration("timeout", v)
+	}
+	if v, ok := fs["params"]; ok {
+		fl.pos.fields["params"] = v.line
+		fl.Params = d.params(v)
 	}
 	if v, ok := fs["tasks"]; ok {
 		fl.pos.fields["tasks"] = v.line
@@ -494,6 +499,63 @@ func (d *decoder) value(field string, v *node) any {
 			continue
 		}
 		out[key] = d.value(field, v.vals[i])
+	}
+	return out
+}
+
+// params decodes a flow's params: name → {type, default}.
+func (d *decoder) params(v *node) []Param {
+	switch v.kind {
+	case nNull:
+		return nil
+	case nMap:
+	default:
+		d.errf("params", v.line, ErrBadValue, "must be a map of parameters (name: {type: string|int|float|bool, default: V}), got %s", v.describe())
+		return nil
+	}
+	var out []Param
+	seen := map[string]bool{}
+	for i, k := range v.keys {
+		if k.kind != nScalar {
+			d.errf("params", k.line, ErrBadValue, "a parameter name must be a plain name, got %s", k.describe())
+			continue
+		}
+		name := k.text()
+		if seen[name] {
+			d.errf("params", k.line, ErrDuplicate, "parameter %q given twice", name)
+			continue
+		}
+		seen[name] = true
+		p := Param{Name: name, pos: &position{line: k.line}}
+		val := v.vals[i]
+		if val.kind != nMap {
+			d.errf("params", val.line, ErrBadValue, "parameter %q must be a map {type: string|int|float|bool, default: V}, got %s", name, val.describe())
+			continue
+		}
+		for j, pk := range val.keys {
+			field := pk.text()
+			if pk.kind != nScalar || !contains(paramFields, field) {
+				d.errf("params", pk.line, ErrUnknownField, "parameter %q: unknown field %s (known: type, default)", name, pk.describe())
+				continue
+			}
+			pv := val.vals[j]
+			switch field {
+			case "type":
+				s, ok := pv.val.(string)
+				if pv.kind != nScalar || !ok {
+					d.errf("params", pv.line, ErrBadValue, "parameter %q: type must be string, int, float or bool, got %s", name, pv.describe())
+					continue
+				}
+				p.Type = ParamType(s)
+			case "default":
+				if pv.kind != nScalar {
+					d.errf("params", pv.line, ErrBadValue, "parameter %q: default must be a string, number or bool, got %s", name, pv.describe())
+					continue
+				}
+				p.Default = pv.val
+			}
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -87,6 +87,7 @@ func (f *File) Flow(name string) *Flow {
 type Flow struct {
 	Name    string
 	Timeout time.Duration // for the whole run; 0: none
+	Params  []Param       // the first flow only: parameters a submission fills, in declaration order
 	Tasks   []Task
 
 	pos *position
@@ -191,6 +192,8 @@ type Options struct {
 	Funcs Catalog
 	// Resources, when set, is checked for node pins and GPU requests.
 	Resources *Resources
+
+	params bool // the file declares parameters: arguments holding "${" are checked once bound
 }
 
 // position records where a flow or task was written, for error messages.

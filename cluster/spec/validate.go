@@ -51,6 +51,8 @@ func (f *File) Validate(opts Options) error {
 // flows its module tasks name and module cycles (those need the file).
 func (fl *Flow) Validate(opts Options) error {
 	c := &collector{}
+	checkParams(c, &File{Flows: []Flow{*fl}})
+	opts.params = len(fl.Params) > 0
 	validateFlow(c, fl, nil, opts)
 	return c.result()
 }
@@ -63,6 +65,8 @@ func validateFile(c *collector, f *File, opts Options, graphs map[string]*flowGr
 		c.add(&Error{Msg: "file has no flows", Kind: ErrMissing})
 		return
 	}
+	checkParams(c, f)
+	opts.params = len(f.Params()) > 0
 	flows := map[string]*Flow{}
 	for i := range f.Flows {
 		fl := &f.Flows[i]
@@ -371,7 +375,7 @@ func checkTask(t *Task, flows map[string]*Flow, opts Options, te taskErr, argErr
 		case t.Domain.Or() == DomainCPU && !info.CPU:
 			te("func", ErrBadValue, "function %q runs only on a GPU (set domain: gpu)", t.Func)
 		}
-		if ok && info.CheckArgs != nil {
+		if ok && info.CheckArgs != nil && !(opts.params && hasRefs(t.Args)) {
 			if err := info.CheckArgs(t.Args); err != nil {
 				key := ""
 				var named interface{ ArgName() string }

@@ -67,8 +67,9 @@ func benchCmd() *cobra.Command {
 	var workers int
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "run the cluster benchmarks (HTDG, loop, co-run, granularity, simulation); write JSON results and plots",
+		Use:     "bench",
+		Version: cli.Version(),
+		Short:   "run the cluster benchmarks (HTDG, loop, co-run, granularity, simulation); write JSON results and plots",
 		Long: `bench submits generated workloads to in-process dev clusters of 1, 2 and 3 nodes
 (or, with --server, to a running cluster) and writes one JSON result file per
 experiment and SVG/PNG plots under --out. --quick is the CI-sized run (under two

@@ -2,22 +2,20 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/member"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -114,34 +112,9 @@ func codeOf(err error) error {
 	return cli.CodeOf(err, "the cluster wants its API token: --token-file F (a file holding it) or HETFLOW_TOKEN (the token itself, not a path);\n  `coordinator token --secret-file SECRET` prints it")
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	return enc.Encode(v)
-}
-
-func signalCtx() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
 func addClusterCommands(root *cobra.Command) {
-	root.AddCommand(devCmd(), serveCmd(), submitCmd(), statusCmd(), runsCmd(), nodesCmd(), cancelCmd(),
-		peersCmd(), healthCmd(), tokenCmd())
-}
-
-// printStatus writes a run's status for people.
-func printStatus(w io.Writer, st proto.RunStatus) {
-	fmt.Fprintf(w, "run %s  flow %s  %s", st.ID, st.Flow, st.State)
-	if st.Error != "" {
-		fmt.Fprintf(w, "  error: %s", st.Error)
-	}
-	fmt.Fprintln(w)
-	for _, t := range st.Tasks {
-		out := ""
-		if t.Output != "" {
-			out = "  output " + t.Output
-		}
-		fmt.Fprintf(w, "  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", t.Name, t.State, t.Node, t.Activations, t.Executions, out)
-	}
+	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), statusCmd(), outputCmd(), runsCmd(), nodesCmd(), funcsCmd(), cancelCmd(),
+		peersCmd(), healthCmd(), tokenCmd(), credentialsCmd())
 }
 
 // progress draws a progress bar of tasks done / total and the current
@@ -199,6 +172,7 @@ func waitRun(ctx context.Context, c *cluster.Client, id string, asJSON bool, out
 func submitCmd() *cobra.Command {
 	var f clientFlags
 	var wait bool
+	var params cli.ParamFlag
 	cmd := &cobra.Command{
 		Use:   "submit FLOW",
 		Short: "submit a flow file; prints the run id (--wait follows it)",
@@ -208,11 +182,19 @@ func submitCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitInvalid, err)
 			}
+			vals, err := params.Values()
+			if err != nil {
+				return err
+			}
 			// Check here for early file:line errors, but leave a file over the
 			// default size limit to the cluster (it may allow more with
 			// --max-flow-bytes): parsing 30 MB of YAML takes seconds and GiBs.
 			if len(text) <= coord.DefaultMaxFlowBytes {
-				if _, err := spec.Parse(args[0], text); err != nil {
+				pf, err := spec.Parse(args[0], text)
+				if err == nil {
+					_, _, err = pf.Bind(vals)
+				}
+				if err != nil {
 					return withCode(exitInvalid, err)
 				}
 			}
@@ -222,7 +204,7 @@ func submitCmd() *cobra.Command {
 			}
 			ctx, cancel := signalCtx()
 			defer cancel()
-			id, err := c.Submit(ctx, args[0], text)
+			id, err := c.Submit(ctx, args[0], text, cluster.Params(vals))
 			if err != nil {
 				return codeOf(err)
 			}
@@ -245,6 +227,7 @@ func submitCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	params.Add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends (Ctrl-C detaches and exits 130; the run goes on)")
 	return cmd
 }
@@ -266,6 +249,48 @@ func statusCmd() *cobra.Command {
 				}
 				printStatus(cmd.OutOrStdout(), st)
 				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func outputCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "output RUN TASK",
+		Short: "write a task's output bytes to stdout (coordinator output RUN TASK > file)",
+		Long: `output writes the output of a task's latest activation, as its function
+returned it, to stdout. Runs keep the outputs of tasks without successors (those
+status shows), up to 8 MiB each (funcs.MaxOutput; a function returning more
+fails its task). A task that produced none writes nothing.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				st, err := c.Status(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				for _, t := range st.Tasks {
+					if t.Name != args[1] {
+						continue
+					}
+					b, err := hex.DecodeString(t.Output)
+					if err != nil {
+						return fmt.Errorf("task %s: output: %w", t.Name, err)
+					}
+					if len(b) == 0 {
+						fmt.Fprintf(cmd.ErrOrStderr(), "task %s (%s) has no output: only tasks without successors keep theirs, and only hash, saxpy, blob, exec and functions of your own produce one\n", t.Name, t.State)
+					}
+					_, err = cmd.OutOrStdout().Write(b)
+					return err
+				}
+				names := make([]string, len(st.Tasks))
+				for i, t := range st.Tasks {
+					names[i] = t.Name
+				}
+				return fmt.Errorf("run %s has no task %q (tasks: %s): %w", args[0], args[1], strings.Join(names, ", "), proto.ErrNotFound)
 			})
 		},
 	}
@@ -327,6 +352,30 @@ func nodesCmd() *cobra.Command {
 				for _, n := range ns {
 					fmt.Fprintf(cmd.OutOrStdout(), "%-10s %-22s %-8s cpus %d gpus %d\n", n.ID, n.Address, n.State, n.CPUs, n.GPUs)
 				}
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func funcsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "funcs",
+		Short: "list the functions the cluster's live nodes offer, per node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				ns, err := c.Funcs(ctx)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), ns)
+				}
+				cli.PrintFuncs(cmd.OutOrStdout(), ns)
 				return nil
 			})
 		},
@@ -409,7 +458,7 @@ func healthCmd() *cobra.Command {
 	var url, caFile string
 	cmd := &cobra.Command{
 		Use:   "health",
-		Short: "exit 0 when the coordinator at --url answers /healthz",
+		Short: "exit 0 when the coordinator at --server answers /healthz",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			hc := &http.Client{Timeout: 2 * time.Second}
@@ -427,8 +476,42 @@ func healthCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "coordinator HTTP address")
-	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --url (default $HETFLOW_CA)")
+	cmd.Flags().StringVar(&url, "server", "http://127.0.0.1:7070", "coordinator HTTP address")
+	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:7070", "the same as --server")
+	_ = cmd.Flags().MarkHidden("url")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for an https:// --server (default $HETFLOW_CA)")
+	return cmd
+}
+
+// credentialsCmd issues a node's own credential: what `node
+// --credentials-file` needs to join, without the cluster secret.
+func credentialsCmd() *cobra.Command {
+	var secretFile, out string
+	cmd := &cobra.Command{
+		Use:   "credentials NODE --secret-file F [--out FILE]",
+		Short: "write node NODE's own credential (for node --credentials-file), issued from the cluster secret",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sec, err := requireSecret(secretFile)
+			if err != nil {
+				return err
+			}
+			cred, err := sec.NodeCredential(args[0])
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if out == "" {
+				out = args[0] + ".cred"
+			}
+			if err := proto.WriteNodeCredential(out, cred); err != nil {
+				return withCode(exitInvalid, fmt.Errorf("--out %s: %w", out, err))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s's credential written to %s\n", args[0], out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secretFile, "secret-file", "", "cluster secret file")
+	cmd.Flags().StringVar(&out, "out", "", "file to write, not overwritten (default NODE.cred)")
 	return cmd
 }
 
@@ -439,12 +522,9 @@ func tokenCmd() *cobra.Command {
 		Short: "print the API token a cluster secret derives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sec, err := readSecret(secretFile)
+			sec, err := requireSecret(secretFile)
 			if err != nil {
-				return withCode(exitInvalid, err)
-			}
-			if sec.APIToken == "" {
-				return withCode(exitInvalid, errors.New("--secret-file is required"))
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sec.APIToken)
 			return nil
@@ -454,17 +534,38 @@ func tokenCmd() *cobra.Command {
 	return cmd
 }
 
-func readSecret(path string) (proto.Secret, error) {
-	raw, err := proto.ReadSecretFile(path)
+// requireSecret reads the cluster secret a verb cannot do without.
+func requireSecret(path string) (proto.Secret, error) {
+	sec, err := cli.ReadSecret(path)
 	if err != nil {
-		return proto.Secret{}, err
+		return sec, withCode(exitInvalid, err)
 	}
-	return proto.DeriveSecret(raw)
+	if sec.APIToken == "" {
+		return sec, withCode(exitInvalid, errors.New("--secret-file is required"))
+	}
+	return sec, nil
+}
+
+// parseCosts reads --cost: function name to a duration.
+func parseCosts(in map[string]string) (map[string]time.Duration, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]time.Duration, len(in))
+	for name, v := range in {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || name == "" {
+			return nil, fmt.Errorf("--cost %s=%s: want FUNCTION=DURATION, a duration >= 0 such as 200us or 3ms", name, v)
+		}
+		out[name] = d
+	}
+	return out, nil
 }
 
 func serveCmd() *cobra.Command {
 	var cfg coord.Config
 	var join, secretFile, tlsCert, tlsKey, caFile, natsCA string
+	var costs map[string]string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -476,6 +577,10 @@ func serveCmd() *cobra.Command {
 			}
 			if join != "" {
 				cfg.Join = strings.Split(join, ",")
+			}
+			var err error
+			if cfg.Placement.Funcs, err = parseCosts(costs); err != nil {
+				return withCode(exitInvalid, err)
 			}
 			sec, err := readSecret(secretFile)
 			if err != nil {
@@ -537,136 +642,12 @@ func serveCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send")
 	fl.IntVar(&cfg.MaxConns, "max-conns", coord.DefaultMaxConns, "most open API connections; one over it is closed at once")
+	fl.DurationVar(&cfg.Placement.Hop, "hop", coord.DefaultHop,
+		"latency of one cross-node hop, which the placement weighs task costs against (raise it for a slow network)")
+	fl.StringToStringVar(&costs, "cost", nil,
+		"declared cost of one execution of a function, NAME=DURATION,... (replaces the built-in estimate the placement uses)")
 	fl.DurationVar(&cfg.NodeSilence, "node-silence", coord.DefaultSilence,
 		"how long a node gossip declares dead must stay unheard over NATS before its tasks move (a killed node is confirmed at once)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
-	return cmd
-}
-
-func devCmd() *cobra.Command {
-	var cfg cluster.DevConfig
-	var simGPUs int
-	var asJSON, serve, verbose bool
-	var secretFile string
-	cmd := &cobra.Command{
-		Use:   "dev [FLOW...]",
-		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			type flow struct {
-				path string
-				text []byte
-			}
-			var flows []flow
-			if len(args) == 0 {
-				for _, e := range spec.Examples() {
-					flows = append(flows, flow{e.Path, e.Data})
-				}
-			}
-			for _, p := range args {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return withCode(exitInvalid, err)
-				}
-				if _, err := spec.Parse(p, b); err != nil {
-					return withCode(exitInvalid, err)
-				}
-				flows = append(flows, flow{p, b})
-			}
-			if verbose {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			}
-			sec, err := readSecret(secretFile)
-			if err != nil {
-				return withCode(exitInvalid, err)
-			}
-			cfg.Secret = sec
-			ctx, cancel := signalCtx()
-			defer cancel()
-			sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
-			d, err := cluster.StartDev(sctx, cfg)
-			scancel()
-			if err != nil {
-				return withCode(exitUnreachable, fmt.Errorf("starting the dev cluster: %w", err))
-			}
-			defer d.Close()
-			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if !asJSON {
-				until := "until the flows have run"
-				if serve {
-					until = "until interrupted"
-				}
-				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s %s\n", cfg.Nodes, d.URL(), until)
-			}
-			c := d.Client()
-			failed, invalid := false, false
-			var ran []string // states of the runs that ran
-			for _, f := range flows {
-				id, err := c.Submit(ctx, filepath.Base(f.path), f.text)
-				if err != nil {
-					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
-					failed = true
-					invalid = invalid || errors.Is(err, proto.ErrInvalid)
-					continue
-				}
-				st, err := c.Wait(ctx, id, nil)
-				if err != nil && st.ID == "" {
-					fmt.Fprintf(errw, "%s: %v\n", f.path, err)
-					failed = true
-					continue
-				}
-				ran = append(ran, st.State)
-				if st.State != proto.RunSucceeded {
-					failed = true
-				}
-				if asJSON {
-					_ = printJSON(out, st)
-				} else {
-					fmt.Fprintf(out, "== %s\n", f.path)
-					printStatus(out, st)
-				}
-			}
-			if !asJSON {
-				ok := 0
-				for _, st := range ran {
-					if st == proto.RunSucceeded {
-						ok++
-					}
-				}
-				fmt.Fprintf(errw, "ran %d flow(s): %d succeeded, %d did not\n", len(flows), ok, len(flows)-ok)
-				if !serve {
-					fmt.Fprintf(errw, "next: run your own flow file with `coordinator dev FLOW.yaml` (examples: cluster/spec/examples/, examples/flows/),\n"+
-						"      or keep the cluster up with its dashboard: `coordinator dev --serve`, then open http://127.0.0.1:7070/\n")
-				}
-			}
-			if serve {
-				fmt.Fprintf(errw, "serving the API and the dashboard (%s/) until interrupted\n", d.URL())
-				<-ctx.Done()
-			}
-			switch {
-			case invalid:
-				return withCode(exitInvalid, errSilent) // a flow the cluster refused: invalid input
-			case failed:
-				return withCode(exitRunFailed, errSilent)
-			}
-			return nil
-		},
-	}
-	fl := cmd.Flags()
-	fl.IntVar(&cfg.Nodes, "nodes", 3, "in-process nodes")
-	fl.IntVar(&simGPUs, "sim-gpus", 1, "sim GPUs on the last node (0: none)")
-	fl.BoolVar(&asJSON, "json", false, "one JSON status object per flow, per line")
-	fl.BoolVar(&serve, "serve", false, "keep serving the API after the flows ran")
-	fl.StringVar(&secretFile, "secret-file", "", "cluster secret file: secure NATS, gossip and the API (clients need the token)")
-	fl.StringVar(&cfg.HTTPAddr, "http", "", "API address (default 127.0.0.1:7070 with --serve, else a free port)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "log to stderr")
-	cmd.PreRun = func(cmd *cobra.Command, args []string) {
-		if serve && cfg.HTTPAddr == "" {
-			cfg.HTTPAddr = "127.0.0.1:7070"
-		}
-		cfg.SimGPUs = simGPUs
-		if simGPUs <= 0 {
-			cfg.SimGPUs = -1 // DevConfig's 0 is its default (one); the flag's 0 is none
-		}
-	}
 	return cmd
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
@@ -75,7 +75,7 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Secret: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +111,10 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		{"token from a secret file", []string{"token", "--secret-file", secretFile}, exitOK},
 		{"token from a missing secret file", []string{"token", "--secret-file", missing}, exitInvalid},
 		{"an unknown command", []string{"nosuchcommand"}, exitInvalid},
+		{"the version", []string{"--version"}, exitOK},
+		{"dev over its --max-tasks", []string{"dev", "--nodes", "1", "--max-tasks", "1", good}, exitInvalid},
+		{"health of a coordinator", []string{"health", "--server", d.URL()}, exitOK},
+		{"health of a coordinator that is down", []string{"health", "--server", down}, exitUnreachable},
 		{"an unknown flag", []string{"runs", "--nosuchflag"}, exitInvalid},
 
 		{"submit", with("submit", good), exitOK},
@@ -135,5 +139,27 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		if code, out, errs := execute(c.args...); code != c.want {
 			t.Errorf("%s: coordinator %s: exit %d, want %d\nstdout: %s\nstderr: %s", c.name, strings.Join(c.args, " "), code, c.want, out, errs)
 		}
+	}
+}
+
+// TestServePlacementFlags: a bad --cost or a negative --hop is invalid
+// input (exit 2) naming the flag, before anything starts.
+func TestServePlacementFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cost", "mine=fast"}, "--cost mine=fast"},
+		{[]string{"--cost", "mine=-1ms"}, "--cost mine=-1ms"},
+		{[]string{"--hop", "-1ms"}, "hop -1ms"},
+	} {
+		args := append([]string{"serve", "--id", "c1", "--data", t.TempDir(), "--raft", "127.0.0.1:0", "--http", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, tc.args...)
+		code, _, errs := execute(args...)
+		if code != exitInvalid || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d naming %q", tc.args, code, errs, exitInvalid, tc.want)
+		}
+	}
+	if got, err := parseCosts(map[string]string{"mine": "3ms"}); err != nil || got["mine"] != 3*time.Millisecond {
+		t.Errorf("--cost mine=3ms: %v %v", got, err)
 	}
 }

@@ -8,10 +8,9 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
@@ -24,9 +23,7 @@ const (
 	exitUnreachable  = cli.ExitUnreachable
 	exitUnauthorized = cli.ExitUnauthorized
 	exitNotFound     = cli.ExitNotFound
-	// exitInterrupted: submit --wait detached on Ctrl-C (128 + SIGINT, as
-	// shells report it); the run goes on in the cluster.
-	exitInterrupted = 130
+	exitInterrupted  = cli.ExitInterrupted
 )
 
 // exitError carries an exit code out of a command.
@@ -34,40 +31,31 @@ type exitError = cli.ExitError
 
 func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
+// errSilent marks an exit code whose reason was already printed.
+var errSilent = cli.ErrSilent
+
+var (
+	printJSON   = cli.PrintJSON
+	printStatus = cli.PrintStatus
+	signalCtx   = cli.SignalContext
+	readSecret  = cli.ReadSecret
+)
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-func run(args []string) int {
-	root := newRoot()
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.Err != errSilent {
-			fmt.Fprintln(os.Stderr, "coordinator:", ee.Err)
-		}
-		return ee.Code
-	}
-	// cobra's own errors: unknown command or flag, bad argument count
-	fmt.Fprintln(os.Stderr, "coordinator:", err)
-	return exitInvalid
-}
-
-// errSilent marks an exit code whose reason was already printed.
-var errSilent = errors.New("")
+func run(args []string) int { return cli.Execute(newRoot(), args, os.Stderr) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "coordinator",
 		Short:         "hetflow coordinator and cluster CLI",
+		Version:       cli.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(validateCmd(), dumpCmd())
+	root.AddCommand(cli.ValidateCmd(funcs.Default()), cli.DumpCmd(funcs.Default()))
 	addClusterCommands(root)
 	return root
 }

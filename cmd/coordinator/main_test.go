@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetflow/hetflow/cluster"
+	"github.com/hetflow/hetflow/cluster/devcluster"
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
@@ -91,7 +92,7 @@ func TestCancelSaysWhatHappened(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	d, err := cluster.StartDev(ctx, cluster.DevConfig{Nodes: 1, SimGPUs: -1, Secret: sec})
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 1, SimGPUs: -1, Secret: sec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +258,41 @@ func TestTokenMistakesAreExplained(t *testing.T) {
 	}
 	if code, msg := cmd("", "runs", "--server", d.URL(), "--token-file", tokenFile); code != exitOK {
 		t.Errorf("--token-file: exit %d, %q", code, msg)
+	}
+}
+
+// `credentials NODE` writes the node's own credential, once; without a
+// secret, or over an existing file, it is invalid input.
+func TestCredentialsVerb(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte("a cluster secret for the credentials test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "n4.cred")
+	args := []string{"credentials", "n4", "--secret-file", secretFile, "--out", out}
+	if c := run(args); c != exitOK {
+		t.Fatalf("credentials: exit %d", c)
+	}
+	cred, err := proto.ReadNodeCredential(out, "n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, _ := proto.DeriveSecret([]byte("a cluster secret for the credentials test"))
+	if want, _ := sec.NodeCredential("n4"); cred != want {
+		t.Fatalf("wrote %+v, want %+v", cred, want)
+	}
+	if p, ok := natsauth.Authorize(sec, cred.NATSUser, cred.NATSPassword); !ok || p == nil {
+		t.Fatalf("the NATS server would not take it as a node: %v %v", p, ok)
+	}
+	for name, a := range map[string][]string{
+		"over an existing file": args,
+		"without a secret":      {"credentials", "n5", "--out", filepath.Join(dir, "n5.cred")},
+		"a bad node id":         {"credentials", "a.b", "--secret-file", secretFile, "--out", filepath.Join(dir, "x.cred")},
+	} {
+		if c := run(a); c != exitInvalid {
+			t.Errorf("%s: exit %d, want %d", name, c, exitInvalid)
+		}
 	}
 }
 

@@ -1,15 +1,19 @@
 // Command natsd runs a NATS server with JetStream on disk, built from the
 // nats-server Go module, for hetflow clusters (docker compose, e2e tests).
 // With --secret-file it requires the credentials the cluster secret
-// derives (user "hetflow", see cluster/proto.DeriveSecret).
+// derives: the coordinators' (user "hetflow", see cluster/proto.DeriveSecret),
+// allowed everything, or a node's own (user "node:<id>", an HMAC of the id
+// under a key the secret derives: cluster/proto.Secret.NodeCredential),
+// checked without a list of nodes and allowed only what that node may send
+// (cluster/natsauth.NodePermissions).
 //
 //	natsd --addr 0.0.0.0:4222 --store /data [--secret-file F] [--http 0.0.0.0:8222] [--tls-cert C --tls-key K]
-//	natsd health --url nats://127.0.0.1:4222 [--secret-file F] [--ca-file C]   (exit 0 when JetStream answers)
+//	natsd health --server nats://127.0.0.1:4222 [--secret-file F] [--ca-file C]   (exit 0 when JetStream answers)
+//	natsd --version
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -18,29 +22,70 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 )
 
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "health" {
-		os.Exit(health(os.Args[2:]))
+func main() { os.Exit(run(os.Args[1:])) }
+
+// run parses args as the natsd command line (cobra, in the style of the
+// other binaries: --help exits 0, --version, a health subcommand) and
+// returns the exit code.
+func run(args []string) int {
+	code := 0
+	var sf serveFlags
+	root := &cobra.Command{
+		Use:   "natsd --store DIR [--addr HOST:PORT] [--secret-file F] [flags]",
+		Short: "a NATS server with JetStream on disk, for hetflow clusters",
+		Long: `natsd runs a NATS server with JetStream on disk, built from the nats-server Go
+module, for hetflow clusters (docker compose, the e2e tests). With --secret-file
+it lets in only the coordinators (the cluster secret's credentials) and nodes
+holding their own credential, each allowed only what it may send.`,
+		Version:       cli.Version(),
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE:          func(cmd *cobra.Command, _ []string) error { code = serve(sf); return nil },
 	}
-	os.Exit(serve(os.Args[1:]))
+	fs := root.Flags()
+	fs.StringVar(&sf.addr, "addr", "127.0.0.1:4222", "client listen address host:port")
+	fs.StringVar(&sf.store, "store", "", "JetStream store directory (required)")
+	fs.StringVar(&sf.secretFile, "secret-file", "", "cluster secret file: require the derived credentials")
+	fs.StringVar(&sf.httpAddr, "http", "", "monitoring listen address host:port (optional)")
+	fs.StringVar(&sf.tlsCert, "tls-cert", "", "require TLS from clients, with this PEM certificate (and --tls-key)")
+	fs.StringVar(&sf.tlsKey, "tls-key", "", "the PEM key of --tls-cert")
+
+	var hf healthFlags
+	hc := &cobra.Command{
+		Use:   "health [--server nats://HOST:PORT] [--secret-file F] [--ca-file C]",
+		Short: "exit 0 when the server's JetStream answers (for container health checks)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { code = health(hf); return nil },
+	}
+	hc.Flags().StringVar(&hf.url, "server", "nats://127.0.0.1:4222", "server URL")
+	hc.Flags().StringVar(&hf.url, "url", "nats://127.0.0.1:4222", "the same as --server")
+	_ = hc.Flags().MarkHidden("url")
+	hc.Flags().StringVar(&hf.secretFile, "secret-file", "", "cluster secret file")
+	hc.Flags().StringVar(&hf.caFile, "ca-file", "", "PEM certificates to trust for a TLS server")
+	root.AddCommand(hc)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "natsd:", err)
+		return 2 // cobra's own: an unknown flag or command
+	}
+	return code
 }
 
-func serve(args []string) int {
-	fs := flag.NewFlagSet("natsd", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:4222", "client listen address host:port")
-	store := fs.String("store", "", "JetStream store directory (required)")
-	secretFile := fs.String("secret-file", "", "cluster secret file: require the derived credentials")
-	httpAddr := fs.String("http", "", "monitoring listen address host:port (optional)")
-	tlsCert := fs.String("tls-cert", "", "require TLS from clients, with this PEM certificate (and --tls-key)")
-	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+type serveFlags struct{ addr, store, secretFile, httpAddr, tlsCert, tlsKey string }
+
+type healthFlags struct{ url, secretFile, caFile string }
+
+func serve(f serveFlags) int {
+	addr, store, secretFile, httpAddr, tlsCert, tlsKey := &f.addr, &f.store, &f.secretFile, &f.httpAddr, &f.tlsCert, &f.tlsKey
 	if *store == "" {
 		fmt.Fprintln(os.Stderr, "natsd: --store is required")
 		return 2
@@ -66,7 +111,12 @@ func serve(args []string) int {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 2
 	}
-	o.User, o.Password = sec.NATSUser, sec.NATSPassword
+	if sec.NATSPassword != "" {
+		o.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
+			p, ok := natsauth.Authorize(sec, user, password)
+			return (*natsembed.Permissions)(p), ok
+		}
+	}
 	if o.TLS, err = proto.ServerTLS(*tlsCert, *tlsKey); err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 2
@@ -92,14 +142,8 @@ func readSecret(path string) (proto.Secret, error) {
 	return proto.DeriveSecret(raw)
 }
 
-func health(args []string) int {
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	url := fs.String("url", "nats://127.0.0.1:4222", "server URL")
-	secretFile := fs.String("secret-file", "", "cluster secret file")
-	caFile := fs.String("ca-file", "", "PEM certificates to trust for a TLS server")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+func health(f healthFlags) int {
+	url, secretFile, caFile := &f.url, &f.secretFile, &f.caFile
 	sec, err := readSecret(*secretFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd health:", err)

@@ -20,15 +20,60 @@ type Options struct {
 	StoreDir string // JetStream store (required unless NoJetStream)
 	User     string // with Password: require these credentials
 	Password string
-	Token    string      // require this authorization token (optional)
-	TLS      *tls.Config // with a certificate: clients must speak TLS (optional)
-	HTTPHost string      // monitoring (optional)
-	HTTPPort int
-	Logs     bool // print the server's log to stderr
+	Token    string // require this authorization token (optional)
+	// Authorize, when set, checks every client's user and password instead
+	// of User, Password and Token: ok false refuses it, a nil Permissions
+	// grants everything, others only what they list.
+	Authorize func(user, password string) (p *Permissions, ok bool)
+	TLS       *tls.Config // with a certificate: clients must speak TLS (optional)
+	HTTPHost  string      // monitoring (optional)
+	HTTPPort  int
+	Logs      bool // print the server's log to stderr
 	// MaxPayload overrides the largest message the server accepts
 	// (0 = the package's MaxPayload).
 	MaxPayload  int32
 	NoJetStream bool // run without JetStream (tests of a server lacking it)
+}
+
+// Permissions are what a client may publish and subscribe to (NATS subject
+// patterns), and whether it may answer a request it received (its reply
+// subject, once).
+type Permissions struct {
+	Publish, Subscribe []string
+	Responses          bool
+}
+
+// authorizer is nats-server's custom authentication over Options.Authorize;
+// its users are in the server's global account (where JetStream is).
+type authorizer struct {
+	f   func(user, password string) (*Permissions, bool)
+	srv *server.Server // set before the server starts
+}
+
+func (a *authorizer) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	p, ok := a.f(o.Username, o.Password)
+	if !ok {
+		return false
+	}
+	u := &server.User{Username: o.Username, Account: a.srv.GlobalAccount()}
+	if p != nil {
+		u.Permissions = &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: p.Publish},
+			Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
+		}
+		if len(p.Publish) == 0 {
+			u.Permissions.Publish.Deny = []string{">"}
+		}
+		if len(p.Subscribe) == 0 {
+			u.Permissions.Subscribe.Deny = []string{">"}
+		}
+		if p.Responses {
+			u.Permissions.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+		}
+	}
+	c.RegisterUser(u)
+	return true
 }
 
 // MaxPayload is the largest message the server accepts (NATS's own ceiling).
@@ -66,9 +111,18 @@ func Start(o Options) (*Server, error) {
 		MaxPayload: o.MaxPayload,
 		TLSConfig:  o.TLS,
 	}
+	var auth *authorizer
+	if o.Authorize != nil {
+		auth = &authorizer{f: o.Authorize}
+		so.CustomClientAuthentication = auth
+		so.Username, so.Password, so.Authorization = "", "", ""
+	}
 	s, err := server.NewServer(so)
 	if err != nil {
 		return nil, fmt.Errorf("natsembed: %w", err)
+	}
+	if auth != nil {
+		auth.srv = s
 	}
 	if o.Logs {
 		s.ConfigureLogger()

@@ -111,6 +111,9 @@
       $("#gen").textContent = s.gen;
       $("#cancel").hidden = !(s.state === "running" || s.state === "pending");
       const er = $("#error"); er.hidden = !s.error; er.textContent = s.error || "";
+      const ps = Object.keys(s.params || {}).sort();
+      const pe = $("#params"); pe.hidden = ps.length === 0;
+      pe.textContent = ps.length ? "params: " + ps.map((k) => `${k}=${JSON.stringify(s.params[k])}`).join("  ") : "";
       refresh();
     }
     follow(base + "/events", "summary", render, refresh);

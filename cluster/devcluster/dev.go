@@ -1,4 +1,16 @@
-package cluster
+// Package devcluster is hetflow's all-in-one cluster in one process: an
+// embedded NATS server with JetStream, one raft coordinator and in-process
+// nodes on loopback, for `coordinator dev`, a node SDK binary's `dev`
+// subcommand, tests and benchmarks.
+//
+//	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, Registry: reg})
+//	defer d.Close()
+//	id, err := d.Client().Submit(ctx, "flow.yaml", text)
+//
+// It lives apart from package cluster so that a program that only talks to
+// a cluster (cluster.Client) does not compile a coordinator, nodes and a NATS
+// server into itself.
+package devcluster
 
 import (
 	"context"
@@ -10,16 +22,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/node"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/hetflow/hetflow/transport"
 )
 
-// DevConfig configures an all-in-one cluster in one process.
-type DevConfig struct {
+// Config configures an all-in-one cluster in one process.
+type Config struct {
 	Nodes   int // in-process nodes (default 3)
 	CPUs    int // CPU workers per node (default 2)
 	SimGPUs int // sim GPUs on the last node (default 1; -1 none)
@@ -36,25 +51,37 @@ type DevConfig struct {
 	// (coord.Config; 0: its defaults). The bench's 100K-task HTDG file is
 	// over the default 8 MiB.
 	MaxTasks, MaxFlowBytes int
+	// Registry holds the functions every node runs and the coordinator
+	// checks flows against (nil: funcs.Default(), the built-ins). A user's
+	// registry usually starts from funcs.Default() and adds to it.
+	Registry *funcs.Registry
+	// ExecAllow turns on the exec built-in for these programs on every node
+	// (funcs.Registry.EnableExec, as node --exec-allow does); nil: off.
+	ExecAllow []string
+	// Placement is the coordinator's cost model (coord.Config.Placement;
+	// zero: the default). Spread: true balances every run across the nodes
+	// however small its tasks (tests of cross-node edges).
+	Placement coord.Placement
 }
 
-// Dev is an all-in-one cluster: an embedded NATS server with JetStream, one
+// Cluster is an all-in-one cluster: an embedded NATS server with JetStream, one
 // coordinator (raft with a durable store) and in-process nodes, each with its
 // own executor, NATS connection and gossip member, all on loopback.
-type Dev struct {
+type Cluster struct {
 	nats    *natsembed.Server
 	coord   *coord.Server
 	nodes   []*node.Node
 	members []*member.List
 	conns   []*transport.Conn
+	subs    []*transport.Subscription // the nodes' catalog answers
 	dir     string
 	ownDir  bool
 	token   string
 }
 
-// StartDev starts the all-in-one cluster and returns when the coordinator
+// Start starts the all-in-one cluster and returns when the coordinator
 // leads and every node has joined.
-func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
+func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 	if cfg.Nodes <= 0 {
 		cfg.Nodes = 3
 	}
@@ -67,13 +94,18 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = "127.0.0.1:0"
 	}
-	dev := &Dev{dir: cfg.Dir, token: cfg.Secret.APIToken}
+	if cfg.Registry == nil {
+		cfg.Registry = funcs.Default() // and not a nil *Registry in coord.Config.Catalog
+	}
+	if len(cfg.ExecAllow) > 0 {
+		cfg.Registry = cfg.Registry.Clone()
+		if err := cfg.Registry.EnableExec(cfg.ExecAllow); err != nil {
+			return nil, err
+		}
+	}
+	dev := &Cluster{dir: cfg.Dir, token: cfg.Secret.APIToken}
 	d = dev
 	sec := cfg.Secret
-	var creds []transport.Option
-	if sec.NATSPassword != "" {
-		creds = append(creds, transport.WithUserPassword(sec.NATSUser, sec.NATSPassword))
-	}
 	if d.dir == "" {
 		if d.dir, err = os.MkdirTemp("", "hetflow-dev-"); err != nil {
 			return nil, err
@@ -85,14 +117,23 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 			dev.Close() // not d: a failed start returns nil, which the named result already holds
 		}
 	}()
-	if d.nats, err = natsembed.Start(natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats"),
-		User: sec.NATSUser, Password: sec.NATSPassword}); err != nil {
+	no := natsembed.Options{Port: -1, StoreDir: filepath.Join(d.dir, "nats")}
+	if sec.NATSPassword != "" {
+		// Every node connects as itself, with its own credential, and may
+		// send only as itself (natsauth.NodePermissions).
+		no.Authorize = func(user, password string) (*natsembed.Permissions, bool) {
+			p, ok := natsauth.Authorize(sec, user, password)
+			return (*natsembed.Permissions)(p), ok
+		}
+	}
+	if d.nats, err = natsembed.Start(no); err != nil {
 		return nil, err
 	}
 	d.coord, err = coord.New(coord.Config{
 		ID: "c1", DataDir: filepath.Join(d.dir, "c1"), RaftAddr: "127.0.0.1:0", HTTPAddr: cfg.HTTPAddr,
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
-		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes,
+		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes, Placement: cfg.Placement,
+		Catalog:        cfg.Registry,
 		InProcessNodes: true, // gossip between members of one process learns nothing
 	})
 	if err != nil {
@@ -107,7 +148,15 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 	seed := []string{d.coord.GossipAddr()}
 	for i := 0; i < cfg.Nodes; i++ {
 		id := "n" + strconv.Itoa(i+1)
-		conn, err := transport.Connect(ctx, d.nats.URL(), append(creds, transport.WithName("dev "+id))...)
+		opts := []transport.Option{transport.WithName("dev " + id)}
+		if sec.NATSPassword != "" {
+			cred, err := sec.NodeCredential(id)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, natsauth.ConnectOptions(cred)...)
+		}
+		conn, err := transport.Connect(ctx, d.nats.URL(), opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +168,7 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 		case i == cfg.Nodes-1 && cfg.SimGPUs > 0:
 			gpus = cfg.SimGPUs
 		}
-		n, err := node.New(node.Config{ID: id, Conn: conn, CPUs: cfg.CPUs, GPUs: gpus, Logger: cfg.Logger})
+		n, err := node.New(node.Config{ID: id, Conn: conn, CPUs: cfg.CPUs, GPUs: gpus, Logger: cfg.Logger, Registry: cfg.Registry})
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +176,12 @@ func StartDev(ctx context.Context, cfg DevConfig) (d *Dev, err error) {
 		if err := n.Start(ctx); err != nil {
 			return nil, err
 		}
-		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.Meta(),
+		sub, err := n.ServeCatalog()
+		if err != nil {
+			return nil, err
+		}
+		d.subs = append(d.subs, sub)
+		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.AdvertisedMeta(),
 			SecretKey: sec.GossipKey, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
@@ -164,31 +218,36 @@ func alive(ns []proto.NodeInfo) int {
 }
 
 // URL is the coordinator's API address (http://host:port).
-func (d *Dev) URL() string { return "http://" + d.coord.HTTPAddr() }
+func (d *Cluster) URL() string { return "http://" + d.coord.HTTPAddr() }
 
 // Client returns a client of the dev cluster (with the API token when it
 // has a secret).
-func (d *Dev) Client() *Client { return NewClient([]string{d.URL()}, d.token) }
+func (d *Cluster) Client() *cluster.Client { return cluster.NewClient([]string{d.URL()}, d.token) }
 
 // NATSURL is the embedded NATS server's client URL.
-func (d *Dev) NATSURL() string { return d.nats.URL() }
+func (d *Cluster) NATSURL() string { return d.nats.URL() }
 
 // GossipAddr is the coordinator's gossip address (a seed to join).
-func (d *Dev) GossipAddr() string { return d.coord.GossipAddr() }
+func (d *Cluster) GossipAddr() string { return d.coord.GossipAddr() }
 
 // Coordinator is the dev cluster's coordinator.
-func (d *Dev) Coordinator() *coord.Server { return d.coord }
+func (d *Cluster) Coordinator() *coord.Server { return d.coord }
 
 // Nodes returns the in-process nodes, in start order (n1, n2, ...), for
 // their counters (Node.Stats, Node.Executor().Stats()).
-func (d *Dev) Nodes() []*node.Node { return append([]*node.Node(nil), d.nodes...) }
+func (d *Cluster) Nodes() []*node.Node { return append([]*node.Node(nil), d.nodes...) }
 
 // Close stops everything and removes a temporary data directory.
-func (d *Dev) Close() error {
+func (d *Cluster) Close() error {
 	var errs []error
 	for _, m := range d.members {
 		_ = m.Leave(200 * time.Millisecond)
 		errs = append(errs, m.Shutdown())
+	}
+	for _, s := range d.subs {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.Close(cctx))
+		cancel()
 	}
 	for _, n := range d.nodes {
 		errs = append(errs, n.Close())

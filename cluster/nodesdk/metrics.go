@@ -1,4 +1,4 @@
-package main
+package nodesdk
 
 import (
 	"github.com/hetflow/hetflow/cluster/node"
@@ -31,7 +31,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTasks, prometheus.CounterValue, float64(s.TasksExecuted))
 	ch <- prometheus.MustNewConstMetric(descAssign, prometheus.CounterValue, float64(s.Assignments))
 	for k, v := range map[string]uint64{"sent": s.SignalsSent, "received": s.SignalsReceived, "duplicate": s.SignalsDuplicate,
-		"fenced": s.SignalsFenced, "dropped": s.SignalsDropped, "replayed": s.SignalsReplayed} {
+		"fenced": s.SignalsFenced, "dropped": s.SignalsDropped, "replayed": s.SignalsReplayed,
+		"early": s.SignalsEarly, "evicted": s.SignalsEvicted, "late": s.SignalsLate} {
 		ch <- prometheus.MustNewConstMetric(descSignals, prometheus.CounterValue, float64(v), k)
 	}
 	ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(s.EventsPublished))

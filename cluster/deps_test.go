@@ -1,0 +1,49 @@
+package cluster_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// A program that imports cluster for its Client compiles HTTP and JSON,
+// not a coordinator, nodes or an embedded NATS server: package cluster
+// depends on the standard library and cluster/proto only (the all-in-one
+// cluster lives in cluster/devcluster).
+func TestClientImportsOnlyHTTPAndJSON(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := exec.LookPath(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Fatal("no go command to list the imports with")
+		}
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	allowed := map[string]bool{
+		"github.com/hetflow/hetflow/cluster":       true,
+		"github.com/hetflow/hetflow/cluster/proto": true,
+	}
+	seen := 0
+	for _, d := range deps {
+		if strings.HasPrefix(d, "vendor/") { // the standard library's own vendored packages
+			continue
+		}
+		seen++
+		for _, bad := range []string{"nats-server", "hashicorp/raft", "hashicorp/memberlist", "nats.go", "cluster/coord", "cluster/node", "localexec"} {
+			if strings.Contains(d, bad) {
+				t.Errorf("package cluster pulls in %s", d)
+			}
+		}
+		if !allowed[d] {
+			t.Errorf("package cluster depends on %s; want the standard library and cluster/proto only", d)
+		}
+	}
+	if seen != len(allowed) {
+		t.Errorf("go list found %v; want exactly %d packages of ours", deps, len(allowed))
+	}
+}

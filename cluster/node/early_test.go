@@ -1,0 +1,102 @@
+package node
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// fakeClock is a node's clock a test moves by hand.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func (n *Node) earlyRuns() (runs, sigs int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.early), n.earlyN
+}
+
+// Batches for made-up runs that never get an Assignment neither fill the
+// early buffer for good nor make a real run's early Signals be dropped: the
+// oldest runs are evicted when it is full, every run is once it is
+// EarlyTTL old, and what was evicted is counted (issue 14: 256 made-up run
+// ids used to fill it for good).
+func TestEarlyBufferEvictsRunsThatNeverCome(t *testing.T) {
+	clock := newFakeClock()
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{now: clock.now})
+	ctx := testCtx(t, 60*time.Second)
+	n1 := c.nodes[1]
+	file, g := parseFlow(t, mixedFlow)
+	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
+
+	// 300 made-up runs, one Signal each, "from n0" to n1.
+	const made = 300
+	b, err := c.leader.conn.NewBatcher("n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range made {
+		s := &transport.Signal{Run: fmt.Sprintf("r%013x-%06x", i, i), Gen: 1, Src: 0, Dst: 1, Act: 1, Kind: transport.SignalEdge}
+		if err := b.Add(ctx, "n1", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 10*time.Second, "the made-up signals reach n1", func() bool {
+		s := n1.Stats()
+		return s.SignalsEarly+s.SignalsEvicted >= made
+	})
+	if runs, _ := n1.earlyRuns(); runs != maxEarlyRuns {
+		t.Fatalf("early buffer holds %d runs, want its limit %d", runs, maxEarlyRuns)
+	}
+	if s := n1.Stats(); s.SignalsEvicted != made-maxEarlyRuns || s.SignalsDropped != 0 {
+		t.Fatalf("after %d made-up runs: evicted %d (want %d), dropped %d (want 0)", made, s.SignalsEvicted, made-maxEarlyRuns, s.SignalsDropped)
+	}
+
+	// Past the TTL every made-up run goes at the next early Signal: the real
+	// run's are kept, and it runs as without the flood.
+	clock.add(DefaultEarlyTTL)
+	early0 := n1.Stats().SignalsEarly
+	own := placement(g, 2, []int{0}, func(v int) int {
+		if v == byName(g, "init") || v == byName(g, "gsax") {
+			return 0
+		}
+		return 1
+	})
+	var kept atomic.Int64
+	got := c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}, before: func(string) {
+		// n1 hears of the run only on the leader's re-send: wait for n0's
+		// Signals to reach its buffer first.
+		testsupport.Eventually(t, 10*time.Second, "n1 keeps the real run's early signals", func() bool {
+			return n1.Stats().SignalsEarly > early0
+		})
+		runs, _ := n1.earlyRuns()
+		kept.Store(int64(runs))
+	}})
+	if got.failed != nil {
+		t.Fatalf("failed: %+v", got.failed)
+	}
+	compare(t, "after the flood", base.tasks, got.tasks)
+	if k := kept.Load(); k != 1 {
+		t.Fatalf("early buffer held %d runs beside the real one's signals, want only the real run", k-1)
+	}
+	if s := n1.Stats(); s.SignalsEvicted != made || s.SignalsDropped != 0 {
+		t.Fatalf("evicted %d (want all %d made-up), dropped %d", s.SignalsEvicted, made, s.SignalsDropped)
+	}
+	if runs, sigs := n1.earlyRuns(); runs != 0 || sigs != 0 {
+		t.Fatalf("early buffer holds %d runs, %d signals after the run", runs, sigs)
+	}
+}
