@@ -33,9 +33,7 @@
 //     strong in-edges counted, a condition's pick starting its successor at
 //     once, loops through conditions, module instances (one vertex whose
 //     instance runs in place, as spec.Expand lays it out), subflows (a task
-//     whose children run before it completes); a join (runproto.Joins)
-//     fills its activation k from each strong predecessor's k-th
-//     completion, as Signal.DstAct numbers it across nodes. A node has CPUs; each
+//     whose children run before it completes). A node has CPUs; each
 //     activation takes a duration drawn from the seed; its output is a hash
 //     of the task, the activation and its inputs. Tasks of one part talk
 //     directly; every other edge is a Signal through the network, stamped,
@@ -51,8 +49,10 @@
 //     flow may hold a loop, do-while loops, if/else conditions, sometimes a
 //     task pinned with `node:`, and with Options.JoinSurplus (not in
 //     Default, whose draws the seed regressions name; TestJoinSurplus) joins
-//     of a loop's body and a task that completes another number of times —
-//     written as a flow file and expanded by spec. Conditions are deterministic per (task, activation), except
+//     of a loop's body and a task that completes another number of times
+//     (runproto.FreeJoins: how often they run is checked, not their
+//     outputs, which depend on timing) — written as a flow file and
+//     expanded by spec. Conditions are deterministic per (task, activation), except
 //     when a holding runs a condition again after a loss (runproto's
 //     Replays) for an activation whose pick the record held when its follow
 //     began: that re-run draws afresh (as a coin without a seed would)

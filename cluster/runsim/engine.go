@@ -20,12 +20,7 @@ type job struct {
 // the expanded graph. A task runs when its join counter (its strong
 // in-edges) is full, or at once when a condition picks it; the counter
 // starts again after each activation, so loops through conditions
-// re-activate their tasks. A join (runproto.Joins) fills its activation k
-// from the k-th completion of each strong predecessor, the numbering
-// Signal.DstAct gives across nodes: when they complete unequal numbers of
-// times it runs as often as the fewest, and the surplus stays queued
-// (cluster/node's local executor counts any completion of a predecessor in
-// one part; the simulation keeps to the rule that holds across nodes). A module task's activation starts its instance's
+// re-activate their tasks. A module task's activation starts its instance's
 // sources and completes when the instance has nothing left to run. Tasks of
 // one part talk directly; an edge to a task of another part, or of another
 // node, leaves through emit (a Signal in the simulation), stamped with the
@@ -37,8 +32,6 @@ type engine struct {
 	part  []int // the part a task runs in here; -1: not here
 	cnt   []int
 	in    [][]input
-	joins [][]int           // runproto.Joins
-	slots []map[int][]input // join → strong predecessor → completions not yet taken
 	acts  []uint64
 	done  []uint64         // activations completed
 	picks []map[int]uint64 // condition → target → times picked
@@ -61,7 +54,6 @@ type engine struct {
 func newEngine(g *spec.Graph) *engine {
 	n := len(g.Vertices)
 	e := &engine{g: g, loops: runproto.NewLoops(g), part: make([]int, n), cnt: make([]int, n), in: make([][]input, n),
-		joins: runproto.Joins(g), slots: make([]map[int][]input, n),
 		acts: make([]uint64, n), done: make([]uint64, n), picks: make([]map[int]uint64, n), ctx: make([][]uint64, n),
 		inst: make([]int, n), modAct: make([]uint64, n), modOut: make([]uint64, n)}
 	for i := range e.part {
@@ -78,7 +70,7 @@ func (e *engine) busy() bool { return e.pending > 0 }
 func (e *engine) open(in []bool, p int) {
 	for v, ok := range in {
 		if ok {
-			e.part[v], e.cnt[v], e.in[v], e.acts[v], e.inst[v], e.slots[v] = p, 0, nil, 0, 0, nil
+			e.part[v], e.cnt[v], e.in[v], e.acts[v], e.inst[v] = p, 0, nil, 0, 0
 			e.done[v], e.picks[v], e.ctx[v] = 0, nil, nil
 		}
 	}
@@ -107,25 +99,6 @@ func (e *engine) activate(v int, in []input) {
 
 // strong counts a strong predecessor's completion into v's join counter.
 func (e *engine) strong(v int, x input) {
-	if ps := e.joins[v]; ps != nil && len(ps) == e.g.Vertices[v].StrongIn {
-		if e.slots[v] == nil {
-			e.slots[v] = map[int][]input{}
-		}
-		e.slots[v][x.src] = append(e.slots[v][x.src], x)
-		for _, p := range ps {
-			if len(e.slots[v][p]) == 0 {
-				return
-			}
-		}
-		in := make([]input, 0, len(ps))
-		for _, p := range ps {
-			q := e.slots[v][p]
-			in = append(in, q[0])
-			e.slots[v][p] = q[1:]
-		}
-		e.activate(v, in)
-		return
-	}
 	e.cnt[v]++
 	e.in[v] = append(e.in[v], x)
 	if e.cnt[v] >= e.g.Vertices[v].StrongIn {

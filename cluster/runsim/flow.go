@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 )
 
@@ -22,9 +21,10 @@ import (
 // strong predecessor of a join runs exactly once, so each activation's
 // inputs do not depend on timing — except, with surplus, a join after a
 // loop's body and a task that runs once or another loop's body, whose
-// predecessors complete unequal numbers of times: it runs as often as the
-// fewest (the engine's rule for joins, runproto.Joins), and the rest is
-// surplus.
+// predecessors complete unequal numbers of times (a free join,
+// runproto.FreeJoins): its counter takes their completions in rounds, so
+// how often it runs does not depend on timing, but which completions
+// meet in one activation does (its outputs are not checked).
 func genFlow(rng *rand.Rand, nodes []string, pinOK, surplus bool) []byte {
 	var b strings.Builder
 	type module struct{ name, text string }
@@ -253,12 +253,14 @@ func reference(g *spec.Graph) (*truth, error) {
 	return tr, nil
 }
 
-// unequalJoin reports whether a join of g (runproto.Joins) has strong
-// predecessors that complete unequal numbers of times in the reference.
-func unequalJoin(g *spec.Graph, tr *truth) bool {
-	for _, ps := range runproto.Joins(g) {
+// unequalJoin reports whether a free join of g (runproto.FreeJoins) has
+// strong predecessors that complete unequal numbers of times in the
+// reference.
+func unequalJoin(g *spec.Graph, free []bool, tr *truth) bool {
+	for v, ok := range free {
+		ps := g.StrongPreds(v)
 		for _, p := range ps {
-			if tr.acts[p] != tr.acts[ps[0]] {
+			if ok && tr.acts[p] != tr.acts[ps[0]] {
 				return true
 			}
 		}

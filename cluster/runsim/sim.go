@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
@@ -44,14 +45,15 @@ type Options struct {
 	// JoinSurplus: the generated flows may hold joins whose strong
 	// predecessors complete unequal numbers of times (a loop's body
 	// joined with a task that runs once, or with another loop's body):
-	// their surplus waits for good (runproto.Joins). Not in Default, so
+	// they take the completions in rounds, as on one node
+	// (runproto.FreeJoins). Not in Default, so
 	// that the draws the seed regressions name stay as they were
 	// (TestJoinSurplus runs it).
 	JoinSurplus bool
-	// NoJoins: runproto is not told of the flow's joins (Config.Joins
-	// nil), as before the surplus rule: a surplus keeps its node's
-	// reports non-idle.
-	NoJoins bool
+	// NoFreeJoins: runproto is not told of the flow's free joins
+	// (Config.Free nil), as before: their Signals wait for the join's
+	// previous activation, and a surplus waits for ever.
+	NoFreeJoins bool
 
 	// Planted bugs, to show that the simulation catches them
 	// (TestPlantedLeaderBugs):
@@ -104,7 +106,8 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 			w.fail("%v\n%s", err, sr.flow)
 			return w.result()
 		}
-		w.res.Shaped = w.res.Shaped || unequalJoin(g, sr.truth)
+		sr.free = runproto.FreeJoins(g)
+		w.res.Shaped = w.res.Shaped || unequalJoin(g, sr.free, sr.truth)
 		w.runs = append(w.runs, sr)
 		w.logf("%s: flow (%d tasks, %d nodes):\n%s", sr.id, len(g.Vertices), n, sr.flow)
 	}

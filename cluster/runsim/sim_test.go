@@ -232,9 +232,10 @@ func TestTaskFailure(t *testing.T) {
 // TestJoinSurplus runs seeds whose flows may hold joins of predecessors
 // that complete unequal numbers of times (Options.JoinSurplus; seeds from
 // 1, HETFLOW_RUNSIM_SEEDS of them, default 1,000): every run ends as the
-// reference (the join as often as its fewest predecessor), and none ends
-// before its work. Without the surplus rule (Options.NoJoins, as before
-// it) the runs whose surplus waited never end.
+// reference, the free join (runproto.FreeJoins) as often as its counter
+// fills, and none ends before its work. Without free joins
+// (Options.NoFreeJoins, as before them) a run whose join got a Signal
+// ahead of its previous activation never ends.
 func TestJoinSurplus(t *testing.T) {
 	n := uint64(1000)
 	if raceEnabled {
@@ -249,8 +250,8 @@ func TestJoinSurplus(t *testing.T) {
 	}
 	opt := Default
 	opt.JoinSurplus = true
-	var shaped, exercised, failures int
-	var first []uint64 // seeds whose surplus waited while their node went idle
+	var shaped, ahead, failures int
+	var first []uint64 // seeds with a Signal to a free join ahead of its previous activation
 	for seed := uint64(1); seed <= n; seed++ {
 		res := RunWith(seed, false, opt)
 		if res.Violation != nil {
@@ -264,22 +265,22 @@ func TestJoinSurplus(t *testing.T) {
 		if res.Shaped {
 			shaped++
 		}
-		if res.Surplus > 0 {
-			exercised++
+		if res.Ahead > 0 {
+			ahead++
 			if len(first) < 3 {
 				first = append(first, seed)
 			}
 		}
 	}
-	t.Logf("%d seeds: %d with a join of unequal predecessors in a flow, %d where a node went idle with a join's surplus waiting (first %v)", n, shaped, exercised, first)
-	if exercised == 0 {
-		t.Fatalf("no seed of %d exercised the surplus rule", n)
+	t.Logf("%d seeds: %d with a free join of unequal predecessors, %d where one got a Signal ahead of its previous activation (first %v)", n, shaped, ahead, first)
+	if ahead == 0 {
+		t.Fatalf("no seed of %d sent a free join a Signal ahead of its previous activation", n)
 	}
 	without := opt
-	without.NoJoins = true
+	without.NoFreeJoins = true
 	for _, seed := range first {
 		if res := RunWith(seed, false, without); res.Violation == nil || !strings.Contains(res.Violation.What, "did not terminate") {
-			t.Errorf("seed %d without the surplus rule: want no termination, got %v", seed, res.Violation)
+			t.Errorf("seed %d without free joins: want no termination, got %v", seed, res.Violation)
 		}
 	}
 }

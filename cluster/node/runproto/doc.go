@@ -69,17 +69,13 @@
 // Until then it waits (counted), and Completed lets it in. That only lags
 // on a node that runs again what a lost node ran, whose inputs come at once
 // from the record and live senders: a moved task runs activation k on
-// activation k's inputs, as the original did. A waiting Signal keeps the
-// run from being idle, except a join's surplus (Joins, Config.Joins): a
-// join's activation k takes the k-th completion of each strong
-// predecessor, so when they complete unequal numbers of times the surplus
-// waits for an activation that is never filled. A Signal waiting for such
-// a join's next activation, when some strong predecessor has given it
-// fewer completions than that as far as this node knows, is idle state (a
-// partly decremented join counter on one node): idle parts complete
-// nothing until a new Signal comes, which the counters show. A Signal whose
-// destination's next activation has all its inputs, or that waits for its
-// causal past, or for a task that is no such join, is owed: not idle. Condition
+// activation k's inputs, as the original did. The run is not idle while a
+// Signal waits. A free join (FreeJoins, Config.Free: its strong
+// predecessors are not all in its own loop, so they may complete unequal
+// numbers of times) takes their completions in rounds, as its join counter
+// does on one node, whichever predecessor gave them: its Signals do not
+// wait for its previous activation, which a surplus would wait for for
+// ever. Condition
 // replay: for the vertices that run again here (Replays: opened by a
 // takeover, or a node that joined after a loss) the follow notes every
 // Choice Signal of the record (Outcome), so a condition takes the branch it

@@ -167,11 +167,9 @@ type Config struct {
 	// Loops reads a Signal's loop context (nil: its context is not
 	// waited for). With Done.
 	Loops *Loops
-	// Joins (from the package's Joins; nil: none) names the joins whose
-	// surplus inputs may wait for good: a Signal that waits for such a
-	// join's activation that no input here can fill keeps no report from
-	// being idle (see Report). With Done.
-	Joins [][]int
+	// Free marks the joins whose Signals do not wait for the join's
+	// previous activation (FreeJoins; nil: none). With Done.
+	Free []bool
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -202,10 +200,7 @@ type Run struct {
 	waiting map[int][]held
 	nwait   int
 	waits   []atomic.Bool
-	// joins: Config.Joins; given: (strong predecessor, join) → the highest
-	// activation of the join its admitted Signals counted towards.
-	joins [][]int
-	given map[[2]int]uint64
+	free    []bool // Config.Free
 
 	// Condition outcomes the follow read in the record (a Choice Signal of
 	// a source this node owns now): (source, activation) → destinations.
@@ -243,9 +238,7 @@ func New(c Config) (*Run, error) {
 		from: map[string]uint64{}, caught: true, done: c.Done, loops: c.Loops,
 	}
 	if r.done != nil {
-		r.joins = c.Joins
-	}
-	if r.done != nil {
+		r.free = c.Free
 		r.waits = make([]atomic.Bool, r.n)
 	}
 	if r.maxHeld <= 0 {
@@ -310,12 +303,7 @@ func (r *Run) Counts() (sent, received uint64, from map[string]uint64) {
 // is thus read before Idle, and Sent, read here, after it. A Signal counted
 // as received has been scheduled, so either the run is not idle or its
 // consequences, Signals included, are counted. The run is idle when its
-// parts are, the follow has caught up and every Signal that waits is a
-// join's surplus (leftover): only a completion here lets a waiting Signal
-// in, and idle parts complete nothing until a new Signal comes, which the
-// counters show. A waiting Signal that is owed (deliverable, or waiting
-// for an activation whose inputs are all here, or for its causal past)
-// keeps the report from being idle.
+// parts are, the follow has caught up and no Signal waits.
 func (r *Run) Report(partsIdle bool) transport.TermReport {
 	from := make(map[string]uint64, len(r.from))
 	for k, v := range r.from {
@@ -323,7 +311,7 @@ func (r *Run) Report(partsIdle bool) transport.TermReport {
 	}
 	rep := transport.TermReport{
 		Run: r.id, Gen: r.gen, Node: r.self, Wave: r.wave,
-		Received: r.received, Idle: partsIdle && r.caught && !r.failed && (r.nwait == 0 || !r.owed()), ReceivedFrom: from,
+		Received: r.received, Idle: partsIdle && r.caught && !r.failed && r.nwait == 0, ReceivedFrom: from,
 	}
 	rep.Sent = r.sent.Load()
 	return rep
@@ -543,7 +531,7 @@ func (r *Run) Completed(v int) []Action {
 // gate turns the Deliver of a Signal whose causal past has not happened
 // here yet into a Wait: the Signal is kept until it has. Its past, as far
 // as this node runs it: the activation of its destination before the one
-// it starts (DstAct), and, for each task of its loop context that runs
+// it starts (DstAct; not for a free join, FreeJoins), and, for each task of its loop context that runs
 // here, the activation the context names. Both only lag on a node that
 // runs again what ran elsewhere: a Signal from the record, or from a live
 // sender that had those activations from the lost node, comes before this
@@ -552,7 +540,6 @@ func (r *Run) gate(a *Action) {
 	if r.done == nil {
 		return
 	}
-	r.noteGiven(a.Sig)
 	u := r.blocker(a.Sig)
 	if u < 0 {
 		return
@@ -582,7 +569,7 @@ func (r *Run) blocker(s *transport.Signal) int {
 		}
 		return false
 	}
-	if d := int(s.Dst); s.DstAct > 1 && local(d) && !check(d, s.DstAct-1) {
+	if d := int(s.Dst); s.DstAct > 1 && local(d) && !r.isFree(d) && !check(d, s.DstAct-1) {
 		return d
 	}
 	if r.loops != nil {
@@ -594,6 +581,10 @@ func (r *Run) blocker(s *transport.Signal) int {
 	}
 	return -1
 }
+
+// isFree reports whether v is a free join (Config.Free): its Signals do not
+// wait for its previous activation.
+func (r *Run) isFree(v int) bool { return v < len(r.free) && r.free[v] }
 
 // park keeps h waiting for a completion of v.
 func (r *Run) park(v int, h held) {

@@ -26,8 +26,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // and ends at a blank line; lines starting with # between cases are
 // comments. Commands:
 //
-//	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K] [joins=V:P,P;…]
-//	                                                    owner: vertex v's node; joins: V's strong predecessors (Config.Joins)
+//	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K] [free=V,…]
+//	                                                    owner: vertex v's node; free: the free joins (Config.Free)
 //	assign gen=G nodes=… owner=…                        the run's Assignment
 //	batch from=N seq=S [first=I]                        a batch from the live subscription
 //	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
@@ -197,25 +197,19 @@ func (sc *scenario) do(input []string) []string {
 		nodes, owner := sc.placement(m)
 		var err error
 		sc.done = map[int]uint64{}
-		joins := make([][]int, len(owner))
-		if m["joins"] != "" {
-			for _, j := range strings.Split(m["joins"], ";") {
-				var v int
-				vs, ps, _ := strings.Cut(j, ":")
-				if _, err := fmt.Sscanf(vs, "%d", &v); err != nil || v >= len(joins) {
-					sc.fatalf("joins %q", j)
+		var free []bool
+		if m["free"] != "" {
+			free = make([]bool, len(owner))
+			for _, f := range strings.Split(m["free"], ",") {
+				v, err := strconv.Atoi(f)
+				if err != nil || v < 0 || v >= len(free) {
+					sc.fatalf("free %q", f)
 				}
-				for _, p := range strings.Split(ps, ",") {
-					var u int
-					if _, err := fmt.Sscanf(p, "%d", &u); err != nil {
-						sc.fatalf("joins %q", j)
-					}
-					joins[v] = append(joins[v], u)
-				}
+				free[v] = true
 			}
 		}
 		sc.r, err = New(Config{Self: m["self"], Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner, MaxHeld: int(sc.num(m, "maxheld")),
-			Done: func(v int) uint64 { return sc.done[v] }, Joins: joins})
+			Done: func(v int) uint64 { return sc.done[v] }, Free: free})
 		if err != nil {
 			return []string{"error: " + err.Error()}
 		}
@@ -285,9 +279,6 @@ func (sc *scenario) do(input []string) []string {
 		st := fmt.Sprintf("gen=%d held=%d follow=%d caught=%t stopped=%t sent=%d received=%d from=%s", r.Gen(), r.Held(), r.FollowID(), r.Caught(), r.Stopped(), sent, received, counts(from))
 		if w := r.Waiting(); w > 0 {
 			st += fmt.Sprintf(" waiting=%d", w)
-		}
-		if k := r.Surplus(); k > 0 {
-			st += fmt.Sprintf(" surplus=%d", k)
 		}
 		return []string{st}
 	}
