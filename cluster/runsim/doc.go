@@ -131,7 +131,11 @@
 // showed it under earlier draws). TestConditionReplay: a condition run
 // again after a loss drew afresh instead of taking the record's outcome
 // (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
-// replayed). Both are fixed and their seeds must pass.
+// replayed). Both are fixed and their seeds must pass. TestJoinSurplus: a
+// join whose predecessors complete unequal numbers of times kept Signals
+// waiting for an activation that never came, and the run never ended (594
+// of seeds 1–2,000 with Options.JoinSurplus and NoFreeJoins; fixed by
+// runproto's free joins).
 //
 // A pick the record did not hold when the new owner's follow began is not
 // replayed: a condition whose targets were all on the lost node (nothing
