@@ -81,7 +81,10 @@
 // has not happened here (u's previous activation, or a local task's
 // activation its context names, not completed) waits in the run's
 // runproto.Run and is let in by that completion (complete counts it:
-// vstate.done, runproto's Config.Done and Completed).
+// vstate.done, runproto's Config.Done and Completed); a free join's
+// (runproto.FreeJoins, Config.Free: predecessors not all in its loop) do
+// not wait for u's previous activation: its proxies feed its join counter
+// as they come, as on one node.
 // Signals of a run whose Assignment has not arrived yet are kept and
 // delivered when it does; the buffer is bounded in runs (256), in Signals
 // per run and in all, and in time (Config.EarlyTTL, read from Config.Now):

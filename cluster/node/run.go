@@ -126,7 +126,7 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	r.vs = make([]vstate, len(g.Vertices))
 	r.loops = runproto.NewLoops(g)
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
-		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops})
+		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops, Free: runproto.FreeJoins(g)})
 	return r, r.named(err)
 }
 

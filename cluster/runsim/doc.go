@@ -47,8 +47,12 @@
 //     ordered, and the follow reads it as an ordered consumer.
 //   - Flows: random graphs of blocks — plain tasks, subflows, modules whose
 //     flow may hold a loop, do-while loops, if/else conditions, sometimes a
-//     task pinned with `node:` — written as a flow file and expanded by
-//     spec. Conditions are deterministic per (task, activation), except
+//     task pinned with `node:`, and with Options.JoinSurplus (not in
+//     Default, whose draws the seed regressions name; TestJoinSurplus) joins
+//     of a loop's body and a task that completes another number of times
+//     (runproto.FreeJoins: how often they run is checked, not their
+//     outputs, which depend on timing) — written as a flow file and
+//     expanded by spec. Conditions are deterministic per (task, activation), except
 //     when a holding runs a condition again after a loss (runproto's
 //     Replays) for an activation whose pick the record held when its follow
 //     began: that re-run draws afresh (as a coin without a seed would)
@@ -127,7 +131,11 @@
 // showed it under earlier draws). TestConditionReplay: a condition run
 // again after a loss drew afresh instead of taking the record's outcome
 // (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
-// replayed). Both are fixed and their seeds must pass.
+// replayed). Both are fixed and their seeds must pass. TestJoinSurplus: a
+// join whose predecessors complete unequal numbers of times kept Signals
+// waiting for an activation that never came, and the run never ended (594
+// of seeds 1–2,000 with Options.JoinSurplus and NoFreeJoins; fixed by
+// runproto's free joins).
 //
 // A pick the record did not hold when the new owner's follow began is not
 // replayed: a condition whose targets were all on the lost node (nothing

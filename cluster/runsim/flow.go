@@ -19,8 +19,13 @@ import (
 // task with strong predecessors is never also the target of a condition
 // (except a loop's head, whose strong predecessors run once), and every
 // strong predecessor of a join runs exactly once, so each activation's
-// inputs do not depend on timing.
-func genFlow(rng *rand.Rand, nodes []string, pinOK bool) []byte {
+// inputs do not depend on timing — except, with surplus, a join after a
+// loop's body and a task that runs once or another loop's body, whose
+// predecessors complete unequal numbers of times (a free join,
+// runproto.FreeJoins): its counter takes their completions in rounds, so
+// how often it runs does not depend on timing, but which completions
+// meet in one activation does (its outputs are not checked).
+func genFlow(rng *rand.Rand, nodes []string, pinOK, surplus bool) []byte {
 	var b strings.Builder
 	type module struct{ name, text string }
 	var mods []module
@@ -52,6 +57,7 @@ func genFlow(rng *rand.Rand, nodes []string, pinOK bool) []byte {
 	b.WriteString("      - {name: t0, func: hash}\n")
 	blocks := 4 + rng.IntN(10)
 	pinned := false
+	var bodies []string // loop bodies: they complete 1 to 4 times
 	for i := 1; i <= blocks; i++ {
 		// one or two strong predecessors among the tasks that run once
 		var preds []string
@@ -96,6 +102,14 @@ func genFlow(rng *rand.Rand, nodes []string, pinOK bool) []byte {
 			fmt.Fprintf(&b, "      - {name: %s, kind: condition, func: loop, args: {n: %d}, succeed: [%s], precede: [%s, %s]}\n", c, rng.IntN(4), body, h, x)
 			fmt.Fprintf(&b, "      - {name: %s, func: hash}\n", x)
 			once = append(once, x)
+			if surplus && rng.IntN(2) == 0 { // a join of the body and a task that completes a different number of times
+				other := once[rng.IntN(len(once)-1)] // not x, which follows the loop
+				if len(bodies) > 0 && rng.IntN(3) == 0 {
+					other = bodies[rng.IntN(len(bodies))]
+				}
+				fmt.Fprintf(&b, "      - {name: y%d, func: hash, succeed: [%s, %s]}\n", i, body, other)
+			}
+			bodies = append(bodies, body)
 		default:
 			if succ == "" {
 				succ = ", succeed: [t0]"
@@ -237,4 +251,19 @@ func reference(g *spec.Graph) (*truth, error) {
 		return nil, fmt.Errorf("reference run stalled with module instances open")
 	}
 	return tr, nil
+}
+
+// unequalJoin reports whether a free join of g (runproto.FreeJoins) has
+// strong predecessors that complete unequal numbers of times in the
+// reference.
+func unequalJoin(g *spec.Graph, free []bool, tr *truth) bool {
+	for v, ok := range free {
+		ps := g.StrongPreds(v)
+		for _, p := range ps {
+			if ok && tr.acts[p] != tr.acts[ps[0]] {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -228,3 +228,59 @@ func TestTaskFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinSurplus runs seeds whose flows may hold joins of predecessors
+// that complete unequal numbers of times (Options.JoinSurplus; seeds from
+// 1, HETFLOW_RUNSIM_SEEDS of them, default 1,000): every run ends as the
+// reference, the free join (runproto.FreeJoins) as often as its counter
+// fills, and none ends before its work. Without free joins
+// (Options.NoFreeJoins, as before them) a run whose join got a Signal
+// ahead of its previous activation never ends.
+func TestJoinSurplus(t *testing.T) {
+	n := uint64(1000)
+	if raceEnabled {
+		n /= 4
+	}
+	if s := os.Getenv("HETFLOW_RUNSIM_SEEDS"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("HETFLOW_RUNSIM_SEEDS=%q: %v", s, err)
+		}
+		n = v
+	}
+	opt := Default
+	opt.JoinSurplus = true
+	var shaped, ahead, failures int
+	var first []uint64 // seeds with a Signal to a free join ahead of its previous activation
+	for seed := uint64(1); seed <= n; seed++ {
+		res := RunWith(seed, false, opt)
+		if res.Violation != nil {
+			failures++
+			t.Errorf("seed %d: %v\nfaults: %s\ntrace tail:\n%s", seed, res.Violation, strings.Join(res.Faults, "; "), tail(res.Trace, 60))
+			if failures >= 5 {
+				t.Fatalf("stopping after %d failing seeds", failures)
+			}
+			continue
+		}
+		if res.Shaped {
+			shaped++
+		}
+		if res.Ahead > 0 {
+			ahead++
+			if len(first) < 3 {
+				first = append(first, seed)
+			}
+		}
+	}
+	t.Logf("%d seeds: %d with a free join of unequal predecessors, %d where one got a Signal ahead of its previous activation (first %v)", n, shaped, ahead, first)
+	if ahead == 0 {
+		t.Fatalf("no seed of %d sent a free join a Signal ahead of its previous activation", n)
+	}
+	without := opt
+	without.NoFreeJoins = true
+	for _, seed := range first {
+		if res := RunWith(seed, false, without); res.Violation == nil || !strings.Contains(res.Violation.What, "did not terminate") {
+			t.Errorf("seed %d without free joins: want no termination, got %v", seed, res.Violation)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type simRun struct {
 	g        *spec.Graph
 	flow     []byte
 	truth    *truth
+	free     []bool              // runproto.FreeJoins: their outputs depend on timing
 	tables   map[uint64][]string // gen → assignment (history, for the invariants)
 	finished time.Duration       // 0: not yet
 	// failNext: a fault made the next activation of the run to execute
@@ -111,9 +112,11 @@ type Result struct {
 	Steps     int
 	SimTime   time.Duration
 	Faults    []string
-	Fenced    int // Signals refused by ownership
-	Dups      int // duplicates dropped
-	Reexec    int // executions beyond the activations (moved tasks run again)
+	Fenced    int  // Signals refused by ownership
+	Dups      int  // duplicates dropped
+	Reexec    int  // executions beyond the activations (moved tasks run again)
+	Ahead     int  // Signals to a free join delivered before its previous activation completed (runproto.FreeJoins)
+	Shaped    bool // a flow holds a join whose predecessors complete unequal numbers of times
 	Violation *Violation
 	Trace     []string    // the whole trace (verbose) or its tail (on a violation)
 	Leader    LeaderStats // what the leader decided (leader.go)

@@ -66,10 +66,16 @@
 // its causal past, as far as this node runs it, has happened here: the
 // destination's activation DstAct-1 has completed (Config.Done), and each
 // local task its context names has completed the activation it names.
-// Until then it waits (counted; the run is not idle), and Completed lets it
-// in. That only lags on a node that runs again what a lost node ran, whose
-// inputs come at once from the record and live senders: a moved task runs
-// activation k on activation k's inputs, as the original did. Condition
+// Until then it waits (counted), and Completed lets it in. That only lags
+// on a node that runs again what a lost node ran, whose inputs come at once
+// from the record and live senders: a moved task runs activation k on
+// activation k's inputs, as the original did. The run is not idle while a
+// Signal waits. A free join (FreeJoins, Config.Free: its strong
+// predecessors are not all in its own loop, so they may complete unequal
+// numbers of times) takes their completions in rounds, as its join counter
+// does on one node, whichever predecessor gave them: its Signals do not
+// wait for its previous activation, which a surplus would wait for for
+// ever. Condition
 // replay: for the vertices that run again here (Replays: opened by a
 // takeover, or a node that joined after a loss) the follow notes every
 // Choice Signal of the record (Outcome), so a condition takes the branch it

@@ -18,7 +18,9 @@ import (
 //     activation, which the loop context says (Ctx: for each such task of
 //     the loop, its latest activation in the causal past);
 //   - otherwise a strong edge: activation k of u (a join's j-th activation
-//     takes the j-th completion of each strong predecessor);
+//     takes the j-th completion of each strong predecessor; a free join's,
+//     FreeJoins, takes them in rounds, and its receiver does not wait on
+//     this number);
 //   - otherwise a weak edge: u's activation that is the condition's n-th
 //     pick of it (n counted by the sender).
 //

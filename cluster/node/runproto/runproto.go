@@ -167,6 +167,9 @@ type Config struct {
 	// Loops reads a Signal's loop context (nil: its context is not
 	// waited for). With Done.
 	Loops *Loops
+	// Free marks the joins whose Signals do not wait for the join's
+	// previous activation (FreeJoins; nil: none). With Done.
+	Free []bool
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -197,6 +200,7 @@ type Run struct {
 	waiting map[int][]held
 	nwait   int
 	waits   []atomic.Bool
+	free    []bool // Config.Free
 
 	// Condition outcomes the follow read in the record (a Choice Signal of
 	// a source this node owns now): (source, activation) → destinations.
@@ -234,6 +238,7 @@ func New(c Config) (*Run, error) {
 		from: map[string]uint64{}, caught: true, done: c.Done, loops: c.Loops,
 	}
 	if r.done != nil {
+		r.free = c.Free
 		r.waits = make([]atomic.Bool, r.n)
 	}
 	if r.maxHeld <= 0 {
@@ -298,7 +303,7 @@ func (r *Run) Counts() (sent, received uint64, from map[string]uint64) {
 // is thus read before Idle, and Sent, read here, after it. A Signal counted
 // as received has been scheduled, so either the run is not idle or its
 // consequences, Signals included, are counted. The run is idle when its
-// parts are and the follow has caught up.
+// parts are, the follow has caught up and no Signal waits.
 func (r *Run) Report(partsIdle bool) transport.TermReport {
 	from := make(map[string]uint64, len(r.from))
 	for k, v := range r.from {
@@ -526,7 +531,7 @@ func (r *Run) Completed(v int) []Action {
 // gate turns the Deliver of a Signal whose causal past has not happened
 // here yet into a Wait: the Signal is kept until it has. Its past, as far
 // as this node runs it: the activation of its destination before the one
-// it starts (DstAct), and, for each task of its loop context that runs
+// it starts (DstAct; not for a free join, FreeJoins), and, for each task of its loop context that runs
 // here, the activation the context names. Both only lag on a node that
 // runs again what ran elsewhere: a Signal from the record, or from a live
 // sender that had those activations from the lost node, comes before this
@@ -564,7 +569,7 @@ func (r *Run) blocker(s *transport.Signal) int {
 		}
 		return false
 	}
-	if d := int(s.Dst); s.DstAct > 1 && local(d) && !check(d, s.DstAct-1) {
+	if d := int(s.Dst); s.DstAct > 1 && local(d) && !r.isFree(d) && !check(d, s.DstAct-1) {
 		return d
 	}
 	if r.loops != nil {
@@ -576,6 +581,10 @@ func (r *Run) blocker(s *transport.Signal) int {
 	}
 	return -1
 }
+
+// isFree reports whether v is a free join (Config.Free): its Signals do not
+// wait for its previous activation.
+func (r *Run) isFree(v int) bool { return v < len(r.free) && r.free[v] }
 
 // park keeps h waiting for a completion of v.
 func (r *Run) park(v int, h held) {

@@ -26,7 +26,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // and ends at a blank line; lines starting with # between cases are
 // comments. Commands:
 //
-//	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K]   owner: vertex v's node
+//	new self=N gen=G nodes=A,B owner=A,B,… [maxheld=K] [free=V,…]
+//	                                                    owner: vertex v's node; free: the free joins (Config.Free)
 //	assign gen=G nodes=… owner=…                        the run's Assignment
 //	batch from=N seq=S [first=I]                        a batch from the live subscription
 //	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
@@ -196,8 +197,19 @@ func (sc *scenario) do(input []string) []string {
 		nodes, owner := sc.placement(m)
 		var err error
 		sc.done = map[int]uint64{}
+		var free []bool
+		if m["free"] != "" {
+			free = make([]bool, len(owner))
+			for _, f := range strings.Split(m["free"], ",") {
+				v, err := strconv.Atoi(f)
+				if err != nil || v < 0 || v >= len(free) {
+					sc.fatalf("free %q", f)
+				}
+				free[v] = true
+			}
+		}
 		sc.r, err = New(Config{Self: m["self"], Run: sc.run, Gen: sc.num(m, "gen"), Nodes: nodes, Owner: owner, MaxHeld: int(sc.num(m, "maxheld")),
-			Done: func(v int) uint64 { return sc.done[v] }})
+			Done: func(v int) uint64 { return sc.done[v] }, Free: free})
 		if err != nil {
 			return []string{"error: " + err.Error()}
 		}
