@@ -188,7 +188,9 @@ type workerStats struct {
 	failedSteals  atomic.Uint64 // attempts that found nothing: the wasted steals the essay bounds
 	parks         atomic.Uint64 // commits that put this worker to sleep
 	wakeups       atomic.Uint64 // notifications this worker sent that reached a waiter (rule 2 and 3)
-	_             [24]byte
+	spins         atomic.Uint64 // spin episodes begun (rule 1): each wastes at most maxSteals attempts
+	rechecks      atomic.Uint64 // re-checks before a park: each wastes at most one attempt a queue, plus one per take it lost to another
+	_             [8]byte
 }
 
 type worker struct {
@@ -385,6 +387,7 @@ func (w *worker) spin() (t *node, spun bool) {
 		return nil, false
 	}
 	w.spinning = true
+	w.stats.spins.Add(1)
 	for i := 0; i < d.maxSteals; i++ {
 		if t := w.stealOnce(); t != nil {
 			w.spinning = false
@@ -469,6 +472,7 @@ func (w *worker) takeShared(k int64) *node {
 // elsewhere, so the loop ends.
 func (w *worker) recheck() *node {
 	d := w.dom
+	w.stats.rechecks.Add(1)
 	if !d.shared.empty() {
 		w.stats.stealAttempts.Add(1)
 		if t := d.shared.pop(); t != nil {

@@ -10,6 +10,8 @@ type DomainStats struct {
 	FailedSteals  uint64 `json:"failed_steals"`      // steal attempts that found nothing (wasted steals)
 	Parks         uint64 `json:"parks"`              // times a worker went to sleep
 	Wakeups       uint64 `json:"wakeups"`            // notifications that reached a parked or parking worker
+	Spins         uint64 `json:"spins"`              // spin episodes: times a worker became its domain's spinner (rule 1)
+	Rechecks      uint64 `json:"rechecks"`           // last looks at every queue before a park (the barrier's re-check)
 	Spinning      int    `json:"spinning,omitempty"` // workers spinning now
 }
 
@@ -28,6 +30,8 @@ func (s Stats) Total() DomainStats {
 		t.FailedSteals += d.FailedSteals
 		t.Parks += d.Parks
 		t.Wakeups += d.Wakeups
+		t.Spins += d.Spins
+		t.Rechecks += d.Rechecks
 		t.Spinning += d.Spinning
 	}
 	return t
@@ -52,6 +56,8 @@ func (ex *Executor) Stats() Stats {
 			ds.Executed += w.stats.executed.Load()
 			ds.StealAttempts += w.stats.stealAttempts.Load()
 			ds.FailedSteals += w.stats.failedSteals.Load()
+			ds.Spins += w.stats.spins.Load()
+			ds.Rechecks += w.stats.rechecks.Load()
 			ds.Parks += w.stats.parks.Load()
 			ds.Wakeups += w.stats.wakeups.Load()
 		}
