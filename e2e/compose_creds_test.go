@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,13 +14,24 @@ import (
 // In the compose cluster only NATS and the coordinators hold the cluster
 // secret; each node mounts its own credential, which compose-build.sh
 // issues, and starts with it (issue 14: every node held the secret, so any
-// compromised container could become any node or a coordinator).
+// compromised container could become any node or a coordinator). The
+// custom nodes examples/custom-node/compose.override.yml adds do the same,
+// their credentials issued by the example's build.sh.
 func TestComposeNodesHoldOnlyTheirOwnCredential(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
+	composeCreds(t, root, "docker-compose.yml", "scripts/compose-build.sh", 3, true)
+	composeCreds(t, root, "examples/custom-node/compose.override.yml", "examples/custom-node/build.sh", 2, false)
+}
+
+// composeCreds checks that each of the nodes compose file (relative to
+// root) runs holds only its own credential, issued by script, and finds
+// want nodes; others says the file has NATS and the coordinators too.
+func composeCreds(t *testing.T, root, file, script string, want int, others bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,9 +45,9 @@ func TestComposeNodesHoldOnlyTheirOwnCredential(t *testing.T) {
 		} `yaml:"secrets"`
 	}
 	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", file, err)
 	}
-	build, err := os.ReadFile(filepath.Join(root, "scripts", "compose-build.sh"))
+	build, err := os.ReadFile(filepath.Join(root, script))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +55,15 @@ func TestComposeNodesHoldOnlyTheirOwnCredential(t *testing.T) {
 	for name, s := range f.Services {
 		node := slices.Contains(s.Command, "--id") && !slices.Contains(s.Command, "serve")
 		if !node {
+			if !others {
+				t.Errorf("%s: service %s is not a node", file, name)
+				continue
+			}
 			if name != "nats" && !slices.Contains(s.Command, "serve") {
-				t.Errorf("service %s: neither NATS, a coordinator nor a node", name)
+				t.Errorf("%s: service %s: neither NATS, a coordinator nor a node", file, name)
 			}
 			if !slices.Contains(s.Secrets, "hetflow_secret") {
-				t.Errorf("service %s lacks the cluster secret: %v", name, s.Secrets)
+				t.Errorf("%s: service %s lacks the cluster secret: %v", file, name, s.Secrets)
 			}
 			continue
 		}
@@ -55,23 +71,22 @@ func TestComposeNodesHoldOnlyTheirOwnCredential(t *testing.T) {
 		id := s.Command[slices.Index(s.Command, "--id")+1]
 		cred := id + "_cred"
 		if !slices.Equal(s.Secrets, []string{cred}) {
-			t.Errorf("node %s mounts %v, want only its own credential %s", id, s.Secrets, cred)
+			t.Errorf("%s: node %s mounts %v, want only its own credential %s", file, id, s.Secrets, cred)
 		}
 		if i := slices.Index(s.Command, "--credentials-file"); i < 0 || i+1 >= len(s.Command) || s.Command[i+1] != "/run/secrets/"+cred {
-			t.Errorf("node %s does not start with --credentials-file /run/secrets/%s: %v", id, cred, s.Command)
+			t.Errorf("%s: node %s does not start with --credentials-file /run/secrets/%s: %v", file, id, cred, s.Command)
 		}
 		if slices.Contains(s.Command, "--secret-file") {
-			t.Errorf("node %s is given the cluster secret: %v", id, s.Command)
+			t.Errorf("%s: node %s is given the cluster secret: %v", file, id, s.Command)
 		}
-		file := f.Secrets[cred].File
-		if file != "build/docker/"+id+".cred" {
-			t.Errorf("secret %s is file %q, want build/docker/%s.cred", cred, file, id)
+		if got := f.Secrets[cred].File; got != "build/docker/"+id+".cred" {
+			t.Errorf("%s: secret %s is file %q, want build/docker/%s.cred", file, cred, got, id)
 		}
-		if !strings.Contains(string(build), " "+id) || !strings.Contains(string(build), `credentials "$n"`) {
-			t.Errorf("scripts/compose-build.sh does not issue %s's credential", id)
+		if !regexp.MustCompile(`\b`+regexp.QuoteMeta(id)+`\b`).Match(build) || !strings.Contains(string(build), `credentials "$n"`) {
+			t.Errorf("%s does not issue %s's credential", script, id)
 		}
 	}
-	if nodes != 3 {
-		t.Fatalf("found %d node services, want 3", nodes)
+	if nodes != want {
+		t.Fatalf("%s: found %d node services, want %d", file, nodes, want)
 	}
 }

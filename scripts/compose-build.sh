@@ -22,17 +22,5 @@ done
 # the API token clients on the host use: build/docker/token (--token-file)
 "$out/coordinator" token --secret-file "$out/secret" > "$out/token"
 cp docker/Dockerfile "$out/Dockerfile"
-# Without buildx, docker prints a notice that its legacy builder is
-# deprecated on every build: a FROM-scratch image needs nothing else, so
-# that notice is dropped; any other message, and every message of a failed
-# build, is shown.
-errs=$(mktemp)
-if ! docker build -q -t "${HETFLOW_IMAGE:-hetflow:dev}" "$out" >/dev/null 2>"$errs"; then
-  cat "$errs" >&2
-  rm -f "$errs"
-  exit 1
-fi
-grep -v -e '^DEPRECATED: The legacy builder is deprecated' -e '^ *Install the buildx component' \
-  -e '^ *https://docs.docker.com/go/buildx/' -e '^ *BuildKit is currently disabled' -e '^ *environment-variable\.$' -e '^$' "$errs" >&2 || true
-rm -f "$errs"
+bash scripts/docker-build.sh "${HETFLOW_IMAGE:-hetflow:dev}" "$out"
 echo "built ${HETFLOW_IMAGE:-hetflow:dev}"
