@@ -236,11 +236,23 @@ func composeMain() (which string, why error) {
 	return composeV2, nil
 }
 
+// composeAdd is what a test adds to docker-compose.yml's cluster: compose
+// files given after it (-f, their paths relative to the repository's root
+// as compose resolves them), a step run once the stock image is built and
+// before the cluster starts (building the added services' image), and the
+// nodes those files add, which must be alive beside n1, n2 and n3.
+type composeAdd struct {
+	files []string
+	build func(t *testing.T, root string)
+	nodes []string
+}
+
 // composeUp builds the CLI and the image, brings docker-compose.yml's
-// cluster up with compose CLI which (composeV2 or composeV1) on free host
-// ports and waits for three alive nodes; the cluster goes down with the
-// test. It skips where docker cannot be reached.
-func composeUp(t *testing.T, which string) *composeEnv {
+// cluster (and what add adds) up with compose CLI which (composeV2 or
+// composeV1) on free host ports and waits for its nodes alive; the cluster
+// goes down (down -v) with the test, failed or not. It skips where docker
+// cannot be reached.
+func composeUp(t *testing.T, which string, add ...composeAdd) *composeEnv {
 	composeDocker(t)
 	root := composeRepo(t)
 	t0 := time.Now()
@@ -253,7 +265,18 @@ func composeUp(t *testing.T, which string) *composeEnv {
 	if _, err := composeExec(root, nil, 8*time.Minute, "bash", "scripts/compose-build.sh"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built CLI and image in %v", time.Since(t0).Round(time.Millisecond))
+	var files, want []string
+	want = []string{"n1", "n2", "n3"}
+	for _, a := range add {
+		for _, f := range a.files {
+			files = append(files, "-f", f)
+		}
+		want = append(want, a.nodes...)
+		if a.build != nil {
+			a.build(t, root)
+		}
+	}
+	t.Logf("built CLI and images in %v", time.Since(t0).Round(time.Millisecond))
 
 	subnet := subnetOf()
 	ports := composeFreePorts(t, 3)
@@ -266,7 +289,8 @@ func composeUp(t *testing.T, which string) *composeEnv {
 	}
 	e := &composeEnv{root: root}
 	e.compose = func(d time.Duration, args ...string) (string, error) {
-		return composeExec(root, env, d, "bash", append([]string{"scripts/compose.sh", "-p", composeProject}, args...)...)
+		pre := append(append([]string{"scripts/compose.sh"}, files...), "-p", composeProject)
+		return composeExec(root, env, d, "bash", append(pre, args...)...)
 	}
 	logs := func() {
 		if out, err := e.compose(time.Minute, "logs", "--no-color", "--tail", "60"); err == nil {
@@ -299,12 +323,17 @@ func composeUp(t *testing.T, which string) *composeEnv {
 	e.run = func(d time.Duration, args ...string) (string, error) {
 		return composeExec(root, nil, d, cli, append(args, "--server", e.servers, "--token-file", token)...)
 	}
-	testsupport.EventuallyState(t, 90*time.Second, "three alive nodes", func() (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, fmt.Sprintf("%d alive nodes", len(want)), func() (bool, string) {
 		m, last := e.nodes()
-		return m["n1"] == proto.NodeAlive && m["n2"] == proto.NodeAlive && m["n3"] == proto.NodeAlive, last
+		for _, n := range want {
+			if m[n] != proto.NodeAlive {
+				return false, last
+			}
+		}
+		return true, last
 	})
 	version, _ := e.compose(time.Minute, "version")
-	t.Logf("cluster up with 3 alive nodes in %v through compose %s: %s", time.Since(t1).Round(time.Millisecond), which, firstLine(version))
+	t.Logf("cluster up with %d alive nodes in %v through compose %s: %s", len(want), time.Since(t1).Round(time.Millisecond), which, firstLine(version))
 	return e
 }
 
