@@ -203,8 +203,7 @@ func (l *Leader) SyncDue(now time.Time) bool {
 // the FSM (NodeUpsert), gossip's deaths only once Liveness confirms them;
 // suspicion is not followed (it flaps; GET /v1/nodes shows it). A member is
 // alive only once it answered a ping as itself (Liveness): until then it is
-// recorded suspect, given no work, and pinged (at once, then every
-// PingEvery); a node the FSM records alive with the boot gossip shows was
+// recorded suspect, given no work, and pinged (Tick, every PingEvery); a node the FSM records alive with the boot gossip shows was
 // verified by a leader already. Members of
 // other roles are the driver's (coordinator voters). A node the FSM knows
 // that the ring has not shown is dead once neverShownAfter has passed since
@@ -247,7 +246,6 @@ func (l *Leader) Members(now time.Time, members []member.Member) []LeaderAction 
 			}
 		}
 	}
-	l.pings(now) // a new member is pinged at once
 	return l.flush()
 }
 
