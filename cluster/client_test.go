@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/hetflow/hetflow/cluster"
@@ -75,12 +76,18 @@ func fakeNode(t *testing.T, id, natsURL, seed string) {
 		}
 	})
 	must(t, err)
-	ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: []string{seed}, Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: 2}})
+	boot := "boot-" + id
+	// it answers pings as itself, with its boot id, as cluster/node does:
+	// the leader places work only on a node that did
+	ping, err := nc.Subscribe(proto.PingSubject(id), func(m *nats.Msg) { _ = m.Respond([]byte(boot)) })
+	must(t, err)
+	ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: []string{seed}, Meta: proto.Meta{Role: proto.RoleNode, ID: id, CPUs: 2, Boot: boot}})
 	must(t, err)
 	must(t, ml.Start(timeout(t, 10*time.Second)))
 	t.Cleanup(func() {
 		_ = ml.Shutdown()
 		_ = sub.Close(context.Background())
+		_ = ping.Close(context.Background())
 		_ = nc.Close()
 	})
 }

@@ -314,3 +314,73 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 		t.Fatalf("after the forged events: %s, output %s (was %s)", after.State, sink(after), sink(base))
 	}
 }
+
+// A holder of the gossip key (every node; here n1's own credential)
+// announces a made-up node, n9, with many CPUs, and cannot answer n9's
+// pings: its credential may not subscribe to n9's ping subject. n9 stays
+// suspect, a flow pinned to it is refused, and flows that would fit it are
+// placed on the real nodes only and succeed.
+func TestAForgedGossipMemberGetsNoWork(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	sec := secret(t, "the cluster secret of the forged member test")
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 2, SimGPUs: -1, Secret: sec})
+	must(t, err)
+	t.Cleanup(func() { must(t, d.Close()) })
+	c := d.Client()
+
+	cred, err := sec.NodeCredential("n1")
+	must(t, err)
+	evil, err := transport.Connect(ctx, d.NATSURL(), natsauth.ConnectOptions(cred)...)
+	must(t, err)
+	defer evil.Close()
+	sub, err := evil.NATS().Subscribe(proto.PingSubject("n9"), func(m *nats.Msg) { _ = m.Respond([]byte("forged")) })
+	must(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	testsupport.Eventually(t, 10*time.Second, "the server refuses n1's subscription to n9's pings", func() bool {
+		err := evil.NATS().LastError()
+		return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), proto.PingSubject("n9"))
+	})
+
+	forged, err := member.New(member.Config{ID: "n9", BindAddr: "127.0.0.1:0", Join: []string{d.GossipAddr()},
+		SecretKey: cred.GossipKeyBytes(), Meta: proto.Meta{Role: proto.RoleNode, ID: "n9", CPUs: 64, Boot: "forged"}})
+	must(t, err)
+	must(t, forged.Start(ctx))
+	t.Cleanup(func() { _ = forged.Shutdown() })
+	state := func(id string) string {
+		nodes, err := c.Nodes(ctx)
+		must(t, err)
+		for _, n := range nodes {
+			if n.ID == id {
+				return n.State
+			}
+		}
+		return ""
+	}
+	testsupport.Eventually(t, 20*time.Second, "the leader records n9", func() bool { return state("n9") != "" })
+
+	if _, err := c.Submit(ctx, "pinned.yaml", []byte("name: pinned\ntasks:\n  - {name: a, func: hash, node: n9}\n")); err == nil {
+		t.Fatal("a flow pinned to the forged member was accepted")
+	}
+	var wide strings.Builder
+	wide.WriteString("name: wide\ntasks:\n")
+	for i := range 16 {
+		fmt.Fprintf(&wide, "  - {name: t%d, func: sleep, args: {ms: 20}}\n", i)
+	}
+	for _, flow := range []string{twoNodeFlow, wide.String()} {
+		id, err := c.Submit(ctx, "flow.yaml", []byte(flow))
+		must(t, err)
+		st, err := c.Wait(ctx, id, nil)
+		must(t, err)
+		if st.State != proto.RunSucceeded {
+			t.Fatalf("run beside a forged member: %s %q", st.State, st.Error)
+		}
+		for _, task := range st.Tasks {
+			if task.Node != "n1" && task.Node != "n2" {
+				t.Fatalf("task %s placed on %q", task.Name, task.Node)
+			}
+		}
+	}
+	if st := state("n9"); st != proto.NodeSuspect {
+		t.Fatalf("the forged member is %s, want suspect", st)
+	}
+}

@@ -42,9 +42,13 @@
 //   - CheckSuccess: a success verdict checked against the folded record
 //     (nothing still running, every source ran, no task left behind strong
 //     predecessors that all ran): what "succeeded" must mean.
-//   - Liveness: which nodes are dead. Gossip's deaths are candidates, pinged
-//     over NATS; an answer refutes one (slow is not dead), no responder, an
-//     answer from a process of another boot, or a silence confirms it.
+//   - Liveness: which nodes are alive and which dead. A member is alive
+//     (placeable) only once it answered a ping over NATS as itself, with
+//     the boot id gossip advertises (only its credential may take its ping
+//     subject): until then suspect, pinged, given no work. Gossip's deaths
+//     are candidates, pinged over NATS; an answer refutes one (slow is not
+//     dead), no responder, an answer from a process of another boot, or a
+//     silence confirms it.
 //     testdata/liveness.txt holds its scenarios.
 //   - Leader: the leader loop's decisions (below), pure: gossip's members,
 //     TermReports, fail envelopes, ping answers, ticks and the outcomes of
@@ -58,7 +62,7 @@
 //
 // While a server leads it (Leader's decisions, leader.go's I/O): writes node membership into the FSM (gossip's
 // deaths only once Liveness confirms them, pinging candidates on
-// proto.PingSubject);
+// proto.PingSubject; members suspect until a ping's answer verifies them);
 // adds coordinator voters; for every running run re-sends the Assignment every
 // 500ms to each node that has not reported for the generation, feeds
 // TermReports (hf.coord.term.<node>, the sender the subject's) to the run's Detector and sends probes; ends the

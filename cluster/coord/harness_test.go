@@ -68,6 +68,7 @@ type fakeNode struct {
 	sub      *transport.Subscription
 	ping     *transport.Subscription
 	silent   atomic.Bool
+	boot     atomic.Value // the boot id it answers pings with ("boot1", its gossip metadata's)
 	busy     bool
 	failTask string
 	lose     string
@@ -85,6 +86,7 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 		t.Fatal(err)
 	}
 	n := &fakeNode{t: t, id: id, nc: nc, runs: map[string]uint64{}, cancels: map[string]string{}}
+	n.boot.Store("boot1")
 	if setup != nil {
 		setup(n)
 	}
@@ -94,7 +96,7 @@ func startFakeNode(t *testing.T, id, natsURL string, seeds []string, cpus, gpus 
 	}
 	n.ping, err = nc.Subscribe(proto.PingSubject(id), func(m *nats.Msg) {
 		if !n.silent.Load() {
-			_ = m.Respond([]byte("boot1")) // its boot id, as cluster/node answers
+			_ = m.Respond([]byte(n.boot.Load().(string))) // its boot id, as cluster/node answers
 		}
 	})
 	if err != nil {

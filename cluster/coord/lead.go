@@ -58,9 +58,10 @@ type LeaderConfig struct {
 	// NoRecord: there is no record to check a verdict against (no NATS, a
 	// test server); a success verdict stands as the detector gives it.
 	NoRecord bool
-	// Silence and InProcess configure the Liveness (which see).
+	// Silence, InProcess and NoNATS configure the Liveness (which see).
 	Silence   time.Duration
 	InProcess bool
+	NoNATS    bool
 	// Offered, when set, tells what the takers of a reassignment offer (the
 	// server's cached node catalogs, Server.cachedOffered): moved tasks go to
 	// nodes that have their functions (pinMoved). nil: placement by capacity.
@@ -164,7 +165,7 @@ type LeaderAction struct {
 // NewLeader returns the decisions of a new term of leadership over view.
 func NewLeader(cfg LeaderConfig, view View) *Leader {
 	return &Leader{cfg: cfg, view: view, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{},
-		live: &Liveness{Silence: cfg.Silence, InProcess: cfg.InProcess}}
+		live: &Liveness{Silence: cfg.Silence, InProcess: cfg.InProcess, NoNATS: cfg.NoNATS}}
 }
 
 func (l *Leader) flush() []LeaderAction {
@@ -200,7 +201,10 @@ func (l *Leader) SyncDue(now time.Time) bool {
 
 // Members takes gossip's view of the ring: the node members' states go to
 // the FSM (NodeUpsert), gossip's deaths only once Liveness confirms them;
-// suspicion is not followed (it flaps; GET /v1/nodes shows it). Members of
+// suspicion is not followed (it flaps; GET /v1/nodes shows it). A member is
+// alive only once it answered a ping as itself (Liveness): until then it is
+// recorded suspect, given no work, and pinged (Tick, every PingEvery); a node the FSM records alive with the boot gossip shows was
+// verified by a leader already. Members of
 // other roles are the driver's (coordinator voters). A node the FSM knows
 // that the ring has not shown is dead once neverShownAfter has passed since
 // Started.
@@ -217,8 +221,11 @@ func (l *Leader) Members(now time.Time, members []member.Member) []LeaderAction 
 		}
 		seen[m.ID] = true
 		l.live.Gossip(now, m.ID, m.State, m.Meta.Boot)
-		state := l.live.State(now, m.ID)
 		k, ok := known[m.ID]
+		if ok && k.State == proto.NodeAlive {
+			l.live.Vouch(m.ID, k.Boot) // a leader verified it
+		}
+		state := l.live.State(now, m.ID)
 		if state == proto.NodeDead && (!ok || k.State != proto.NodeDead) {
 			l.out = append(l.out, LeaderAction{Kind: LeadConfirmed, Node: m.ID, Text: "node confirmed dead",
 				Attrs: []any{"node", m.ID, "gossip_dead_for", now.Sub(m.Since).Round(time.Millisecond)}})
@@ -242,6 +249,13 @@ func (l *Leader) Members(now time.Time, members []member.Member) []LeaderAction 
 	return l.flush()
 }
 
+// pings asks for the pings Liveness has due.
+func (l *Leader) pings(now time.Time) {
+	for _, id := range l.live.Pings(now) {
+		l.out = append(l.out, LeaderAction{Kind: LeadPing, Node: id})
+	}
+}
+
 func sortedIDs[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
@@ -253,9 +267,11 @@ func sortedIDs[V any](m map[string]V) []string {
 
 // Pong takes a ping's answer: alive (the node's process of boot id boot
 // answered; "" when the answer does not say) or not (NATS said no
-// responder). A death it confirms asks for a resync at once.
+// responder). A death it confirms, or an answer that verifies the node (it
+// becomes alive), asks for a resync at once.
 func (l *Leader) Pong(now time.Time, node, boot string, alive bool) []LeaderAction {
 	was := l.live.Candidate(now, node)
+	verified := l.live.Verified(node)
 	if alive {
 		if l.live.Answered(now, node, boot) {
 			l.out = append(l.out, LeaderAction{Kind: LeadRefuted, Node: node,
@@ -264,7 +280,7 @@ func (l *Leader) Pong(now time.Time, node, boot string, alive bool) []LeaderActi
 	} else {
 		l.live.NoResponder(now, node)
 	}
-	if was && l.live.State(now, node) == proto.NodeDead {
+	if was && l.live.State(now, node) == proto.NodeDead || !verified && l.live.Verified(node) {
 		l.out = append(l.out, LeaderAction{Kind: LeadResync})
 	}
 	return l.flush()
@@ -590,12 +606,11 @@ func failText(task, text string) string {
 	return strings.TrimPrefix(text, funcs.ErrFailed.Error()+": ")
 }
 
-// Tick advances time: pings to gossip's death candidates, the runs
+// Tick advances time: pings to gossip's death candidates and unverified
+// members, the runs
 // reconciled, each run's timeout, Assignment re-send and detector tick.
 func (l *Leader) Tick(now time.Time) []LeaderAction {
-	for _, id := range l.live.Pings(now) {
-		l.out = append(l.out, LeaderAction{Kind: LeadPing, Node: id})
-	}
+	l.pings(now)
 	l.reconcile(now)
 	for _, id := range sortedIDs(l.runs) {
 		t := l.runs[id]

@@ -53,7 +53,7 @@ type pingAnswer struct {
 func (s *Server) lead(ctx context.Context) {
 	s.log.Info("leading")
 	defer s.log.Info("no longer leading")
-	l := &leader{s: s, core: NewLeader(LeaderConfig{Started: s.started, NoRecord: s.nc == nil,
+	l := &leader{s: s, core: NewLeader(LeaderConfig{Started: s.started, NoRecord: s.nc == nil, NoNATS: s.nc == nil,
 		Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes, Offered: s.cachedOffered, Placement: s.cfg.Placement}, fsmView{s})}
 
 	// Make sure every entry of earlier terms is applied before acting on the FSM.
@@ -196,8 +196,8 @@ func (l *leader) do(now time.Time, acts []LeaderAction) {
 }
 
 // ping sends a liveness ping to a node gossip calls dead whose death is
-// not confirmed yet (Liveness); answers come back through the inbound
-// channel.
+// not confirmed yet, or to a member not verified yet (Liveness); answers
+// come back through the inbound channel.
 func (l *leader) ping(id string) {
 	if l.s.nc == nil || l.pingInbox == "" {
 		return

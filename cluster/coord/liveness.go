@@ -38,7 +38,17 @@ import (
 //
 // A node that left the ring gracefully (Drain) is dead to runs at once. With
 // InProcess (the all-in-one dev cluster, whose nodes share the coordinator's
-// process) gossip is ignored: in-process nodes stop with the process.
+// process) gossip's deaths are ignored: in-process nodes stop with the
+// process.
+//
+// Gossip is no proof of who a member is: every holder of the gossip key
+// (every node) can announce a member under any name. So a node is alive
+// (placeable) only once it has answered a ping over NATS as itself, with the
+// boot id its gossip metadata advertises: its NATS credential lets only the
+// node subscribe to its own ping subject (cluster/natsauth). Until then it is
+// suspect and pinged every PingEvery; "no responders" or an answer of another
+// boot leaves it suspect; a new boot id in gossip makes it unverified again.
+// In-process nodes are verified the same way (they answer pings too).
 //
 // Liveness is pure: gossip states, signs of life, answers and time come in;
 // the nodes to ping and the verdicts go out. It is not safe for concurrent
@@ -52,6 +62,10 @@ type Liveness struct {
 	PingEvery time.Duration
 	// InProcess ignores gossip's deaths (not its leaves).
 	InProcess bool
+	// NoNATS: there is no NATS to ping over (a coordinator without NATS,
+	// which commits runs but executes nothing): members are alive as gossip
+	// shows them, unverified.
+	NoNATS bool
 
 	nodes map[string]*liveNode
 }
@@ -71,6 +85,7 @@ type liveNode struct {
 	confirmed bool      // State said dead in this episode of gossip's verdict: it stays dead
 	replaced  bool      // a process of another boot answered under the id: the old one is gone
 	boot      string    // the process's boot id (gossip metadata)
+	verified  bool      // the process of boot answered a ping: it is who gossip says
 }
 
 func (l *Liveness) node(id string) *liveNode {
@@ -101,11 +116,11 @@ func (l *Liveness) pingEvery() time.Duration {
 
 // Gossip feeds what memberlist says of node at now: its state and its
 // process's boot id. A new boot id is a new process: what the old one
-// learned of NATS no longer counts.
+// learned of NATS no longer counts, and it is unverified (pinged at once).
 func (l *Liveness) Gossip(now time.Time, id, state, boot string) {
 	n := l.node(id)
 	if boot != n.boot {
-		n.boot, n.noResp, n.heard, n.replaced = boot, 0, time.Time{}, false
+		n.boot, n.noResp, n.heard, n.replaced, n.verified, n.pinged = boot, 0, time.Time{}, false, false, time.Time{}
 	}
 	switch {
 	case state != proto.NodeDead:
@@ -131,7 +146,8 @@ func (l *Liveness) Heard(now time.Time, id string) (refuted bool) {
 // ("": an answer that does not say). An answer from another process than
 // the one gossip declared dead (a restart under the same id, before gossip
 // shows the new incarnation) is no sign of life of the old one: it confirms
-// that the old process is gone, with its part of every run.
+// that the old process is gone, with its part of every run. An answer of the
+// boot gossip advertises verifies the node (Verified).
 func (l *Liveness) Answered(now time.Time, id, boot string) (refuted bool) {
 	n := l.node(id)
 	if boot != "" && n.boot != "" && boot != n.boot {
@@ -140,7 +156,26 @@ func (l *Liveness) Answered(now time.Time, id, boot string) (refuted bool) {
 		}
 		return false
 	}
+	if boot == n.boot {
+		n.verified = true
+	}
 	return l.Heard(now, id)
+}
+
+// Verified reports whether node's process (the boot gossip advertises) has
+// answered a ping as itself.
+func (l *Liveness) Verified(id string) bool {
+	n := l.nodes[id]
+	return n != nil && n.verified
+}
+
+// Vouch marks node verified if gossip advertises boot: the replicated state
+// records it alive with that boot, so a leader verified it (a new leader
+// does not take its nodes away from placement while it pings them again).
+func (l *Liveness) Vouch(id, boot string) {
+	if n := l.nodes[id]; n != nil && n.boot == boot {
+		n.verified = true
+	}
 }
 
 // NoResponder records that a ping of node found no subscriber: its NATS
@@ -158,7 +193,8 @@ func (l *Liveness) NoResponder(now time.Time, id string) {
 const GoneAfter = 2
 
 // State is the state to record for node at now: proto.NodeAlive unless it is
-// confirmed dead (proto.NodeDead) or left the ring (proto.NodeLeft); gossip's
+// confirmed dead (proto.NodeDead), left the ring (proto.NodeLeft) or has not
+// answered a ping as itself yet (proto.NodeSuspect: not placeable); gossip's
 // suspicion is never followed (it flaps on a busy machine). A death once
 // confirmed stands until gossip changes its mind (the node refutes it, or a
 // new process joins under the id): its tasks have moved by then, and a late
@@ -177,17 +213,18 @@ func (l *Liveness) state(now time.Time, n *liveNode) string {
 	case proto.NodeLeft:
 		return proto.NodeLeft
 	case proto.NodeDead:
-	default:
-		return proto.NodeAlive
+		if l.InProcess {
+			break
+		}
+		if n.confirmed || n.replaced || n.noResp >= GoneAfter {
+			return proto.NodeDead
+		}
+		if now.Sub(n.quietSince()) >= l.silence() {
+			return proto.NodeDead
+		}
 	}
-	if l.InProcess {
-		return proto.NodeAlive
-	}
-	if n.confirmed || n.replaced || n.noResp >= GoneAfter {
-		return proto.NodeDead
-	}
-	if now.Sub(n.quietSince()) >= l.silence() {
-		return proto.NodeDead
+	if !n.verified && !l.NoNATS {
+		return proto.NodeSuspect
 	}
 	return proto.NodeAlive
 }
@@ -205,15 +242,24 @@ func (n *liveNode) quietSince() time.Time {
 // confirmed yet: the node is being pinged.
 func (l *Liveness) Candidate(now time.Time, id string) bool {
 	n := l.nodes[id]
-	return n != nil && n.gossip == proto.NodeDead && !l.InProcess && l.state(now, n) == proto.NodeAlive
+	return n != nil && n.gossip == proto.NodeDead && !l.InProcess && l.state(now, n) != proto.NodeDead
 }
 
-// Pings returns the candidates to ping at now (sorted), and records the pings
-// as sent.
+// pinging reports whether node is pinged: a candidate, or a member not yet
+// verified (neither left nor dead).
+func (l *Liveness) pinging(now time.Time, id string, n *liveNode) bool {
+	if l.Candidate(now, id) {
+		return true
+	}
+	return !n.verified && !l.NoNATS && n.gossip != proto.NodeLeft && l.state(now, n) != proto.NodeDead
+}
+
+// Pings returns the nodes to ping at now (candidates and unverified members,
+// sorted), and records the pings as sent.
 func (l *Liveness) Pings(now time.Time) []string {
 	var out []string
 	for id, n := range l.nodes {
-		if l.Candidate(now, id) && now.Sub(n.pinged) >= l.pingEvery() {
+		if l.pinging(now, id, n) && now.Sub(n.pinged) >= l.pingEvery() {
 			n.pinged = now
 			out = append(out, id)
 		}
@@ -222,19 +268,23 @@ func (l *Liveness) Pings(now time.Time) []string {
 	return out
 }
 
-// Next is the earliest time after now at which a candidate's verdict or ping
-// is due (zero when there is no candidate): the leader wakes then.
+// Next is the earliest time after now at which a candidate's verdict or a
+// ping is due (zero when no node is pinged): the leader wakes then.
 func (l *Liveness) Next(now time.Time) time.Time {
 	var next time.Time
 	for id, n := range l.nodes {
-		if !l.Candidate(now, id) {
+		if !l.pinging(now, id, n) {
 			continue
 		}
 		ping := n.pinged.Add(l.pingEvery())
 		if n.pinged.IsZero() {
 			ping = now
 		}
-		for _, t := range []time.Time{n.quietSince().Add(l.silence()), ping} {
+		due := []time.Time{ping}
+		if l.Candidate(now, id) {
+			due = append(due, n.quietSince().Add(l.silence()))
+		}
+		for _, t := range due {
 			if next.IsZero() || t.Before(next) {
 				next = t
 			}

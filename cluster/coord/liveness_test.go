@@ -12,7 +12,7 @@ import (
 // TestLiveness runs the scenarios of testdata/liveness.txt against a
 // Liveness. Lines (time in ms from a fixed epoch, set by "at"):
 //
-//	config silence=MS [inprocess]    a new Liveness
+//	config silence=MS [inprocess] [nonats]  a new Liveness
 //	at MS                            the clock
 //	gossip ID STATE [BOOT]           memberlist says so
 //	heard ID [refutes]               a sign of life over NATS (and whether it refutes gossip)
@@ -60,6 +60,8 @@ func TestLiveness(t *testing.T) {
 					l.Silence = ms(strings.TrimPrefix(o, "silence="))
 				case o == "inprocess":
 					l.InProcess = true
+				case o == "nonats":
+					l.NoNATS = true
 				default:
 					fail("unknown option %q", o)
 				}

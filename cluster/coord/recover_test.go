@@ -139,7 +139,7 @@ func TestLeaderRecoversFromALostNode(t *testing.T) {
 // A node restarted under the same id (a new Boot in its metadata) before
 // gossip took it for dead has lost what its old process held: the leader
 // moves that part to the other nodes and leaves the new process out of the
-// run.
+// run; the new process is placeable once it answers a ping as itself.
 func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 	waitProbesDone(t)
 	url := testsupport.NATS(t).URL()
@@ -167,9 +167,15 @@ func TestLeaderTreatsARestartedNodeAsLost(t *testing.T) {
 		r, _ := c.run(sub.ID)
 		return r.Gen == 2 && len(r.Nodes) == 1 && r.Nodes[0] == "ok"
 	})
-	if st := nodeState(c, "again"); st != proto.NodeAlive {
-		t.Fatalf("the restarted node is %s, want alive (it takes new runs)", st)
+	// Until the process of the new boot answers a ping, the node is
+	// unverified: suspect, given no work.
+	if st := nodeState(c, "again"); st != proto.NodeSuspect {
+		t.Fatalf("the restarted node, its pings answered by the old boot, is %s, want suspect", st)
 	}
+	again.boot.Store("boot2")
+	testsupport.Eventually(t, 10*time.Second, "the restarted node is alive once its new boot answers (it takes new runs)", func() bool {
+		return nodeState(c, "again") == proto.NodeAlive
+	})
 	if code, _ := api(t, c.HTTPAddr(), "POST", "/v1/runs/"+sub.ID+"/cancel", "", nil, nil); code != http.StatusOK {
 		t.Fatalf("cancel: %d", code)
 	}

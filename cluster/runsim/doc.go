@@ -22,8 +22,10 @@
 //     stream, durable like the record), refusals, gossip's deaths pinged
 //     and confirmed or refuted by coord.Liveness (a ping finds "no
 //     responders" when the process has no connection; a live one answers
-//     with its boot, a frozen one when it resumes), reassign on a
-//     confirmed death or restart (coord.PlanReassign), Cancel "reassigned"
+//     with its boot, a frozen one when it resumes; the cluster starts with
+//     its nodes verified by an earlier leader, and a restarted node is
+//     suspect, given no work, until its new boot answers a ping), reassign
+//     on a confirmed death or restart (coord.PlanReassign), Cancel "reassigned"
 //     to a node of an older generation, Cancel after a verdict. Plan is
 //     called at submit.
 //   - Nodes: per run one runproto.Run (the real state machine) and what

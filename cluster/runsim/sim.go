@@ -113,8 +113,18 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 	}
 	w.planFaults()
 
-	// The cluster starts: the leader syncs the ring into the FSM, the runs
-	// are submitted, and the leader loop takes them from there.
+	// The cluster is up: an earlier leader verified every node (each
+	// answered a ping as itself, coord.Liveness) and recorded it alive; this
+	// leader syncs the ring into the FSM, the runs are submitted, and the
+	// leader loop takes them from there. (A restarted node is verified
+	// afresh: suspect, given no work, until its new boot answers a ping.)
+	for _, id := range w.nodeIDs {
+		if err := w.fsm.Apply(&coord.Command{Op: coord.OpNodeUpsert, Node: &coord.Node{ID: id, Address: id, State: proto.NodeAlive,
+			CPUs: w.cpus[id], Boot: fmt.Sprint(w.ringBoot[id]), Updated: w.clock()}}); err != nil {
+			w.fail("node upsert: %v", err)
+			return w.result()
+		}
+	}
 	w.startLeader()
 	for i, sr := range w.runs {
 		at := time.Duration(0)

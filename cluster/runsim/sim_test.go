@@ -154,11 +154,13 @@ func TestLoopOrder(t *testing.T) {
 // after a loss that does not take the outcome the record holds for its
 // activation (Options.NoConditionReplay: it draws afresh, as a coin without
 // a seed would): another branch runs, or one runs twice (336 of seeds
-// 1–20,000; these are the first three). With runproto's Outcome it takes the
-// recorded branch. The durable regression is runproto's
+// 1–20,000 when counted; these are the first three). With runproto's
+// Outcome it takes the recorded branch. (Seeds re-derived when a restarted
+// node became placeable only after answering a ping, which changed the
+// draws of restart seeds: 160 no longer shows it, 66 does.) The durable regression is runproto's
 // testdata/loop-order.txt (condition replay).
 func TestConditionReplay(t *testing.T) {
-	for _, seed := range []uint64{134, 160, 177} {
+	for _, seed := range []uint64{66, 134, 177} {
 		without := Default
 		without.NoConditionReplay = true
 		if res := RunWith(seed, false, without); res.Violation == nil {
