@@ -44,9 +44,12 @@ func TestSubmitWaitDetachesOnInterrupt(t *testing.T) {
 	testsupport.Eventually(t, 30*time.Second, "the run id on stderr before the run ends", func() bool {
 		syncMu.Lock()
 		defer syncMu.Unlock()
-		line, _, _ := strings.Cut(errb.String(), "\n")
-		if rest, ok := strings.CutPrefix(line, "run "); ok {
-			id, _, _ = strings.Cut(rest, " ")
+		// The first line of its own (a retry notice may come before it).
+		for _, line := range strings.Split(errb.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "run "); ok {
+				id, _, _ = strings.Cut(rest, " ")
+				break
+			}
 		}
 		return id != ""
 	})

@@ -278,15 +278,24 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 		return "", invalid(err)
 	}
 	var alive []Node
+	var joining []string // members not placeable yet: they have not answered a ping as themselves
 	res := &spec.Resources{Nodes: map[string]spec.NodeRes{}}
 	s.fsm.read(func(fsm *FSM) {
 		for _, n := range fsm.Nodes() {
-			if n.State == proto.NodeAlive {
+			switch n.State {
+			case proto.NodeAlive:
 				alive = append(alive, n)
 				res.Nodes[n.ID] = spec.NodeRes{CPUs: n.CPUs, GPUs: n.GPUs}
+			case proto.NodeSuspect:
+				joining = append(joining, n.ID)
 			}
 		}
 	})
+	if len(alive) == 0 && len(joining) > 0 {
+		// A cluster whose nodes are still joining (the first seconds of a
+		// dev cluster): not ready, which clients retry, not invalid input.
+		return "", fmt.Errorf("%w: no node is placeable yet (%s: not yet verified over NATS)", proto.ErrNotReady, strings.Join(joining, ", "))
+	}
 	fctx, fcancel := context.WithTimeout(context.Background(), 2*catalogFetchTimeout)
 	catalogs := s.nodeFuncs(fctx, alive)
 	offered := s.offered(catalogs)

@@ -68,8 +68,14 @@ func (f *clientFlags) client() (*cluster.Client, error) {
 	if f.cmd != nil {
 		stderr = f.cmd.ErrOrStderr()
 	}
+	// Only once retrying has lasted a second: a moment's 503 (an election,
+	// a node's catalog not read yet) goes by unsaid.
 	var told sync.Once
+	begun := time.Now()
 	c.OnRetry = func(err error, left time.Duration) {
+		if time.Since(begun) < time.Second {
+			return
+		}
 		told.Do(func() {
 			fmt.Fprintf(stderr, "coordinator: no coordinator answered yet (%v)\n  retrying %s for up to %s (Ctrl-C stops)\n", err, servers, left.Round(time.Second))
 		})
