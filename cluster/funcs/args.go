@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hetflow/hetflow/cluster/spec"
 )
 
 // Args are a task's arguments as the flow file gives them. The getters check
@@ -57,28 +59,7 @@ func (e *ArgError) Unwrap() error { return ErrBadArg }
 func (e *ArgError) ArgName() string { return e.Arg }
 
 func argErr(name, want string, v any) *ArgError {
-	return &ArgError{Arg: name, Msg: "must be " + want + ", got " + describe(v)}
-}
-
-func describe(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return strconv.Quote(x)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map:
-		return "a map"
-	}
-	return fmt.Sprint(v)
+	return &ArgError{Arg: name, Msg: "must be " + want + ", got " + spec.DescribeValue(v)}
 }
 
 // Has reports whether the argument is given (and not null).
@@ -264,7 +245,7 @@ func (a Args) Ints(name string) ([]int64, error) {
 	for i := range out {
 		x, ok := integer(rv.Index(i).Interface())
 		if !ok {
-			return nil, &ArgError{Arg: name, Msg: fmt.Sprintf("must be a list of integers, got %s at position %d", describe(rv.Index(i).Interface()), i)}
+			return nil, &ArgError{Arg: name, Msg: fmt.Sprintf("must be a list of integers, got %s at position %d", spec.DescribeValue(rv.Index(i).Interface()), i)}
 		}
 		out[i] = x
 	}

@@ -133,7 +133,7 @@ func execArgv(a Args) ([]string, error) {
 		default:
 			n, ok := integer(e)
 			if !ok {
-				return nil, &ArgError{Arg: "args", Msg: fmt.Sprintf("item %d must be a string, number or bool, got %s", i+1, describe(e))}
+				return nil, &ArgError{Arg: "args", Msg: fmt.Sprintf("item %d must be a string, number or bool, got %s", i+1, spec.DescribeValue(e))}
 			}
 			out[i] = strconv.FormatInt(n, 10)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,7 +128,7 @@ func ParamValue(t ParamType, v any) (any, error) {
 	default:
 		return nil, fmt.Errorf("unknown type %q (want string, int, float or bool)", string(t))
 	}
-	return nil, fmt.Errorf("must be a%s %s, got %s", article(t), t, describeValue(n))
+	return nil, fmt.Errorf("must be a%s %s, got %s", article(t), t, DescribeValue(n))
 }
 
 func article(t ParamType) string {
@@ -137,7 +138,10 @@ func article(t ParamType) string {
 	return ""
 }
 
-func describeValue(v any) string {
+// DescribeValue names a value of a flow file for an error message: "null",
+// a quoted string, "a list", "a map", or its text. cluster/funcs words its
+// argument errors with it too.
+func DescribeValue(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "null"
@@ -146,6 +150,12 @@ func describeValue(v any) string {
 	case []any:
 		return "a list"
 	case map[string]any:
+		return "a map"
+	}
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map:
 		return "a map"
 	}
 	return paramText(v)
