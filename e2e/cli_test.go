@@ -39,9 +39,27 @@ func TestSubmitWaitDetachesOnInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	stderrNow := func() string {
+		syncMu.Lock()
+		defer syncMu.Unlock()
+		return errb.String()
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("submit --wait stderr: %q", stderrNow())
+		}
+	})
 	var id string
 	testsupport.Eventually(t, 30*time.Second, "the run id on stderr before the run ends", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("submit --wait ended before it was interrupted (%v): stdout %q, stderr %q", waitErr, out.String(), stderrNow())
+		default:
+		}
 		syncMu.Lock()
 		defer syncMu.Unlock()
 		// The first line of its own (a retry notice may come before it).
@@ -60,9 +78,9 @@ func TestSubmitWaitDetachesOnInterrupt(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
+	<-exited
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee, ok := waitErr.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	}
 	syncMu.Lock()

@@ -277,6 +277,9 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	if err != nil {
 		return "", invalid(err)
 	}
+	if !s.nodesReady() {
+		return "", fmt.Errorf("%w: %s", proto.ErrNotReady, s.nodesWhy())
+	}
 	var alive []Node
 	var joining []string // members not placeable yet: they have not answered a ping as themselves
 	res := &spec.Resources{Nodes: map[string]spec.NodeRes{}}

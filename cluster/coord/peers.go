@@ -236,6 +236,8 @@ func (s *Server) Ready() (ok bool, why string) {
 	switch {
 	case !ok:
 		return false, "no leader"
+	case !s.nodesReady():
+		return false, s.nodesWhy()
 	case li.ID == s.cfg.ID:
 		if ok, why := s.canLead(); !ok {
 			return false, "elected but cannot lead: " + why
@@ -245,4 +247,33 @@ func (s *Server) Ready() (ok bool, why string) {
 		return false, fmt.Sprintf("the API address of the leader %s is unknown", li.ID)
 	}
 	return true, ""
+}
+
+// nodesReady reports whether Config.ReadyNodes nodes have been alive at
+// once (always, without ReadyNodes); once true it stays true.
+func (s *Server) nodesReady() bool {
+	if s.cfg.ReadyNodes <= 0 || s.nodesUp.Load() {
+		return true
+	}
+	if s.aliveNodes() >= s.cfg.ReadyNodes {
+		s.nodesUp.Store(true)
+		return true
+	}
+	return false
+}
+
+func (s *Server) nodesWhy() string {
+	return fmt.Sprintf("%d of the cluster's %d nodes alive: still starting", s.aliveNodes(), s.cfg.ReadyNodes)
+}
+
+func (s *Server) aliveNodes() int {
+	k := 0
+	s.fsm.read(func(fsm *FSM) {
+		for _, n := range fsm.Nodes() {
+			if n.State == proto.NodeAlive {
+				k++
+			}
+		}
+	})
+	return k
 }

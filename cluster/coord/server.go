@@ -86,6 +86,13 @@ type Config struct {
 	// process starves every member at once), so gossip never declares one
 	// dead (Liveness.InProcess).
 	InProcessNodes bool
+	// ReadyNodes, when above 0, keeps the coordinator not ready (/healthz
+	// 503, a submit refused as proto.ErrNotReady, which clients retry)
+	// until that many nodes have been alive at once: a cluster that knows
+	// its size (the dev cluster) is not up before its nodes are. Once
+	// reached it stays reached; a node lost later is the liveness rules'
+	// business, not readiness.
+	ReadyNodes int
 	// NodeSilence is how long a node gossip declares dead must stay unheard
 	// over NATS before its tasks move (default DefaultSilence; see Liveness).
 	NodeSilence time.Duration
@@ -119,6 +126,7 @@ type Server struct {
 	httpSrv *http.Server
 	fwd     *http.Client
 	started time.Time
+	nodesUp atomic.Bool          // Config.ReadyNodes were alive at once (nodesReady)
 	dash    *dashboard.Dashboard // the web view at / (dashboard.go)
 	dashSrc *dashSource
 

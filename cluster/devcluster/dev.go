@@ -134,7 +134,8 @@ func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 		GossipAddr: "127.0.0.1:0", Bootstrap: true, NATSURL: d.nats.URL(), Secret: sec, Logger: cfg.Logger,
 		MaxTasks: cfg.MaxTasks, MaxFlowBytes: cfg.MaxFlowBytes, Placement: cfg.Placement,
 		Catalog:        cfg.Registry,
-		InProcessNodes: true, // gossip between members of one process learns nothing
+		InProcessNodes: true,      // gossip between members of one process learns nothing
+		ReadyNodes:     cfg.Nodes, // not healthy, nor taking submits, before its nodes are up
 	})
 	if err != nil {
 		return nil, err
