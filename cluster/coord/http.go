@@ -269,14 +269,11 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	if len(text) > s.cfg.MaxFlowBytes {
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow file is %d bytes, over this cluster's limit of %d (coordinator --max-flow-bytes)", path, len(text), s.cfg.MaxFlowBytes)}}
 	}
-	f, err := spec.Parse(path, text)
+	bf, err := s.flows.bind(path, text, params)
 	if err != nil {
 		return "", invalid(err)
 	}
-	f, values, err := f.Bind(params)
-	if err != nil {
-		return "", invalid(err)
-	}
+	f, values := bf.f, bf.values
 	if !s.nodesReady() {
 		return "", fmt.Errorf("%w: %s", proto.ErrNotReady, s.nodesWhy())
 	}
@@ -340,10 +337,7 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	// Every process expands the canonical bytes. They parse back to the same
 	// flows (spec's fuzz tests hold Marshal to that), so the nodes' vertex
 	// indices are g's: the leader does not parse and validate them again.
-	canon, err := spec.Marshal(f, spec.FormatJSON)
-	if err != nil {
-		return "", fmt.Errorf("coord: marshal flow: %w", err)
-	}
+	canon := bf.canon
 	if len(canon) > spec.MaxFileSize {
 		return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(canon), spec.MaxFileSize))
 	}

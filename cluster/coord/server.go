@@ -111,6 +111,7 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	catalogs catalogCache // the nodes' function catalogs (catalog.go)
+	flows    flowCaches   // parsed submits and expanded run flows (flowcache.go)
 	log      *slog.Logger
 	fsm      *raftFSM
 	reg      *prometheus.Registry
@@ -197,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.MaxTasks = min(cfg.MaxTasks, spec.MaxVertices)
 	cfg.MaxFlowBytes = min(cfg.MaxFlowBytes, spec.MaxFileSize)
 	s := &Server{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), memberKick: make(chan struct{}, 1),
-		stop: make(chan struct{}), status: map[string]*statusCache{}, dropCount: map[string]uint64{}, fwd: &http.Client{Timeout: 30 * time.Second}}
+		stop: make(chan struct{}), status: map[string]*statusCache{}, flows: newFlowCaches(), dropCount: map[string]uint64{}, fwd: &http.Client{Timeout: 30 * time.Second}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

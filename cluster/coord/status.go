@@ -145,7 +145,7 @@ func (s *Server) runStatus(ctx context.Context, id string) (proto.RunStatus, err
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.graph(r); err != nil {
+	if err := c.graph(s.flows, r); err != nil {
 		return proto.RunStatus{}, err
 	}
 	if s.nc != nil {
@@ -163,7 +163,7 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 	c := s.cacheOf(r.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.graph(r); err != nil {
+	if err := c.graph(s.flows, r); err != nil {
 		return nil, nil, err
 	}
 	if err := s.readEvents(ctx, c, r); err != nil {
@@ -185,16 +185,14 @@ func (s *Server) cacheOf(id string) *statusCache {
 	return c
 }
 
-// graph expands the run's flow once; c.mu is held.
-func (c *statusCache) graph(r Run) error {
+// graph expands the run's flow once (shared with the other runs of the
+// flow: flowCaches.graph); c.mu is held.
+func (c *statusCache) graph(fc flowCaches, r Run) error {
 	if c.g != nil {
 		return nil
 	}
-	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
-	if err == nil {
-		c.g, err = f.Expand()
-	}
-	if err != nil {
+	var err error
+	if c.g, err = fc.graph(r); err != nil {
 		return fmt.Errorf("coord: run %s: its flow does not expand: %w", r.ID, err)
 	}
 	return nil

@@ -113,6 +113,8 @@ type Stats struct {
 	RunsActive       int    // runs held now
 	Assignments      uint64 // Assignments taken (a re-sent one is not counted again)
 	Refused          uint64 // Assignments refused
+	FlowsCached      int    // compiled flows held for the next run of the same flow
+	FlowsReused      uint64 // Assignments whose flow was compiled already (not parsed again)
 	TasksExecuted    uint64 // function executions, retries included
 	SignalsSent      uint64 // Signals handed to the Batcher
 	SignalsReceived  uint64 // Signals accepted (new, after fencing) and scheduled into a run
@@ -151,6 +153,7 @@ type Node struct {
 	boot    string // random per New: Meta.Boot
 	conn    *transport.Conn
 	reg     *funcs.Registry
+	graphs  graphCache // compiled flows by hash, shared by runs of one flow
 	ex      *localexec.Executor
 	batcher *transport.Batcher
 	events  *eventPub
@@ -258,6 +261,7 @@ func New(cfg Config) (*Node, error) {
 		id:      cfg.ID,
 		conn:    cfg.Conn,
 		reg:     cfg.Registry,
+		graphs:  newGraphCache(maxCachedVertices),
 		ex:      ex,
 		batcher: b,
 		log:     cfg.Logger.With("node", cfg.ID),
@@ -428,8 +432,11 @@ func (n *Node) Stats() Stats {
 	active := len(n.runs)
 	n.mu.Unlock()
 	cs := n.conn.Stats()
+	cached, reused := n.graphs.stats()
 	return Stats{
 		RunsActive:       active,
+		FlowsCached:      cached,
+		FlowsReused:      reused,
 		Assignments:      n.stats.assignments.Load(),
 		Refused:          n.stats.refused.Load(),
 		TasksExecuted:    n.stats.tasks.Load(),

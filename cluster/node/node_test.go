@@ -170,6 +170,11 @@ func TestMixedFlowAcrossPlacements(t *testing.T) {
 		if s.RunsActive != 0 || s.SignalsDropped != 0 {
 			t.Fatalf("%s: %+v", n.ID(), s)
 		}
+		// Every run was of one flow: each node compiled it once and every
+		// later run shared that (and still matched the baseline above).
+		if s.Assignments > 0 && (s.FlowsCached != 1 || s.FlowsReused != s.Assignments-1) {
+			t.Fatalf("%s: %d assignments, %d flows cached, %d reused; want 1 flow, compiled once", n.ID(), s.Assignments, s.FlowsCached, s.FlowsReused)
+		}
 	}
 	if sent == 0 || sent != recv {
 		t.Fatalf("signals sent %d, received %d", sent, recv)

@@ -111,22 +111,19 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	f, err := spec.Parse("run "+a.Run+".json", a.Flow)
+	c, err := n.graphs.compile("run "+a.Run+".json", a.Flow, n.reg)
 	if err != nil {
 		return r, err
 	}
-	g, err := f.Compile(spec.Options{Funcs: n.reg}) // validated and resolved once
-	if err != nil {
-		return r, err
-	}
+	g := c.g
 	if len(a.Owner) != len(g.Vertices) {
 		return r, fmt.Errorf("the assignment places %d tasks, the flow has %d", len(a.Owner), len(g.Vertices))
 	}
 	r.g = g
 	r.vs = make([]vstate, len(g.Vertices))
-	r.loops = runproto.NewLoops(g)
+	r.loops = c.loops
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
-		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops, Free: runproto.FreeJoins(g)})
+		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops, Free: c.free})
 	return r, r.named(err)
 }
 

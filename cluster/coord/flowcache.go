@@ -1,0 +1,103 @@
+package coord
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/wlru"
+)
+
+// A coordinator parses a flow's text, and expands a run's canonical flow,
+// once for all the runs of that flow: the submit of a flow submitted before
+// (same file name, text and parameters) and the status of every run of a
+// flow run before do not parse it again (issue "run a flow at the speed of
+// its graph"). What is cached is read-only: a submit compiles and pins its
+// own graph from the cached file, and a reassign expands its own.
+//
+// Both caches are bounded by the tasks they hold (maxCachedTasks each).
+type flowCaches struct {
+	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey
+	graphs *wlru.Cache[[32]byte, *spec.Graph] // by the SHA-256 of Run.Flow
+}
+
+// maxCachedTasks bounds each of a coordinator's flow caches.
+const maxCachedTasks = 400_000
+
+func newFlowCaches() flowCaches {
+	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks)}
+}
+
+// boundFlow is a submitted file parsed, its parameters bound
+// (spec.File.Bind), and the canonical JSON of the result (spec.Marshal).
+type boundFlow struct {
+	f      *spec.File
+	values map[string]any
+	canon  []byte
+	tasks  int // f.ExpandedSize(): the cache's weight
+}
+
+// submitKey names a submit's file by what decides its parse: the name it
+// was read under (errors carry it), its text and the parameters given.
+func submitKey(path string, text []byte, params map[string]any) ([32]byte, error) {
+	p, err := json.Marshal(params) // map keys sorted: one encoding per set of values
+	if err != nil {
+		return [32]byte{}, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s%d:", len(path), path, len(text))
+	h.Write(text)
+	h.Write(p)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k, nil
+}
+
+// bind parses and binds a submitted file, or finds it done by an earlier
+// submit. The error is the spec's (the caller words it as invalid input);
+// failures are not cached.
+func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*boundFlow, error) {
+	key, kerr := submitKey(path, text, params)
+	if kerr == nil {
+		if b, ok := fc.bound.Get(key); ok {
+			return b, nil
+		}
+	}
+	f, err := spec.Parse(path, text)
+	if err != nil {
+		return nil, err
+	}
+	f, values, err := f.Bind(params)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		return nil, fmt.Errorf("coord: marshal flow: %w", err)
+	}
+	b := &boundFlow{f: f, values: values, canon: canon, tasks: f.ExpandedSize()}
+	if kerr == nil {
+		fc.bound.Put(key, b, max(b.tasks, 1))
+	}
+	return b, nil
+}
+
+// graph is run r's flow expanded (spec.File.Expand), shared by every run of
+// the same canonical flow.
+func (fc flowCaches) graph(r Run) (*spec.Graph, error) {
+	key := sha256.Sum256(r.Flow)
+	if g, ok := fc.graphs.Get(key); ok {
+		return g, nil
+	}
+	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+	if err != nil {
+		return nil, err
+	}
+	g, err := f.Expand()
+	if err != nil {
+		return nil, err
+	}
+	fc.graphs.Put(key, g, max(len(g.Vertices), 1))
+	return g, nil
+}
