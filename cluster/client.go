@@ -173,6 +173,12 @@ func (r *retryable) Error() string { return r.err.Error() }
 
 // do sends one call and decodes a 2xx answer into out.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	return c.doWait(ctx, method, path, body, out, 0)
+}
+
+// doWait is do for a call the server may hold for up to wait before it
+// answers (a long poll): each attempt is given that much longer.
+func (c *Client) doWait(ctx context.Context, method, path string, body, out any, wait time.Duration) error {
 	if len(c.servers) == 0 {
 		return fmt.Errorf("%w: no server given", ErrUnreachable)
 	}
@@ -189,6 +195,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if attempt <= 0 {
 		attempt = DefaultAttempt
 	}
+	attempt += wait
 	var last error
 	for {
 		c.mu.Lock()
@@ -375,41 +382,161 @@ func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error)
 	return st, err
 }
 
-// Wait polls a run until it ends, calling onProgress (when not nil) with
-// every status that differs from the one before. It returns the final
-// status; a run that did not succeed also returns an error matching
-// ErrRunFailed that carries the run's error.
-func (c *Client) Wait(ctx context.Context, id string, onProgress func(proto.RunStatus)) (proto.RunStatus, error) {
-	var prev []byte
+// FollowWait is how long one look of Follow lets the coordinator hold
+// the call while nothing changes (its bound, coord.MaxStatusWait).
+const FollowWait = 10 * time.Second
+
+// Progress returns a run's tallies without its task table (GET
+// /v1/runs/{id}?view=summary). With version (the Version of an earlier
+// answer) and wait > 0, the coordinator first waits until the run's status
+// is no longer that version, up to wait (at most 10 s): a long poll. A
+// coordinator of a version before the summary answers with the full status,
+// read into the fields they share: Version is then empty.
+func (c *Client) Progress(ctx context.Context, id, version string, wait time.Duration) (proto.RunProgress, error) {
+	var p proto.RunProgress
+	q := url.Values{"view": {"summary"}}
+	if version != "" && wait > 0 {
+		q.Set("version", version)
+		q.Set("wait", wait.String())
+	} else {
+		wait = 0
+	}
+	err := c.doWait(ctx, http.MethodGet, runPath(id)+"?"+q.Encode(), nil, &p, wait)
+	return p, err
+}
+
+// Delta returns what changed in a run's status after version since (GET
+// /v1/runs/{id}?since=VERSION; "" or a version another coordinator gave:
+// the whole table, Full). RunStatus.Apply adds it to the status of that
+// version. wait > 0 long-polls as Progress does.
+func (c *Client) Delta(ctx context.Context, id, since string, wait time.Duration) (proto.RunDelta, error) {
+	var d proto.RunDelta
+	if since == "" {
+		since = "none"
+	}
+	q := url.Values{"since": {since}}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	err := c.doWait(ctx, http.MethodGet, runPath(id)+"?"+q.Encode(), nil, &d, wait)
+	if err == nil && d.Version == "" {
+		return d, fmt.Errorf("cluster: GET %s: the coordinator does not serve status deltas", runPath(id))
+	}
+	return d, err
+}
+
+// Follow follows a run until it ends, calling onProgress (when not nil)
+// with its tallies whenever they changed, and returns its final status,
+// read whole once. A run that did not succeed also returns an error
+// matching ErrRunFailed that carries the run's error.
+//
+// Each look is a long poll of the run's summary (Progress, FollowWait):
+// the coordinator answers when something changed, so following a run of
+// 100,000 tasks costs what changed, not its table; looks are at least
+// Poll apart.
+func (c *Client) Follow(ctx context.Context, id string, onProgress func(proto.RunProgress)) (proto.RunStatus, error) {
+	var (
+		version string
+		prev    *proto.RunProgress
+		last    time.Time
+	)
 	for {
-		st, err := c.Status(ctx, id)
+		if !last.IsZero() {
+			if err := sleepCtx(ctx, c.Poll-time.Since(last)); err != nil {
+				return proto.RunStatus{}, fmt.Errorf("cluster: waiting for run %s: %w", id, err)
+			}
+		}
+		last = time.Now()
+		p, err := c.Progress(ctx, id, version, FollowWait)
 		if err != nil {
-			return st, err
+			return proto.RunStatus{}, err
 		}
-		if onProgress != nil {
-			if b, _ := json.Marshal(st); !bytes.Equal(b, prev) {
-				prev = b
-				onProgress(st)
+		if p.Version == "" { // an older coordinator: its answer was the full status
+			st, err := c.Status(ctx, id)
+			if err != nil {
+				return st, err
 			}
+			p = st.Progress()
 		}
-		if proto.Finished(st.State) {
-			if st.State != proto.RunSucceeded {
-				msg := st.State
-				if st.Error != "" {
-					msg += ": " + st.Error
-				}
-				return st, fmt.Errorf("%w: run %s %s", ErrRunFailed, id, msg)
+		if onProgress != nil && (prev == nil || !sameProgress(*prev, p)) {
+			onProgress(p)
+		}
+		prev, version = &p, p.Version
+		if proto.Finished(p.State) {
+			st, err := c.Status(ctx, id)
+			if err != nil {
+				return st, err
 			}
-			return st, nil
-		}
-		t := time.NewTimer(c.Poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return st, fmt.Errorf("cluster: waiting for run %s: %w", id, ctx.Err())
-		case <-t.C:
+			return st, runErr(st)
 		}
 	}
+}
+
+func sameProgress(a, b proto.RunProgress) bool {
+	return a.State == b.State && a.Error == b.Error && a.Counts == b.Counts && a.Finished == b.Finished &&
+		a.Activations == b.Activations && a.Executions == b.Executions
+}
+
+// runErr is the error of a finished run that did not succeed.
+func runErr(st proto.RunStatus) error {
+	if st.State == proto.RunSucceeded {
+		return nil
+	}
+	msg := st.State
+	if st.Error != "" {
+		msg += ": " + st.Error
+	}
+	return fmt.Errorf("%w: run %s %s", ErrRunFailed, st.ID, msg)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Wait follows a run until it ends (as Follow does), calling onProgress
+// (when not nil) with the full status each time it changed (at most once a
+// Poll; each is a read of the whole table: prefer Follow). It returns the
+// final status; a run that did not succeed also returns an error matching
+// ErrRunFailed that carries the run's error.
+func (c *Client) Wait(ctx context.Context, id string, onProgress func(proto.RunStatus)) (proto.RunStatus, error) {
+	if onProgress == nil {
+		return c.Follow(ctx, id, nil)
+	}
+	var prev []byte
+	var ferr error
+	st, err := c.Follow(ctx, id, func(p proto.RunProgress) {
+		if proto.Finished(p.State) {
+			return // the final status comes below
+		}
+		st, err := c.Status(ctx, id)
+		if err != nil {
+			ferr = err
+			return
+		}
+		if b, _ := json.Marshal(st); !bytes.Equal(b, prev) {
+			prev = b
+			onProgress(st)
+		}
+	})
+	if st.ID != "" {
+		if b, _ := json.Marshal(st); !bytes.Equal(b, prev) {
+			onProgress(st)
+		}
+	}
+	if err == nil && ferr != nil && st.ID == "" {
+		err = ferr
+	}
+	return st, err
 }
 
 // Runs lists the runs the cluster holds.

@@ -159,6 +159,24 @@ func TestClient(t *testing.T) {
 	if st.State != proto.RunSucceeded || len(st.Tasks) != 2 || st.Tasks[1].Output != "07" || len(seen) == 0 || seen[len(seen)-1] != proto.RunSucceeded {
 		t.Fatalf("final %+v, progress %v", st, seen)
 	}
+	// Follow: tallies while it runs, the table once; a delta since nothing
+	// is the whole table, and since its own version nothing.
+	var tallies []proto.RunProgress
+	fst, err := c.Follow(ctx, id, func(p proto.RunProgress) { tallies = append(tallies, p) })
+	must(t, err)
+	if last := tallies[len(tallies)-1]; !jsonSame(t, fst, st) || last.State != proto.RunSucceeded || last.Counts.Done != 2 || last.Finished != 2 || last.Version == "" {
+		t.Fatalf("follow: final %+v, tallies %+v", fst, tallies)
+	}
+	d, err := c.Delta(ctx, id, "", 0)
+	must(t, err)
+	var applied proto.RunStatus
+	applied.Apply(d)
+	if !d.Full || !jsonSame(t, applied, st) {
+		t.Fatalf("delta since nothing %+v, want the whole of %+v", d, st)
+	}
+	if d2, err := c.Delta(ctx, id, d.Version, 0); err != nil || d2.Full || len(d2.Tasks) != 0 || d2.Version != d.Version {
+		t.Fatalf("delta since its own version: %+v %v", d2, err)
+	}
 	runs, err := c.Runs(ctx)
 	if err != nil || len(runs) != 1 || runs[0].ID != id || runs[0].Finished == nil {
 		t.Fatalf("runs %+v %v", runs, err)
@@ -353,4 +371,13 @@ func TestClientWaitsForABusyServerReadingABigSubmit(t *testing.T) {
 	if n := submits.Load(); n != 1 {
 		t.Errorf("the flow was uploaded %d times, want once", n)
 	}
+}
+
+func jsonSame(t *testing.T, a, b any) bool {
+	t.Helper()
+	x, err := json.Marshal(a)
+	must(t, err)
+	y, err := json.Marshal(b)
+	must(t, err)
+	return string(x) == string(y)
 }

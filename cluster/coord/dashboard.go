@@ -106,6 +106,11 @@ func (d *dashSource) Status(ctx context.Context, id string) (proto.RunStatus, er
 	return d.s.runStatus(ctx, id)
 }
 
+// Progress makes dashSource a dashboard.ProgressSource: the fold's tallies.
+func (d *dashSource) Progress(ctx context.Context, id string) (proto.RunProgress, error) {
+	return d.s.runProgress(ctx, id)
+}
+
 func (d *dashSource) Events(ctx context.Context, run string, after uint64, fn func(*transport.TaskEvent)) (uint64, error) {
 	if d.s.nc == nil {
 		return after, nil

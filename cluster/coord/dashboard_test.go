@@ -83,7 +83,7 @@ func TestDashboardMountedWithTheAPIToken(t *testing.T) {
 	// The event stream flushes through the server's middleware: the summary,
 	// then (the run has ended) "end".
 	resp, body = do("GET", "/ui/runs/"+sub.ID+"/events", "Cookie", cookie)
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: summary\n") || !strings.HasSuffix(body, "event: end\ndata: {}\n\n") {
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: summary\n") || !strings.Contains(body, `"tasks":2,"pending":0,"running":0,"done":2`) || !strings.HasSuffix(body, "event: end\ndata: {}\n\n") {
 		t.Fatalf("run events: %d %q", resp.StatusCode, body)
 	}
 	if resp, _ := do("POST", "/ui/runs/"+sub.ID+"/cancel", "Cookie", cookie, "X-Hetflow-UI", "1"); resp.StatusCode != http.StatusOK {

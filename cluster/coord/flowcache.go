@@ -22,8 +22,11 @@ type flowCaches struct {
 	graphs *wlru.Cache[[32]byte, *spec.Graph] // by the SHA-256 of Run.Flow
 }
 
-// maxCachedTasks bounds each of a coordinator's flow caches.
-const maxCachedTasks = 400_000
+// maxCachedTasks bounds each of a coordinator's flow caches. An expanded
+// graph is about 1.1 KB a task (111 MB at 100K tasks), so the graphs cache
+// holds two 100K-task flows at most; a finished run's status cache lets its
+// own reference go (statusCache.body), so what stays is this bound.
+const maxCachedTasks = 200_000
 
 func newFlowCaches() flowCaches {
 	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks)}

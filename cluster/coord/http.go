@@ -389,13 +389,68 @@ func (s *Server) submitted(id string, canon []byte) (done bool, err error) {
 	return true, nil
 }
 
+// handleStatus serves GET /v1/runs/{id} in its forms: the full status
+// (no query: the contract's JSON), ?view=summary (RunProgress: tallies and
+// a version, no table) and ?since=VERSION (RunDelta: the rows changed after
+// it). ?wait=DURATION (at most MaxStatusWait) with ?version=VERSION (or
+// ?since's) first waits until the run's status is no longer that version
+// (a long poll: how a client follows a run).
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	st, err := s.runStatus(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeErr(w, err)
+	id, q := r.PathValue("id"), r.URL.Query()
+	view, since, version := q.Get("view"), q.Get("since"), q.Get("version")
+	if version == "" {
+		version = since
+	}
+	bad := func(msg string) { writeError(w, http.StatusBadRequest, msg, []string{msg}) }
+	if view != "" && view != "summary" {
+		bad(fmt.Sprintf("view %q: want summary (or none: the full status)", view))
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	if view != "" && since != "" {
+		bad("view=summary and since: ask for one of them")
+		return
+	}
+	var wait time.Duration
+	if ws := q.Get("wait"); ws != "" {
+		var err error
+		if wait, err = time.ParseDuration(ws); err != nil || wait < 0 {
+			bad(fmt.Sprintf("wait %q: want a duration such as 10s", ws))
+			return
+		}
+		wait = min(wait, MaxStatusWait)
+	}
+	if wait > 0 && version != "" {
+		if err := s.awaitChange(r.Context(), id, version, wait); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	switch {
+	case view == "summary":
+		p, err := s.runProgress(r.Context(), id)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	case since != "":
+		d, err := s.runDelta(r.Context(), id, since)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
+	default:
+		b, err := s.statusJSON(r.Context(), id)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b)
+	}
 }
 
 // Cancel ends a running run as cancelled (leader only). Cancelling a run

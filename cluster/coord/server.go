@@ -151,6 +151,7 @@ type Server struct {
 	// verdicts and deaths (Verdicts)
 	refusedMetric            prometheus.Counter
 	deathsMetric             *prometheus.CounterVec
+	longPolls                atomic.Int64 // status reads waiting for a change (awaitChange)
 	refused, deathsConfirmed atomic.Uint64
 	deathsRefuted            atomic.Uint64
 }

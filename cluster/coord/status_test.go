@@ -1,8 +1,14 @@
 package coord
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"testing"
+
+	"github.com/hetflow/hetflow/cluster/spec"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/transport"
@@ -80,5 +86,152 @@ func TestFoldPrefersTheNewerGeneration(t *testing.T) {
 	st := f.Status(Run{ID: "r", State: proto.RunSucceeded}, g)
 	if tk := st.Tasks[0]; tk.Node != "n2" || tk.Output != "02" || tk.Executions != 2 || tk.Activations != 1 {
 		t.Fatalf("task %+v: want n2's report, with both executions", tk)
+	}
+}
+
+// subflowGraph is a flow with loops, modules and a subflow (whose children
+// are named rows that are no vertex).
+func subflowGraph(t testing.TB) *spec.Graph {
+	f, err := spec.Parse("flow.yaml", []byte(`
+flows:
+  - name: main
+    tasks:
+      - {name: init, func: noop}
+      - {name: body, func: noop, succeed: [init]}
+      - {name: cond, kind: condition, func: loop, args: {n: 2}, succeed: [body], precede: [body, m]}
+      - {name: m, kind: module, flow: inner}
+      - {name: fan, kind: subflow, func: fanout, args: {n: 2}, succeed: [init]}
+      - {name: never, func: hash, succeed: [fan]}
+  - name: inner
+    tasks:
+      - {name: sink, func: hash}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// encodingJSON is the status as the API wrote it before AppendJSON.
+func encodingJSON(t testing.TB, st proto.RunStatus) []byte {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(st); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// AppendJSON writes what encoding/json writes of Status, byte for byte, in
+// every run state and with names, errors and params that need escaping.
+func TestAppendJSONIsEncodingJSON(t *testing.T) {
+	g := subflowGraph(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	odd := []string{"fan/0", "fan/<b>&\"x\"", "fan/\u2028é\x01", "fan/\xff\xfe", "elsewhere", "m/sink"}
+	for round := range 200 {
+		f := NewFold()
+		for range rng.IntN(40) {
+			e := &transport.TaskEvent{Run: "r", Task: uint32(rng.IntN(len(g.Vertices) + 1)), Node: []string{"n1", "n<2>"}[rng.IntN(2)],
+				State: transport.TaskState(rng.IntN(6)), Act: uint64(rng.IntN(4)), Gen: uint64(rng.IntN(3)), Executions: uint64(rng.IntN(5))}
+			if rng.IntN(3) == 0 {
+				e.Name = odd[rng.IntN(len(odd))]
+			}
+			if rng.IntN(2) == 0 {
+				e.Output = []byte{byte(rng.IntN(256)), 7}
+			}
+			f.Add(g, e)
+		}
+		r := Run{ID: "r1", FlowName: "main", State: []string{proto.RunPending, proto.RunRunning, proto.RunSucceeded, proto.RunFailed, proto.RunCancelled}[round%5]}
+		if round%3 == 0 {
+			r.Error = "task <fan/0>: \"boom\" & \u2028 \xff"
+			r.Params = map[string]any{"who": "<ann>", "n": 3.0, "ok": true}
+		}
+		want := encodingJSON(t, f.Status(r, g))
+		if got := append(f.AppendJSON(nil, r, g), '\n'); !bytes.Equal(got, want) {
+			t.Fatalf("round %d:\n got %s\nwant %s", round, got, want)
+		}
+	}
+	empty := Run{ID: "r2", FlowName: "x", State: proto.RunRunning}
+	if got, want := append(NewFold().AppendJSON(nil, empty, nil), '\n'), encodingJSON(t, NewFold().Status(empty, nil)); !bytes.Equal(got, want) {
+		t.Fatalf("no tasks:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A client holding the status of some version and applying the delta since
+// it has the status of the delta's version; the tallies are the status's.
+func TestFoldDeltaReproducesStatus(t *testing.T) {
+	g := subflowGraph(t)
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		f := NewFold()
+		r := Run{ID: "r", FlowName: "main", State: proto.RunRunning}
+		type held struct {
+			st  proto.RunStatus
+			ver uint64
+		}
+		var clients []held
+		for step := range 300 {
+			switch k := rng.IntN(20); {
+			case k == 0 && step > 150:
+				r.State = []string{proto.RunSucceeded, proto.RunFailed, proto.RunCancelled}[rng.IntN(3)]
+				f.Touch()
+			case k < 3:
+				clients = append(clients, held{f.Status(r, g), f.Version()})
+			default:
+				e := &transport.TaskEvent{Run: "r", Task: uint32(rng.IntN(len(g.Vertices))), Node: []string{"n1", "n2"}[rng.IntN(2)],
+					State: transport.TaskState(rng.IntN(6)), Act: uint64(rng.IntN(5)), Gen: uint64(rng.IntN(3)), Executions: uint64(rng.IntN(5))}
+				if rng.IntN(10) == 0 {
+					e.Name = fmt.Sprintf("fan/%d", rng.IntN(4))
+				}
+				if rng.IntN(3) == 0 {
+					e.Output = []byte{byte(rng.IntN(4))}
+				}
+				f.Add(g, e)
+			}
+			want := f.Status(r, g)
+			for i := range clients {
+				c := &clients[i]
+				d := f.Delta(r, g, c.ver)
+				if !d.Full && len(d.Tasks) > len(want.Tasks) {
+					t.Fatalf("seed %d step %d: a delta of %d rows for a table of %d", seed, step, len(d.Tasks), len(want.Tasks))
+				}
+				c.st.Apply(d)
+				c.ver = f.Version()
+				if got, w := encodingJSON(t, c.st), encodingJSON(t, want); !bytes.Equal(got, w) {
+					t.Fatalf("seed %d step %d: applied delta (full %v, %d rows)\n got %s\nwant %s", seed, step, d.Full, len(d.Tasks), got, w)
+				}
+			}
+			if got, w := f.Progress(r, g), want.Progress(); !reflect.DeepEqual(got, w) {
+				t.Fatalf("seed %d step %d: progress\n got %+v\nwant %+v", seed, step, got, w)
+			}
+		}
+		if len(f.journal) > 2*len(f.tasks)+64 {
+			t.Fatalf("seed %d: journal of %d entries for %d tasks", seed, len(f.journal), len(f.tasks))
+		}
+	}
+}
+
+// Nothing changed: an empty delta and the same version; an event that
+// changes nothing shown (the same report again) keeps the version.
+func TestFoldDeltaOfNothing(t *testing.T) {
+	g := subflowGraph(t)
+	f := NewFold()
+	e := &transport.TaskEvent{Run: "r", Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}
+	f.Add(g, e)
+	v := f.Version()
+	f.Add(g, e)
+	r := Run{ID: "r", FlowName: "main", State: proto.RunRunning}
+	if d := f.Delta(r, g, v); f.Version() != v || d.Full || len(d.Tasks) != 0 {
+		t.Fatalf("the same event again: version %d → %d, delta %+v", v, f.Version(), d)
+	}
+	f.Add(g, &transport.TaskEvent{Run: "r", Task: 1, Node: "n1", State: transport.TaskRunning, Act: 1})
+	if d := f.Delta(r, g, v); d.Full || len(d.Tasks) != 1 || d.Tasks[0].Name != "body" || d.Tasks[0].State != proto.TaskRunning {
+		t.Fatalf("one task started: %+v", d)
+	}
+	if d := f.Delta(r, g, v+100); !d.Full {
+		t.Fatalf("a version to come: %+v, want the whole table", d)
 	}
 }

@@ -53,13 +53,7 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		return a, a.act
 	}
 	clean := func(a *taskAgg) bool { // ran on one node, each activation once
-		if a == nil || len(a.execs) != 1 {
-			return false
-		}
-		for _, x := range a.execs {
-			return x == a.act
-		}
-		return false
+		return a != nil && len(a.execs) == 1 && a.execs[0].n == a.act
 	}
 	for i := range g.Vertices {
 		v := &g.Vertices[i]

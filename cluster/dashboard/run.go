@@ -71,12 +71,22 @@ func (d *Dashboard) counts(ctx context.Context, id string) (Counts, error) {
 	if !ok {
 		return Counts{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
-	st, err := d.src.Status(ctx, id)
-	if err != nil {
-		return Counts{}, err
+	var c Counts
+	var state string
+	if ps, ok := d.src.(ProgressSource); ok {
+		p, err := ps.Progress(ctx, id)
+		if err != nil {
+			return Counts{}, err
+		}
+		c, state = Counts(p.Counts), p.State
+	} else {
+		st, err := d.src.Status(ctx, id)
+		if err != nil {
+			return Counts{}, err
+		}
+		c, state = tally(st), st.State
 	}
-	c := tally(st)
-	if proto.Finished(st.State) && info.Finished != nil && d.now().Sub(*info.Finished) > 2*time.Second {
+	if proto.Finished(state) && info.Finished != nil && d.now().Sub(*info.Finished) > 2*time.Second {
 		d.mu.Lock()
 		d.final[id] = &finalCounts{c}
 		d.mu.Unlock()
@@ -133,8 +143,35 @@ func (d *Dashboard) summary(ctx context.Context, id string, fresh bool) (Summary
 	return s, rd, st, nil
 }
 
+// brief is summary for a caller that needs no table: from a
+// ProgressSource's tallies, without reading the run's status.
+func (d *Dashboard) brief(ctx context.Context, id string, fresh bool) (Summary, error) {
+	ps, ok := d.src.(ProgressSource)
+	if !ok {
+		s, _, _, err := d.summary(ctx, id, fresh)
+		return s, err
+	}
+	rd, err := d.run(ctx, id)
+	if err != nil {
+		return Summary{}, err
+	}
+	p, err := ps.Progress(ctx, id)
+	if err != nil {
+		return Summary{}, err
+	}
+	rd.mu.Lock()
+	info, seq := rd.info, rd.seq
+	rd.mu.Unlock()
+	s := Summary{ID: info.ID, Flow: info.RunSummary.Flow, State: p.State, Error: p.Error, Params: p.Params, Submitted: info.Submitted,
+		Finished: info.Finished, AgeMS: info.Age(d.now()).Milliseconds(), Gen: info.Gen, Events: seq}
+	s.Nodes = slices.Compact(slices.Sorted(slices.Values(info.Assignment)))
+	s.Counts = Counts(p.Counts)
+	s.Progress = s.Counts.progress()
+	return s, nil
+}
+
 func (d *Dashboard) handleSummary(w http.ResponseWriter, r *http.Request) {
-	s, _, _, err := d.summary(r.Context(), r.PathValue("id"), false)
+	s, err := d.brief(r.Context(), r.PathValue("id"), false)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -61,7 +61,7 @@ func ageText(d time.Duration) string {
 func (d *Dashboard) handleRunPage(w http.ResponseWriter, r *http.Request) {
 	p := runPage{ID: r.PathValue("id"), Progress: "–", Counts: "–", Age: "–", Gen: "–"}
 	code := http.StatusOK
-	s, _, _, err := d.summary(r.Context(), p.ID, false)
+	s, err := d.brief(r.Context(), p.ID, false)
 	if err != nil {
 		// The page still loads, saying what is wrong; the script retries.
 		p.Error = err.Error()

@@ -37,6 +37,16 @@ type Source interface {
 	Signals() uint64
 }
 
+// ProgressSource is a Source that also tallies a run's tasks without
+// listing them (GET /v1/runs/{id}?view=summary; cluster/coord keeps the
+// tallies as its status fold changes). The dashboard then reads a run's
+// table only to draw its graph: its summaries, live events and the
+// overview's progress bars cost what changed, not the table.
+type ProgressSource interface {
+	Source
+	Progress(ctx context.Context, id string) (proto.RunProgress, error)
+}
+
 // Coordinator is one raft peer as the dashboard shows it.
 type Coordinator struct {
 	ID       string `json:"id"`

@@ -144,7 +144,7 @@ func (d *Dashboard) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.stream(w, r, func() (string, any, bool, error) {
-		s, _, _, err := d.summary(r.Context(), id, true)
+		s, err := d.brief(r.Context(), id, true)
 		if err != nil {
 			return "", nil, false, err
 		}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -151,6 +152,113 @@ type TaskStatus struct {
 	Activations uint64 `json:"activations"`
 	Executions  uint64 `json:"executions"`
 	Output      string `json:"output,omitempty"` // lowercase hex
+}
+
+// TaskCounts tallies a run's tasks by the state its status gives them.
+type TaskCounts struct {
+	Tasks     int `json:"tasks"`
+	Pending   int `json:"pending"`
+	Running   int `json:"running"`
+	Done      int `json:"done"`
+	Failed    int `json:"failed"`
+	Skipped   int `json:"skipped"`
+	Cancelled int `json:"cancelled"`
+}
+
+// Add counts one task in state.
+func (c *TaskCounts) Add(state string) {
+	c.Tasks++
+	switch state {
+	case TaskPending:
+		c.Pending++
+	case TaskRunning:
+		c.Running++
+	case TaskDone:
+		c.Done++
+	case TaskFailed:
+		c.Failed++
+	case TaskSkipped:
+		c.Skipped++
+	case TaskCancelled:
+		c.Cancelled++
+	}
+}
+
+// RunProgress is GET /v1/runs/{id}?view=summary: a run's status without its
+// task table, what following a run needs. Version changes whenever the
+// full status would (an opaque token of the coordinator that answered;
+// ?version= and ?since= take it back).
+type RunProgress struct {
+	ID      string         `json:"id"`
+	Flow    string         `json:"flow"`
+	State   string         `json:"state"`
+	Error   string         `json:"error,omitempty"`
+	Params  map[string]any `json:"params,omitempty"`
+	Version string         `json:"version"`
+	Counts  TaskCounts     `json:"counts"`
+	// Finished counts the tasks that finished an activation: done, failed or
+	// skipped, or in another state after more than one activation (a loop
+	// running again), so it never goes back while the run goes on.
+	Finished    int    `json:"finished"`
+	Activations uint64 `json:"activations"`
+	Executions  uint64 `json:"executions"`
+}
+
+// Progress tallies a full status as RunProgress (Version left empty).
+func (st *RunStatus) Progress() RunProgress {
+	p := RunProgress{ID: st.ID, Flow: st.Flow, State: st.State, Error: st.Error, Params: st.Params}
+	for _, t := range st.Tasks {
+		p.Counts.Add(t.State)
+		switch {
+		case t.State == TaskDone || t.State == TaskFailed || t.State == TaskSkipped, t.Activations > 1:
+			p.Finished++
+		}
+		p.Activations += t.Activations
+		p.Executions += t.Executions
+	}
+	return p
+}
+
+// RunDelta is GET /v1/runs/{id}?since=VERSION: what changed in a run's
+// status after the version a client holds. Full says Tasks is the whole
+// table (the version was not this coordinator's, or too old, or the run's
+// state changed every task it did not start); otherwise Tasks holds the
+// tasks that changed, each by name, all already in the table. Apply adds
+// it to the status the version came with.
+type RunDelta struct {
+	ID      string         `json:"id"`
+	Flow    string         `json:"flow"`
+	State   string         `json:"state"`
+	Error   string         `json:"error,omitempty"`
+	Params  map[string]any `json:"params,omitempty"`
+	Version string         `json:"version"`
+	Full    bool           `json:"full,omitempty"`
+	Tasks   []TaskStatus   `json:"tasks,omitempty"`
+}
+
+// Apply brings st up to d: st as of the version d was asked since becomes
+// the status of d.Version.
+func (st *RunStatus) Apply(d RunDelta) {
+	st.ID, st.Flow, st.State, st.Error, st.Params = d.ID, d.Flow, d.State, d.Error, d.Params
+	if d.Full {
+		st.Tasks = slices.Clone(d.Tasks)
+		return
+	}
+	if len(d.Tasks) == 0 {
+		return
+	}
+	at := make(map[string]int, len(st.Tasks))
+	for i, t := range st.Tasks {
+		at[t.Name] = i
+	}
+	for _, t := range d.Tasks {
+		if i, ok := at[t.Name]; ok {
+			st.Tasks[i] = t
+		} else { // not sent by a coordinator (it sends Full then); keep it rather than lose it
+			at[t.Name] = len(st.Tasks)
+			st.Tasks = append(st.Tasks, t)
+		}
+	}
 }
 
 // RunSummary is one entry of GET /v1/runs.

@@ -125,37 +125,29 @@ func addClusterCommands(root *cobra.Command) {
 
 // progress draws a progress bar of tasks done / total and the current
 // activations on a terminal line. A task counts as done once it has finished
-// an activation, so a loop running again does not move the bar back.
-func progress(w io.Writer) func(proto.RunStatus) {
-	return func(st proto.RunStatus) {
-		done, acts := 0, uint64(0)
-		for _, t := range st.Tasks {
-			switch {
-			case t.State == proto.TaskDone || t.State == proto.TaskFailed || t.State == proto.TaskSkipped:
-				done++
-			case t.Activations > 1: // running again: it finished an activation before
-				done++
-			}
-			acts += t.Activations
-		}
-		total := len(st.Tasks)
+// an activation (RunProgress.Finished), so a loop running again does not
+// move the bar back.
+func progress(w io.Writer) func(proto.RunProgress) {
+	return func(p proto.RunProgress) {
+		done, total := p.Finished, p.Counts.Tasks
 		const width = 30
 		fill := 0
 		if total > 0 {
-			fill = done * width / total
+			fill = min(done, total) * width / total
 		}
-		fmt.Fprintf(w, "\r[%s%s] %d/%d tasks  %d activations  %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, acts, st.State)
+		fmt.Fprintf(w, "\r[%s%s] %d/%d tasks  %d activations  %s   ", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total, p.Activations, p.State)
 	}
 }
 
 // waitRun follows a run to its end and reports it; a run that did not
 // succeed gives exit code 1.
 func waitRun(ctx context.Context, c *cluster.Client, id string, asJSON bool, out, errw io.Writer) error {
-	var onProgress func(proto.RunStatus)
+	var onProgress func(proto.RunProgress)
 	if !asJSON {
 		onProgress = progress(errw)
 	}
-	st, err := c.Wait(ctx, id, onProgress)
+	// Long polls of the run's tallies while it runs; its table once, at the end.
+	st, err := c.Follow(ctx, id, onProgress)
 	if !asJSON {
 		fmt.Fprintln(errw)
 	}

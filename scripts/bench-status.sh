@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The status-read figures of docs/benchmarks/cluster-speed.md ("Status
+# reads"): natsd, one coordinator (`coordinator serve`) and NODES nodes as
+# separate processes on loopback; a layered DAG of no-op tasks (LAYERS ×
+# WIDTH, internal/flowgen.Layered) run to its end with `submit --wait`, then
+# READS status reads of that finished run, each form timed: the wall of the
+# whole batch (curl) and the CPU the coordinator process spent on it
+# (utime+stime from /proc, so the client's decoding is not counted). Then
+# RUNS-1 more runs of the same flow, and the coordinator's memory holding RUNS
+# finished runs: its RSS and the Go heap in use (its /metrics, read after a
+# garbage collection the coordinator made on its own, at most 2 min apart).
+#
+#   bash scripts/bench-status.sh                       # 100 × 1,000 tasks, 20 reads, 20 runs
+#   RUNS=1 READS=50 bash scripts/bench-status.sh       # reads only
+#   COORD=path/to/coordinator bash scripts/bench-status.sh   # another build (a baseline)
+#
+# Target (issue "cluster speed"): a status read of a 100K-task run ≤ 50 ms.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+layers=${LAYERS:-100}
+width=${WIDTH:-1000}
+nodes=${NODES:-1}
+reads=${READS:-20}
+runs=${RUNS:-20}
+out=build/bench-status
+mkdir -p "$out"
+coordbin=${COORD:-$out/coordinator}
+[ -n "${COORD:-}" ] || go build -o "$out/coordinator" ./cmd/coordinator
+go build -o "$out/node" ./cmd/node
+go build -o "$out/natsd" ./cmd/natsd
+go build -o "$out/flowgen" ./internal/flowgen/cmd/flowgen
+n=$((layers * width))
+"$out/flowgen" -layers "$layers" -width "$width" -json >"$out/layered.json"
+
+free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+data=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$data"
+}
+trap cleanup EXIT
+np=$(free) hp=$(free) gp=$(free) rp=$(free)
+"$out/natsd" --addr 127.0.0.1:"$np" --store "$data/nats" 2>"$out/natsd.log" &
+pids+=($!)
+"$coordbin" serve --id c1 --bootstrap --data "$data/c1" --raft 127.0.0.1:"$rp" --http 127.0.0.1:"$hp" \
+  --gossip 127.0.0.1:"$gp" --nats nats://127.0.0.1:"$np" --max-tasks "$n" --max-flow-bytes $((1 << 30)) 2>"$out/coord.log" &
+cpid=$!
+pids+=($cpid)
+api=http://127.0.0.1:$hp
+for ((i = 1; i <= nodes; i++)); do
+  "$out/node" --id "n$i" --nats nats://127.0.0.1:"$np" --gossip 127.0.0.1:"$(free)" --join 127.0.0.1:"$gp" 2>"$out/n$i.log" &
+  pids+=($!)
+done
+for ((i = 0; ; i++)); do
+  if [ "$("$coordbin" nodes --json --server "$api" 2>/dev/null | grep -o '"alive"' | wc -l)" -ge "$nodes" ]; then break; fi
+  [ "$i" -lt 300 ] || { echo "bench-status: the cluster did not come up" >&2; tail "$out"/*.log >&2; exit 1; }
+  sleep 0.2
+done
+
+cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # clock ticks
+tck=$(getconf CLK_TCK)
+submit() { # prints the run id; the run has ended when it returns
+  local id
+  id=$("$coordbin" submit --json --server "$api" "$out/layered.json" | sed 's/.*"id":"\([^"]*\)".*/\1/')
+  for ((;;)); do
+    curl -sf "$api/v1/runs/$id?view=summary" -o "$out/sum.json" 2>/dev/null || curl -sf "$api/v1/runs/$id" -o "$out/sum.json"
+    grep -q '"state":"\(succeeded\|failed\|cancelled\)"' "$out/sum.json" && break
+    sleep 1
+  done
+  echo "$id"
+}
+echo "machine: $(nproc) cores, $(go version | cut -d' ' -f3), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+echo "flow: $layers layers × $width tasks = $n tasks; $nodes node(s); coordinator $coordbin"
+t0=$(cpu)
+id=$(submit)
+echo "run $id: $(grep -o '"state":"[a-z]*"' "$out/sum.json" | head -1); coordinator CPU for the whole run $(( ($(cpu) - t0) * 1000 / tck )) ms"
+echo
+echo "| read | bytes | wall ms a read | coordinator CPU ms a read |"
+echo "|---|---:|---:|---:|"
+form() { # label query
+  local label=$1 q=$2 c0 c1 w0 w1 bytes
+  curl -sf "$api/v1/runs/$id$q" -o "$out/read.json" || { echo "| $label | (not served) | | |"; return; }
+  bytes=$(wc -c <"$out/read.json")
+  c0=$(cpu) w0=$(date +%s%N)
+  for ((k = 0; k < reads; k++)); do curl -sf "$api/v1/runs/$id$q" -o /dev/null; done
+  w1=$(date +%s%N) c1=$(cpu)
+  awk -v l="$label" -v b="$bytes" -v w=$((w1 - w0)) -v c=$((c1 - c0)) -v r="$reads" -v t="$tck" \
+    'BEGIN { printf "| %s | %d | %.1f | %.1f |\n", l, b, w / 1e6 / r, c * 1000 / t / r }'
+}
+form "full (GET /v1/runs/{id})" ""
+form "summary (?view=summary)" "?view=summary"
+form "long-poll, changed (?view=summary&wait=10s&version=0)" "?view=summary&wait=10s&version=0"
+form "delta, nothing new (?since=VERSION)" "?since=$(grep -o '"version":"[^"]*"' "$out/sum.json" | head -1 | cut -d'"' -f4)"
+if [ "$runs" -gt 1 ]; then
+  for ((r = 1; r < runs; r++)); do submit >/dev/null; done
+  sleep 125 # the Go runtime collects at least every 2 min when idle
+  rss=$(awk '/VmRSS/ { print $2 }' "/proc/$cpid/status")
+  heap=$(curl -sf "$api/metrics" | awk '/^go_memstats_heap_inuse_bytes/ { print $2 }')
+  echo
+  echo "coordinator holding $runs finished $n-task runs: RSS $((rss / 1024)) MiB, Go heap in use $(awk -v h="$heap" 'BEGIN { printf "%.0f", h / 1048576 }') MiB"
+fi
