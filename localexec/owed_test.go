@@ -3,9 +3,12 @@ package localexec
 import (
 	"errors"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // TestOwedCountPaidBeforeAnotherRun: a worker that finished a task of one
@@ -80,6 +83,41 @@ func TestSilentAsync(t *testing.T) {
 	}
 	ex.Close()
 	ex.SilentAsync(func() { t.Error("SilentAsync ran after Close") })
+}
+
+// TestSilentCallWaitsForALaterOne: SilentAsync calls taken from the shared
+// queue at once become one batch (silentBatch), and a call of it that blocks
+// must not hold back the calls after it: here the first waits for the
+// second, queued right behind it, while both workers are held, so whoever
+// takes the queue's share takes both in one batch. Without the batch pushed
+// back for the other worker to steal, the run hangs: the other worker takes
+// what is left of the queue and parks while the second call waits behind
+// the first.
+func TestSilentCallWaitsForALaterOne(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+		gate, in := make(chan struct{}), make(chan struct{}, 2)
+		for i := 0; i < 2; i++ {
+			ex.SilentAsync(func() { in <- struct{}{}; <-gate })
+		}
+		<-in
+		<-in // both workers are held: what follows queues up
+		second := make(chan struct{})
+		var ran atomic.Int64
+		ex.SilentAsync(func() { <-second; ran.Add(1) })
+		ex.SilentAsync(func() { close(second); ran.Add(1) })
+		for i := 0; i < 100; i++ {
+			ex.SilentAsync(func() { ran.Add(1) })
+		}
+		close(gate)
+		var done atomic.Bool
+		go func() { ex.WaitForAll(); done.Store(true) }()
+		testsupport.Eventually(t, 20*time.Second, "the calls of round "+strconv.Itoa(round)+" ran", done.Load)
+		if got := ran.Load(); got != 102 {
+			t.Fatalf("round %d: %d of 102 calls ran", round, got)
+		}
+		ex.Close()
+	}
 }
 
 // TestIndependentRunsStatsExact: many sources, run repeatedly: each run's

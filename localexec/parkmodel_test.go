@@ -737,6 +737,14 @@ var (
 	modelRangeGrain = modelKind{inline: 0}
 	modelRange4     = modelKind{pushes: []modelPush{{kind: 1}}, inline: 1}
 	modelRangeStart = modelKind{pushes: []modelPush{{kind: 2}}, inline: 0}
+	// SilentAsync calls taken from the shared queue as a batch
+	// (silentBatch), in kinds 1-2 of the "silent batch" scenario: whoever
+	// takes a batch of three pushes it back (a push, with its wake) and
+	// runs one call; taken again, with two left, it is pushed back once
+	// more and one runs; the last is a leaf. A holder's further claims
+	// are more calls run inline, and a batch found empty a leaf.
+	modelSilent2 = modelKind{pushes: []modelPush{{kind: 0}}, inline: 0}
+	modelSilent3 = modelKind{pushes: []modelPush{{kind: 1}}, inline: 0}
 )
 
 // modelScenarios are small enough to explore in about a second each (tens
@@ -751,6 +759,8 @@ func modelScenarios() []modelConfig {
 		{name: "batch, 3 workers", domains: []int{3}, kinds: append(leafs, modelBatch3), submits: []modelSubmit{{0, 1}}},
 		// A graph's sources as a range that the workers split.
 		{name: "source range, 3 workers", domains: []int{3}, kinds: append(leafs, modelRangeGrain, modelRange4, modelRangeStart), submits: []modelSubmit{{0, 3}}},
+		// A run of SilentAsync calls taken from the shared queue at once.
+		{name: "silent batch, 3 workers", domains: []int{3}, kinds: append(leafs, modelSilent2, modelSilent3), submits: []modelSubmit{{0, 2}}},
 		// Two pushes from outside the domain racing each other.
 		{name: "two submits, 3 workers", domains: []int{3}, kinds: leafs, submits: []modelSubmit{{0, 0}, {0, 0}}},
 		// Cross-domain pushes: a CPU task readies a GPU task while a

@@ -122,6 +122,9 @@ func (w *worker) invoke(n *node) *node {
 	case kindSilent:
 		w.runSilent(n)
 		return nil
+	case kindSilentBatch:
+		w.runSilentBatch((*silentBatch)(unsafe.Pointer(n)))
+		return nil
 	case kindRange:
 		w.runRange((*rangeTask)(unsafe.Pointer(n)))
 		return nil
@@ -691,16 +694,72 @@ func (w *worker) runRange(r *rangeTask) {
 	}
 }
 
-// runSilent runs a SilentAsync call. A panic is recovered (the worker lives
-// on) and, with nothing to report it to, dropped.
+// newSilent makes the node of one SilentAsync call of fn.
+func newSilent(fn func()) *node { return &node{kind: kindSilent, static: fn} }
+
+// silentBatch is a run of SilentAsync calls that a worker took from its
+// domain's shared queue at once (takeShared): one allocation for them all,
+// where a node per call was a 64-byte allocation and the collector's work
+// in a burst of calls. Each call stays a task of its own to the scheduler:
+// whoever holds the batch claims calls one at a time (next), and a worker
+// that takes the batch from a deque pushes it back before it runs a call
+// while more than one is left (a push: visible work, rule 2 of the essay
+// in scheduler.go), so a call that blocks never holds the others back from
+// an idle worker. The batch is in at most one deque at a time (it is pushed
+// only by whoever just took it out of one, or made it); holders that find
+// nothing left to claim drop it. The node is the first field, so a *node
+// of kind kindSilentBatch is the *silentBatch it sits in.
+type silentBatch struct {
+	n    node
+	next atomic.Int64 // the next call to claim; ≥ len(fns): none left
+	fns  []func()
+}
+
+// newSilentBatch makes the work of SilentAsync slots (n nil each): a batch,
+// or a plain node for one call.
+func newSilentBatch(slots []sharedSlot) *node {
+	if len(slots) == 1 {
+		return newSilent(slots[0].fn)
+	}
+	b := &silentBatch{fns: make([]func(), len(slots))}
+	b.n.kind = kindSilentBatch
+	for i, s := range slots {
+		b.fns[i] = s.fn
+	}
+	return &b.n
+}
+
+func (w *worker) runSilentBatch(b *silentBatch) {
+	if b.next.Load() < int64(len(b.fns))-1 {
+		w.push(&b.n) // more than one call left: keep the rest visible
+	}
+	for {
+		i := b.next.Add(1) - 1
+		if i >= int64(len(b.fns)) {
+			return
+		}
+		fn := b.fns[i]
+		b.fns[i] = nil
+		w.callSilent(&b.n, fn)
+	}
+}
+
+// runSilent runs a SilentAsync call.
 func (w *worker) runSilent(n *node) {
+	fn := n.static
+	n.static = nil
+	w.callSilent(n, fn)
+}
+
+// callSilent runs fn, a SilentAsync call, as task n. A panic is recovered
+// (the worker lives on) and, with nothing to report it to, dropped.
+func (w *worker) callSilent(n *node, fn func()) {
 	obs := w.ex.observers.Load()
 	if obs != nil {
 		w.observe(*obs, n, true)
 	}
-	_ = callStatic(n, n.static)
+	_ = callStatic(n, fn)
 	w.endTask(obs, n)
-	n.static = nil
 	// Owed, like a frame's count (see giveBack): paid before w runs
 	// anything but another SilentAsync call, and when it runs out of
 	// work. A silent call that blocks keeps its own count in flight, so

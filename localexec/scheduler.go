@@ -46,7 +46,15 @@ package localexec
 //     (takeShared: a burst of Async calls) moves all but one to its own
 //     deque and wakes per rule 2: to the protocol that is a worker pushing
 //     work it holds, as when a task it runs readies successors, so the
-//     model below covers it without a step of its own.
+//     model below covers it without a step of its own. SilentAsync calls
+//     sit in the shared queue as bare functions, published like any
+//     push (under its lock, then n); a thief's share makes each run of
+//     them one batch (silentBatch) whose calls its holders claim one at
+//     a time, and whoever takes a batch out of a deque pushes it back
+//     before it runs a call while more than one is left. To the protocol
+//     that is again a worker pushing work it holds, then running one
+//     task of it: the range's shape, so the model's "source range"
+//     covers it too.
 //  3. The last spinning thief that finds work wakes another before it runs
 //     it, so that if there is more work, a new spinner looks for it. This
 //     holds for work found while spinning and for work found in the
@@ -200,9 +208,15 @@ type worker struct {
 	q      wsq
 	parker *parker
 	rng    uint64
-	ready  []*node // scratch: ready successors of the task being finished
-	batch  []*node // scratch: nodes taken from the shared queue at once
-	stats  workerStats
+	ready  []*node      // scratch: ready successors of the task being finished
+	batch  []*node      // scratch: nodes taken from the shared queue at once
+	slots  []sharedSlot // scratch: the slots they came from
+	// one is the node of a SilentAsync call that w popped alone from
+	// the shared queue (sharedQueue.pop): w runs it at once, before it
+	// could pop another (a silent call does not co-run), so a call
+	// taken alone allocates nothing either. kind is kindSilent.
+	one   node
+	stats workerStats
 	// executed counts tasks run since the last flush. A worker publishes it
 	// to stats.executed before it makes work visible or gives back a
 	// pending count (push, schedule), which always happens before the run
@@ -284,7 +298,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 	}()
 	for t != nil {
-		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && t.kind != kindSilent) {
+		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && !t.kind.silent()) {
 			// t is of another frame, or not a SilentAsync call:
 			// what w owes must not wait for it (see giveBack and
 			// runSilent). A frame that this finishes may hand back
@@ -441,12 +455,30 @@ func (w *worker) takeShared(k int64) *node {
 		share = min(int(k)/len(d.workers)+1, 64)
 	}
 	if share == 1 {
-		return d.shared.pop()
+		return d.shared.pop(&w.one)
 	}
-	b := d.shared.popBatch(w.batch[:0], share)
-	if len(b) == 0 {
+	slots := d.shared.popBatch(w.slots[:0], share)
+	if len(slots) == 0 {
 		return nil
 	}
+	// Each run of SilentAsync calls becomes one batch, claimed call by
+	// call by whoever holds it (see silentBatch).
+	b := w.batch[:0]
+	for i := 0; i < len(slots); {
+		if slots[i].n != nil {
+			b = append(b, slots[i].n)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(slots) && slots[j].n == nil {
+			j++
+		}
+		b = append(b, newSilentBatch(slots[i:j]))
+		i = j
+	}
+	clear(slots)
+	w.slots = slots[:0]
 	t := b[0]
 	if rest := b[1:]; len(rest) > 0 {
 		// Reversed, so that w's pops (from the bottom) take them in
@@ -475,7 +507,7 @@ func (w *worker) recheck() *node {
 	w.stats.rechecks.Add(1)
 	if !d.shared.empty() {
 		w.stats.stealAttempts.Add(1)
-		if t := d.shared.pop(); t != nil {
+		if t := d.shared.pop(&w.one); t != nil {
 			return t
 		}
 		w.stats.failedSteals.Add(1)
