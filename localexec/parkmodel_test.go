@@ -105,16 +105,16 @@ const (
 const (
 	pcFwPop       uint8 = iota // findWork: w.q.pop()
 	pcSpCAS                    // spin: nSpinning.Load() != 0 || !CompareAndSwap(0, 1)
-	pcStShared                 // stealOnce: !d.shared.empty()
-	pcStSharedPop              // stealOnce: d.shared.pop()
+	pcStShared                 // stealOnce: d.shared.n.Load() != 0
+	pcStSharedPop              // stealOnce: takeShared (a share: one entry that pushes the rest)
 	pcStVictim                 // stealOnce: v chosen; q.steal() reads top, bottom
 	pcStCAS                    // stealOnce: q.steal()'s top.CompareAndSwap
 	pcSpFound                  // spin: d.addSpinning(-1) after a successful steal; rule 3
 	pcSpDone                   // spin: d.addSpinning(-1) after maxSteals failures
 	pcPrEpoch                  // notifier.prepare: p.epoch = n.epoch.Load()
 	pcPrWaiting                // notifier.prepare: n.waiting.Add(1)
-	pcRcShared                 // recheck: !d.shared.empty()
-	pcRcSharedPop              // recheck: d.shared.pop()
+	pcRcShared                 // recheck: d.shared.n.Load() != 0
+	pcRcSharedPop              // recheck: grabShared (the rest of a share pushed after cancel: the entry's pushes)
 	pcRcVictim                 // recheck: !v.q.empty(), then steal's loads
 	pcRcCAS                    // recheck: steal's top.CompareAndSwap
 	pcRcFound                  // findWork: notifier.cancel after recheck found work, then if spun { d.wake(w) }
@@ -459,7 +459,7 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 		x.spinning, x.spun, x.i = true, true, 0
 		x.pc = pcStShared
 		emit(s, "spin: became the spinner", -1)
-	case pcStShared: // spin's loop; stealOnce: if !d.shared.empty()
+	case pcStShared: // spin's loop; stealOnce: if d.shared.n.Load() != 0
 		if x.i == int8(m.cfg.maxSteals) {
 			x.pc = pcSpDone
 			m.step(s, a, emit0) // a local decision: no step of its own
@@ -471,7 +471,7 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 			x.pc = pcStVictim
 		}
 		emit(s, "steal: shared queue empty? read", -1)
-	case pcStSharedPop: // stealOnce: d.shared.pop()
+	case pcStSharedPop: // stealOnce: takeShared
 		if d.nshared > 0 {
 			x.task = m.sharedPop(d)
 			x.pc = pcSpFound
@@ -536,14 +536,14 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 		d.waiting++
 		x.pc, x.i = pcRcShared, 0
 		emit(s, "prepare: waiting++", -1)
-	case pcRcShared: // recheck: if !d.shared.empty()
+	case pcRcShared: // recheck: if d.shared.n.Load() != 0
 		if d.nshared > 0 {
 			x.pc = pcRcSharedPop
 		} else {
 			x.pc = pcRcVictim
 		}
 		emit(s, "recheck: shared queue empty? read", -1)
-	case pcRcSharedPop: // recheck: d.shared.pop()
+	case pcRcSharedPop: // recheck: grabShared
 		if d.nshared > 0 {
 			x.task = m.sharedPop(d)
 			x.pc = pcRcFound

@@ -694,53 +694,75 @@ func (w *worker) runRange(r *rangeTask) {
 	}
 }
 
-// newSilent makes the node of one SilentAsync call of fn.
-func newSilent(fn func()) *node { return &node{kind: kindSilent, static: fn} }
-
 // silentBatch is a run of SilentAsync calls that a worker took from its
-// domain's shared queue at once (takeShared): one allocation for them all,
-// where a node per call was a 64-byte allocation and the collector's work
-// in a burst of calls. Each call stays a task of its own to the scheduler:
-// whoever holds the batch claims calls one at a time (next), and a worker
-// that takes the batch from a deque pushes it back before it runs a call
-// while more than one is left (a push: visible work, rule 2 of the essay
-// in scheduler.go), so a call that blocks never holds the others back from
-// an idle worker. The batch is in at most one deque at a time (it is pushed
-// only by whoever just took it out of one, or made it); holders that find
-// nothing left to claim drop it. The node is the first field, so a *node
-// of kind kindSilentBatch is the *silentBatch it sits in.
+// domain's shared queue at once (grabShared), where a node per call was a
+// 64-byte allocation and, in a burst of calls, the collector's work. Each
+// call stays a task of its own to the scheduler: whoever holds the batch
+// claims calls one at a time (next), and a worker that takes the batch out
+// of a deque pushes it back before it runs a call while more than one is
+// left (a push: visible work, rule 2 of the essay in scheduler.go), so a
+// call that blocks never holds the others back from an idle worker. The
+// batch is in at most one deque at a time (it is pushed only by whoever
+// just took it out of one, or made it). refs counts its holders: the deque
+// it sits in, and each worker in its claim loop; the last to let go keeps
+// it for its worker's next share (worker.batches), so a burst allocates no
+// batches either once a few have come back. The node is the first field,
+// so a *node of kind kindSilentBatch is the *silentBatch it sits in.
 type silentBatch struct {
 	n    node
-	next atomic.Int64 // the next call to claim; ≥ len(fns): none left
-	fns  []func()
+	next atomic.Int64 // the next call to claim; ≥ k: none left
+	refs atomic.Int32
+	k    int // calls in fns; set while nobody else holds the batch
+	fns  [maxShare]func()
+	free *silentBatch // in a worker's list of spare batches
 }
 
-// newSilentBatch makes the work of SilentAsync slots (n nil each): a batch,
-// or a plain node for one call.
-func newSilentBatch(slots []sharedSlot) *node {
-	if len(slots) == 1 {
-		return newSilent(slots[0].fn)
+// maxSpareBatches bounds the batches a worker keeps for reuse.
+const maxSpareBatches = 8
+
+// newSilentBatch makes the work of SilentAsync slots (n nil each, at most
+// maxShare): a batch with one holder, whoever runs it first or the deque
+// it is pushed to.
+func (w *worker) newSilentBatch(slots []sharedSlot) *node {
+	b := w.batches
+	if b != nil {
+		w.batches, b.free = b.free, nil
+		w.nbatches--
+	} else {
+		b = &silentBatch{}
+		b.n.kind = kindSilentBatch
 	}
-	b := &silentBatch{fns: make([]func(), len(slots))}
-	b.n.kind = kindSilentBatch
+	b.k = len(slots)
 	for i, s := range slots {
 		b.fns[i] = s.fn
 	}
+	b.next.Store(0)
+	b.refs.Store(1)
 	return &b.n
 }
 
+// runSilentBatch claims and runs b's calls until none is left; w holds one
+// of b's refs, from the deque it took b out of or from newSilentBatch.
 func (w *worker) runSilentBatch(b *silentBatch) {
-	if b.next.Load() < int64(len(b.fns))-1 {
-		w.push(&b.n) // more than one call left: keep the rest visible
+	k := int64(b.k)
+	if b.next.Load() < k-1 {
+		// More than one call left: keep the rest visible, the
+		// deque holding a ref of its own.
+		b.refs.Add(1)
+		w.push(&b.n)
 	}
 	for {
 		i := b.next.Add(1) - 1
-		if i >= int64(len(b.fns)) {
-			return
+		if i >= k {
+			break
 		}
 		fn := b.fns[i]
 		b.fns[i] = nil
 		w.callSilent(&b.n, fn)
+	}
+	if b.refs.Add(-1) == 0 && w.nbatches < maxSpareBatches {
+		b.free, w.batches = w.batches, b
+		w.nbatches++
 	}
 }
 
