@@ -13,35 +13,31 @@ import (
 // scheduler.go). A burst that queues up a million calls grows it a chunk
 // at a time, never copying what is queued (a ring doubling to a million
 // slots copied them, with the collector's write barrier on each while it
-// marked), and a chunk that empties is kept (up to maxSpareChunks) for the
-// next one to fill: a queue that drains as fast as it fills allocates
-// nothing.
+// marked), and a chunk that empties is kept for the next one to fill: as
+// the ring kept its size, the queue keeps the chunks of its deepest burst
+// (8 bytes a slot, 16 where SilentAsync calls were queued), and a queue
+// that fills and drains again allocates nothing.
 //
-// A slot holds a node, or, for a SilentAsync call, only its function (n
-// nil): a call allocates nothing, and the worker that takes a run of such
-// slots makes them one silentBatch (see grabShared).
+// A slot holds a node, or, for a SilentAsync call, only its function (in
+// the chunk's fns, the node nil): a call allocates nothing, and the worker
+// that takes a run of such slots makes them one silentBatch (see
+// popBatch). A chunk of nodes only is 4 KiB for 510 slots, as a ring was
+// (8 bytes a slot); its fns, 4 KiB more, are made the first time it holds
+// a SilentAsync call and kept with it.
 type sharedQueue struct {
 	mu     sync.Mutex
-	head   *sharedChunk // the oldest slot is head.slots[hi]
-	tail   *sharedChunk // the next free one is tail.slots[ti]
+	head   *sharedChunk // the oldest slot is head's hi
+	tail   *sharedChunk // the next free one is tail's ti
 	hi, ti int
 	spare  *sharedChunk // emptied chunks, linked by next
-	nspare int
 	n      atomic.Int64 // number of queued slots; written under mu, read anywhere
 }
 
-type sharedSlot struct {
-	n  *node  // nil: a SilentAsync call of fn
-	fn func() // for n == nil
-}
-
-const (
-	sharedChunkLen = 255 // slots a chunk: with next, 4 KiB
-	maxSpareChunks = 2
-)
+const sharedChunkLen = 510 // slots a chunk: with fns and next, 4 KiB
 
 type sharedChunk struct {
-	slots [sharedChunkLen]sharedSlot
+	nodes [sharedChunkLen]*node   // nil: a SilentAsync call, in fns
+	fns   *[sharedChunkLen]func() // nil until the chunk first holds one
 	next  *sharedChunk
 }
 
@@ -54,20 +50,25 @@ func (q *sharedQueue) push(n *node) {
 // pushFunc queues a SilentAsync call of fn.
 func (q *sharedQueue) pushFunc(fn func()) {
 	q.mu.Lock()
-	q.slotLocked().fn = fn
+	c, i := q.slotLocked()
+	if c.fns == nil {
+		c.fns = new([sharedChunkLen]func())
+	}
+	c.fns[i] = fn
 	q.n.Store(q.n.Load() + 1)
 	q.mu.Unlock()
 }
 
 func (q *sharedQueue) pushLocked(n *node) {
-	q.slotLocked().n = n
+	c, i := q.slotLocked()
+	c.nodes[i] = n
 	q.n.Store(q.n.Load() + 1)
 }
 
 // slotLocked returns the free slot after the last queued one, adding a
 // chunk when the last is full. q.mu is held; the caller fills the slot,
 // then publishes it by incrementing n.
-func (q *sharedQueue) slotLocked() *sharedSlot {
+func (q *sharedQueue) slotLocked() (*sharedChunk, int) {
 	if q.tail == nil {
 		q.tail = q.newChunk()
 		q.head = q.tail
@@ -75,39 +76,36 @@ func (q *sharedQueue) slotLocked() *sharedSlot {
 		c := q.newChunk()
 		q.tail.next, q.tail, q.ti = c, c, 0
 	}
-	s := &q.tail.slots[q.ti]
 	q.ti++
-	return s
+	return q.tail, q.ti - 1
 }
 
 func (q *sharedQueue) newChunk() *sharedChunk {
 	if c := q.spare; c != nil {
 		q.spare, c.next = c.next, nil
-		q.nspare--
 		return c
 	}
 	return new(sharedChunk)
 }
 
-// takeLocked removes and returns the oldest slot; the queue holds one.
-// q.mu is held; the caller stores n.
-func (q *sharedQueue) takeLocked() sharedSlot {
+// takeLocked removes the oldest slot and returns its node, or its function
+// (n nil); the queue holds one. q.mu is held; the caller stores n.
+func (q *sharedQueue) takeLocked() (n *node, fn func()) {
 	c := q.head
-	s := c.slots[q.hi]
-	c.slots[q.hi] = sharedSlot{}
+	if n = c.nodes[q.hi]; n != nil {
+		c.nodes[q.hi] = nil
+	} else {
+		fn, c.fns[q.hi] = c.fns[q.hi], nil
+	}
 	q.hi++
 	switch {
 	case c == q.tail && q.hi == q.ti:
 		q.hi, q.ti = 0, 0 // empty: fill the same chunk again from its start
 	case q.hi == sharedChunkLen:
 		q.head, q.hi = c.next, 0
-		c.next = nil
-		if q.nspare < maxSpareChunks {
-			c.next, q.spare = q.spare, c
-			q.nspare++
-		}
+		c.next, q.spare = q.spare, c
 	}
-	return s
+	return n, fn
 }
 
 // pop takes the oldest queued slot's work, nil when there is none. A
@@ -123,29 +121,43 @@ func (q *sharedQueue) pop(one *node) *node {
 		q.mu.Unlock()
 		return nil
 	}
-	s := q.takeLocked()
+	n, fn := q.takeLocked()
 	q.n.Store(cnt - 1)
 	q.mu.Unlock()
-	if s.n == nil {
-		one.static = s.fn
+	if n == nil {
+		one.static = fn
 		return one
 	}
-	return s.n
+	return n
 }
 
 // popBatch takes up to max slots (at least one when the queue holds any)
-// under one lock, appending them to dst: a worker that finds the shared
-// queue holding many (a burst of Async calls) takes its share at once
-// instead of taking the lock per node against the submitter.
-func (q *sharedQueue) popBatch(dst []sharedSlot, max int) []sharedSlot {
+// under one lock, appending their work to dst: a worker that finds the
+// shared queue holding many (a burst of Async calls) takes its share at
+// once instead of taking the lock per node against the submitter. Each run
+// of SilentAsync calls among them becomes one silentBatch from the
+// worker's spares (bp), claimed call by call by whoever holds it.
+func (q *sharedQueue) popBatch(dst []*node, max int, bp *batchPool) []*node {
 	if q.n.Load() == 0 {
 		return dst
 	}
 	q.mu.Lock()
 	cnt := int(q.n.Load())
 	k := min(cnt, max)
+	var b *silentBatch
 	for i := 0; i < k; i++ {
-		dst = append(dst, q.takeLocked())
+		n, fn := q.takeLocked()
+		if n != nil {
+			dst = append(dst, n)
+			b = nil
+			continue
+		}
+		if b == nil {
+			b = bp.get()
+			dst = append(dst, &b.n)
+		}
+		b.fns[b.k] = fn
+		b.k++
 	}
 	q.n.Store(int64(cnt - k))
 	q.mu.Unlock()

@@ -717,28 +717,37 @@ type silentBatch struct {
 	free *silentBatch // in a worker's list of spare batches
 }
 
-// maxSpareBatches bounds the batches a worker keeps for reuse.
+// batchPool is a worker's spare silentBatches (at most maxSpareBatches).
+type batchPool struct {
+	free *silentBatch
+	n    int
+}
+
 const maxSpareBatches = 8
 
-// newSilentBatch makes the work of SilentAsync slots (n nil each, at most
-// maxShare): a batch with one holder, whoever runs it first or the deque
-// it is pushed to.
-func (w *worker) newSilentBatch(slots []sharedSlot) *node {
-	b := w.batches
+// get returns an empty batch with one holder (whoever runs it first, or
+// the deque it is pushed to), for a share of at most maxShare calls.
+func (bp *batchPool) get() *silentBatch {
+	b := bp.free
 	if b != nil {
-		w.batches, b.free = b.free, nil
-		w.nbatches--
+		bp.free, b.free = b.free, nil
+		bp.n--
 	} else {
 		b = &silentBatch{}
 		b.n.kind = kindSilentBatch
 	}
-	b.k = len(slots)
-	for i, s := range slots {
-		b.fns[i] = s.fn
-	}
+	b.k = 0
 	b.next.Store(0)
 	b.refs.Store(1)
-	return &b.n
+	return b
+}
+
+// put keeps b, which nobody holds any more, for reuse.
+func (bp *batchPool) put(b *silentBatch) {
+	if bp.n < maxSpareBatches {
+		b.free, bp.free = bp.free, b
+		bp.n++
+	}
 }
 
 // runSilentBatch claims and runs b's calls until none is left; w holds one
@@ -760,9 +769,8 @@ func (w *worker) runSilentBatch(b *silentBatch) {
 		b.fns[i] = nil
 		w.callSilent(&b.n, fn)
 	}
-	if b.refs.Add(-1) == 0 && w.nbatches < maxSpareBatches {
-		b.free, w.batches = w.batches, b
-		w.nbatches++
+	if b.refs.Add(-1) == 0 {
+		w.batches.put(b)
 	}
 }
 

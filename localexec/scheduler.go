@@ -215,20 +215,18 @@ type worker struct {
 	q      wsq
 	parker *parker
 	rng    uint64
-	ready  []*node      // scratch: ready successors of the task being finished
-	batch  []*node      // scratch: nodes taken from the shared queue at once
-	held   []*node      // of batch, those still to push (see grabShared)
-	slots  []sharedSlot // scratch: the slots they came from
+	ready  []*node // scratch: ready successors of the task being finished
+	batch  []*node // scratch: nodes taken from the shared queue at once
+	held   []*node // of batch, those still to push (see grabShared)
 	// one is the node of a SilentAsync call that w popped alone from
 	// the shared queue (sharedQueue.pop): w runs it at once, before it
 	// could pop another (a silent call does not co-run), so a call
 	// taken alone allocates nothing either. kind is kindSilent.
 	one node
-	// batches are spare silentBatches, nbatches of them, for w's next
-	// shares of SilentAsync calls (see silentBatch).
-	batches  *silentBatch
-	nbatches int
-	stats    workerStats
+	// batches are spare silentBatches for w's next shares of
+	// SilentAsync calls (see silentBatch).
+	batches batchPool
+	stats   workerStats
 	// executed counts tasks run since the last flush. A worker publishes it
 	// to stats.executed before it makes work visible or gives back a
 	// pending count (push, schedule), which always happens before the run
@@ -487,29 +485,11 @@ func (w *worker) grabShared(k int64) *node {
 	if share == 1 {
 		return d.shared.pop(&w.one)
 	}
-	slots := d.shared.popBatch(w.slots[:0], share)
-	if len(slots) == 0 {
+	b := d.shared.popBatch(w.batch[:0], share, &w.batches)
+	w.batch = b
+	if len(b) == 0 {
 		return nil
 	}
-	// Each run of SilentAsync calls becomes one batch, claimed call by
-	// call by whoever holds it (see silentBatch).
-	b := w.batch[:0]
-	for i := 0; i < len(slots); {
-		if slots[i].n != nil {
-			b = append(b, slots[i].n)
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(slots) && slots[j].n == nil {
-			j++
-		}
-		b = append(b, w.newSilentBatch(slots[i:j]))
-		i = j
-	}
-	clear(slots)
-	w.slots = slots[:0]
-	w.batch = b
 	// The rest reversed, so that w's pops (from the bottom) take them in
 	// the order they were submitted: a 1-worker executor starts runs in
 	// order, as before, and a task that waits for an earlier run is not
