@@ -120,6 +120,39 @@ func TestSilentCallWaitsForALaterOne(t *testing.T) {
 	}
 }
 
+// TestSilentBatchPanics: calls that panic inside a batch (silentBatch,
+// one recover for the batch) are recovered and counted, and the calls after
+// them in the batch still run. Both workers are held while the calls queue
+// up, so that they are taken as batches.
+func TestSilentBatchPanics(t *testing.T) {
+	ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+	defer ex.Close()
+	gate, in := make(chan struct{}), make(chan struct{}, 2)
+	for i := 0; i < 2; i++ {
+		ex.SilentAsync(func() { in <- struct{}{}; <-gate })
+	}
+	<-in
+	<-in
+	var ran atomic.Int64
+	const calls = 300
+	for i := 0; i < calls; i++ {
+		if i%10 == 3 {
+			ex.SilentAsync(func() { panic(i) })
+			continue
+		}
+		ex.SilentAsync(func() { ran.Add(1) })
+	}
+	ex.SilentAsync(nil) // nothing to run: counted, no panic
+	close(gate)
+	ex.WaitForAll()
+	if got, want := ran.Load(), int64(calls-calls/10); got != want {
+		t.Fatalf("%d calls ran, want %d", got, want)
+	}
+	if got, want := ex.Stats().Domain("cpu").Executed, uint64(2+calls+1); got != want {
+		t.Fatalf("Stats counts %d executed, want %d (the panicking calls included)", got, want)
+	}
+}
+
 // TestIndependentRunsStatsExact: many sources, run repeatedly: each run's
 // Wait returns only after every task ran, and the counts the workers owed
 // are paid before it (Stats read after Wait is exact).
