@@ -695,7 +695,7 @@ func (w *worker) runRange(r *rangeTask) {
 }
 
 // silentBatch is a run of SilentAsync calls that a worker took from its
-// domain's shared queue at once (grabShared), where a node per call was a
+// domain's shared queue at once (popBatch), where a node per call was a
 // 64-byte allocation and, in a burst of calls, the collector's work. Each
 // call stays a task of its own to the scheduler: whoever holds the batch
 // claims calls one at a time (next), and a worker that takes the batch out
@@ -751,7 +751,7 @@ func (bp *batchPool) put(b *silentBatch) {
 }
 
 // runSilentBatch claims and runs b's calls until none is left; w holds one
-// of b's refs, from the deque it took b out of or from newSilentBatch.
+// of b's refs, from the deque it took b out of or from batchPool.get.
 func (w *worker) runSilentBatch(b *silentBatch) {
 	k := int64(b.k)
 	if b.next.Load() < k-1 {
