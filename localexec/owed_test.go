@@ -110,9 +110,16 @@ func TestSilentCallWaitsForALaterOne(t *testing.T) {
 			ex.SilentAsync(func() { ran.Add(1) })
 		}
 		close(gate)
-		var done atomic.Bool
-		go func() { ex.WaitForAll(); done.Store(true) }()
-		testsupport.Eventually(t, 20*time.Second, "the calls of round "+strconv.Itoa(round)+" ran", done.Load)
+		finished := make(chan struct{}) // joined by the Eventually below
+		go func() { defer close(finished); ex.WaitForAll() }()
+		testsupport.Eventually(t, 20*time.Second, "the calls of round "+strconv.Itoa(round)+" ran", func() bool {
+			select {
+			case <-finished:
+				return true
+			default:
+				return false
+			}
+		})
 		if got := ran.Load(); got != 102 {
 			t.Fatalf("round %d: %d of 102 calls ran", round, got)
 		}
