@@ -80,7 +80,7 @@
 //	c := ex.DependentAsync(merge, a, b) // starts when a and b are done
 //
 // SilentAsync (Taskflow's silent_async) runs a function and returns no
-// Future: one 64-byte task a call, for fire-and-forget work that WaitForAll
+// Future and allocates nothing per call, for fire-and-forget work that WaitForAll
 // (or Close) waits for; a panic in it is recovered and not reported.
 //
 // # The scheduler

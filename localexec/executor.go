@@ -127,6 +127,7 @@ func NewExecutor(opts ...Option) *Executor {
 func (ex *Executor) addWorker(d *domain) {
 	w := &worker{id: len(ex.workers), ex: ex, dom: d, parker: newParker(), host: gpu.NewHost()}
 	w.rng = uint64(w.id)*0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D
+	w.one.kind = kindSilent
 	w.q.init(256)
 	w.info = WorkerInfo{ID: w.id, Domain: d.name, Device: -1}
 	if d.kind == domGPU {
@@ -378,15 +379,17 @@ func (ex *Executor) RemoveObserver(o Observer) {
 }
 
 // SilentAsync runs fn on a CPU worker, like Async, but returns no Future:
-// Taskflow's silent_async. It allocates one 64-byte task and nothing else,
-// where Async also makes the Future. WaitForAll and Close wait for it. A
+// Taskflow's silent_async. The call allocates nothing (the worker that
+// takes a run of calls at once makes one batch of them), where Async makes
+// a task and a Future. WaitForAll and Close wait for it. A
 // panic in fn is recovered, so the worker lives on, and not reported: use
 // Async when the outcome matters. After Close it does nothing.
 func (ex *Executor) SilentAsync(fn func()) {
 	if ex.closed.Load() {
 		return
 	}
-	n := &node{kind: kindSilent, static: fn}
 	ex.begin()
-	ex.submit(n)
+	d := ex.domains[domCPU]
+	d.shared.pushFunc(fn)
+	d.wake(nil)
 }

@@ -3,9 +3,12 @@ package localexec
 import (
 	"errors"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 // TestOwedCountPaidBeforeAnotherRun: a worker that finished a task of one
@@ -80,6 +83,81 @@ func TestSilentAsync(t *testing.T) {
 	}
 	ex.Close()
 	ex.SilentAsync(func() { t.Error("SilentAsync ran after Close") })
+}
+
+// TestSilentCallWaitsForALaterOne: SilentAsync calls taken from the shared
+// queue at once become one batch (silentBatch), and a call of it that blocks
+// must not hold back the calls after it: here the first waits for the
+// second, queued right behind it, while both workers are held, so whoever
+// takes the queue's share takes both in one batch. Without the batch pushed
+// back for the other worker to steal, the run hangs: the other worker takes
+// what is left of the queue and parks while the second call waits behind
+// the first.
+func TestSilentCallWaitsForALaterOne(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+		gate, in := make(chan struct{}), make(chan struct{}, 2)
+		for i := 0; i < 2; i++ {
+			ex.SilentAsync(func() { in <- struct{}{}; <-gate })
+		}
+		<-in
+		<-in // both workers are held: what follows queues up
+		second := make(chan struct{})
+		var ran atomic.Int64
+		ex.SilentAsync(func() { <-second; ran.Add(1) })
+		ex.SilentAsync(func() { close(second); ran.Add(1) })
+		for i := 0; i < 100; i++ {
+			ex.SilentAsync(func() { ran.Add(1) })
+		}
+		close(gate)
+		finished := make(chan struct{}) // joined by the Eventually below
+		go func() { defer close(finished); ex.WaitForAll() }()
+		testsupport.Eventually(t, 20*time.Second, "the calls of round "+strconv.Itoa(round)+" ran", func() bool {
+			select {
+			case <-finished:
+				return true
+			default:
+				return false
+			}
+		})
+		if got := ran.Load(); got != 102 {
+			t.Fatalf("round %d: %d of 102 calls ran", round, got)
+		}
+		ex.Close()
+	}
+}
+
+// TestSilentBatchPanics: calls that panic inside a batch (silentBatch,
+// one recover for the batch) are recovered and counted, and the calls after
+// them in the batch still run. Both workers are held while the calls queue
+// up, so that they are taken as batches.
+func TestSilentBatchPanics(t *testing.T) {
+	ex := NewExecutor(WithWorkers(2), WithGPUs(0))
+	defer ex.Close()
+	gate, in := make(chan struct{}), make(chan struct{}, 2)
+	for i := 0; i < 2; i++ {
+		ex.SilentAsync(func() { in <- struct{}{}; <-gate })
+	}
+	<-in
+	<-in
+	var ran atomic.Int64
+	const calls = 300
+	for i := 0; i < calls; i++ {
+		if i%10 == 3 {
+			ex.SilentAsync(func() { panic(i) })
+			continue
+		}
+		ex.SilentAsync(func() { ran.Add(1) })
+	}
+	ex.SilentAsync(nil) // nothing to run: counted, no panic
+	close(gate)
+	ex.WaitForAll()
+	if got, want := ran.Load(), int64(calls-calls/10); got != want {
+		t.Fatalf("%d calls ran, want %d", got, want)
+	}
+	if got, want := ex.Stats().Domain("cpu").Executed, uint64(2+calls+1); got != want {
+		t.Fatalf("Stats counts %d executed, want %d (the panicking calls included)", got, want)
+	}
 }
 
 // TestIndependentRunsStatsExact: many sources, run repeatedly: each run's

@@ -105,16 +105,16 @@ const (
 const (
 	pcFwPop       uint8 = iota // findWork: w.q.pop()
 	pcSpCAS                    // spin: nSpinning.Load() != 0 || !CompareAndSwap(0, 1)
-	pcStShared                 // stealOnce: !d.shared.empty()
-	pcStSharedPop              // stealOnce: d.shared.pop()
+	pcStShared                 // stealOnce: d.shared.n.Load() != 0
+	pcStSharedPop              // stealOnce: takeShared (a share: one entry that pushes the rest)
 	pcStVictim                 // stealOnce: v chosen; q.steal() reads top, bottom
 	pcStCAS                    // stealOnce: q.steal()'s top.CompareAndSwap
 	pcSpFound                  // spin: d.addSpinning(-1) after a successful steal; rule 3
 	pcSpDone                   // spin: d.addSpinning(-1) after maxSteals failures
 	pcPrEpoch                  // notifier.prepare: p.epoch = n.epoch.Load()
 	pcPrWaiting                // notifier.prepare: n.waiting.Add(1)
-	pcRcShared                 // recheck: !d.shared.empty()
-	pcRcSharedPop              // recheck: d.shared.pop()
+	pcRcShared                 // recheck: d.shared.n.Load() != 0
+	pcRcSharedPop              // recheck: grabShared (the rest of a share pushed after cancel: the entry's pushes)
 	pcRcVictim                 // recheck: !v.q.empty(), then steal's loads
 	pcRcCAS                    // recheck: steal's top.CompareAndSwap
 	pcRcFound                  // findWork: notifier.cancel after recheck found work, then if spun { d.wake(w) }
@@ -459,7 +459,7 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 		x.spinning, x.spun, x.i = true, true, 0
 		x.pc = pcStShared
 		emit(s, "spin: became the spinner", -1)
-	case pcStShared: // spin's loop; stealOnce: if !d.shared.empty()
+	case pcStShared: // spin's loop; stealOnce: if d.shared.n.Load() != 0
 		if x.i == int8(m.cfg.maxSteals) {
 			x.pc = pcSpDone
 			m.step(s, a, emit0) // a local decision: no step of its own
@@ -471,7 +471,7 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 			x.pc = pcStVictim
 		}
 		emit(s, "steal: shared queue empty? read", -1)
-	case pcStSharedPop: // stealOnce: d.shared.pop()
+	case pcStSharedPop: // stealOnce: takeShared
 		if d.nshared > 0 {
 			x.task = m.sharedPop(d)
 			x.pc = pcSpFound
@@ -536,14 +536,14 @@ func (m *modelChecker) step(s modelState, a int, emit0 func(modelState, string, 
 		d.waiting++
 		x.pc, x.i = pcRcShared, 0
 		emit(s, "prepare: waiting++", -1)
-	case pcRcShared: // recheck: if !d.shared.empty()
+	case pcRcShared: // recheck: if d.shared.n.Load() != 0
 		if d.nshared > 0 {
 			x.pc = pcRcSharedPop
 		} else {
 			x.pc = pcRcVictim
 		}
 		emit(s, "recheck: shared queue empty? read", -1)
-	case pcRcSharedPop: // recheck: d.shared.pop()
+	case pcRcSharedPop: // recheck: grabShared
 		if d.nshared > 0 {
 			x.task = m.sharedPop(d)
 			x.pc = pcRcFound
@@ -737,6 +737,14 @@ var (
 	modelRangeGrain = modelKind{inline: 0}
 	modelRange4     = modelKind{pushes: []modelPush{{kind: 1}}, inline: 1}
 	modelRangeStart = modelKind{pushes: []modelPush{{kind: 2}}, inline: 0}
+	// SilentAsync calls taken from the shared queue as a batch
+	// (silentBatch), in kinds 1-2 of the "silent batch" scenario: whoever
+	// takes a batch of three pushes it back (a push, with its wake) and
+	// runs one call; taken again, with two left, it is pushed back once
+	// more and one runs; the last is a leaf. A holder's further claims
+	// are more calls run inline, and a batch found empty a leaf.
+	modelSilent2 = modelKind{pushes: []modelPush{{kind: 0}}, inline: 0}
+	modelSilent3 = modelKind{pushes: []modelPush{{kind: 1}}, inline: 0}
 )
 
 // modelScenarios are small enough to explore in about a second each (tens
@@ -751,6 +759,8 @@ func modelScenarios() []modelConfig {
 		{name: "batch, 3 workers", domains: []int{3}, kinds: append(leafs, modelBatch3), submits: []modelSubmit{{0, 1}}},
 		// A graph's sources as a range that the workers split.
 		{name: "source range, 3 workers", domains: []int{3}, kinds: append(leafs, modelRangeGrain, modelRange4, modelRangeStart), submits: []modelSubmit{{0, 3}}},
+		// A run of SilentAsync calls taken from the shared queue at once.
+		{name: "silent batch, 3 workers", domains: []int{3}, kinds: append(leafs, modelSilent2, modelSilent3), submits: []modelSubmit{{0, 2}}},
 		// Two pushes from outside the domain racing each other.
 		{name: "two submits, 3 workers", domains: []int{3}, kinds: leafs, submits: []modelSubmit{{0, 0}, {0, 0}}},
 		// Cross-domain pushes: a CPU task readies a GPU task while a

@@ -122,6 +122,9 @@ func (w *worker) invoke(n *node) *node {
 	case kindSilent:
 		w.runSilent(n)
 		return nil
+	case kindSilentBatch:
+		w.runSilentBatch((*silentBatch)(unsafe.Pointer(n)))
+		return nil
 	case kindRange:
 		w.runRange((*rangeTask)(unsafe.Pointer(n)))
 		return nil
@@ -691,16 +694,137 @@ func (w *worker) runRange(r *rangeTask) {
 	}
 }
 
-// runSilent runs a SilentAsync call. A panic is recovered (the worker lives
-// on) and, with nothing to report it to, dropped.
+// silentBatch is a run of SilentAsync calls that a worker took from its
+// domain's shared queue at once (popBatch), where a node per call was a
+// 64-byte allocation and, in a burst of calls, the collector's work. Each
+// call stays a task of its own to the scheduler: whoever holds the batch
+// claims calls one at a time (next), and a worker that takes the batch out
+// of a deque pushes it back before it runs a call while more than one is
+// left (a push: visible work, rule 2 of the essay in scheduler.go), so a
+// call that blocks never holds the others back from an idle worker. The
+// batch is in at most one deque at a time (it is pushed only by whoever
+// just took it out of one, or made it). refs counts its holders: the deque
+// it sits in, and each worker in its claim loop; the last to let go keeps
+// it for its worker's next share (worker.batches), so a burst allocates no
+// batches either once a few have come back. The node is the first field,
+// so a *node of kind kindSilentBatch is the *silentBatch it sits in.
+type silentBatch struct {
+	n    node
+	next atomic.Int64 // the next call to claim; ≥ k: none left
+	refs atomic.Int32
+	k    int // calls in fns; set while nobody else holds the batch
+	fns  [maxShare]func()
+	free *silentBatch // in a worker's list of spare batches
+}
+
+// batchPool is a worker's spare silentBatches (at most maxSpareBatches).
+type batchPool struct {
+	free *silentBatch
+	n    int
+}
+
+const maxSpareBatches = 8
+
+// get returns an empty batch with one holder (whoever runs it first, or
+// the deque it is pushed to), for a share of at most maxShare calls.
+func (bp *batchPool) get() *silentBatch {
+	b := bp.free
+	if b != nil {
+		bp.free, b.free = b.free, nil
+		bp.n--
+	} else {
+		b = &silentBatch{}
+		b.n.kind = kindSilentBatch
+	}
+	b.k = 0
+	b.next.Store(0)
+	b.refs.Store(1)
+	return b
+}
+
+// put keeps b, which nobody holds any more, for reuse.
+func (bp *batchPool) put(b *silentBatch) {
+	if bp.n < maxSpareBatches {
+		b.free, bp.free = bp.free, b
+		bp.n++
+	}
+}
+
+// runSilentBatch claims and runs b's calls until none is left; w holds one
+// of b's refs, from the deque it took b out of or from batchPool.get.
+func (w *worker) runSilentBatch(b *silentBatch) {
+	k := int64(b.k)
+	if b.next.Load() < k-1 {
+		// More than one call left: keep the rest visible, the
+		// deque holding a ref of its own.
+		b.refs.Add(1)
+		w.push(&b.n)
+	}
+	for !w.claimSilent(b) {
+		// A call panicked, recovered: claim on.
+	}
+	if b.refs.Add(-1) == 0 {
+		w.batches.put(b)
+	}
+}
+
+// claimSilent claims and runs b's calls, as callSilent would, until none
+// is left (it returns true) or one panics: the panic is recovered, that
+// call ends as any other, and it returns false. One deferred recover for a
+// batch instead of one a call (callStatic) is a tenth of a burst's CPU. A
+// panic in an observer is not a call's and is not recovered, as in
+// callSilent.
+func (w *worker) claimSilent(b *silentBatch) (done bool) {
+	var obs *[]Observer
+	inCall := false
+	defer func() {
+		if inCall {
+			_ = recover()
+			w.endSilent(obs, &b.n)
+		}
+	}()
+	k := int64(b.k)
+	for {
+		i := b.next.Add(1) - 1
+		if i >= k {
+			return true
+		}
+		fn := b.fns[i]
+		b.fns[i] = nil
+		obs = w.ex.observers.Load()
+		if obs != nil {
+			w.observe(*obs, &b.n, true)
+		}
+		if fn != nil {
+			inCall = true
+			fn()
+			inCall = false
+		}
+		w.endSilent(obs, &b.n)
+	}
+}
+
+// runSilent runs a SilentAsync call.
 func (w *worker) runSilent(n *node) {
+	fn := n.static
+	n.static = nil
+	w.callSilent(n, fn)
+}
+
+// callSilent runs fn, a SilentAsync call, as task n. A panic is recovered
+// (the worker lives on) and, with nothing to report it to, dropped.
+func (w *worker) callSilent(n *node, fn func()) {
 	obs := w.ex.observers.Load()
 	if obs != nil {
 		w.observe(*obs, n, true)
 	}
-	_ = callStatic(n, n.static)
+	_ = callStatic(n, fn)
+	w.endSilent(obs, n)
+}
+
+// endSilent ends a SilentAsync call run as task n.
+func (w *worker) endSilent(obs *[]Observer, n *node) {
 	w.endTask(obs, n)
-	n.static = nil
 	// Owed, like a frame's count (see giveBack): paid before w runs
 	// anything but another SilentAsync call, and when it runs out of
 	// work. A silent call that blocks keeps its own count in flight, so

@@ -46,7 +46,22 @@ package localexec
 //     (takeShared: a burst of Async calls) moves all but one to its own
 //     deque and wakes per rule 2: to the protocol that is a worker pushing
 //     work it holds, as when a task it runs readies successors, so the
-//     model below covers it without a step of its own.
+//     model below covers it without a step of its own. The re-check
+//     takes a share the same way (grabShared) but holds the rest until
+//     it has cancelled its prepare, then pushes them with one wake
+//     (findWork): to the protocol, a shared-queue entry that, taken,
+//     pushes several at once and runs one, which the model's "batch"
+//     scenario submits from outside. (Taking one node per re-check left
+//     a burst of a million SilentAsync calls to be drained a node, a
+//     lock and a prepare/cancel at a time: 400K re-checks a burst.)
+//     SilentAsync calls sit in the shared queue as bare functions,
+//     published like any push (under its lock, then n); a share makes
+//     each run of them one batch (silentBatch) whose calls its holders
+//     claim one at a time, and whoever takes a batch out of a deque
+//     pushes it back before it runs a call while more than one is left.
+//     To the protocol that is again a worker pushing work it holds, then
+//     running one task of it: the range's shape, which the model checks
+//     as "silent batch".
 //  3. The last spinning thief that finds work wakes another before it runs
 //     it, so that if there is more work, a new spinner looks for it. This
 //     holds for work found while spinning and for work found in the
@@ -202,7 +217,16 @@ type worker struct {
 	rng    uint64
 	ready  []*node // scratch: ready successors of the task being finished
 	batch  []*node // scratch: nodes taken from the shared queue at once
-	stats  workerStats
+	held   []*node // of batch, those still to push (see grabShared)
+	// one is the node of a SilentAsync call that w popped alone from
+	// the shared queue (sharedQueue.pop): w runs it at once, before it
+	// could pop another (a silent call does not co-run), so a call
+	// taken alone allocates nothing either. kind is kindSilent.
+	one node
+	// batches are spare silentBatches for w's next shares of
+	// SilentAsync calls (see silentBatch).
+	batches batchPool
+	stats   workerStats
 	// executed counts tasks run since the last flush. A worker publishes it
 	// to stats.executed before it makes work visible or gives back a
 	// pending count (push, schedule), which always happens before the run
@@ -284,7 +308,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 	}()
 	for t != nil {
-		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && t.kind != kindSilent) {
+		if (w.owed != 0 && t.frame != w.oweF) || (w.silentOwed != 0 && !t.kind.silent()) {
 			// t is of another frame, or not a SilentAsync call:
 			// what w owes must not wait for it (see giveBack and
 			// runSilent). A frame that this finishes may hand back
@@ -367,6 +391,12 @@ func (w *worker) findWork() *node {
 				// its lock when nobody else waits.
 				d.wake(w)
 			}
+			// The rest of a share of the shared queue that the
+			// re-check took, now that w is no longer prepared:
+			// pushed with one wake (rule 2), as the task that
+			// w goes on to run would push its successors (the
+			// order the park model checks).
+			w.pushHeld()
 			return t
 		}
 		if invariants && w.spinning {
@@ -435,32 +465,51 @@ func (w *worker) stealOnce() *node {
 // 2: they are work made visible, like any push). It returns nil when the
 // queue was emptied meanwhile.
 func (w *worker) takeShared(k int64) *node {
+	t := w.grabShared(k)
+	w.pushHeld()
+	return t
+}
+
+// maxShare is the most nodes a worker takes from its shared queue at once.
+const maxShare = 64
+
+// grabShared is takeShared but leaves the rest of the share in w.held, not
+// yet visible: the re-check takes a share while w is prepared to park and
+// publishes it after its cancel (findWork), as a task it runs would.
+func (w *worker) grabShared(k int64) *node {
 	d := w.dom
 	share := 1
 	if k > 1 {
-		share = min(int(k)/len(d.workers)+1, 64)
+		share = min(int(k)/len(d.workers)+1, maxShare)
 	}
 	if share == 1 {
-		return d.shared.pop()
+		return d.shared.pop(&w.one)
 	}
-	b := d.shared.popBatch(w.batch[:0], share)
+	b := d.shared.popBatch(w.batch[:0], share, &w.batches)
+	w.batch = b
 	if len(b) == 0 {
 		return nil
 	}
-	t := b[0]
-	if rest := b[1:]; len(rest) > 0 {
-		// Reversed, so that w's pops (from the bottom) take them in
-		// the order they were submitted: a 1-worker executor starts
-		// runs in order, as before, and a task that waits for an
-		// earlier run is not stacked above it.
-		slices.Reverse(rest)
+	// The rest reversed, so that w's pops (from the bottom) take them in
+	// the order they were submitted: a 1-worker executor starts runs in
+	// order, as before, and a task that waits for an earlier run is not
+	// stacked above it.
+	w.held = b[1:]
+	slices.Reverse(w.held)
+	return b[0]
+}
+
+// pushHeld makes the rest of a share that grabShared took visible in w's
+// deque, with one wake (rule 2).
+func (w *worker) pushHeld() {
+	if rest := w.held; len(rest) > 0 {
 		w.flush()
 		w.q.pushN(rest)
-		d.wake(w)
+		w.dom.wake(w)
 	}
-	clear(b)
-	w.batch = b[:0]
-	return t
+	w.held = nil
+	clear(w.batch)
+	w.batch = w.batch[:0]
 }
 
 // recheck is the re-check of the essay: with w prepared to park, look at
@@ -473,10 +522,10 @@ func (w *worker) takeShared(k int64) *node {
 func (w *worker) recheck() *node {
 	d := w.dom
 	w.stats.rechecks.Add(1)
-	if !d.shared.empty() {
+	if k := d.shared.n.Load(); k != 0 {
 		w.stats.stealAttempts.Add(1)
-		if t := d.shared.pop(); t != nil {
-			return t
+		if t := w.grabShared(k); t != nil {
+			return t // with the rest of a share held (see findWork)
 		}
 		w.stats.failedSteals.Add(1)
 	}

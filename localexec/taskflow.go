@@ -28,14 +28,18 @@ const (
 	kindContext                    // func(context.Context) error: a static task that can fail
 	kindSilent                     // an Executor.SilentAsync call: a bare node, no future
 	kindRange                      // a run of a graph's sources, split by the workers that take it (see rangeTask)
+	kindSilentBatch                // a run of SilentAsync calls taken from a shared queue at once (see silentBatch)
 )
 
-var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context", "async", "range"}
+var kindNames = [...]string{"placeholder", "static", "condition", "multicondition", "subflow", "module", "runtime", "gpu", "async", "start", "hold", "context", "async", "range", "async"}
 
 func (k kind) String() string { return kindNames[k] }
 
 // weakOut reports whether edges out of a node of this kind are weak: they do
 // not count in the successor's join counter; the node picks successors.
+// silent reports whether a node of this kind is SilentAsync calls.
+func (k kind) silent() bool { return k == kindSilent || k == kindSilentBatch }
+
 func (k kind) weakOut() bool { return k == kindCondition || k == kindMultiCondition }
 
 // node is one task of a graph. Nodes of a built graph are allocated in slabs
