@@ -6,22 +6,24 @@ import (
 	"time"
 )
 
-// Wire format (version 2). Every top-level message is one msgpack array whose first
+// Wire format (version 3). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 2, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 2, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 2, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 2, run, gen, [node, ...], [owner, ...], flow]
-//	Cancel      [5, 2, run, gen, reason]
-//	TermReport  [6, 2, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 2, kind, run, node, body]
-//	EventBatch  [8, 2, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Signal      [1, 3, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 3, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 3, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 3, run, gen, [node, ...], [owner, ...], flow, [boot, ...]]
+//	Cancel      [5, 3, run, gen, reason]
+//	TermReport  [6, 3, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 3, kind, run, node, body]
+//	EventBatch  [8, 3, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
-// peer's messages are refused, as this build's are by it.
+// peer's messages are refused, as this build's are by it. Version 3 added
+// an Assignment's boots (the incarnation of each node's process the part
+// was made for).
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -45,7 +47,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 2
+const Version = 3
 
 func (t Type) String() string {
 	switch t {
@@ -575,13 +577,26 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 // ---- Assignment ----
 
 // Assignment is the partition of a run under one generation: task i runs on
-// Nodes[Owner[i]]. Flow is the flow spec, opaque to transport.
+// Nodes[Owner[i]]. Flow is the flow spec, opaque to transport. Boots, when
+// not empty, has one entry per node: the incarnation (boot id) of the
+// process the part was made for, or "" where the sender did not know it; a
+// node's later process (a restart under the same id) is not that process
+// and takes no part of it.
 type Assignment struct {
 	Run   string
 	Gen   uint64
 	Nodes []string
 	Owner []uint32
 	Flow  []byte
+	Boots []string
+}
+
+// BootOf is the incarnation the part of Nodes[i] was made for ("": any).
+func (a *Assignment) BootOf(i int) string {
+	if i < 0 || i >= len(a.Boots) {
+		return ""
+	}
+	return a.Boots[i]
 }
 
 // Type implements Message.
@@ -611,7 +626,7 @@ func (a *Assignment) NodeOf(task uint32) string {
 	return a.Nodes[a.Owner[task]]
 }
 
-const assignmentFields = 5
+const assignmentFields = 6
 
 // AppendWire implements Message.
 func (a *Assignment) AppendWire(b []byte) []byte {
@@ -626,7 +641,12 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 	for _, o := range a.Owner {
 		b = appendUint(b, uint64(o))
 	}
-	return appendBin(b, a.Flow)
+	b = appendBin(b, a.Flow)
+	b = appendArrayHeader(b, len(a.Boots))
+	for _, boot := range a.Boots {
+		b = appendStr(b, boot)
+	}
+	return b
 }
 
 // Decode decodes an Assignment into a (Flow is copied). Every owner must name one of
@@ -674,6 +694,21 @@ func (a *Assignment) Decode(data []byte, lim Limits) error {
 	}
 	if a.Flow, err = r.bin("flow", r.lim.MaxBody, false); err != nil {
 		return err
+	}
+	if n, err = r.arrayLen("boots", len(a.Nodes)); err != nil {
+		return err
+	}
+	a.Boots = nil
+	if n > 0 {
+		if n != len(a.Nodes) {
+			return r.errf("boots: %d entries for %d nodes", n, len(a.Nodes))
+		}
+		a.Boots = make([]string, n)
+	}
+	for i := range a.Boots {
+		if a.Boots[i], err = r.optID("boot"); err != nil {
+			return fmt.Errorf("boot of node %d: %w", i, err)
+		}
 	}
 	return r.end()
 }

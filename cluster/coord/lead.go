@@ -340,10 +340,25 @@ func (l *Leader) track(now time.Time, r Run) {
 		owner[v] = idx[n]
 	}
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout),
-		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow}}
+		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow, Boots: assignBoots(r)}}
 	l.runs[r.ID] = t
 	l.log(slog.LevelDebug, "tracking run", "run", r.ID, "gen", r.Gen, "nodes", r.Nodes)
 	l.sendAssignment(now, t)
+}
+
+// assignBoots names, per node of r, the process its part is for (Run.Boots):
+// a node restarted since is not that process, takes no part (it would start
+// its tasks afresh, without the record of what its predecessor did), and is
+// reassigned as lost once the leader sees its new boot (Reconcile).
+func assignBoots(r Run) []string {
+	if len(r.Boots) == 0 {
+		return nil
+	}
+	out := make([]string, len(r.Nodes))
+	for i, n := range r.Nodes {
+		out[i] = r.Boots[n]
+	}
+	return out
 }
 
 func (l *Leader) sendAssignment(now time.Time, t *tracker) {

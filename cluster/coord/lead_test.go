@@ -362,3 +362,16 @@ func describeCmd(c *Command) string {
 	}
 	return string(c.Op)
 }
+
+// An Assignment names, per node, the process its part is for (the run's
+// Boots), so that a node restarted since takes none of it; a node whose
+// boot the run does not know gets "" (any process).
+func TestAssignmentNamesTheBoots(t *testing.T) {
+	r := Run{ID: "r", Nodes: []string{"n1", "n2", "n3"}, Boots: map[string]string{"n1": "b1", "n3": "b3"}}
+	if got := assignBoots(r); !slices.Equal(got, []string{"b1", "", "b3"}) {
+		t.Fatalf("boots %q", got)
+	}
+	if got := assignBoots(Run{Nodes: []string{"n1"}}); got != nil {
+		t.Fatalf("a run without boots: %q, want none", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/nats-io/nats.go"
@@ -414,4 +415,40 @@ func TestFailureIsRepeatedUntilReleased(t *testing.T) {
 		t.Errorf("n1 reported the failed run idle %d times after its failure", idleAfter)
 	}
 	c.release(ctx, out.run, "failed")
+}
+
+// An Assignment made for an earlier process under a node's id (its Boots
+// entry names another incarnation: the node restarted) is not taken: the
+// new process has none of its predecessor's state and would run that part
+// afresh. One made for this process, or for any (an empty entry), is.
+func TestAssignmentForAnEarlierProcessIsIgnored(t *testing.T) {
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, mixedFlow)
+	flow, err := spec.Marshal(file, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.nodes[1]
+	own := placement(g, 2, []int{0}, func(v int) int { return v % 2 })
+	asg := &transport.Assignment{Run: "r0000000000001-000001", Gen: 1, Nodes: c.ids, Owner: own, Flow: flow,
+		Boots: []string{c.nodes[0].boot, "0123456789abcdef"}}
+	if err := c.leader.conn.SendControl("n1", asg); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, 10*time.Second, "n1 ignores the assignment of its earlier process", func() bool {
+		return n1.Stats().AssignmentsOtherBoot == 1
+	})
+	if s := n1.Stats(); s.RunsActive != 0 || s.Assignments != 0 || s.Refused != 0 {
+		t.Fatalf("n1 took a part made for another process: %+v", s)
+	}
+	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
+	got := c.runFlow(ctx, file, own, runOpts{boots: []string{c.nodes[0].boot, n1.boot}})
+	if got.failed != nil {
+		t.Fatalf("with the nodes' own boots: %+v", got.failed)
+	}
+	compare(t, "with the nodes' own boots", base.tasks, got.tasks)
+	if s := n1.Stats(); s.AssignmentsOtherBoot != 1 {
+		t.Fatalf("n1 ignored its own process's assignment: %+v", s)
+	}
 }

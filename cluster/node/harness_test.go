@@ -168,6 +168,7 @@ type runOpts struct {
 	onReport  func(transport.TermReport) // every report seen
 	sendTo    []int                      // nodes to send the Assignment to at first (default all)
 	stopAfter time.Duration              // cancel the run this long after start ("user cancel")
+	boots     []string                   // Assignment.Boots (nil: any process)
 }
 
 // runFlow runs file's flow on the cluster with the given owners and waits
@@ -181,7 +182,7 @@ func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, 
 	}
 	l := c.leader
 	runID := fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), l.seq.Add(1))
-	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Flow: flow}
+	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Flow: flow, Boots: o.boots}
 	send := func(i int) {
 		if err := l.conn.SendControl(c.ids[i], asg); err != nil {
 			t.Fatal(err)

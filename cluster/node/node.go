@@ -110,25 +110,28 @@ type Config struct {
 
 // Stats are the node's counters.
 type Stats struct {
-	RunsActive       int    // runs held now
-	Assignments      uint64 // Assignments taken (a re-sent one is not counted again)
-	Refused          uint64 // Assignments refused
-	FlowsCached      int    // compiled flows held for the next run of the same flow
-	FlowsReused      uint64 // Assignments whose flow was compiled already (not parsed again)
-	TasksExecuted    uint64 // function executions, retries included
-	SignalsSent      uint64 // Signals handed to the Batcher
-	SignalsReceived  uint64 // Signals accepted (new, after fencing) and scheduled into a run
-	SignalsDuplicate uint64 // Signals the Deduper dropped as seen before
-	SignalsFenced    uint64 // Signals whose sender does not own their source in the generation in force
-	SignalsTakenOver uint64 // Signals read back from the record for tasks taken over from lost nodes
-	SignalsDropped   uint64 // accepted Signals that fit no edge, run or buffer here
-	SignalsLate      uint64 // Signals of a run that had already ended here (a copy read from the record, a batch sent twice): nothing owed
-	SignalsEarly     uint64 // Signals that came before their run's Assignment (kept, then delivered)
-	SignalsEvicted   uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
-	SignalsReplayed  uint64 // Signals missed during a NATS outage and read back from the record
-	EventsPublished  uint64 // TaskEvents stored in JetStream
-	EventErrors      uint64 // TaskEvents that could not be stored
-	Failures         uint64 // fail envelopes sent
+	RunsActive  int    // runs held now
+	Assignments uint64 // Assignments taken (a re-sent one is not counted again)
+	Refused     uint64 // Assignments refused
+	// Assignments made for an earlier process of this node id (a restart):
+	// ignored, the leader moves their parts.
+	AssignmentsOtherBoot uint64
+	FlowsCached          int    // compiled flows held for the next run of the same flow
+	FlowsReused          uint64 // Assignments whose flow was compiled already (not parsed again)
+	TasksExecuted        uint64 // function executions, retries included
+	SignalsSent          uint64 // Signals handed to the Batcher
+	SignalsReceived      uint64 // Signals accepted (new, after fencing) and scheduled into a run
+	SignalsDuplicate     uint64 // Signals the Deduper dropped as seen before
+	SignalsFenced        uint64 // Signals whose sender does not own their source in the generation in force
+	SignalsTakenOver     uint64 // Signals read back from the record for tasks taken over from lost nodes
+	SignalsDropped       uint64 // accepted Signals that fit no edge, run or buffer here
+	SignalsLate          uint64 // Signals of a run that had already ended here (a copy read from the record, a batch sent twice): nothing owed
+	SignalsEarly         uint64 // Signals that came before their run's Assignment (kept, then delivered)
+	SignalsEvicted       uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
+	SignalsReplayed      uint64 // Signals missed during a NATS outage and read back from the record
+	EventsPublished      uint64 // TaskEvents stored in JetStream
+	EventErrors          uint64 // TaskEvents that could not be stored
+	Failures             uint64 // fail envelopes sent
 
 	// Messages on the node's subjects dropped undecoded, counted by its
 	// Conn (transport.Stats): malformed (oversized ones included), over a
@@ -138,6 +141,7 @@ type Stats struct {
 
 type counters struct {
 	assignments, refused, tasks      atomic.Uint64
+	otherBoot                        atomic.Uint64 // Stats.AssignmentsOtherBoot
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	late                             atomic.Uint64
@@ -434,25 +438,26 @@ func (n *Node) Stats() Stats {
 	cs := n.conn.Stats()
 	cached, reused := n.graphs.stats()
 	return Stats{
-		RunsActive:       active,
-		FlowsCached:      cached,
-		FlowsReused:      reused,
-		Assignments:      n.stats.assignments.Load(),
-		Refused:          n.stats.refused.Load(),
-		TasksExecuted:    n.stats.tasks.Load(),
-		SignalsSent:      n.stats.sent.Load(),
-		SignalsReceived:  n.stats.received.Load(),
-		SignalsDuplicate: n.stats.duplicate.Load(),
-		SignalsFenced:    n.stats.fenced.Load(),
-		SignalsTakenOver: n.stats.takenOver.Load(),
-		SignalsDropped:   n.stats.dropped.Load(),
-		SignalsLate:      n.stats.late.Load(),
-		SignalsEarly:     n.stats.early.Load(),
-		SignalsEvicted:   n.stats.evicted.Load(),
-		SignalsReplayed:  n.stats.replayed.Load(),
-		EventsPublished:  n.events.published.Load(),
-		EventErrors:      n.events.errors.Load(),
-		Failures:         n.stats.failure.Load(),
+		RunsActive:           active,
+		FlowsCached:          cached,
+		FlowsReused:          reused,
+		Assignments:          n.stats.assignments.Load(),
+		Refused:              n.stats.refused.Load(),
+		AssignmentsOtherBoot: n.stats.otherBoot.Load(),
+		TasksExecuted:        n.stats.tasks.Load(),
+		SignalsSent:          n.stats.sent.Load(),
+		SignalsReceived:      n.stats.received.Load(),
+		SignalsDuplicate:     n.stats.duplicate.Load(),
+		SignalsFenced:        n.stats.fenced.Load(),
+		SignalsTakenOver:     n.stats.takenOver.Load(),
+		SignalsDropped:       n.stats.dropped.Load(),
+		SignalsLate:          n.stats.late.Load(),
+		SignalsEarly:         n.stats.early.Load(),
+		SignalsEvicted:       n.stats.evicted.Load(),
+		SignalsReplayed:      n.stats.replayed.Load(),
+		EventsPublished:      n.events.published.Load(),
+		EventErrors:          n.events.errors.Load(),
+		Failures:             n.stats.failure.Load(),
 
 		MessagesMalformed: cs.Malformed, MessagesOversized: cs.Oversized, MessagesMismatched: cs.Mismatched,
 	}
@@ -569,6 +574,14 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	if me < 0 {
 		return // not ours (a broadcast, or a stray message)
+	}
+	if b := a.BootOf(me); b != "" && b != n.boot {
+		// Made for an earlier process under this id: this one has not its
+		// state (what it ran, what it received), and the leader moves the
+		// part once it sees this process's boot.
+		n.stats.otherBoot.Add(1)
+		n.log.Info("assignment for an earlier process of this node ignored", "run", a.Run, "gen", a.Gen, "boot", b, "mine", n.boot)
+		return
 	}
 	n.mu.Lock()
 	if n.closed {

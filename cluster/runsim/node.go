@@ -2,6 +2,7 @@ package runsim
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"time"
 
@@ -102,7 +103,12 @@ func (p *proc) receive(from string, m any) {
 
 // assign mirrors cluster/node Node.assign.
 func (p *proc) assign(a *transport.Assignment) {
-	if !slices.Contains(a.Nodes, p.id) {
+	me := slices.Index(a.Nodes, p.id)
+	if me < 0 {
+		return
+	}
+	if b := a.BootOf(me); b != "" && b != fmt.Sprint(p.boot) && !p.w.opt.NoBootCheck {
+		p.logf("assignment gen %d for boot %s ignored (this process is boot %d)", a.Gen, b, p.boot)
 		return
 	}
 	old := p.runs[a.Run]

@@ -54,6 +54,11 @@ type Options struct {
 	// (Config.Free nil), as before: their Signals wait for the join's
 	// previous activation, and a surplus waits for ever.
 	NoFreeJoins bool
+	// NoBootCheck: a node takes an Assignment made for an earlier process
+	// under its id (transport.Assignment.Boots, as before wire version 3):
+	// a restarted process starts that part afresh, without its
+	// predecessor's record, until the leader moves it.
+	NoBootCheck bool
 
 	// Planted bugs, to show that the simulation catches them
 	// (TestPlantedLeaderBugs):
