@@ -8,8 +8,9 @@ import (
 
 // A task with two strong predecessors and a condition predecessor runs
 // once per pick of the condition and once per round of its strong
-// predecessors, whatever their order (DESIGN §2: the pick runs it at once,
-// whatever its join counter, and leaves the counter alone). Issue 14: the
+// predecessors, whatever their order (docs/design.md, The local runtime:
+// the pick runs it at once, whatever its join counter, and leaves the
+// counter alone). Issue 14: the
 // counter started again when the task completed, so a strong predecessor
 // that completed before the pick was forgotten and the task ran once.
 func TestConditionPickLeavesTheJoinCounterAlone(t *testing.T) {

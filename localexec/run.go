@@ -249,9 +249,10 @@ func (w *worker) complete(n *node) *node {
 // counter (n has more than one) and returns how many activations of n that
 // releases: one when it completes the round of n's strong predecessors,
 // none before. The counter starts the next round at once, whether or not n
-// has run: DESIGN §2 — a condition that picks n runs it at once, whatever
-// its counter, and leaves the counter alone, so n runs once per pick and
-// once per round of its strong predecessors, in whichever order they come.
+// has run (docs/design.md, The local runtime): a condition that picks n
+// runs it at once, whatever its counter, and leaves the counter alone, so
+// n runs once per pick and once per round of its strong predecessors, in
+// whichever order they come.
 // (It used to start again when n completed, which lost the completions of
 // a round that came before a condition's pick: a task with strong and
 // condition predecessors then ran once or twice by timing.) The restart is

@@ -19,7 +19,8 @@ tasks:
 
 // A task with strong and condition predecessors runs the same on one node
 // and across nodes, whatever the timing: once for the condition's pick and
-// once for the round of its strong predecessors (DESIGN §2; issue 14: it ran
+// once for the round of its strong predecessors (docs/design.md, The local
+// runtime; issue 14: it ran
 // once or twice by timing, and differently in a cluster). A remote strong
 // predecessor and a remote pick reach it through the node's proxies, which
 // are localexec's strong and weak edges, so the one rule holds for both.

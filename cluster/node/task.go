@@ -213,8 +213,9 @@ func (r *run) pushPick(v int, act uint64, se *sendEdge) {
 // condition v, when v runs again here after a loss (runproto's Replays and
 // Outcome): it waits until the follow has caught up with the record, so
 // that a pick made before the loss is known, and the re-run takes the
-// branch it took then (DESIGN: condition outcomes are recorded, so replay
-// takes the same branches) rather than a fresh draw.
+// branch it took then (docs/cluster-protocol.md, Node → node, data plane,
+// "Condition replay": condition outcomes are recorded, so replay takes the
+// same branches) rather than a fresh draw.
 func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
 	n := r.n
 	for {

@@ -1,7 +1,8 @@
 // Package nodesdk turns a program into a hetflow node that runs your own
 // functions: one call, Main, gives it the stock node's flags (--id, --nats,
-// --gossip, --join, --http, --cpus, --sim-gpus, --advertise, --secret-file,
-// --nats-ca, -v) and subcommands that use your functions too: dev (the
+// --gossip, --join, --http, --cpus, --sim-gpus, --advertise,
+// --credentials-file, --secret-file, --nats-ca, --exec-allow, -v) and
+// subcommands that use your functions too: dev (the
 // all-in-one cluster of `coordinator dev`, its nodes running your
 // functions), validate and dump (check a flow file against them), funcs
 // (list them) and health. The stock cmd/node is Main(funcs.Default()).
@@ -44,7 +45,15 @@
 //	go build -o mynode .
 //	./mynode validate flow.yaml --param who=ann  # checked against your functions
 //	./mynode dev flow.yaml                       # an all-in-one cluster running them
-//	./mynode --id n4 --nats nats://HOST:4222 --join HOST:7946 --secret-file F  # a node of a real cluster
+//	coordinator credentials n4 --secret-file S   # writes n4.cred, n4's own credential
+//	./mynode --id n4 --nats nats://HOST:4222 --join HOST:7946 --credentials-file n4.cred  # a node of a real cluster
+//
+// A node should hold its own credential (--credentials-file, the file
+// `coordinator credentials ID` writes), not the cluster secret, which
+// yields every node's credential and the API token. --secret-file still
+// works: the node derives its credential from the secret (give one of the
+// two). exec tasks are off unless --exec-allow names the programs they may
+// run.
 //
 // Command returns the command tree instead, for a program that adds
 // commands of its own; Run is Main without the exit. examples/custom-node

@@ -29,7 +29,8 @@ import (
 
 // Main runs the program as a hetflow node whose functions are reg's (nil:
 // the built-ins; a user's registry starts from funcs.Default() and adds its
-// own) and exits with the code of DESIGN §5a. The program's name and
+// own) and exits with the code of the table in docs/design.md, The
+// contract (internal/cli/cli.go holds the codes). The program's name and
 // os.Args pick what it does: a node (the stock flags: --id, --nats,
 // --gossip, --join, ...), or one of the subcommands health, dev, validate,
 // dump and funcs.

@@ -29,7 +29,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN §5a).
+// Exit codes (docs/design.md, The contract).
 const (
 	ExitOK           = 0
 	ExitRunFailed    = 1
