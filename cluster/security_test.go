@@ -173,6 +173,8 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	toTerm := append(append([][]byte{}, garbage...), oversizedEnv) // an Envelope is no TermReport
 	toFail := append(append([][]byte{}, garbage...), truncated)
 	send(proto.TermSubject("n9"), toTerm...)
+	toAck := append(append([][]byte{}, garbage...), oversizedEnv) // an Envelope is no Ack
+	send(proto.AckSubject("n9"), toAck...)
 	send(proto.FailSubject("n1"), toFail...)
 	send(proto.FailSubject("n9"), oversizedEnv)
 	send(proto.FailSubject("n1"), transport.Encode(&transport.Envelope{Kind: "not-fail", Run: "r1", Node: "n1"}))
@@ -186,6 +188,7 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	co := d.Coordinator()
 	testsupport.Eventually(t, 20*time.Second, "the leader counts what it dropped", func() bool {
 		return co.Dropped(proto.SubjectTerm, "malformed") == uint64(len(toTerm)) && co.Dropped(proto.SubjectFail, "malformed") == uint64(len(toFail)) &&
+			co.Dropped(proto.SubjectAck, "malformed") == uint64(len(toAck)) &&
 			co.Dropped(proto.SubjectFail, "oversized") == 1 && co.Dropped(proto.SubjectFail, "kind") == 1
 	})
 	if s := n1.Stats(); s.Assignments != 0 || s.Refused != 0 || s.RunsActive != 0 || s.SignalsEarly != 0 {
@@ -290,9 +293,15 @@ func TestForgeriesWithANodeCredentialFail(t *testing.T) {
 	refused(proto.FailSubject("n1"), fail("n1"))
 	refused("hf.coord.fail", fail("n1"))
 	refused(proto.TermSubject("n1"), transport.Encode(&transport.TermReport{Run: id, Gen: 1, Node: "n1", Idle: true}))
+	refused(proto.AckSubject("n1"), transport.Encode(&transport.Ack{Run: id, Gen: 1, Node: "n1"}))
 	must(t, evil.Publish(proto.FailSubject("n9"), fail("n9"))) // allowed: n9 is no node of the run
 	must(t, evil.Publish(proto.FailSubject("n9"), fail("n1"))) // n1 in the body
+	forgedAck := transport.Encode(&transport.Ack{Run: id, Gen: 1, Node: "n1"})
+	must(t, evil.Publish(proto.AckSubject("n9"), forgedAck)) // n1 in the body
 	must(t, evil.Sync(ctx))
+	testsupport.Eventually(t, 10*time.Second, "the leader drops an ack whose body names another node than its subject", func() bool {
+		return d.Coordinator().Dropped(proto.SubjectAck, "sender") == 1
+	})
 	st, err := c.Wait(ctx, id, nil)
 	must(t, err)
 	if st.State != proto.RunSucceeded || sink(st) != sink(base) {

@@ -65,14 +65,18 @@ func FuzzDecodeAssignment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })
 }
 
+// FuzzDecodeControl drives the decoders of the small control messages:
+// Cancel, TermReport, Envelope and Ack.
 func FuzzDecodeControl(f *testing.F) {
 	fuzzSeeds(f, TypeCancel)
 	fuzzSeeds(f, TypeTermReport)
 	fuzzSeeds(f, TypeEnvelope)
+	fuzzSeeds(f, TypeAck)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzRoundTrip[Cancel](t, data)
 		fuzzRoundTrip[TermReport](t, data)
 		fuzzRoundTrip[Envelope](t, data)
+		fuzzRoundTrip[Ack](t, data)
 	})
 }
 

@@ -18,12 +18,15 @@ import (
 //	TermReport  [6, 3, run, gen, node, wave, sent, received, idle, {from: count, ...}]
 //	Envelope    [7, 3, kind, run, node, body]
 //	EventBatch  [8, 3, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 3, run, gen, node, boot]
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
-// peer's messages are refused, as this build's are by it. Version 3 added
-// an Assignment's boots (the incarnation of each node's process the part
-// was made for).
+// peer's messages are refused, as this build's are by it. Ack (type 9), a
+// node's receipt of an Assignment on a subject of its own
+// (cluster/proto.AckSubject), came within version 2. Version 3 added an
+// Assignment's boots (the incarnation of each node's process the part was
+// made for).
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -44,6 +47,7 @@ const (
 	TypeTermReport Type = 6
 	TypeEnvelope   Type = 7
 	TypeEventBatch Type = 8
+	TypeAck        Type = 9
 )
 
 // Version is the wire format version this package writes and reads.
@@ -67,6 +71,8 @@ func (t Type) String() string {
 		return "envelope"
 	case TypeEventBatch:
 		return "event batch"
+	case TypeAck:
+		return "ack"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -859,6 +865,57 @@ func (t *TermReport) Decode(data []byte, lim Limits) error {
 	return r.end()
 }
 
+// ---- Ack ----
+
+// Ack is a node's receipt of an Assignment: node (whose process has boot id
+// Boot; "" when it does not say) has decoded the Assignment of run under
+// generation gen and holds or builds it; the leader need not send it again.
+// It is sent on receipt, before the node builds the run (seconds for a big
+// flow), and again for a copy that comes once the node holds the run.
+type Ack struct {
+	Run  string
+	Gen  uint64
+	Node string
+	Boot string
+}
+
+// Type implements Message.
+func (*Ack) Type() Type { return TypeAck }
+
+const ackFields = 4
+
+// AppendWire implements Message.
+func (a *Ack) AppendWire(b []byte) []byte {
+	b = appendHeader(b, TypeAck, ackFields)
+	b = appendStr(b, a.Run)
+	b = appendUint(b, a.Gen)
+	b = appendStr(b, a.Node)
+	return appendStr(b, a.Boot)
+}
+
+// Decode decodes an Ack into a. Run and Node must be valid ids, and Boot
+// one or empty.
+func (a *Ack) Decode(data []byte, lim Limits) error {
+	var r reader
+	if err := r.init(data, lim, TypeAck, ackFields); err != nil {
+		return err
+	}
+	var err error
+	if a.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if a.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if a.Node, err = r.id("node"); err != nil {
+		return err
+	}
+	if a.Boot, err = r.optID("boot"); err != nil {
+		return err
+	}
+	return r.end()
+}
+
 // ---- Envelope ----
 
 // Envelope carries a message type transport does not know: Kind names it (for
@@ -930,14 +987,14 @@ func PeekType(data []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < uint8(TypeSignal) || t > uint8(TypeEventBatch) {
+	if t < uint8(TypeSignal) || t > uint8(TypeAck) {
 		return 0, r.errf("unknown message type %d", t)
 	}
 	return Type(t), nil
 }
 
 // Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
-// *Assignment, *Cancel, *TermReport, *Envelope or *EventBatch.
+// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch or *Ack.
 func Decode(data []byte, lim Limits) (Message, error) {
 	t, err := PeekType(data)
 	if err != nil {
@@ -962,6 +1019,8 @@ func Decode(data []byte, lim Limits) (Message, error) {
 		m = new(TermReport)
 	case TypeEventBatch:
 		m = new(EventBatch)
+	case TypeAck:
+		m = new(Ack)
 	default:
 		m = new(Envelope)
 	}

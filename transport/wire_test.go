@@ -39,6 +39,8 @@ func sampleMessages() []Message {
 		&TermReport{Run: "r1", Gen: 3, Node: "n3", Wave: 1, Sent: 5, Received: 7, ReceivedFrom: map[string]uint64{"n1": 3, "n3": 4, "dead": 1 << 40}},
 		&Envelope{Kind: "hello", Node: "n1", Body: []byte{0}},
 		&Envelope{Kind: "drain", Run: "r9"},
+		&Ack{Run: "r1", Gen: 4, Node: "n2", Boot: "3fa9c1d2e4b5"},
+		&Ack{Run: strings.Repeat("r", MaxIDLen), Gen: math.MaxUint64, Node: "n"},
 	}
 }
 
@@ -177,6 +179,8 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "boots over the nodes", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0}, Boots: []string{"b1", "b2"}}), oversize: true, want: "boots"},
 		{name: "bad boot", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0}, Boots: []string{"a.b"}}), want: "not a valid id"},
 		{name: "bad state", data: raw(Encode(&TaskEvent{Run: "r", Node: "n"})[:10], []byte{9}, Encode(&TaskEvent{Run: "r", Node: "n"})[11:]), want: "unknown task state"},
+		{name: "ack without node", data: Encode(&Ack{Run: "r", Gen: 1}), want: "not a valid id"},
+		{name: "ack with a bad boot", data: Encode(&Ack{Run: "r", Gen: 1, Node: "n", Boot: "a b"}), want: "not a valid id"},
 		{name: "envelope without kind", data: Encode(&Envelope{}), want: "kind: empty"},
 		{name: "bool expected", data: raw(tr[:len(tr)-2], []byte{1, 0x80}), want: "want a bool"},
 		{name: "received_from not a map", data: raw(tr[:len(tr)-1], []byte{0x90}), want: "want a map"},

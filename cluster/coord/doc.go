@@ -63,8 +63,10 @@
 // While a server leads it (Leader's decisions, leader.go's I/O): writes node membership into the FSM (gossip's
 // deaths only once Liveness confirms them, pinging candidates on
 // proto.PingSubject; members suspect until a ping's answer verifies them);
-// adds coordinator voters; for every running run re-sends the Assignment every
-// 500ms to each node that has not reported for the generation, feeds
+// adds coordinator voters; for every running run sends the Assignment once to
+// each node, and again (500ms after, then doubling to 4s) only to a node that
+// has neither acknowledged it (transport.Ack on hf.coord.ack.<node>, sent on
+// receipt, before the node builds) nor reported for the generation; feeds
 // TermReports (hf.coord.term.<node>, the sender the subject's) to the run's Detector and sends probes; ends the
 // run on termination (succeeded, once CheckSuccess finds no work owed; a
 // refused verdict is counted in hetflow_verdicts_refused_total and probed

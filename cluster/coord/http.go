@@ -633,8 +633,20 @@ func (s *Server) initMetrics() {
 		Help: "Success verdicts the leader refused because the run's record shows work owed (a protocol bug; see coord.CheckSuccess)."})
 	s.deathsMetric = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hetflow_gossip_deaths_total",
 		Help: "Nodes gossip declared dead, by what NATS said: confirmed (dead) or refuted (alive, only slow); see coord.Liveness."}, []string{"verdict"})
-	s.reg.MustRegister(s.http, s.drops, s.refusedMetric, s.deathsMetric, (*collector)(s), collectors.NewGoCollector())
+	s.sentMetric = prometheus.NewCounter(prometheus.CounterOpts{Name: "hetflow_assignments_sent_total",
+		Help: "Assignment copies the leader sent to nodes: one per node and generation of a run, and a re-send to a node that acknowledged nothing (see coord.Leader.Ack)."})
+	s.reg.MustRegister(s.http, s.drops, s.refusedMetric, s.deathsMetric, s.sentMetric, (*collector)(s), collectors.NewGoCollector())
 }
+
+// assignmentSent counts an Assignment copy sent to a node.
+func (s *Server) assignmentSent() {
+	s.sentMetric.Inc()
+	s.sent.Add(1)
+}
+
+// AssignmentsSent is how many Assignment copies this server sent to nodes
+// while it led (hetflow_assignments_sent_total).
+func (s *Server) AssignmentsSent() uint64 { return s.sent.Load() }
 
 // verdictRefused counts a refused success verdict.
 func (s *Server) verdictRefused() {

@@ -18,7 +18,23 @@ import (
 
 // Leader loop timings.
 const (
-	resendEvery  = 500 * time.Millisecond // Assignment re-send to nodes that have not reported
+	// An Assignment goes to a node once; it is sent again only while the
+	// node has neither acknowledged it (transport.Ack, on receipt, before
+	// it builds the run) nor reported, resendFirst after the first send,
+	// then at intervals doubling up to resendMax: a lost Assignment (or
+	// ack) costs at most resendMax, and a node that has not read its
+	// control subject for a while (building another big run) gets a few
+	// copies, not one every 500 ms.
+	resendFirst  = 500 * time.Millisecond
+	resendMax    = 4 * time.Second
+	// A node that acknowledged an Assignment but has not reported since
+	// gets a copy ackedResend after its ack, then at intervals doubling up
+	// to ackedResendMax. A node building a big part reports once it is
+	// built, so this is rare and cheap; a node that refused the part
+	// answers a copy with its fail envelope again, which core NATS may
+	// have lost (the run would otherwise wait for its timeout).
+	ackedResend    = 10 * time.Second
+	ackedResendMax = time.Minute
 	tickEvery    = 100 * time.Millisecond
 	syncEvery    = time.Second // membership reconcile, even without events
 	probeTimeout = 2 * time.Second
@@ -31,8 +47,8 @@ const (
 
 // LeaderTimings are the leader loop's intervals, for a driver that keeps its
 // own clock (the simulation).
-var LeaderTimings = struct{ Tick, Resend, Sync, ProbeTimeout, CancelEvery time.Duration }{
-	tickEvery, resendEvery, syncEvery, probeTimeout, cancelEvery}
+var LeaderTimings = struct{ Tick, Resend, ResendMax, AckedResend, Sync, ProbeTimeout, CancelEvery time.Duration }{
+	tickEvery, resendFirst, resendMax, ackedResend, syncEvery, probeTimeout, cancelEvery}
 
 // maxRefusals is how many success verdicts in a row the leader refuses for
 // work owed before it fails the run loudly: the run is quiet (every node
@@ -105,10 +121,19 @@ type tracker struct {
 	run      Run
 	asg      *transport.Assignment
 	det      *Detector
-	lastSend time.Time
-	refused  int  // success verdicts refused in a row (verdict)
-	checking bool // a LeadCheck is out
-	ending   bool // a LeadApply of its finish is out
+	dlv      map[string]*delivery // node → the Assignment's delivery to it
+	refused  int                  // success verdicts refused in a row (verdict)
+	checking bool                 // a LeadCheck is out
+	ending   bool                 // a LeadApply of its finish is out
+}
+
+// delivery is the Assignment of one generation to one node of the run.
+type delivery struct {
+	next  time.Time     // when it goes again, unless acked or reported
+	every time.Duration // the interval after that (doubling to resendMax)
+	sent  int           // copies sent
+	acked bool          // the node acknowledged it (Ack)
+	boot  string        // the boot of the process that acked ("" when it did not say)
 }
 
 // LeadKind is what a LeaderAction asks for.
@@ -328,8 +353,8 @@ func (l *Leader) reconcile(now time.Time) {
 }
 
 // track starts (or, for a new generation, restarts) following a run: the
-// Assignment goes out to every node of the run now and again until each
-// reports.
+// Assignment goes out to every node of the run now, and again (Tick,
+// resend) only to a node that has neither acknowledged nor reported it.
 func (l *Leader) track(now time.Time, r Run) {
 	idx := map[string]uint32{}
 	for i, n := range r.Nodes {
@@ -339,11 +364,15 @@ func (l *Leader) track(now time.Time, r Run) {
 	for v, n := range r.Assignment {
 		owner[v] = idx[n]
 	}
-	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout),
+	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
 		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow, Boots: assignBoots(r)}}
 	l.runs[r.ID] = t
 	l.log(slog.LevelDebug, "tracking run", "run", r.ID, "gen", r.Gen, "nodes", r.Nodes)
-	l.sendAssignment(now, t)
+	for _, n := range r.Nodes {
+		d := &delivery{}
+		t.dlv[n] = d
+		l.sendAssignment(now, t, n, d)
+	}
 }
 
 // assignBoots names, per node of r, the process its part is for (Run.Boots):
@@ -361,13 +390,92 @@ func assignBoots(r Run) []string {
 	return out
 }
 
-func (l *Leader) sendAssignment(now time.Time, t *tracker) {
-	t.lastSend = now
+// sendAssignment sends t's Assignment to node and sets when it goes again
+// (resendFirst after the first copy, doubling up to resendMax).
+func (l *Leader) sendAssignment(now time.Time, t *tracker, node string, d *delivery) {
+	limit := resendMax
+	if d.acked {
+		limit = ackedResendMax
+	}
+	switch {
+	case d.sent == 0 || d.every == 0:
+		d.every = resendFirst
+	default:
+		d.every = min(2*d.every, limit)
+	}
+	d.sent++
+	d.next = now.Add(d.every)
+	l.send(node, t.asg)
+}
+
+// resend sends t's Assignment again to each node of the run whose copy is
+// due and that has neither acknowledged nor reported it. A node whose boot
+// the run recorded (Run.Boots) and that restarted since loses its part to
+// a new generation (Recover), whose Assignment goes out afresh; for one
+// whose boot the run did not record, an ack from a process that is gone
+// (the FSM shows the node under another boot since) stands for nothing:
+// the node's new process gets the Assignment at once, as one that had not
+// reported would have before acks.
+func (l *Leader) resend(now time.Time, t *tracker, boots func() map[string]string) {
 	for _, n := range t.run.Nodes {
-		if !t.det.Reported(n) {
-			l.send(n, t.asg)
+		d := t.dlv[n]
+		if d == nil {
+			continue
+		}
+		if d.acked {
+			if b := boots()[n]; d.boot != "" && b != "" && b != d.boot && t.run.Boots[n] == "" {
+				l.log(slog.LevelInfo, "the process that acknowledged an Assignment is gone: sending it again", "run", t.run.ID, "gen", t.run.Gen,
+					"node", n, "acked_boot", d.boot, "boot", b)
+				*d = delivery{sent: d.sent, next: now}
+			} else if t.det.Reported(n) {
+				continue
+			}
+			// Acked, not reported yet: the slow copies (ackedResend).
+		} else if t.det.Reported(n) {
+			continue
+		}
+		if now.Before(d.next) {
+			continue
+		}
+		l.sendAssignment(now, t, n, d)
+	}
+}
+
+// Ack takes a node's receipt of an Assignment (transport.Ack on
+// hf.coord.ack.<node>, a.Node the subject's): a sign of life from the node;
+// the Assignment of that generation is not sent to it again (resend). A
+// node that acked and builds its part for a while is neither sent it again
+// nor taken for lost: only gossip and pings say a node is dead (Liveness).
+func (l *Leader) Ack(now time.Time, a *transport.Ack) []LeaderAction {
+	l.heard(now, a.Node, "an Ack")
+	t := l.runs[a.Run]
+	if t == nil {
+		l.reconcile(now) // a run submitted an instant ago
+		t = l.runs[a.Run]
+	}
+	if t == nil || t.run.Gen != a.Gen {
+		return l.flush() // ended, or another generation: the latest goes on
+	}
+	if d := t.dlv[a.Node]; d != nil {
+		if !d.acked || d.boot != a.Boot {
+			// The next copy, unless the node reports first: ackedResend
+			// from now (sendAssignment doubles the interval after it).
+			d.next, d.every = now.Add(ackedResend), ackedResend/2
+		}
+		d.acked, d.boot = true, a.Boot
+	}
+	return l.flush()
+}
+
+// Sent is how many copies of run id's current Assignment the leader has
+// sent to node (0 when it does not track the run or the node is not in it).
+func (l *Leader) Sent(id, node string) int {
+	if t := l.runs[id]; t != nil {
+		if d := t.dlv[node]; d != nil {
+			return d.sent
 		}
 	}
+	return 0
 }
 
 func (l *Leader) probe(t *tracker, wave uint64) {
@@ -515,16 +623,23 @@ func (l *Leader) Applied(now time.Time, c *Command, err error) []LeaderAction {
 			break
 		}
 		state := c.Finish.State
-		if run, ok := l.view.Run(c.Finish.ID); ok {
+		run, ok := l.view.Run(c.Finish.ID)
+		if ok {
 			state = run.State
 		}
 		if state == proto.RunRunning {
 			// Not committed, and the run goes on: track it afresh (the next
 			// verdict, timeout or fail decides again). No Cancel: a node
 			// that let go of a running run would not take its Assignment
-			// again.
-			delete(l.runs, t.run.ID)
-			l.reconcile(now)
+			// again. The Assignment's deliveries stand for the same
+			// generation (what was acked is not sent again).
+			if run.Gen != t.run.Gen {
+				delete(l.runs, t.run.ID)
+				l.reconcile(now)
+				break
+			}
+			t.run, t.det = run, NewDetector(run.Gen, run.Nodes, probeTimeout)
+			t.refused, t.checking, t.ending = 0, false, false
 			break
 		}
 		l.release(t, state)
@@ -623,10 +738,21 @@ func failText(task, text string) string {
 
 // Tick advances time: pings to gossip's death candidates and unverified
 // members, the runs
-// reconciled, each run's timeout, Assignment re-send and detector tick.
+// reconciled, each run's timeout, Assignment re-sends (resend) and detector
+// tick.
 func (l *Leader) Tick(now time.Time) []LeaderAction {
 	l.pings(now)
 	l.reconcile(now)
+	var boots map[string]string
+	bootsOf := func() map[string]string { // the FSM's nodes' boots, read once a tick if at all
+		if boots == nil {
+			boots = map[string]string{}
+			for _, n := range l.view.Nodes() {
+				boots[n.ID] = n.Boot
+			}
+		}
+		return boots
+	}
 	for _, id := range sortedIDs(l.runs) {
 		t := l.runs[id]
 		if t.ending {
@@ -636,9 +762,7 @@ func (l *Leader) Tick(now time.Time) []LeaderAction {
 			l.finish(now, id, proto.RunFailed, "timed out after "+spec.FormatDuration(to))
 			continue
 		}
-		if now.Sub(t.lastSend) >= resendEvery {
-			l.sendAssignment(now, t)
-		}
+		l.resend(now, t, bootsOf)
 		l.act(now, t, t.det.Tick(now))
 	}
 	for k, at := range l.cancelSent {

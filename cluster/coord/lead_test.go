@@ -63,10 +63,11 @@ flows:
 //	submit RUN flow=NAME assign=N,N,… [timeout=MS] RunSubmit committed, then Reconcile
 //	tick | reconcile
 //	report NODE RUN gen=G [wave=W] [sent=S] [from=N:C,…] [idle]
+//	ack NODE RUN gen=G [boot=B]                  NODE acknowledges RUN's Assignment of gen G
 //	pong NODE alive|none [boot=B]
 //	fail RUN NODE task=T err=TEXT
 //	record RUN ok|owed=TASK|failed=TASK|unreadable   how record checks of RUN answer from now on
-//	state                                        the FSM's nodes and runs
+//	state [sent]                                 the FSM's nodes and runs (sent: the Assignment copies sent to each node)
 //
 // go test -run TestLeaderScenarios -rewrite rewrites the expected outputs.
 func TestLeaderScenarios(t *testing.T) {
@@ -216,6 +217,8 @@ func (sc *leadScenario) do(line string) []string {
 			}
 		}
 		sc.acts(0, sc.l.Report(now, r))
+	case "ack":
+		sc.acts(0, sc.l.Ack(now, &transport.Ack{Node: f[1], Run: f[2], Gen: sc.num(m["gen"]), Boot: m["boot"]}))
 	case "pong":
 		sc.acts(0, sc.l.Pong(now, f[1], m["boot"], f[2] == "alive"))
 	case "fail":
@@ -238,6 +241,11 @@ func (sc *leadScenario) do(line string) []string {
 			}
 			if gen, ok := sc.l.Tracking(r.ID); ok {
 				s += fmt.Sprintf(" tracked=%d", gen)
+				if _, ok := m["sent"]; ok {
+					for _, n := range r.Nodes {
+						s += fmt.Sprintf(" sent[%s]=%d", n, sc.l.Sent(r.ID, n))
+					}
+				}
 			}
 			sc.out = append(sc.out, s)
 		}

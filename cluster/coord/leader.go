@@ -37,6 +37,7 @@ func (v fsmView) Nodes() (ns []Node) {
 
 type inbound struct {
 	term *transport.TermReport
+	ack  *transport.Ack
 	fail *transport.Envelope
 	ping *pingAnswer
 }
@@ -92,6 +93,23 @@ func (s *Server) lead(ctx context.Context) {
 			s.log.Error("subscribe term reports", "err", err)
 			return
 		}
+		ack, err := s.nc.Subscribe(proto.SubjectAck, func(m *nats.Msg) {
+			var a transport.Ack
+			if err := a.Decode(m.Data, lim); err != nil {
+				s.dropped(proto.SubjectAck, err)
+				return
+			}
+			if a.Node != proto.SenderOf(m.Subject) {
+				s.dropped(proto.SubjectAck, errSender)
+				return
+			}
+			deliver(inbound{ack: &a})
+		})
+		if err != nil {
+			s.log.Error("subscribe assignment acks", "err", err)
+			closeSub(term)
+			return
+		}
 		fail, err := s.nc.Subscribe(proto.SubjectFail, func(m *nats.Msg) {
 			var e transport.Envelope
 			if err := e.Decode(m.Data, lim); err != nil {
@@ -110,10 +128,12 @@ func (s *Server) lead(ctx context.Context) {
 		})
 		if err != nil {
 			s.log.Error("subscribe fail reports", "err", err)
+			closeSub(ack)
 			closeSub(term)
 			return
 		}
 		defer closeSub(fail)
+		defer closeSub(ack)
 		defer closeSub(term)
 		l.pingInbox = s.nc.NATS().NewInbox()
 		pong, err := s.nc.Subscribe(l.pingInbox+".*", func(m *nats.Msg) {
@@ -143,6 +163,8 @@ func (s *Server) lead(ctx context.Context) {
 			switch {
 			case m.term != nil:
 				l.do(now, l.core.Report(now, m.term))
+			case m.ack != nil:
+				l.do(now, l.core.Ack(now, m.ack))
 			case m.ping != nil:
 				l.do(now, l.core.Pong(now, m.ping.node, m.ping.boot, m.ping.alive))
 			default:
@@ -259,6 +281,10 @@ func (l *leader) send(node string, m transport.Message) {
 	}
 	if err := l.s.nc.SendControl(node, m); err != nil {
 		l.s.log.Warn("send control", "node", node, "err", err)
+		return
+	}
+	if _, ok := m.(*transport.Assignment); ok {
+		l.s.assignmentSent()
 	}
 }
 

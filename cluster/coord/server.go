@@ -154,6 +154,10 @@ type Server struct {
 	longPolls                atomic.Int64 // status reads waiting for a change (awaitChange)
 	refused, deathsConfirmed atomic.Uint64
 	deathsRefuted            atomic.Uint64
+
+	// Assignment copies sent to nodes (hetflow_assignments_sent_total)
+	sentMetric prometheus.Counter
+	sent       atomic.Uint64
 }
 
 // New checks cfg and returns a Server that is not started.

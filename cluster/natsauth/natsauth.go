@@ -31,8 +31,8 @@ type Permissions struct {
 }
 
 // NodePermissions are what node id may do on NATS: publish Signal batches
-// from itself (to any node), its task events, its term reports and fail
-// envelopes, and read (never change) the two JetStream streams; subscribe
+// from itself (to any node), its task events, its term reports, fail
+// envelopes and Assignment acks, and read (never change) the two JetStream streams; subscribe
 // to its own Signals, its control subjects, its pings, the coordinators'
 // requests for its function catalog and its replies; and answer requests.
 func NodePermissions(id string) Permissions {
@@ -41,6 +41,7 @@ func NodePermissions(id string) Permissions {
 		transport.NodeEventsFilter(id),
 		proto.TermSubject(id),
 		proto.FailSubject(id),
+		proto.AckSubject(id),
 		"$JS.API.INFO",
 	}
 	for _, st := range []string{transport.StreamRecord, transport.StreamEvents} {

@@ -81,7 +81,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 		return s
 	}
 	batch := transport.Encode(&transport.Batch{From: "n1", Seq: 1, Signals: []transport.Signal{{Run: run, Gen: 1, Act: 1, Kind: transport.SignalEdge}}})
-	allowed := []string{own(transport.SignalSubject(run, "n2", "n1")), proto.TermSubject("n1"), proto.FailSubject("n1")}
+	allowed := []string{own(transport.SignalSubject(run, "n2", "n1")), proto.TermSubject("n1"), proto.FailSubject("n1"), proto.AckSubject("n1")}
 	for _, subj := range allowed {
 		if err := n1.Publish(subj, batch); err != nil {
 			t.Fatal(err)
@@ -134,7 +134,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 		own(transport.SignalSubject(run, "n3", "n2")), // a batch as n2
 		own(transport.SignalSubject(run, "n1", "n2")), // to itself as n2
 		own(transport.ControlSubject("n2")), transport.BroadcastSubject, own(transport.ControlSubject("n1")),
-		proto.FailSubject("n2"), proto.TermSubject("n2"), "hf.coord.fail", "hf.coord.term",
+		proto.FailSubject("n2"), proto.TermSubject("n2"), proto.AckSubject("n2"), "hf.coord.fail", "hf.coord.term", "hf.coord.ack",
 		own(transport.EventSubject(run, "n2")),
 		proto.PingSubject("n2"),
 		"$JS.API.STREAM.PURGE." + transport.StreamRecord, "$JS.API.STREAM.DELETE." + transport.StreamEvents,

@@ -44,7 +44,8 @@
 //     a CPU worker. A GPU task on a device the node lacks is refused.
 //
 // A refusal is a fail envelope (proto.FailSubject) naming the task and the
-// reason; it is repeated if the leader re-sends the Assignment.
+// reason; it is repeated for each copy of the Assignment that comes (the
+// node acked it already: a copy comes from a new leader).
 //
 // Each task body is a wrapper: it counts the vertex's activation (from 1,
 // per run), gathers Inputs (latest outputs of its strong predecessors, local
@@ -117,8 +118,11 @@
 // takes, by stream position), the latter split by sender in ReceivedFrom. It sends a TermReport
 // to proto.TermSubject(id) when the run goes idle (the idle callback only nudges
 // the run's goroutine), on every probe (Wave = the probe's), and every
-// Heartbeat while it holds the run; the first one acknowledges the
-// Assignment. Before each report it flushes the Batcher and waits until its
+// Heartbeat while it holds the run. The Assignment itself it acknowledges
+// on receipt, before building the run (a transport.Ack on
+// proto.AckSubject(id)), and again for each copy that comes once it holds
+// the run, so that the leader sends it once, not again while the node
+// builds (coord.Leader.Ack). Before each report it flushes the Batcher and waits until its
 // TaskEvents are stored, so a leader that sees every node idle finds every
 // event in JetStream. Received is read before Idle and Sent after it (the
 // parts' idleness is read under the node's lock, so no counted Signal is

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -415,6 +416,85 @@ func TestFailureIsRepeatedUntilReleased(t *testing.T) {
 		t.Errorf("n1 reported the failed run idle %d times after its failure", idleAfter)
 	}
 	c.release(ctx, out.run, "failed")
+}
+
+// TestAssignmentAcked: a node acknowledges an Assignment on receipt, before
+// it builds the run (an Assignment it refuses while building is acked
+// before its fail envelope goes out, on the same connection), and every
+// copy of one it holds again, counting the copy; the leader sends no more
+// once it has the ack (coord.Leader.Ack).
+func TestAssignmentAcked(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 30*time.Second)
+	type msg struct {
+		subject string
+		ack     transport.Ack
+	}
+	got := make(chan msg, 64)
+	sub, err := c.leader.conn.Subscribe("hf.coord.>", func(m *nats.Msg) {
+		var a transport.Ack
+		if m.Subject == proto.AckSubject("n0") {
+			if err := a.Decode(m.Data, transport.Limits{}); err != nil {
+				t.Errorf("ack: %v", err)
+			}
+		}
+		got <- msg{m.Subject, a}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	if err := c.leader.conn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string, skip ...string) msg {
+		t.Helper()
+		for {
+			select {
+			case m := <-got:
+				if slices.Contains(skip, m.subject) {
+					continue
+				}
+				return m
+			case <-ctx.Done():
+				t.Fatalf("no %s", what)
+			}
+		}
+	}
+	boot := c.nodes[0].Meta().Boot
+
+	// Refused while building: acked first.
+	bad := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Flow: []byte("{not a flow")}
+	if err := c.leader.conn.SendControl("n0", bad); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("ack of the refused assignment"); m.subject != proto.AckSubject("n0") || m.ack != (transport.Ack{Run: "rbad", Gen: 1, Node: "n0", Boot: boot}) {
+		t.Fatalf("first after a refused assignment: %s %+v, want its ack", m.subject, m.ack)
+	}
+	if m := next("fail envelope"); m.subject != proto.FailSubject("n0") {
+		t.Fatalf("after the ack: %s, want the fail envelope", m.subject)
+	}
+
+	// Taken, and a copy acked again.
+	file, g := parseFlow(t, loopFlow)
+	flow, err := spec.Marshal(file, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asg := &transport.Assignment{Run: "rgood", Gen: 1, Nodes: []string{"n0"}, Owner: make([]uint32, len(g.Vertices)), Flow: flow}
+	for i := range 2 {
+		if err := c.leader.conn.SendControl("n0", asg); err != nil {
+			t.Fatal(err)
+		}
+		m := next("ack", proto.TermSubject("n0"))
+		if m.ack != (transport.Ack{Run: "rgood", Gen: 1, Node: "n0", Boot: boot}) {
+			t.Fatalf("copy %d: %s %+v, want its ack", i+1, m.subject, m.ack)
+		}
+	}
+	if s := c.nodes[0].Stats(); s.Assignments != 1 || s.AssignmentCopies != 1 {
+		t.Fatalf("one Assignment taken and one copy: %+v", s)
+	}
+	c.release(ctx, "rgood", "cancelled")
 }
 
 // An Assignment made for an earlier process under a node's id (its Boots

@@ -110,9 +110,10 @@ type Config struct {
 
 // Stats are the node's counters.
 type Stats struct {
-	RunsActive  int    // runs held now
-	Assignments uint64 // Assignments taken (a re-sent one is not counted again)
-	Refused     uint64 // Assignments refused
+	RunsActive       int    // runs held now
+	Assignments      uint64 // Assignments taken (a re-sent one is not counted again)
+	AssignmentCopies uint64 // copies of an Assignment already held that came again (acked again, else ignored)
+	Refused          uint64 // Assignments refused
 	// Assignments made for an earlier process of this node id (a restart):
 	// ignored, the leader moves their parts.
 	AssignmentsOtherBoot uint64
@@ -142,6 +143,7 @@ type Stats struct {
 type counters struct {
 	assignments, refused, tasks      atomic.Uint64
 	otherBoot                        atomic.Uint64 // Stats.AssignmentsOtherBoot
+	assignmentCopies                 atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	late                             atomic.Uint64
@@ -442,6 +444,7 @@ func (n *Node) Stats() Stats {
 		FlowsCached:          cached,
 		FlowsReused:          reused,
 		Assignments:          n.stats.assignments.Load(),
+		AssignmentCopies:     n.stats.assignmentCopies.Load(),
 		Refused:              n.stats.refused.Load(),
 		AssignmentsOtherBoot: n.stats.otherBoot.Load(),
 		TasksExecuted:        n.stats.tasks.Load(),
@@ -591,7 +594,11 @@ func (n *Node) assign(a *transport.Assignment) {
 	old := n.runs[a.Run]
 	if old != nil && a.Gen <= old.sm.Gen() {
 		n.mu.Unlock()
-		return // already running it (the leader re-sends until it hears from us)
+		// Already running it: a copy the leader sent before our ack
+		// reached it, or because the ack was lost. Ack again.
+		n.stats.assignmentCopies.Add(1)
+		n.sendAck(a)
+		return
 	}
 	if g, ok := n.ended[a.Run]; ok && a.Gen <= g {
 		n.mu.Unlock()
@@ -608,6 +615,9 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 	n.mu.Unlock()
+	// Acknowledge receipt before building (seconds for a big flow), so the
+	// leader sends no more copies meanwhile (coord.Leader.Ack).
+	n.sendAck(a)
 	if old != nil {
 		// A newer generation of a run held here: nodes were lost. Keep what
 		// runs here and take over what moved here (recover.go).
@@ -886,6 +896,14 @@ func (n *Node) sendFail(run, task string, err error) {
 	env := &transport.Envelope{Kind: proto.KindFail, Run: run, Node: n.id, Body: body}
 	if perr := n.conn.Publish(proto.FailSubject(n.id), transport.Encode(env)); perr != nil {
 		n.log.Error("fail envelope not sent", "run", run, "task", task, "err", perr)
+	}
+}
+
+// sendAck acknowledges the receipt of Assignment a to the leader.
+func (n *Node) sendAck(a *transport.Assignment) {
+	ack := &transport.Ack{Run: a.Run, Gen: a.Gen, Node: n.id, Boot: n.boot}
+	if err := n.conn.Publish(proto.AckSubject(n.id), transport.Encode(ack)); err != nil {
+		n.log.Warn("assignment ack not sent", "run", a.Run, "gen", a.Gen, "err", err)
 	}
 }
 

@@ -40,6 +40,7 @@ const NodeUserPrefix = "node:"
 const (
 	SubjectTerm = "hf.coord.term.*" // transport.TermReport from nodes: TermSubject
 	SubjectFail = "hf.coord.fail.*" // transport.Envelope{Kind: KindFail} from nodes: FailSubject
+	SubjectAck  = "hf.coord.ack.*"  // transport.Ack from nodes: AckSubject
 )
 
 // TermSubject is the subject node sends its TermReports on.
@@ -48,8 +49,11 @@ func TermSubject(node string) string { return "hf.coord.term." + node }
 // FailSubject is the subject node sends its fail envelopes on.
 func FailSubject(node string) string { return "hf.coord.fail." + node }
 
+// AckSubject is the subject node acknowledges Assignments on.
+func AckSubject(node string) string { return "hf.coord.ack." + node }
+
 // SenderOf is the last token of subject: the sending node of a message on
-// TermSubject, FailSubject or transport.EventSubject, which the server
+// TermSubject, FailSubject, AckSubject or transport.EventSubject, which the server
 // enforces.
 func SenderOf(subject string) string {
 	if i := strings.LastIndexByte(subject, '.'); i >= 0 {

@@ -15,8 +15,10 @@
 //   - The coordinator: the real coord.FSM (commands applied as raft applies
 //     them once committed; it survives a leader change) and the real
 //     coord.Leader, the leader loop's decisions, driven here as
-//     cluster/coord/leader.go drives it (leader.go): Assignment re-sent
-//     every 500 ms until reported, the Detector's probes, the verdict
+//     cluster/coord/leader.go drives it (leader.go): Assignment sent once
+//     to each node, and again only while the node has neither acknowledged
+//     nor reported it (500 ms after the first copy, then doubling up to
+//     4 s), the Detector's probes, the verdict
 //     checked by coord.CheckSuccess over the run's TaskEvents (nodes store
 //     a running, done or failed event per activation in a simulated event
 //     stream, durable like the record), refusals, gossip's deaths pinged
@@ -29,7 +31,7 @@
 //     to a node of an older generation, Cancel after a verdict. Plan is
 //     called at submit.
 //   - Nodes: per run one runproto.Run (the real state machine) and what
-//     cluster/node does around it (assign, cancel, early Signals, the
+//     cluster/node does around it (assign and its ack on receipt, cancel, early Signals, the
 //     record replay after a reconnect, the takeover follow, heartbeats),
 //     over a simulated executor with Taskflow's join-counter semantics:
 //     strong in-edges counted, a condition's pick starting its successor at
@@ -107,11 +109,15 @@
 //     (the one memberlist shows) NATS reached without trouble (no freeze,
 //     disconnect, NATS or leader outage) from before memberlist's verdict
 //     until the confirmation.
+//  7. An ack stops the copies: the leader never sends an Assignment again
+//     to the process that acknowledged it to this leader (it may be
+//     building the run for a while). TestSimulation logs the copies sent
+//     per (run, generation, node).
 //
 // TestPlantedLeaderBugs shows the simulation catches leader bugs planted
 // through Options: Liveness confirming a death on the first suspicion
 // (Silence), CheckSuccess bypassed (SkipCheck) where a failure report is
-// lost or nodes lie idle (LieIdle).
+// lost or nodes lie idle (LieIdle), the nodes' acks ignored (IgnoreAcks).
 //
 // # Running
 //

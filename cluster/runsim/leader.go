@@ -42,11 +42,29 @@ type leaderWorld struct {
 	refuted    int                              // gossip deaths NATS refuted
 	confirmed  int                              // gossip deaths NATS confirmed
 	falseDeath bool                             // a live node was confirmed dead (Options.Silence planted)
+
+	acked      map[ackKey]ackRec // Assignment acks the leader of a term took (the first, per process)
+	copies     int               // Assignment copies sent
+	deliveries map[delivery]bool // the (run, generation, node) those copies were
+}
+
+// ackKey is an Assignment ack as one term of leadership took it.
+type ackKey struct {
+	epoch int
+	d     delivery
+}
+
+// delivery is an Assignment of one generation of a run to one node.
+type delivery struct {
+	run  string
+	gen  uint64
+	node string
 }
 
 func (lw *leaderWorld) init() {
 	if lw.events == nil {
 		lw.events, lw.ringDead, lw.troubled = map[string][]transport.TaskEvent{}, map[string]time.Duration{}, map[string]time.Duration{}
+		lw.acked, lw.deliveries = map[ackKey]ackRec{}, map[delivery]bool{}
 	}
 }
 
@@ -170,6 +188,14 @@ func (l *leader) receive(m any) {
 	case *transport.TermReport:
 		l.w.logf("leader: %s", describe(m))
 		l.do(l.core.Report(now, m))
+	case *transport.Ack:
+		l.w.logf("leader: %s", describe(m))
+		if k := (ackKey{l.epoch, delivery{m.Run, m.Gen, m.Node}}); l.w.ls.acked[k].boot != m.Boot {
+			l.w.ls.acked[k] = ackRec{m.Boot, now}
+		}
+		if !l.w.opt.IgnoreAcks {
+			l.do(l.core.Ack(now, m))
+		}
 	case failMsg:
 		task, text, _ := strings.Cut(strings.TrimPrefix(m.err, "task "), ": ")
 		body, _ := json.Marshal(proto.FailBody{Task: task, Error: text})
@@ -220,8 +246,29 @@ func (l *leader) do(acts []coord.LeaderAction) {
 	}
 }
 
+// ackRec is an ack the leader took: the acking process's boot, and when.
+type ackRec struct {
+	boot string
+	at   time.Time
+}
+
 // send publishes a control message (a probe as the simulation's probeMsg).
+// An Assignment is counted, and checked against the acks: the leader sends
+// no copy to the process that acknowledged it to this leader sooner than
+// coord.LeaderTimings.AckedResend after the ack (it may be building the run
+// for a while: slow is not dead; the slow copies after that are answered
+// again by a node that refused the part).
 func (l *leader) send(node string, m transport.Message) {
+	if a, ok := m.(*transport.Assignment); ok {
+		w, d := l.w, delivery{a.Run, a.Gen, node}
+		w.ls.copies++
+		w.ls.deliveries[d] = true
+		if ack, ok := w.ls.acked[ackKey{l.epoch, d}]; ok && w.clock().Sub(ack.at) < coord.LeaderTimings.AckedResend {
+			if p := w.procs[node]; p != nil && fmt.Sprint(p.boot) == ack.boot {
+				w.fail("leader re-sent %s's gen %d Assignment to %s, whose process (boot %s) had acknowledged it %v before", a.Run, a.Gen, node, ack.boot, w.clock().Sub(ack.at))
+			}
+		}
+	}
 	if e, ok := m.(*transport.Envelope); ok && e.Kind == proto.KindProbe {
 		wave := binary.LittleEndian.Uint64(e.Body)
 		l.w.logf("leader: probe %s wave %d to %s", e.Run, wave, node)
@@ -361,9 +408,11 @@ func (w *world) troubledAt(id string) {
 
 // LeaderStats counts what the leader decided in a seed.
 type LeaderStats struct {
-	Refused   int // success verdicts refused (work owed)
-	Refuted   int // gossip deaths NATS refuted (the node answered)
-	Confirmed int // gossip deaths NATS confirmed
+	Refused    int // success verdicts refused (work owed)
+	Refuted    int // gossip deaths NATS refuted (the node answered)
+	Confirmed  int // gossip deaths NATS confirmed
+	Copies     int // Assignment copies sent
+	Deliveries int // the (run, generation, node) they were: copies beyond these were re-sends
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -119,6 +119,8 @@ func describe(m any) string {
 		return fmt.Sprintf("assignment gen %d", m.Gen)
 	case *transport.Cancel:
 		return fmt.Sprintf("cancel gen %d %s", m.Gen, m.Reason)
+	case *transport.Ack:
+		return fmt.Sprintf("ack %s gen %d boot %s", m.Node, m.Gen, m.Boot)
 	case *transport.TermReport:
 		return fmt.Sprintf("report %s gen %d wave %d sent %d recv %d idle %v from %v", m.Node, m.Gen, m.Wave, m.Sent, m.Received, m.Idle, m.ReceivedFrom)
 	case probeMsg:

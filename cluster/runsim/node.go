@@ -101,7 +101,9 @@ func (p *proc) receive(from string, m any) {
 	}
 }
 
-// assign mirrors cluster/node Node.assign.
+// assign mirrors cluster/node Node.assign: an Assignment the process
+// takes, or a copy of one it holds, is acknowledged at once (the ack goes
+// before the build in cluster/node).
 func (p *proc) assign(a *transport.Assignment) {
 	me := slices.Index(a.Nodes, p.id)
 	if me < 0 {
@@ -113,11 +115,13 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	old := p.runs[a.Run]
 	if old != nil && a.Gen <= old.r.Gen() {
+		p.ack(a)
 		return
 	}
 	if g, ok := p.ended[a.Run]; ok && a.Gen <= g {
 		return
 	}
+	p.ack(a)
 	if old != nil {
 		acts, mv, err := old.r.Assign(a)
 		if err != nil {
@@ -175,6 +179,12 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	h.idleCheck()
 	h.beat()
+}
+
+// ack acknowledges an Assignment to the leader (transport.Ack on
+// proto.AckSubject, a control-plane subject: lost like a report).
+func (p *proc) ack(a *transport.Assignment) {
+	p.w.publish(p, "", &transport.Ack{Run: a.Run, Gen: a.Gen, Node: p.id, Boot: fmt.Sprint(p.boot)})
 }
 
 func (h *hold) sendFail() {

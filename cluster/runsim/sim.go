@@ -74,6 +74,10 @@ type Options struct {
 	// detector can then terminate a run with work owed; the record check
 	// must refuse, and a refused verdict is not a violation).
 	LieIdle bool
+	// IgnoreAcks: the leader is not told of the nodes' Assignment acks
+	// (coord.Leader.Ack never called), as a leader that takes only reports
+	// would: it re-sends to nodes that acked.
+	IgnoreAcks bool
 }
 
 // Default is what Run simulates.
@@ -166,7 +170,8 @@ func (w *world) result() Result {
 	r.Steps = w.step
 	r.SimTime = w.now
 	r.Faults = w.faults
-	r.Leader = LeaderStats{Refused: w.ls.refused, Refuted: w.ls.refuted, Confirmed: w.ls.confirmed}
+	r.Leader = LeaderStats{Refused: w.ls.refused, Refuted: w.ls.refuted, Confirmed: w.ls.confirmed,
+		Copies: w.ls.copies, Deliveries: len(w.ls.deliveries)}
 	for _, sr := range w.runs {
 		rr := RunResult{ID: sr.id}
 		if run, ok := w.fsm.Run(sr.id); ok {

@@ -16,7 +16,8 @@ import (
 // where they exist).
 const (
 	tickEvery     = 100 * time.Millisecond // leader.go tickEvery
-	resendEvery   = 500 * time.Millisecond // leader.go resendEvery
+	resendFirst   = 500 * time.Millisecond // lead.go resendFirst: an Assignment neither acked nor reported goes again
+	resendMax     = 4 * time.Second        // lead.go resendMax: the re-send interval doubles up to it
 	syncEvery     = time.Second            // leader.go syncEvery
 	probeTimeout  = 2 * time.Second        // leader.go probeTimeout
 	cancelEvery   = 500 * time.Millisecond // leader.go cancelEvery
