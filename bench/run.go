@@ -70,7 +70,7 @@ type Report struct {
 	Files       []string     `json:"files"` // what Run wrote under Out
 }
 
-// Run measures every experiment of c and writes, under c.Out, one JSON
+// Run measures every experiment of c (those of c.Only when it names some) and writes, under c.Out, one JSON
 // result file per experiment (htdg.json, loop.json, corun.json,
 // granularity.json, sim.json) and the plots (SVG and PNG). It stops at the
 // first failure; the files of the experiments done by then are written.
@@ -96,7 +96,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	var err error
 	step := func(name string, fn func() (any, error)) {
-		if err != nil {
+		if err != nil || !c.runs(name) {
 			return
 		}
 		t0 := time.Now()
