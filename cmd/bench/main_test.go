@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hetflow/hetflow/bench"
@@ -58,5 +62,65 @@ func TestNarrow(t *testing.T) {
 	q := bench.Quick()
 	if got, want := fmt.Sprint(c.BoxSizes, c.BoxRuns, c.Timeout, c.Out), fmt.Sprint(q.BoxSizes, q.BoxRuns, q.Timeout, q.Out); got != want {
 		t.Errorf("flags not given changed the preset: %s, want %s", got, want)
+	}
+}
+
+// On timed sim devices (--sim-profile) the results' notes and every plot's
+// title say the times are modeled and name the profile (issue 20, as
+// cmd/htdg's TestTimedCLI checks for htdg); on the plain sim they say
+// neither. One tiny HTDG experiment (--only htdg) on one node each time.
+func TestTimedRunsSayModeled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts dev clusters")
+	}
+	t.Setenv(gpu.SimProfileEnv, "") // --sim-profile sets it: restored after the test
+	tiny := []string{"--quick", "--only", "htdg", "--sizes", "40", "--nodes", "1", "--gpus-per-node", "1",
+		"--reps", "1", "--box-sizes", "40", "--box-runs", "1", "--quiet"}
+	for _, c := range []struct {
+		name    string
+		flags   []string
+		modeled bool
+	}{
+		{"plain sim", nil, false},
+		{"timed sim", []string{"--sim-profile", "h200"}, true},
+	} {
+		out := t.TempDir()
+		if code := run(append(append(append([]string{}, tiny...), c.flags...), "--out", out)); code != exitOK {
+			t.Fatalf("%s: exit %d", c.name, code)
+		}
+		var h struct {
+			Meta bench.Meta `json:"meta"`
+		}
+		b, err := os.ReadFile(filepath.Join(out, "htdg.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &h)
+		}
+		if err != nil {
+			t.Fatalf("%s: htdg.json: %v", c.name, err)
+		}
+		noted := false
+		for _, n := range h.Meta.Notes {
+			noted = noted || strings.Contains(n, "MODELED") && strings.Contains(n, "profile h200")
+		}
+		if noted != c.modeled {
+			t.Errorf("%s: htdg.json's notes say modeled (profile h200): %v, want %v: %q", c.name, noted, c.modeled, h.Meta.Notes)
+		}
+		svgs, _ := filepath.Glob(filepath.Join(out, "*.svg"))
+		if len(svgs) == 0 {
+			t.Fatalf("%s: no plots in %s", c.name, out)
+		}
+		for _, f := range svgs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(b), "timed sim (h200): times MODELED"); got != c.modeled {
+				t.Errorf("%s: %s's title says modeled: %v, want %v", c.name, filepath.Base(f), got, c.modeled)
+			}
+		}
+		// --only htdg: the other experiments did not run
+		if _, err := os.Stat(filepath.Join(out, "loop.json")); !os.IsNotExist(err) {
+			t.Errorf("%s: --only htdg wrote loop.json (%v)", c.name, err)
+		}
 	}
 }
