@@ -68,7 +68,8 @@ func TestNarrow(t *testing.T) {
 // On timed sim devices (--sim-profile) the results' notes and every plot's
 // title say the times are modeled and name the profile (issue 20, as
 // cmd/htdg's TestTimedCLI checks for htdg); on the plain sim they say
-// neither. One tiny HTDG experiment (--only htdg) on one node each time.
+// neither; --replot draws them again the same way. One tiny HTDG experiment
+// (--only htdg) on one node each time.
 func TestTimedRunsSayModeled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts dev clusters")
@@ -116,6 +117,27 @@ func TestTimedRunsSayModeled(t *testing.T) {
 			}
 			if got := strings.Contains(string(b), "timed sim (h200): times MODELED"); got != c.modeled {
 				t.Errorf("%s: %s's title says modeled: %v, want %v", c.name, filepath.Base(f), got, c.modeled)
+			}
+		}
+		if got := h.Meta.SimProfile; (got == "h200") != c.modeled {
+			t.Errorf("%s: htdg.json's sim_profile %q", c.name, got)
+		}
+		// Drawn again without the profile set, the titles still say it:
+		// --replot reads it from the results.
+		if c.modeled {
+			t.Setenv(gpu.SimProfileEnv, "")
+			for _, f := range svgs {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code := run([]string{"--replot", out}); code != exitOK {
+				t.Fatalf("--replot: exit %d", code)
+			}
+			for _, f := range svgs {
+				if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "timed sim (h200): times MODELED") {
+					t.Errorf("--replot: %s's title does not say modeled (%v)", filepath.Base(f), err)
+				}
 			}
 		}
 		// --only htdg: the other experiments did not run
