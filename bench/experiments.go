@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/gpu"
@@ -52,6 +54,10 @@ type Config struct {
 	// Simulation: project the HTDG of SimTasks tasks to SimNodes nodes.
 	SimTasks int
 	SimNodes []int
+
+	// Only names the experiments Run measures (Experiments; nil: all). The
+	// simulation calibrates on the HTDG results, so "sim" needs "htdg".
+	Only []string
 
 	Progress io.Writer // a line per measurement (nil: none)
 
@@ -120,8 +126,22 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: %d simulated nodes: want 1 to 10000", ErrConfig, n)
 		}
 	}
+	for _, e := range c.Only {
+		if !slices.Contains(Experiments, e) {
+			return fmt.Errorf("%w: no experiment %q: want one of %s", ErrConfig, e, strings.Join(Experiments, ", "))
+		}
+	}
+	if c.runs("sim") && !c.runs("htdg") {
+		return fmt.Errorf("%w: the simulation (sim) calibrates on the HTDG results: it needs htdg", ErrConfig)
+	}
 	return nil
 }
+
+// Experiments are the experiments of a Run, in the order it measures them.
+var Experiments = []string{"htdg", "loop", "corun", "granularity", "sim"}
+
+// runs reports whether Run measures experiment e (Only).
+func (c *Config) runs(e string) bool { return len(c.Only) == 0 || slices.Contains(c.Only, e) }
 
 // ErrConfig is matched by a Config that Validate refuses.
 var ErrConfig = errors.New("bench: bad configuration")

@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
-	"github.com/hetflow/hetflow/gpu"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -32,11 +30,13 @@ func save(p *plot.Plot, dir, name string, files *[]string) error {
 	return nil
 }
 
-func newPlot(title, x, y string) *plot.Plot {
+// newPlot is a plot of the results m heads: its title says when their
+// times are modeled (m.TimedSim), also when drawn again by Replot.
+func newPlot(m *Meta, title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title + "\n" + plotNote
-	if sp, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv)); err == nil && sp != nil {
-		p.Title.Text += "\ntimed sim (" + sp.Name + "): times MODELED"
+	if name := m.TimedSim(); name != "" {
+		p.Title.Text += "\ntimed sim (" + name + "): times MODELED"
 	}
 	p.Title.TextStyle.Font.Size = vg.Points(10)
 	p.X.Label.Text = x
@@ -133,7 +133,7 @@ func plotHTDG(dir string, h *HTDGReport, files *[]string) error {
 	if len(h.Configs) == 0 {
 		return nil
 	}
-	p := newPlot("HTDG runtime against size (median per point)", "tasks", "runtime (s)")
+	p := newPlot(&h.Meta, "HTDG runtime against size (median per point)", "tasks", "runtime (s)")
 	logXY(p, true, true)
 	i := 0
 	for _, cr := range h.Configs {
@@ -178,7 +178,7 @@ func plotHTDG(dir string, h *HTDGReport, files *[]string) error {
 	}
 
 	// throughput
-	p = newPlot("HTDG throughput against size", "tasks", "tasks per second")
+	p = newPlot(&h.Meta, "HTDG throughput against size", "tasks", "tasks per second")
 	logXY(p, true, true)
 	for j, cr := range h.Configs {
 		var xys plotter.XYs
@@ -205,7 +205,7 @@ func plotHTDG(dir string, h *HTDGReport, files *[]string) error {
 	sort.Ints(keys)
 	for _, n := range keys {
 		bs := sizes[n]
-		p := newPlot(fmt.Sprintf("HTDG of %s tasks: runtime over %d runs", sizeLabel(n), len(bs[0].RunsS)), "", "runtime (s)")
+		p := newPlot(&h.Meta, fmt.Sprintf("HTDG of %s tasks: runtime over %d runs", sizeLabel(n), len(bs[0].RunsS)), "", "runtime (s)")
 		p.Legend.Top = false
 		var names []string
 		for j, b := range bs {
@@ -230,7 +230,7 @@ func plotLoop(dir string, l *LoopReport, files *[]string) error {
 	if len(l.Rows) == 0 {
 		return nil
 	}
-	p := newPlot(fmt.Sprintf("condition loop of %d iterations against the same work unrolled", l.Iterations), "", "runtime (s, median)")
+	p := newPlot(&l.Meta, fmt.Sprintf("condition loop of %d iterations against the same work unrolled", l.Iterations), "", "runtime (s, median)")
 	p.Legend.Top = false
 	var names []string
 	vals := make(plotter.Values, len(l.Rows))
@@ -254,7 +254,7 @@ func plotCorun(dir string, c *CorunReport, files *[]string) error {
 	if len(c.Rows) == 0 {
 		return nil
 	}
-	p := newPlot(fmt.Sprintf("co-run: k HTDG flows of %s tasks at once on %s", sizeLabel(c.Tasks), c.Label), "k (flows at once)", "")
+	p := newPlot(&c.Meta, fmt.Sprintf("co-run: k HTDG flows of %s tasks at once on %s", sizeLabel(c.Tasks), c.Label), "k (flows at once)", "")
 	var th, ws, cu plotter.XYs
 	for _, r := range c.Rows {
 		th = append(th, plotter.XY{X: float64(r.K), Y: r.ThroughputTPS})
@@ -269,7 +269,7 @@ func plotCorun(dir string, c *CorunReport, files *[]string) error {
 	if err := save(p, dir, "corun_throughput", files); err != nil {
 		return err
 	}
-	p = newPlot(fmt.Sprintf("co-run: weighted speedup and CPU utilisation, %s tasks per flow", sizeLabel(c.Tasks)), "k (flows at once)", "")
+	p = newPlot(&c.Meta, fmt.Sprintf("co-run: weighted speedup and CPU utilisation, %s tasks per flow", sizeLabel(c.Tasks)), "k (flows at once)", "")
 	p.Y.Label.Text = "weighted speedup Σ solo/co-run  |  CPU utilisation (% / 100)"
 	for i := range cu {
 		cu[i].Y /= 100
@@ -297,7 +297,7 @@ func plotGranularity(dir string, g *GranReport, files *[]string) error {
 	default:
 		title += ", 50% not reached"
 	}
-	p := newPlot(title, "task grain (µs of spin)", "efficiency (1-node time / multi-node time)")
+	p := newPlot(&g.Meta, title, "task grain (µs of spin)", "efficiency (1-node time / multi-node time)")
 	logXY(p, true, false)
 	var xys plotter.XYs
 	for _, r := range g.Rows {
@@ -317,7 +317,7 @@ func plotGranularity(dir string, g *GranReport, files *[]string) error {
 
 func plotSim(dir string, s *SimReport, files *[]string) error {
 	if len(s.Calibration) > 0 {
-		p := newPlot(fmt.Sprintf("simulation calibration: mean |error| %.0f%%, max %.0f%%", 100*s.MeanAbsErr, 100*s.MaxAbsErr), "measured runtime (s)", "predicted runtime (s)")
+		p := newPlot(&s.Meta, fmt.Sprintf("simulation calibration: mean |error| %.0f%%, max %.0f%%", 100*s.MeanAbsErr, 100*s.MaxAbsErr), "measured runtime (s)", "predicted runtime (s)")
 		logXY(p, true, true)
 		byNodes := map[int]plotter.XYs{}
 		lo, hi := math.Inf(1), 0.0
@@ -354,7 +354,7 @@ func plotSim(dir string, s *SimReport, files *[]string) error {
 	if len(s.Projections) == 0 {
 		return nil
 	}
-	p := newPlot(fmt.Sprintf("projected HTDG runtime, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "runtime (s)")
+	p := newPlot(&s.Meta, fmt.Sprintf("projected HTDG runtime, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "runtime (s)")
 	p.Legend.Left = false
 	logXY(p, true, true)
 	var rt, mk, lrt, lmk plotter.XYs
@@ -383,7 +383,7 @@ func plotSim(dir string, s *SimReport, files *[]string) error {
 	if err := save(p, dir, "sim_projection", files); err != nil {
 		return err
 	}
-	p = newPlot(fmt.Sprintf("projected cross-node traffic, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "")
+	p = newPlot(&s.Meta, fmt.Sprintf("projected cross-node traffic, %s tasks (simulation)", sizeLabel(s.Projections[0].Tasks)), "nodes", "")
 	logXY(p, true, true)
 	var ed, by plotter.XYs
 	for _, pr := range s.Projections {

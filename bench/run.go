@@ -33,6 +33,28 @@ type Meta struct {
 	Cluster    string   `json:"cluster"` // "in-process dev clusters" or the servers
 	Seed       uint64   `json:"seed"`
 	Notes      []string `json:"notes"`
+	// SimProfile names the timed sim profile the GPU tasks ran on; empty:
+	// not the timed sim (the times are not modeled).
+	SimProfile string `json:"sim_profile,omitempty"`
+}
+
+// timedNote begins the note of results made on the timed sim.
+const timedNote = "GPU tasks ran on timed sim devices (profile "
+
+// TimedSim is the timed sim profile the results ran on ("" none): SimProfile,
+// or for results written before it, the profile their note names.
+func (m *Meta) TimedSim() string {
+	if m.SimProfile != "" {
+		return m.SimProfile
+	}
+	for _, n := range m.Notes {
+		if rest, ok := strings.CutPrefix(n, timedNote); ok {
+			if name, _, ok := strings.Cut(rest, ","); ok {
+				return name
+			}
+		}
+	}
+	return ""
 }
 
 // Command is recorded in every Meta (set by the CLI).
@@ -45,13 +67,15 @@ func newMeta(c *Config, exp string) Meta {
 		Notes:   []string{EqualWorkersNote}}
 	if gpu.Backend() == "sim" {
 		if p, err := gpu.LookupProfile(os.Getenv(gpu.SimProfileEnv)); err == nil && p != nil {
-			m.Notes = append(m.Notes, "GPU tasks ran on timed sim devices (profile "+p.Name+", not calibrated against hardware): every time is MODELED device time plus real CPU time")
+			m.SimProfile = p.Name
+			m.Notes = append(m.Notes, timedNote+p.Name+", not calibrated against hardware): every time is MODELED device time plus real CPU time")
 		} else {
 			m.Notes = append(m.Notes, "GPU tasks ran on sim devices (on the CPU): the CUDA figures are missing")
 		}
 	}
 	if len(c.Servers) > 0 {
 		m.Cluster = strings.Join(c.Servers, ",")
+		m.SimProfile = "" // this process's sim profile says nothing of the cluster's devices
 		m.Notes = []string{"a running cluster: each node's counters (node_counters: deltas over each run) and peak memory (peak_rss_bytes, peak_heap_bytes: sampled every 100 ms) are read from its /metrics (node --http; GET /v1/nodes gives the address); the bench process's memory and CPU time are not the cluster's and are not given"}
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -70,7 +94,7 @@ type Report struct {
 	Files       []string     `json:"files"` // what Run wrote under Out
 }
 
-// Run measures every experiment of c and writes, under c.Out, one JSON
+// Run measures every experiment of c (those of c.Only when it names some) and writes, under c.Out, one JSON
 // result file per experiment (htdg.json, loop.json, corun.json,
 // granularity.json, sim.json) and the plots (SVG and PNG). It stops at the
 // first failure; the files of the experiments done by then are written.
@@ -96,7 +120,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	var err error
 	step := func(name string, fn func() (any, error)) {
-		if err != nil {
+		if err != nil || !c.runs(name) {
 			return
 		}
 		t0 := time.Now()

@@ -6,6 +6,8 @@
 //	go run ./cmd/bench --quick                 # CI-sized, under two minutes on 2 cores
 //	go run ./cmd/bench --out docs/bench        # the full run behind docs/bench/
 //	go run ./cmd/bench --server URL[,URL...]   # a running cluster (node --http for /metrics)
+//	go run ./cmd/bench --quick --only htdg --sizes 1K,5K --nodes 1,2 --gpus-per-node 1,2 --sim-profile h200
+//	                                           # one experiment, its sizes and node sets, timed sim devices
 //
 // Exit codes: 0 done, 1 a run failed, 2 invalid input (flags, results
 // directory), 3 the cluster cannot be reached, 4 not authorised, 5 not
@@ -18,10 +20,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hetflow/hetflow/bench"
+	"github.com/hetflow/hetflow/gpu"
 	"github.com/hetflow/hetflow/internal/cli"
 	"github.com/spf13/cobra"
 )
@@ -66,6 +71,10 @@ func benchCmd() *cobra.Command {
 	var out, server, tokenFile, replot, resim string
 	var workers int
 	var seed uint64
+	var sizes, boxSizes, simProfile string
+	var nodes, gpusPerNode, only []string
+	var reps, boxRuns int
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:     "bench",
 		Version: cli.Version(),
@@ -95,6 +104,19 @@ See docs/benchmarks/cluster-bench.md.`,
 			}
 			if cmd.Flags().Changed("out") || quick {
 				c.Out = out
+			}
+			if err := narrow(cmd.Flags().Changed, &c, sweep{sizes: sizes, boxSizes: boxSizes, nodes: nodes, gpusPerNode: gpusPerNode,
+				only: only, reps: reps, boxRuns: boxRuns, timeout: timeout}); err != nil {
+				return withCode(exitInvalid, fmt.Errorf("bench: %w", err))
+			}
+			if cmd.Flags().Changed("sim-profile") {
+				// the in-process nodes' gpu.Open reads it, and so do the notes and plot titles
+				if _, err := gpu.LookupProfile(simProfile); err != nil {
+					return withCode(exitInvalid, fmt.Errorf("bench: --sim-profile: %w", err))
+				}
+				if err := os.Setenv(gpu.SimProfileEnv, simProfile); err != nil {
+					return withCode(exitInvalid, err)
+				}
 			}
 			if resim != "" {
 				if !cmd.Flags().Changed("out") {
@@ -160,5 +182,99 @@ See docs/benchmarks/cluster-bench.md.`,
 	fl.StringVar(&replot, "replot", "", "only draw the plots again from the JSON results under `DIR`")
 	fl.StringVar(&resim, "resim", "", "only run the simulation again on the HTDG results under `DIR` (writes sim.json there, or to --out)")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
+	// The HTDG sweep and what runs, over the preset's (--quick or the full run).
+	fl.StringSliceVar(&only, "only", nil, "run only these experiments ("+strings.Join(bench.Experiments, ", ")+"; default all; sim needs htdg)")
+	fl.StringVar(&sizes, "sizes", "", "HTDG sizes in tasks, comma-separated, K = 1000 (default: the preset's; full 1K…100K, --quick 250,1K,2K)")
+	fl.StringSliceVar(&nodes, "nodes", nil, "node counts of the HTDG sweep's dev clusters, comma-separated (default 1,2,3)")
+	fl.StringSliceVar(&gpusPerNode, "gpus-per-node", nil, "sim GPUs per node of the HTDG sweep, comma-separated (default: full 1,2, --quick 1)")
+	fl.IntVar(&reps, "reps", 0, "runs of each HTDG size and configuration (default: full 3, --quick 1)")
+	fl.StringVar(&boxSizes, "box-sizes", "", "HTDG sizes of the box plots, comma-separated, K = 1000 (default: full 5K,20K, --quick 500,1K)")
+	fl.IntVar(&boxRuns, "box-runs", 0, "runs of each box plot (default: full 100, --quick 5)")
+	fl.DurationVar(&timeout, "timeout", 0, "the generated flows' timeout: longest one run may take (default: full 10m, --quick 2m)")
+	fl.StringVar(&simProfile, "sim-profile", "", "run the nodes on timed sim devices of `PROFILE` (a built-in: h200, h100; or a JSON file): sets "+gpu.SimProfileEnv+", whose value is the default; the times are then modeled")
 	return cmd
+}
+
+// sweep holds the flags that narrow a preset.
+type sweep struct {
+	sizes, boxSizes          string
+	nodes, gpusPerNode, only []string
+	reps, boxRuns            int
+	timeout                  time.Duration
+}
+
+// narrow sets in c what the flags given (changed) say; bench.Run validates
+// the ranges.
+func narrow(changed func(string) bool, c *bench.Config, s sweep) error {
+	var err error
+	if changed("sizes") {
+		if c.Sizes, err = taskCounts("--sizes", s.sizes); err != nil {
+			return err
+		}
+	}
+	if changed("box-sizes") {
+		if c.BoxSizes, err = taskCounts("--box-sizes", s.boxSizes); err != nil {
+			return err
+		}
+	}
+	if changed("nodes") {
+		if c.NodeSet, err = counts("--nodes", s.nodes); err != nil {
+			return err
+		}
+	}
+	if changed("gpus-per-node") {
+		if c.GPUSet, err = counts("--gpus-per-node", s.gpusPerNode); err != nil {
+			return err
+		}
+	}
+	if changed("only") {
+		c.Only = s.only
+	}
+	if changed("reps") {
+		c.Reps = s.reps
+	}
+	if changed("box-runs") {
+		c.BoxRuns = s.boxRuns
+	}
+	if changed("timeout") {
+		if s.timeout <= 0 {
+			return fmt.Errorf("--timeout %s: want more than 0", s.timeout)
+		}
+		c.Timeout = s.timeout
+	}
+	return nil
+}
+
+// taskCounts reads a list of task counts like 500,1K,20K.
+func taskCounts(flag, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		mult := 1
+		if n := strings.TrimSuffix(strings.TrimSuffix(f, "K"), "k"); n != f {
+			mult, f = 1000, n
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 || v > 1_000_000/mult {
+			return nil, fmt.Errorf("%s: %q is not a task count (like 500, 2K; 1 to 1M)", flag, f)
+		}
+		out = append(out, v*mult)
+	}
+	return out, nil
+}
+
+// counts reads a list of small positive counts (nodes, GPUs).
+func counts(flag string, list []string) ([]int, error) {
+	var out []int
+	for _, f := range list {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%s: %q: want a count of at least 1", flag, f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: empty", flag)
+	}
+	return out, nil
 }

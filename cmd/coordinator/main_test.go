@@ -84,6 +84,36 @@ func TestDevExitCodes(t *testing.T) {
 	}
 }
 
+// A dev start that fails (here its --http port is taken, as for `dev
+// --serve` beside a running cluster) removes the temporary data directory
+// it made (devcluster.Start's os.MkdirTemp): none is left in $TMPDIR.
+func TestFailedDevStartLeavesNoTempDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	flow := filepath.Join(t.TempDir(), "good.yaml")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	if err := os.WriteFile(flow, []byte("name: demo\ntasks:\n  - {name: a, func: hash}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := run([]string{"dev", "--nodes", "1", "--http", ln.Addr().String(), flow}); got != exitUnreachable {
+		t.Fatalf("dev on a taken port: exit %d, want %d", got, exitUnreachable)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in $TMPDIR: %s", e.Name())
+	}
+}
+
 // cancel tells the truth: a run that had already ended is not reported
 // cancelled, and a cancelled run shows no task still running.
 func TestCancelSaysWhatHappened(t *testing.T) {

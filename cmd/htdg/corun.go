@@ -17,7 +17,7 @@ import (
 )
 
 // childEnv marks a process started by corun as a child; the test binary's
-// TestMain looks for it (the real binary is told by -corun-child).
+// TestMain looks for it (the real binary is told by --corun-child).
 const childEnv = "HTDG_CORUN_CHILD"
 
 // childResult is what a co-run child prints, one JSON line, when done.
@@ -132,9 +132,9 @@ func (ch *child) reap() {
 func corunOnce(ctx context.Context, c corunConfig, m mode, k int) ([]childResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	args := []string{"-corun-child", "-mode", string(m), "-n", strconv.Itoa(c.n),
-		"-seed", strconv.FormatUint(c.bench.seed, 10), "-gpus", strconv.Itoa(c.bench.gpus),
-		"-workers", strconv.Itoa(c.bench.workers), "-gpu-workers", strconv.Itoa(max(c.bench.gpuWorkers, 1)), "-reps", strconv.Itoa(c.bench.reps)}
+	args := []string{"--corun-child", "--mode", string(m), "--n", strconv.Itoa(c.n),
+		"--seed", strconv.FormatUint(c.bench.seed, 10), "--gpus", strconv.Itoa(c.bench.gpus),
+		"--workers", strconv.Itoa(c.bench.workers), "--gpu-workers", strconv.Itoa(max(c.bench.gpuWorkers, 1)), "--reps", strconv.Itoa(c.bench.reps)}
 	kids := make([]*child, 0, k)
 	defer func() { // on every path: reap every child (cancel kills the stragglers)
 		cancel()

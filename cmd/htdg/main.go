@@ -18,22 +18,22 @@
 // the same arithmetic in Go) and so are the counters (each task executed
 // exactly once per run, in its domain); a failed check exits 1.
 //
-// With -corun K it also starts k = 1…K processes (this binary again, with a
-// hidden flag) that each run the same graph (-corun-size, 20K tasks) at once,
+// With --corun K it also starts k = 1…K processes (this binary again, with a
+// hidden flag) that each run the same graph (--corun-size, 20K tasks) at once,
 // and reports each one's time and the weighted speedup, Σ solo/co-run time,
 // with the solo time measured just before each co-run.
 //
 //	go run ./cmd/htdg                        # sizes 1K…20K, both modes
-//	go run ./cmd/htdg -quick                 # CI-sized
-//	go run ./cmd/htdg -corun 4 -json out.json
-//	go run ./cmd/htdg -sim-profile h200 -gpus 4 -json a.json   # timed sim: times are modeled
-//	go run ./cmd/htdg -plot DIR a.json b.json                  # SVGs and folded JSON of reports
+//	go run ./cmd/htdg --quick                 # CI-sized
+//	go run ./cmd/htdg --corun 4 --json out.json
+//	go run ./cmd/htdg --sim-profile h200 --gpus 4 --json a.json   # timed sim: times are modeled
+//	go run ./cmd/htdg --plot DIR a.json b.json                  # SVGs and folded JSON of reports
 //
 // On the default build the devices are sim devices: copies and kernels run
-// on the CPU, in the device's own goroutines. With -sim-profile (or
+// on the CPU, in the device's own goroutines. With --sim-profile (or
 // HETFLOW_SIM_PROFILE) they are timed sim devices that also charge device
 // time from a device model, and every time printed is marked modeled;
-// -gpu-workers sets hetflow's GPU workers per device. See
+// --gpu-workers sets hetflow's GPU workers per device. See
 // docs/benchmarks/htdg.md and docs/benchmarks/timed-sim.md.
 package main
 
@@ -41,9 +41,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/hetflow/hetflow/internal/htdg"
 	"io"
 	"os"
 	"runtime"
@@ -53,6 +51,9 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/gpu"
+	hcli "github.com/hetflow/hetflow/internal/cli"
+	"github.com/hetflow/hetflow/internal/htdg"
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -73,8 +74,8 @@ type options struct {
 	corunK     int
 	corunSize  int
 	corunReps  int
-	simProfile string // -sim-profile: "" leaves HETFLOW_SIM_PROFILE as it is
-	plotDir    string // -plot: plot the reports plotFiles instead of running
+	simProfile string // --sim-profile: "" leaves HETFLOW_SIM_PROFILE as it is
+	plotDir    string // --plot: plot the reports plotFiles instead of running
 	plotFiles  []string
 	child      bool // hidden: this process is a co-run child
 	childMode  mode
@@ -82,7 +83,7 @@ type options struct {
 	executable string // what co-run starts; os.Executable() by default
 }
 
-// report is the -json output.
+// report is the --json output.
 type report struct {
 	Date       string `json:"date"`
 	GoVersion  string `json:"go_version"`
@@ -128,7 +129,7 @@ func parseSizes(s string) ([]int, error) {
 		}
 		v, err := strconv.Atoi(f)
 		if err != nil || v < 1 || v > 10_000_000/mult {
-			return nil, fmt.Errorf("-sizes: %q is not a task count (like 500, 2K; 1 to 10M)", f)
+			return nil, fmt.Errorf("--sizes: %q is not a task count (like 500, 2K; 1 to 10M)", f)
 		}
 		out = append(out, v*mult)
 	}
@@ -142,16 +143,45 @@ func parseModes(s string) ([]mode, error) {
 		case modeHetflow, modeBaseline:
 			out = append(out, m)
 		default:
-			return nil, fmt.Errorf("-modes: %q: want hetflow or baseline", f)
+			return nil, fmt.Errorf("--modes: %q: want hetflow or baseline", f)
 		}
 	}
 	return out, nil
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
-	fs := flag.NewFlagSet("htdg", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// errShown is parseFlags' answer when it printed the help or the version:
+// the command exits 0 without running.
+var errShown = errors.New("help or version shown")
+
+// parseFlags parses the command line (cobra, in the style of the other
+// binaries: --long flags, --help and --version exit 0; help and version go
+// to stdout).
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	var o options
+	ran := false
+	root := &cobra.Command{
+		Use:   "htdg [flags] | htdg --plot DIR REPORT.json...",
+		Short: "random HTDGs on hetflow's GPU domain and on a baseline without one",
+		Long: `htdg runs random heterogeneous task dependency graphs (the seed paper's HTDG
+experiment) on hetflow's local executor in two modes, hetflow (GPU tasks in the
+GPU domain) and baseline (GPU work inside CPU tasks), and reports per size the
+median runtime, peak memory, CPU time and the scheduler's counters.
+See docs/benchmarks/htdg.md and docs/benchmarks/timed-sim.md.`,
+		Version:       hcli.Version(),
+		Args:          cobra.ArbitraryArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, rest []string) error {
+			ran = true
+			o.plotFiles = rest
+			return nil
+		},
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	fs := root.Flags()
+	fs.SortFlags = false
 	sizes := fs.String("sizes", "1K,2K,5K,10K,20K", "graph sizes in tasks, comma-separated (K = 1000)")
 	modes := fs.String("modes", "hetflow,baseline", "modes to run: hetflow (GPU domain), baseline (GPU work inside CPU tasks)")
 	fs.IntVar(&o.reps, "reps", 9, "timed runs per size and mode, after one untimed warm-up run")
@@ -164,46 +194,41 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.corunK, "corun", 0, "also co-run k = 1…`K` processes (K ≤ 8) of the same graph and report the weighted speedup")
 	fs.IntVar(&o.corunSize, "corun-size", 20_000, "tasks of the co-run graph")
 	fs.IntVar(&o.corunReps, "corun-reps", 5, "timed runs of each co-run process")
-	fs.StringVar(&o.plotDir, "plot", "", "do not run: plot the -json reports named after the flags (several invocations of one configuration are folded) as SVGs into `DIR`")
+	fs.StringVar(&o.plotDir, "plot", "", "do not run: plot the --json reports named after the flags (several invocations of one configuration are folded) as SVGs into `DIR`")
 	fs.StringVar(&o.simProfile, "sim-profile", "", "run on timed sim devices of `PROFILE` (a built-in: h200, h100; or a JSON file); sets "+gpu.SimProfileEnv+", whose value is the default; off: the plain sim")
 	// hidden: a co-run child (see corun.go)
 	fs.BoolVar(&o.child, "corun-child", false, "")
 	childMode := fs.String("mode", "", "")
 	fs.IntVar(&o.childN, "n", 0, "")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: htdg [flags]\n\nRuns random HTDGs on hetflow's GPU domain and on a baseline without one; see docs/benchmarks/htdg.md.")
-		fs.VisitAll(func(f *flag.Flag) {
-			if f.Usage == "" {
-				return
-			}
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(fs.Output(), "  -%s %s\n    \t%s", f.Name, name, usage)
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-				fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
-			}
-			fmt.Fprintln(fs.Output())
-		})
+	for _, name := range []string{"corun-child", "mode", "n"} {
+		_ = fs.MarkHidden(name)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := root.Execute(); err != nil {
+		for _, a := range args { // the old flag package's style
+			if name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "="); len(a) > 2 && a[0] == '-' && a[1] != '-' && fs.Lookup(name) != nil {
+				return o, fmt.Errorf("%w (flags take two dashes: --%s)", err, name)
+			}
+		}
 		return o, err
 	}
-	if fs.NArg() > 0 && o.plotDir == "" {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if !ran {
+		return o, errShown
 	}
-	o.plotFiles = fs.Args()
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if len(o.plotFiles) > 0 && o.plotDir == "" {
+		return o, fmt.Errorf("unexpected arguments %q", o.plotFiles)
+	}
+	set := fs.Changed
 	if o.quick {
-		if !set["sizes"] {
+		if !set("sizes") {
 			*sizes = "500,1K,2K"
 		}
-		if !set["reps"] {
+		if !set("reps") {
 			o.reps = 3
 		}
-		if !set["corun-size"] {
+		if !set("corun-size") {
 			o.corunSize = 2000
 		}
-		if !set["corun-reps"] {
+		if !set("corun-reps") {
 			o.corunReps = 2
 		}
 	}
@@ -216,33 +241,33 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	switch {
 	case o.reps < 1 || o.reps > 1000:
-		return o, fmt.Errorf("-reps %d: want 1 to 1000", o.reps)
+		return o, fmt.Errorf("--reps %d: want 1 to 1000", o.reps)
 	case o.gpus < 1 || o.gpus > 64:
-		return o, fmt.Errorf("-gpus %d: want 1 to 64", o.gpus)
+		return o, fmt.Errorf("--gpus %d: want 1 to 64", o.gpus)
 	case o.workers < 1 || o.workers > 1024:
-		return o, fmt.Errorf("-workers %d: want 1 to 1024", o.workers)
+		return o, fmt.Errorf("--workers %d: want 1 to 1024", o.workers)
 	case o.gpuWorkers < 1 || o.gpuWorkers > 64:
-		return o, fmt.Errorf("-gpu-workers %d: want 1 to 64", o.gpuWorkers)
+		return o, fmt.Errorf("--gpu-workers %d: want 1 to 64", o.gpuWorkers)
 	case o.corunK < 0 || o.corunK > 8:
-		return o, fmt.Errorf("-corun %d: want 0 (off) to 8", o.corunK)
+		return o, fmt.Errorf("--corun %d: want 0 (off) to 8", o.corunK)
 	case o.corunSize < 1 || o.corunSize > 10_000_000:
-		return o, fmt.Errorf("-corun-size %d: want 1 to 10M", o.corunSize)
+		return o, fmt.Errorf("--corun-size %d: want 1 to 10M", o.corunSize)
 	case o.corunReps < 1 || o.corunReps > 1000:
-		return o, fmt.Errorf("-corun-reps %d: want 1 to 1000", o.corunReps)
+		return o, fmt.Errorf("--corun-reps %d: want 1 to 1000", o.corunReps)
 	}
-	if set["sim-profile"] {
+	if set("sim-profile") {
 		if _, err := gpu.LookupProfile(o.simProfile); err != nil {
-			return o, fmt.Errorf("-sim-profile: %w", err)
+			return o, fmt.Errorf("--sim-profile: %w", err)
 		}
 	}
 	if o.child {
 		ms, err := parseModes(*childMode)
 		if err != nil || len(ms) != 1 {
-			return o, fmt.Errorf("-corun-child: bad -mode %q", *childMode)
+			return o, fmt.Errorf("--corun-child: bad --mode %q", *childMode)
 		}
 		o.childMode = ms[0]
 		if o.childN < 1 {
-			return o, fmt.Errorf("-corun-child: bad -n %d", o.childN)
+			return o, fmt.Errorf("--corun-child: bad --n %d", o.childN)
 		}
 	}
 	return o, nil
@@ -251,8 +276,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // cli runs the command and returns its exit code: 0 ok, 1 a run or check
 // failed, 2 bad flags.
 func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	o, err := parseFlags(args, stdout, stderr)
+	if errors.Is(err, errShown) {
 		return 0
 	}
 	if err != nil {
@@ -297,14 +322,14 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = os.WriteFile(o.jsonFile, append(b, '\n'), 0o644)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "htdg: writing -json:", err)
+			fmt.Fprintln(stderr, "htdg: writing --json:", err)
 			return 1
 		}
 	}
 	return 0
 }
 
-// bench runs the size sweep and, with -corun, the co-run experiment,
+// bench runs the size sweep and, with --corun, the co-run experiment,
 // printing tables to stdout as it goes.
 func bench(o options, prof *gpu.Profile, stdout, stderr io.Writer) (*report, error) {
 	rep := &report{

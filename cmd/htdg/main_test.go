@@ -118,12 +118,12 @@ func TestRunOrderAndResults(t *testing.T) {
 	}
 }
 
-// The quick path on a tiny graph, through the command line, with -json:
+// The quick path on a tiny graph, through the command line, with --json:
 // both modes, every task executed once per run in its domain.
 func TestQuickCLI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "out.json")
 	var out, errb bytes.Buffer
-	code := cli([]string{"-quick", "-sizes", "40,101", "-gpus", "2", "-workers", "2", "-json", file}, nil, &out, &errb)
+	code := cli([]string{"--quick", "--sizes", "40,101", "--gpus", "2", "--workers", "2", "--json", file}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -176,14 +176,14 @@ func readReport(t *testing.T, file string) report {
 	return rep
 }
 
-// -sim-profile runs on timed sim devices: same checks pass (results bit for
+// --sim-profile runs on timed sim devices: same checks pass (results bit for
 // bit, counters), the report says the times are modeled and carries the
 // model's counters per mode.
 func TestTimedCLI(t *testing.T) {
 	t.Setenv(gpu.SimProfileEnv, "") // cli sets it; restored after the test
 	file := filepath.Join(t.TempDir(), "out.json")
 	var out, errb bytes.Buffer
-	code := cli([]string{"-sim-profile", "h200", "-sizes", "60", "-reps", "2", "-gpus", "2", "-workers", "2", "-json", file}, nil, &out, &errb)
+	code := cli([]string{"--sim-profile", "h200", "--sizes", "60", "--reps", "2", "--gpus", "2", "--workers", "2", "--json", file}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -201,11 +201,11 @@ func TestTimedCLI(t *testing.T) {
 		}
 	}
 
-	// -plot folds reports into SVGs that say modeled
+	// --plot folds reports into SVGs that say modeled
 	dir := t.TempDir()
 	out.Reset()
-	if code := cli([]string{"-plot", dir, file, file}, nil, &out, &errb); code != 0 {
-		t.Fatalf("-plot: exit %d: %s", code, errb.String())
+	if code := cli([]string{"--plot", dir, file, file}, nil, &out, &errb); code != 0 {
+		t.Fatalf("--plot: exit %d: %s", code, errb.String())
 	}
 	for _, f := range []string{"htdg_modeled_runtime.svg", "htdg_modeled_ratio.svg", "htdg_modeled.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
@@ -214,13 +214,13 @@ func TestTimedCLI(t *testing.T) {
 		}
 	}
 	if !strings.Contains(out.String(), "baseline/hetflow") || !strings.Contains(out.String(), "60: ") {
-		t.Errorf("-plot table:\n%s", out.String())
+		t.Errorf("--plot table:\n%s", out.String())
 	}
-	if code := cli([]string{"-plot", dir}, nil, &out, &errb); code != 1 {
-		t.Errorf("-plot without reports: exit %d", code)
+	if code := cli([]string{"--plot", dir}, nil, &out, &errb); code != 1 {
+		t.Errorf("--plot without reports: exit %d", code)
 	}
-	if code := cli([]string{"-plot", dir, filepath.Join(dir, "missing.json")}, nil, &out, &errb); code != 1 {
-		t.Errorf("-plot of a missing file: exit %d", code)
+	if code := cli([]string{"--plot", dir, filepath.Join(dir, "missing.json")}, nil, &out, &errb); code != 1 {
+		t.Errorf("--plot of a missing file: exit %d", code)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestCorun(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "out.json")
 	var out, errb bytes.Buffer
-	code := cli([]string{"-sizes", "30", "-reps", "1", "-corun", "2", "-corun-size", "200", "-corun-reps", "1", "-json", file}, nil, &out, &errb)
+	code := cli([]string{"--sizes", "30", "--reps", "1", "--corun", "2", "--corun-size", "200", "--corun-reps", "1", "--json", file}, nil, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -275,9 +275,9 @@ func TestCorunChildFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		cc.self = self
-		cc.n = 0 // the child rejects -n 0
+		cc.n = 0 // the child rejects --n 0
 		_, err = corun(t.Context(), cc, nil)
-		if err == nil || !strings.Contains(err.Error(), "bad -n 0") {
+		if err == nil || !strings.Contains(err.Error(), "bad --n 0") {
 			t.Fatalf("got %v", err)
 		}
 	}
@@ -285,19 +285,36 @@ func TestCorunChildFailure(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-sizes", "0"}, {"-sizes", "1,x"}, {"-reps", "0"}, {"-gpus", "0"}, {"-workers", "0"},
-		{"-corun", "9"}, {"-modes", "fast"}, {"-corun-size", "0"}, {"extra"}, {"-nosuch"},
-		{"-corun-child", "-mode", "hetflow"}, {"-corun-child", "-n", "5", "-mode", "x"},
-		{"-sim-profile", "h300"}, {"-sim-profile", "/nonexistent/p.json"}, {"-gpu-workers", "0"},
+		{"--sizes", "0"}, {"--sizes", "1,x"}, {"--reps", "0"}, {"--gpus", "0"}, {"--workers", "0"},
+		{"--corun", "9"}, {"--modes", "fast"}, {"--corun-size", "0"}, {"extra"}, {"-nosuch"},
+		{"--corun-child", "--mode", "hetflow"}, {"--corun-child", "--n", "5", "--mode", "x"},
+		{"--sim-profile", "h300"}, {"--sim-profile", "/nonexistent/p.json"}, {"--gpu-workers", "0"},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(args, nil, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (%s)", args, code, errb.String())
 		}
 	}
+	for _, help := range []string{"--help", "-h"} {
+		var out, errb bytes.Buffer
+		if code := cli([]string{help}, nil, &out, &errb); code != 0 || strings.Contains(out.String(), "corun-child") || !strings.Contains(out.String(), "--corun K") {
+			t.Errorf("%s: exit %d, usage:\n%s", help, code, out.String())
+		}
+	}
+}
+
+// htdg speaks the CLI style of the other binaries (issue 18): --version
+// exits 0 and says the version, and the old single-dash flags are refused
+// with a hint to the two-dash name.
+func TestCommandLineStyle(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := cli([]string{"-h"}, nil, &out, &errb); code != 0 || strings.Contains(errb.String(), "corun-child") || !strings.Contains(errb.String(), "-corun") {
-		t.Errorf("-h: exit %d, usage:\n%s", code, errb.String())
+	if code := cli([]string{"--version"}, nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "htdg version ") {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := cli([]string{"-sizes", "1K"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "two dashes: --sizes") {
+		t.Errorf("-sizes: exit %d, stderr %q", code, errb.String())
 	}
 }
 

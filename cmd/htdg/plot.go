@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// foldedPoint is one size of one line, as -plot writes it to NAME.json.
+// foldedPoint is one size of one line, as --plot writes it to NAME.json.
 type foldedPoint struct {
 	GPUs       int       `json:"gpus"`
 	GPUWorkers int       `json:"gpu_workers_per_device"` // hetflow's; 1 for the baseline
@@ -32,7 +32,7 @@ type foldedPoint struct {
 	BodyShare    float64 `json:"body_share,omitempty"` // Go bodies' wall time / modelled device time
 }
 
-// folded is what -plot writes to NAME.json.
+// folded is what --plot writes to NAME.json.
 type folded struct {
 	Modeled bool          `json:"modeled"`
 	Note    string        `json:"note"`
@@ -57,14 +57,14 @@ func (k plotKey) label(modeled bool) string {
 	return s
 }
 
-// plotReports reads htdg -json reports (several invocations of one
+// plotReports reads htdg --json reports (several invocations of one
 // configuration are folded: the median of their medians) and writes
 // htdg_modeled_runtime.svg, htdg_modeled_ratio.svg and the folded figures,
 // htdg_modeled.json (htdg_plain_sim_* for reports of the plain sim), under
 // dir. It prints the table it plots.
 func plotReports(dir string, files []string, stdout io.Writer) error {
 	if len(files) == 0 {
-		return fmt.Errorf("-plot: no report files given")
+		return fmt.Errorf("--plot: no report files given")
 	}
 	med := map[plotKey]map[int][]float64{} // → tasks → medians
 	type simSum struct {
@@ -77,14 +77,14 @@ func plotReports(dir string, files []string, stdout io.Writer) error {
 	for i, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return fmt.Errorf("-plot: %w", err)
+			return fmt.Errorf("--plot: %w", err)
 		}
 		var r report
 		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("-plot: %s: %w", f, err)
+			return fmt.Errorf("--plot: %s: %w", f, err)
 		}
 		if i > 0 && r.Modeled != modeled {
-			return fmt.Errorf("-plot: %s: mixes timed (modeled) and plain sim reports", f)
+			return fmt.Errorf("--plot: %s: mixes timed (modeled) and plain sim reports", f)
 		}
 		modeled = r.Modeled
 		for _, s := range r.Sizes {
@@ -193,7 +193,7 @@ func plotReports(dir string, files []string, stdout io.Writer) error {
 	if b, err := json.MarshalIndent(fo, "", " "); err != nil {
 		return err
 	} else if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("-plot: %w", err)
+		return fmt.Errorf("--plot: %w", err)
 	}
 
 	fmt.Fprintf(stdout, "%-40s %s\n", "line", "tasks: median of medians ms"+tag)
@@ -242,7 +242,7 @@ func plotReports(dir string, files []string, stdout io.Writer) error {
 		file string
 	}{{rt, name + "_runtime.svg"}, {ra, name + "_ratio.svg"}} {
 		if err := p.p.Save(18*vg.Centimeter, 12*vg.Centimeter, filepath.Join(dir, p.file)); err != nil {
-			return fmt.Errorf("-plot: %w", err)
+			return fmt.Errorf("--plot: %w", err)
 		}
 	}
 	return nil
