@@ -25,8 +25,8 @@ const (
 	// ack) costs at most resendMax, and a node that has not read its
 	// control subject for a while (building another big run) gets a few
 	// copies, not one every 500 ms.
-	resendFirst  = 500 * time.Millisecond
-	resendMax    = 4 * time.Second
+	resendFirst = 500 * time.Millisecond
+	resendMax   = 4 * time.Second
 	// A node that acknowledged an Assignment but has not reported since
 	// gets a copy ackedResend after its ack, then at intervals doubling up
 	// to ackedResendMax. A node building a big part reports once it is
@@ -35,10 +35,10 @@ const (
 	// have lost (the run would otherwise wait for its timeout).
 	ackedResend    = 10 * time.Second
 	ackedResendMax = time.Minute
-	tickEvery    = 100 * time.Millisecond
-	syncEvery    = time.Second // membership reconcile, even without events
-	probeTimeout = 2 * time.Second
-	cancelEvery  = 500 * time.Millisecond // Cancel answers to reports of ended runs, per (run, node)
+	tickEvery      = 100 * time.Millisecond
+	syncEvery      = time.Second // membership reconcile, even without events
+	probeTimeout   = 2 * time.Second
+	cancelEvery    = 500 * time.Millisecond // Cancel answers to reports of ended runs, per (run, node)
 	// neverShownAfter: a node the FSM knows that the ring has not shown
 	// this server this long after it started is dead (the cluster restarted
 	// without it).
@@ -134,6 +134,7 @@ type delivery struct {
 	sent  int           // copies sent
 	acked bool          // the node acknowledged it (Ack)
 	boot  string        // the boot of the process that acked ("" when it did not say)
+	gone  string        // an acking boot already taken for gone once (resend): not again
 }
 
 // LeadKind is what a LeaderAction asks for.
@@ -423,10 +424,14 @@ func (l *Leader) resend(now time.Time, t *tracker, boots func() map[string]strin
 			continue
 		}
 		if d.acked {
-			if b := boots()[n]; d.boot != "" && b != "" && b != d.boot && t.run.Boots[n] == "" {
+			if b := boots()[n]; d.boot != "" && b != "" && b != d.boot && t.run.Boots[n] == "" && d.gone != d.boot {
+				// Once per acking boot: if the FSM is only behind (the ack
+				// came from a process gossip has not shown yet), that
+				// process acks the copy again, and it must not bring
+				// another copy at every tick.
 				l.log(slog.LevelInfo, "the process that acknowledged an Assignment is gone: sending it again", "run", t.run.ID, "gen", t.run.Gen,
 					"node", n, "acked_boot", d.boot, "boot", b)
-				*d = delivery{sent: d.sent, next: now}
+				*d = delivery{sent: d.sent, next: now, gone: d.boot}
 			} else if t.det.Reported(n) {
 				continue
 			}

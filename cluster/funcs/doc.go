@@ -24,7 +24,9 @@
 //     the task's per-activation timeout);
 //   - Call.Args are the task's arguments, read with the Args getters, which
 //     fail with errors like `task "body": args: "us" must be a non-negative
-//     integer, got "abc"`;
+//     integer, got "abc"`; they are shared, read-only, by every activation
+//     of the task and by the concurrent runs of the same flow (a node keeps
+//     a flow compiled once), so a function must not change them;
 //   - Call.Inputs holds the outputs of the task's strong predecessors (by
 //     declared name, each from its latest activation) that have produced
 //     one when the activation starts; a condition predecessor gives none.
