@@ -251,7 +251,7 @@ func (d *Dashboard) overview(ctx context.Context) Overview {
 		row := RunRow{RunSummary: r, AgeMS: now.Sub(r.Submitted).Milliseconds()}
 		if i < 200 { // progress of the newest runs; the list itself is complete
 			if c, err := d.counts(ctx, r.ID); err == nil {
-				row.Tasks, row.Done, row.Failed, row.Running, row.Progress = c.Tasks, c.Done, c.Failed, c.Running, c.progress()
+				row.Tasks, row.Done, row.Failed, row.Running, row.Progress = c.Tasks, c.Done, c.Failed, c.Running, progress(c)
 				row.Skipped, row.Pending = c.Skipped, c.Pending
 			}
 		}

@@ -10,46 +10,21 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 )
 
-// Counts tallies a run's tasks by state.
-type Counts struct {
-	Tasks     int `json:"tasks"`
-	Pending   int `json:"pending"`
-	Running   int `json:"running"`
-	Done      int `json:"done"`
-	Failed    int `json:"failed"`
-	Skipped   int `json:"skipped"`
-	Cancelled int `json:"cancelled"`
-}
+// Counts tallies a run's tasks by state (the status API's own tally).
+type Counts = proto.TaskCounts
 
-func (c Counts) progress() float64 {
+// progress is the share of a run's tasks done or skipped.
+func progress(c Counts) float64 {
 	if c.Tasks == 0 {
 		return 0
 	}
 	return float64(c.Done+c.Skipped) / float64(c.Tasks)
 }
 
-// add counts one task in state.
-func (c *Counts) add(state string) {
-	switch state {
-	case proto.TaskPending:
-		c.Pending++
-	case proto.TaskRunning:
-		c.Running++
-	case proto.TaskDone:
-		c.Done++
-	case proto.TaskFailed:
-		c.Failed++
-	case proto.TaskSkipped:
-		c.Skipped++
-	case proto.TaskCancelled:
-		c.Cancelled++
-	}
-}
-
 func tally(st proto.RunStatus) Counts {
-	c := Counts{Tasks: len(st.Tasks)}
+	var c Counts
 	for _, t := range st.Tasks {
-		c.add(t.State)
+		c.Add(t.State)
 	}
 	return c
 }
@@ -78,7 +53,7 @@ func (d *Dashboard) counts(ctx context.Context, id string) (Counts, error) {
 		if err != nil {
 			return Counts{}, err
 		}
-		c, state = Counts(p.Counts), p.State
+		c, state = p.Counts, p.State
 	} else {
 		st, err := d.src.Status(ctx, id)
 		if err != nil {
@@ -139,7 +114,7 @@ func (d *Dashboard) summary(ctx context.Context, id string, fresh bool) (Summary
 		Finished: info.Finished, AgeMS: info.Age(d.now()).Milliseconds(), Gen: info.Gen, Events: seq}
 	s.Nodes = slices.Compact(slices.Sorted(slices.Values(info.Assignment)))
 	s.Counts = tally(st)
-	s.Progress = s.Counts.progress()
+	s.Progress = progress(s.Counts)
 	return s, rd, st, nil
 }
 
@@ -165,8 +140,8 @@ func (d *Dashboard) brief(ctx context.Context, id string, fresh bool) (Summary, 
 	s := Summary{ID: info.ID, Flow: info.RunSummary.Flow, State: p.State, Error: p.Error, Params: p.Params, Submitted: info.Submitted,
 		Finished: info.Finished, AgeMS: info.Age(d.now()).Milliseconds(), Gen: info.Gen, Events: seq}
 	s.Nodes = slices.Compact(slices.Sorted(slices.Values(info.Assignment)))
-	s.Counts = Counts(p.Counts)
-	s.Progress = s.Counts.progress()
+	s.Counts = p.Counts
+	s.Progress = progress(s.Counts)
 	return s, nil
 }
 

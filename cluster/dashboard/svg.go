@@ -185,7 +185,7 @@ func renderSVG(vw *view, base string) []byte {
 			// A stack of cards with a progress bar.
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="6" fill="#f8fafc" stroke="#94a3b8"/>`, x+4, y-4, bx.W, bx.H)
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="6" fill="#fff" stroke="%s" stroke-width="1.5"/>`, x, y, bx.W, bx.H, stroke)
-			p := it.c.progress()
+			p := progress(it.c)
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="6" rx="3" fill="#e5e7eb"/><rect x="%.1f" y="%.1f" width="%.1f" height="6" rx="3" fill="%s"/>`,
 				x+8, y+bx.H-12, bx.W-16, x+8, y+bx.H-12, (bx.W-16)*p, map[bool]string{true: "#ef4444", false: "#22c55e"}[it.c.Failed > 0])
 		case "module":

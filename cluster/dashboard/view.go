@@ -218,12 +218,11 @@ func vertexStatus(g *spec.Graph, st proto.RunStatus) []*proto.TaskStatus {
 func countVerts(g *spec.Graph, st []*proto.TaskStatus, verts []int) Counts {
 	var c Counts
 	for _, v := range verts {
-		c.Tasks++
 		state := proto.TaskPending
 		if ts := st[v]; ts != nil {
 			state = ts.State
 		}
-		c.add(state)
+		c.Add(state)
 	}
 	return c
 }
@@ -247,7 +246,7 @@ func (vw *view) groups(rd *runData, st []*proto.TaskStatus, scope string, so *sc
 		it := item{kind: "group", c: c, state: groupState(c),
 			link: Query{Scope: scope, Lo: a, Hi: b}.values().Encode()}
 		it.label = levelsLabel(so.layer[a], so.layer[b-1])
-		it.sub = fmt.Sprintf("%d tasks · %d%% done", b-a, int(100*c.progress()))
+		it.sub = fmt.Sprintf("%d tasks · %d%% done", b-a, int(100*progress(c)))
 		it.title = fmt.Sprintf("%s: %d tasks\ndone %d, running %d, failed %d, pending %d", it.label, b-a, c.Done, c.Running, c.Failed, c.Pending)
 		vw.items = append(vw.items, it)
 	}
