@@ -148,6 +148,13 @@ func (b *Batcher) Add(ctx context.Context, node string, s *Signal) error {
 // malformed or oversized Signal is refused before any is queued; a flush
 // that fails stops it there, the Signals before queued or sent.
 func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error {
+	if node == PicksNode {
+		return ValidateID("node", node) // reserved: AddPick's
+	}
+	return b.addAll(node, sigs)
+}
+
+func (b *Batcher) addAll(node string, sigs []*Signal) error {
 	for _, s := range sigs {
 		if err := s.Validate(); err != nil {
 			return err
@@ -167,6 +174,9 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 			key := destKey{s.Run, node}
 			if d = b.dests[key]; d == nil {
 				subj, err := SignalSubject(s.Run, node, b.from)
+				if node == PicksNode {
+					subj, err = picksSubject(s.Run, b.from)
+				}
 				if err != nil {
 					return err
 				}
@@ -179,6 +189,30 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 		}
 	}
 	return nil
+}
+
+// AddPick records a condition's pick: s (a SignalChoice from the condition
+// to the successor it picked) is queued for PicksNode, so it reaches only
+// the record stream. The run's picks are always published before the
+// batches of the same run queued after them to any node: flushing a
+// destination flushes its run's picks first. A node that publishes a
+// condition's picks before the Signals of the branch they start makes the
+// record hold every pick whose consequences reached it, in front of them
+// (docs/cluster-protocol.md, "Condition replay").
+func (b *Batcher) AddPick(ctx context.Context, s *Signal) error {
+	if s.Kind != SignalChoice {
+		return fmt.Errorf("%w: run %s edge %d->%d: a pick is a choice signal", ErrInvalidSignal, s.Run, s.Src, s.Dst)
+	}
+	return b.addAll(PicksNode, []*Signal{s})
+}
+
+// AddSwitched records that this node switched to generation gen of run
+// and fences by that generation's owners from then on: a SignalSwitched
+// for PicksNode, published like a pick (AddPick), so only the record holds
+// it. Whatever the node accepted before it switched reached the record
+// before the mark.
+func (b *Batcher) AddSwitched(ctx context.Context, run string, gen uint64) error {
+	return b.addAll(PicksNode, []*Signal{{Run: run, Gen: gen, Act: 1, Kind: SignalSwitched}})
 }
 
 // addLocked queues s on d (b.mu held), flushing when the batch is full.
@@ -236,10 +270,18 @@ func (b *Batcher) linger(d *dest, epoch uint64) {
 	}
 }
 
-// flushDest publishes d's batch; b.mu is held.
+// flushDest publishes d's batch, after its run's picks (AddPick) when d is
+// not itself the picks; b.mu is held.
 func (b *Batcher) flushDest(d *dest) error {
 	if d.n == 0 {
 		return nil
+	}
+	if d.key.node != PicksNode {
+		if p := b.dests[destKey{d.key.run, PicksNode}]; p != nil && p.n > 0 {
+			if err := b.flushDest(p); err != nil {
+				return err
+			}
+		}
 	}
 	if d.timer != nil {
 		if d.timer.Stop() {

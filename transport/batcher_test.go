@@ -349,3 +349,60 @@ func TestBatcherAck(t *testing.T) {
 	// Core subscribers see acked batches too.
 	r.settle(t, 4)
 }
+
+// A run's picks (AddPick) leave before any batch of the same run that was
+// queued after them, whichever destination fills first; they go to
+// PicksNode, which no node's subscription matches.
+func TestBatcherPicksGoFirst(t *testing.T) {
+	r := newBatchRig(t)
+	var mu sync.Mutex
+	var subs []string
+	for _, run := range []string{"r1", "r2"} {
+		filter, err := RunSignalsFilter(run)
+		must(t, err)
+		sub, err := r.rx.Subscribe(filter, func(m *nats.Msg) {
+			mu.Lock()
+			subs = append(subs, m.Subject)
+			mu.Unlock()
+		})
+		must(t, err)
+		defer sub.Close(context.Background())
+	}
+	must(t, r.rx.Sync(testCtx(t)))
+	clk := &fakeClock{}
+	b, err := r.tx.NewBatcher("n1", WithMaxSignals(2), WithClock(clk))
+	must(t, err)
+	ctx := testCtx(t)
+	if err := b.AddPick(ctx, &Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge}); !errors.Is(err, ErrInvalidSignal) {
+		t.Fatalf("a pick that is no choice: %v, want ErrInvalidSignal", err)
+	}
+	must(t, b.AddPick(ctx, &Signal{Run: "r2", Gen: 1, Src: 7, Dst: 8, Act: 1, Kind: SignalChoice}))
+	must(t, b.AddPick(ctx, &Signal{Run: "r1", Gen: 1, Src: 3, Dst: 4, Act: 1, Kind: SignalChoice}))
+	for _, s := range sigN("r1", 2) { // fills n2's batch: it leaves now, r1's pick before it
+		must(t, b.Add(ctx, "n2", &s))
+	}
+	got := r.settle(t, 1)
+	if fmt.Sprint(sizes(got)) != "[2]" {
+		t.Fatalf("n2 got %v", sizes(got))
+	}
+	testsupport.Eventually(t, 15*time.Second, "two batches of r1", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(subs) >= 2
+	})
+	mu.Lock()
+	order := fmt.Sprint(subs)
+	mu.Unlock()
+	if order != "[hf.run.r1.node.all.n1 hf.run.r1.node.n2.n1]" {
+		t.Fatalf("published %s: r1's pick must go first, r2's must wait", order)
+	}
+	must(t, b.Close(ctx))
+	testsupport.Eventually(t, 15*time.Second, "r2's pick at close", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(subs) == 3 && subs[2] == "hf.run.r2.node.all.n1"
+	})
+	if n := len(r.batches()); n != 1 {
+		t.Fatalf("node n2's subscription got %d batches; picks are for the record only", n)
+	}
+}

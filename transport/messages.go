@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// Wire format (version 3). Every top-level message is one msgpack array whose first
+// Wire format (version 4). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 3, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 3, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 3, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 3, run, gen, [node, ...], [owner, ...], flow, [boot, ...]]
-//	Cancel      [5, 3, run, gen, reason]
-//	TermReport  [6, 3, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 3, kind, run, node, body]
-//	EventBatch  [8, 3, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
-//	Ack         [9, 3, run, gen, node, boot]
+//	Signal      [1, 4, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 4, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 4, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 4, run, gen, [node, ...], [owner, ...], flow, [boot, ...]]
+//	Cancel      [5, 4, run, gen, reason]
+//	TermReport  [6, 4, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 4, kind, run, node, body]
+//	EventBatch  [8, 4, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 4, run, gen, node, boot]
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -26,7 +26,10 @@ import (
 // node's receipt of an Assignment on a subject of its own
 // (cluster/proto.AckSubject), came within version 2. Version 3 added an
 // Assignment's boots (the incarnation of each node's process the part was
-// made for).
+// made for). Version 4 added the signal kind switched (3), a node's mark
+// in the record that it took a generation, and the record's batches of
+// picks (transport.PicksNode): a version 3 node neither writes them nor
+// waits for them, so the two do not mix.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -51,7 +54,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 3
+const Version = 4
 
 func (t Type) String() string {
 	switch t {
@@ -205,6 +208,13 @@ const (
 	// SignalChoice: the source is a condition (or multi-condition) task and this
 	// activation chose Dst (a weak edge); Output is unused.
 	SignalChoice SignalKind = 2
+	// SignalSwitched: the sender switched to generation Gen of Run (and
+	// fences by its owner table from then on); Src, Dst and Output are
+	// unused, Act is 1. Only the record holds it (Batcher.AddSwitched):
+	// a node that runs conditions again after a loss decides them once it
+	// has read every node's mark of the generation (docs/cluster-protocol.md,
+	// "Condition replay").
+	SignalSwitched SignalKind = 3
 )
 
 func (k SignalKind) String() string {
@@ -213,6 +223,8 @@ func (k SignalKind) String() string {
 		return "edge"
 	case SignalChoice:
 		return "choice"
+	case SignalSwitched:
+		return "switched"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -269,7 +281,7 @@ func (s *Signal) Validate() error {
 	if s.Act == 0 {
 		return fmt.Errorf("%w: run %s edge %d->%d: activation 0 (activations count from 1)", ErrInvalidSignal, s.Run, s.Src, s.Dst)
 	}
-	if s.Kind != SignalEdge && s.Kind != SignalChoice {
+	if s.Kind != SignalEdge && s.Kind != SignalChoice && s.Kind != SignalSwitched {
 		return fmt.Errorf("%w: run %s edge %d->%d: unknown kind %d", ErrInvalidSignal, s.Run, s.Src, s.Dst, s.Kind)
 	}
 	return nil
@@ -333,7 +345,7 @@ func (s *Signal) decodeFields(r *reader, prevRun string) error {
 		return err
 	}
 	s.Kind = SignalKind(k)
-	if s.Kind != SignalEdge && s.Kind != SignalChoice {
+	if s.Kind != SignalEdge && s.Kind != SignalChoice && s.Kind != SignalSwitched {
 		return r.errf("kind: unknown signal kind %d", k)
 	}
 	if s.Output, err = r.bin("output", r.lim.MaxOutput, true); err != nil {

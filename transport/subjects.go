@@ -10,6 +10,9 @@ import (
 //	hf.run.<run>.node.<to>.<from>  signal batches from one node to another in one
 //	                               run (core NATS; captured by the record stream,
 //	                               StreamRecord); the sender is the last token
+//	hf.run.<run>.node.all.<from>   the picks of the conditions of one node
+//	                               (PicksNode): no node subscribes to them, only
+//	                               the record holds them, for a follow to read
 //	hf.evt.<run>.<node>        TaskEvents a node publishes for a run (StreamEvents)
 //
 // A subject that carries what a node sends names the node as its last
@@ -31,6 +34,11 @@ const (
 	eventSubjects  = subjectRoot + ".evt.*.*"
 	// BroadcastSubject reaches every node's control subscription.
 	BroadcastSubject = subjectRoot + ".ctl.all"
+	// PicksNode is the destination token of the batches that record a
+	// node's condition picks (Batcher.AddPick). It is the node id reserved
+	// for broadcast, so no node has it and no node's Signal subscription
+	// matches it; the record stream stores the batches like any other.
+	PicksNode = "all"
 )
 
 // MaxIDLen is the longest id ValidateID accepts, in bytes.
@@ -83,6 +91,17 @@ func SignalSubject(run, to, from string) (string, error) {
 		return "", err
 	}
 	return subjectRoot + ".run." + run + ".node." + to + "." + from, nil
+}
+
+// picksSubject is where from's condition picks in run go (PicksNode).
+func picksSubject(run, from string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("node", from); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".run." + run + ".node." + PicksNode + "." + from, nil
 }
 
 // RunSignalsFilter matches the signal batches of run to every node.

@@ -151,9 +151,13 @@
 // skipped, so each is counted once. The moved tasks run again from their
 // inputs, in activation order (Signals wait for their causal past, see
 // Cross-node edges); their receivers drop the Signals they already had. A
-// moved condition waits for the follow to catch up and takes the branch the
-// record holds for its activation (runproto's Outcome), so replay takes the
-// same branches. A node whose
+// moved condition waits for the follow to catch up and to read every
+// node's mark that it took the generation (runproto's Settled; each node
+// marks a switch with Batcher.AddSwitched), and takes the branch the record
+// holds for its activation (runproto's Outcome), so replay takes the same
+// branches: a pick of a task on the condition's own node is recorded before
+// the branch runs (recordPick, Batcher.AddPick), a remote pick is its Choice
+// Signal. A node whose
 // tasks were moved away (it was taken for dead) keeps reporting its old
 // generation until the leader answers with Cancel, and releases the run.
 //

@@ -121,6 +121,7 @@ type Stats struct {
 	FlowsReused          uint64 // Assignments whose flow was compiled already (not parsed again)
 	TasksExecuted        uint64 // function executions, retries included
 	SignalsSent          uint64 // Signals handed to the Batcher
+	PicksRecorded        uint64 // condition picks of a successor on this node, recorded for a replay (Batcher.AddPick)
 	SignalsReceived      uint64 // Signals accepted (new, after fencing) and scheduled into a run
 	SignalsDuplicate     uint64 // Signals the Deduper dropped as seen before
 	SignalsFenced        uint64 // Signals whose sender does not own their source in the generation in force
@@ -147,6 +148,7 @@ type counters struct {
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	late                             atomic.Uint64
+	picks                            atomic.Uint64 // Stats.PicksRecorded
 	takenOver, duplicate             atomic.Uint64
 }
 
@@ -449,6 +451,7 @@ func (n *Node) Stats() Stats {
 		AssignmentsOtherBoot: n.stats.otherBoot.Load(),
 		TasksExecuted:        n.stats.tasks.Load(),
 		SignalsSent:          n.stats.sent.Load(),
+		PicksRecorded:        n.stats.picks.Load(),
 		SignalsReceived:      n.stats.received.Load(),
 		SignalsDuplicate:     n.stats.duplicate.Load(),
 		SignalsFenced:        n.stats.fenced.Load(),
@@ -652,8 +655,10 @@ func (n *Node) assign(a *transport.Assignment) {
 	if a.Gen > 1 {
 		// A node new to the run at a later generation holds only tasks of
 		// lost nodes: rebuild their inputs from the record (not idle until
-		// the follow has caught up, from before the first report on).
+		// the follow has caught up, from before the first report on), and
+		// mark that it took the generation, as a switch does.
 		follow = r.apply(r.sm.StartFollow()).follow
+		r.markSwitch(a.Gen)
 	}
 	held := n.takeEarlyLocked(a.Run)
 	for i := range held {

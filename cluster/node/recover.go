@@ -103,9 +103,8 @@ func (r *run) startFollow(id uint64) {
 	caught := func() {
 		n.mu.Lock()
 		due := len(r.sm.CaughtUp(id)) > 0
-		if due && r.caughtCh != nil { // conditions run again here wait for it (runCondition)
-			close(r.caughtCh)
-			r.caughtCh = nil
+		if due {
+			r.decidable() // conditions run again here wait for it (runCondition)
 		}
 		n.mu.Unlock()
 		if due {
@@ -157,4 +156,5 @@ func (r *run) followed(seq uint64, to string, b *transport.Batch) {
 		return
 	}
 	r.apply(r.sm.FollowBatch(seq, to, b))
+	r.decidable()
 }

@@ -278,7 +278,8 @@ func testRecovery(t *testing.T, recoverPlace map[string]uint32) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Signals) == 0 || b.Signals[0].Run != runID || strings.HasSuffix(m.Subject, ".n2") {
+		if len(b.Signals) == 0 || b.Signals[0].Run != runID || strings.HasSuffix(m.Subject, ".n2") ||
+			strings.Contains(m.Subject, ".node."+transport.PicksNode+".") { // picks and marks reach no node
 			continue
 		}
 		republished += uint64(len(b.Signals))
@@ -526,7 +527,11 @@ tasks:
 // TestRecoveryReplaysConditions: a condition moved off a lost node takes the
 // branch the record holds for its activation, not a fresh draw ("nodepick"
 // picks e on n2 and f anywhere else, as a coin without a seed might).
-func TestRecoveryReplaysConditions(t *testing.T) {
+// nodepickCluster starts three nodes whose "nodepick" condition picks its
+// first successor on n2 and its second anywhere else (as a coin without a
+// seed might), and parses flow, placed by task name.
+func nodepickCluster(t *testing.T, flow string, place map[string]uint32) (*cluster, *spec.File, *spec.Graph, []uint32) {
+	t.Helper()
 	hb := 100 * time.Millisecond
 	regs := make([]*funcs.Registry, 3)
 	for i := range regs {
@@ -540,8 +545,7 @@ func TestRecoveryReplaysConditions(t *testing.T) {
 		}})
 	}
 	c := newCluster(t, nodeSpec{heartbeat: hb, reg: regs[0]}, nodeSpec{heartbeat: hb, reg: regs[1]}, nodeSpec{heartbeat: hb, reg: regs[2]})
-	ctx := testCtx(t, 60*time.Second)
-	file, err := spec.Parse("replay.yaml", []byte(replayFlow))
+	file, err := spec.Parse("nodepick.yaml", []byte(flow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,11 +556,16 @@ func TestRecoveryReplaysConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	place := map[string]uint32{"init": 0, "d": 2, "e": 0, "f": 1, "slow": 2}
 	own := make([]uint32, len(g.Vertices))
 	for name, o := range place {
 		own[byName(g, name)] = o
 	}
+	return c, file, g, own
+}
+
+func TestRecoveryReplaysConditions(t *testing.T) {
+	c, file, g, own := nodepickCluster(t, replayFlow, map[string]uint32{"init": 0, "d": 2, "e": 0, "f": 1, "slow": 2})
+	ctx := testCtx(t, 60*time.Second)
 	d, e := byName(g, "d"), byName(g, "e")
 	runID, asg := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
 		return c.acts(i, run, d) >= 1 && c.acts(0, run, e) >= 1 // d picked e, and e has it
@@ -574,5 +583,56 @@ func TestRecoveryReplaysConditions(t *testing.T) {
 	}
 	if f := got["d"]; f == nil || f.executions() < 2 {
 		t.Fatalf("d: %+v, want it run again after the loss", f)
+	}
+}
+
+// localPickFlow: a condition picks between two tasks of its own node, each
+// the head of a branch whose next task is on another node.
+const localPickFlow = `
+name: localpick
+tasks:
+  - {name: init, func: hash}
+  - {name: d, kind: condition, func: nodepick, succeed: [init], precede: [e, f]}
+  - {name: e, func: hash}
+  - {name: f, func: hash}
+  - {name: g, func: hash, succeed: [e]}
+  - {name: h, func: hash, succeed: [f]}
+  - {name: slow, func: sleep, args: {ms: 400}, succeed: [init]}
+`
+
+// TestRecoveryReplaysALocalPick: a condition whose pick started a branch on
+// its own node (no Choice Signal crossed) is replayed too after the node is
+// lost: the node recorded the pick before the branch ran (Batcher.AddPick),
+// so the new owner takes e again rather than a fresh draw of f, and the
+// run never takes both branches (g and h both run).
+func TestRecoveryReplaysALocalPick(t *testing.T) {
+	c, file, g, own := nodepickCluster(t, localPickFlow, map[string]uint32{"init": 0, "d": 2, "e": 2, "f": 2, "g": 0, "h": 1, "slow": 2})
+	ctx := testCtx(t, 60*time.Second)
+	gv := byName(g, "g")
+	runID, asg := c.runLosing(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		return c.acts(0, run, gv) >= 1 // e's output reached g: the branch left n2
+	}})
+	t.Logf("gen %d owners %v of %v", asg.Gen, asg.Owner, asg.Nodes)
+	if o := asg.NodeOf(uint32(byName(g, "d"))); o == "n2" {
+		t.Fatalf("d did not move: %v", asg)
+	}
+	got := c.fold(ctx, runID)
+	for _, name := range []string{"f", "h"} {
+		if f := got[name]; f != nil {
+			t.Fatalf("%s ran (%+v): the moved condition took the other branch too\n%s", name, f, summary(got))
+		}
+	}
+	if f := got["g"]; f == nil || f.acts != 1 || f.state != transport.TaskDone {
+		t.Fatalf("g: %+v, want one activation done", f)
+	}
+	if f := got["d"]; f == nil || f.executions() < 2 {
+		t.Fatalf("d: %+v, want it run again after the loss", f)
+	}
+	var picks uint64
+	for _, n := range c.nodes {
+		picks += n.Stats().PicksRecorded
+	}
+	if picks == 0 {
+		t.Fatal("no pick recorded")
 	}
 }

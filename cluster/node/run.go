@@ -387,6 +387,8 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 				tasks, open = tasks[:0], nil
 			}
 			res.err = r.open(a.In)
+		case runproto.Switch:
+			r.markSwitch(a.Table.Gen)
 		case runproto.Follow:
 			res.follow = a.Follow
 		case runproto.Report:
@@ -399,6 +401,27 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 	clear(tasks) // keep no task of an ended run alive
 	n.scratch.tasks = tasks[:0]
 	return res
+}
+
+// markSwitch records in the run's record that this node took generation
+// gen and fences by it from now on (Batcher.AddSwitched; under n.mu): the
+// nodes that run conditions again after a loss decide once they have read
+// every node's mark (runproto.Run.Settled). Without it they would wait, so
+// a mark that cannot be queued fails the run.
+func (r *run) markSwitch(gen uint64) {
+	if err := r.n.batcher.AddSwitched(r.ctx, r.id, gen); err != nil && r.ctx.Err() == nil {
+		go r.fail(-1, "", 0, 0, time.Time{}, fmt.Errorf("node %s cannot record that it took generation %d: %w", r.n.id, gen, err))
+	}
+}
+
+// decidable wakes the conditions that run again here and wait for the
+// record (recorded) once the follow has caught up and read every node's
+// mark of the generation in force (under n.mu).
+func (r *run) decidable() {
+	if r.caughtCh != nil && r.sm.Caught() && r.sm.Settled() {
+		close(r.caughtCh)
+		r.caughtCh = nil
+	}
 }
 
 // proxy queues one new Signal on its edge's receive proxy (under n.mu) and

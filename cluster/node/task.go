@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,11 +195,41 @@ func (r *run) runCondition(v int) int {
 			}
 		}
 	}
-	if cs := r.vs[v].condSends; k >= 0 && k < len(cs) && cs[k] != nil {
-		r.pushPick(v, act, cs[k])
+	if cs := r.vs[v].condSends; k >= 0 && k < len(cs) {
+		if cs[k] != nil {
+			r.pushPick(v, act, cs[k])
+		} else if !r.recordPick(v, act, k) {
+			return -1
+		}
 	}
 	r.complete(v, act, nil, start)
 	return k
+}
+
+// recordPick records, before the branch starts, that activation act of
+// condition v picked its k-th successor, one on this node (a remote pick's
+// Choice Signal is its own record): the Batcher publishes it to the record
+// ahead of every later batch of the run (Batcher.AddPick), so whatever the
+// branch sends anywhere reaches the record behind its pick, and a node that
+// runs v again after a loss takes the same branch (recorded) instead of a
+// fresh draw. A run on one node in one part sends nothing through the
+// record, so nothing of its branches can outlive the node: it records
+// nothing. It reports false when the record could not be asked (the run
+// fails).
+func (r *run) recordPick(v int, act uint64, k int) bool {
+	tab := r.sm.Table()
+	if len(tab.Nodes) < 2 && len(*r.partsP.Load()) < 2 {
+		return true
+	}
+	s := transport.Signal{Run: r.id, Gen: tab.Gen, Src: uint32(v), Dst: uint32(r.g.Vertices[v].Succ[k].To), Act: act, Kind: transport.SignalChoice}
+	if err := r.n.batcher.AddPick(r.ctx, &s); err != nil {
+		if r.ctx.Err() == nil {
+			r.fail(v, "", act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("recording its pick of %q: %w", r.g.Vertices[s.Dst].Path, err))
+		}
+		return false
+	}
+	r.n.stats.picks.Add(1)
+	return true
 }
 
 // pushPick queues a condition's pick of a remote successor for its send
@@ -211,9 +242,10 @@ func (r *run) pushPick(v int, act uint64, se *sendEdge) {
 
 // recorded is the outcome the run's record holds for activation act of
 // condition v, when v runs again here after a loss (runproto's Replays and
-// Outcome): it waits until the follow has caught up with the record, so
-// that a pick made before the loss is known, and the re-run takes the
-// branch it took then (docs/cluster-protocol.md, Node → node, data plane,
+// Outcome): it waits until the follow has caught up with the record and
+// read every node's mark of the generation (runproto's Settled), so that
+// a pick made before the loss, or by the old owner before the other nodes
+// fenced it, is known, and the re-run takes the branch it took then (docs/cluster-protocol.md, Node → node, data plane,
 // "Condition replay": condition outcomes are recorded, so replay takes the
 // same branches) rather than a fresh draw.
 func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
@@ -224,7 +256,7 @@ func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
 			n.mu.Unlock()
 			return nil, false
 		}
-		if r.sm.Caught() {
+		if r.sm.Caught() && r.sm.Settled() {
 			d, ok := r.sm.Outcome(v, act)
 			n.mu.Unlock()
 			return d, ok
@@ -249,19 +281,11 @@ func (r *run) runMulti(v int) []int {
 	}
 	cs := r.vs[v].condSends
 	if d, ok := r.recorded(v, act); ok {
-		// the record's remote picks, with the function's local ones
+		// the record's picks, local (recordPick) and remote, in successor order
 		var choices []int
-		for _, k := range res.Choices {
-			if k >= 0 && k < len(cs) && cs[k] == nil {
-				choices = append(choices, k)
-			}
-		}
-		for _, dst := range d {
-			for i, e := range r.g.Vertices[v].Succ {
-				if uint32(e.To) == dst && cs[i] != nil {
-					choices = append(choices, i)
-					break
-				}
+		for i, e := range r.g.Vertices[v].Succ {
+			if slices.Contains(d, uint32(e.To)) {
+				choices = append(choices, i)
 			}
 		}
 		res.Choices = choices
@@ -281,6 +305,8 @@ pick:
 			}
 			remote = append(remote, se.dst)
 			r.pushPick(v, act, se)
+		} else if !r.recordPick(v, act, k) {
+			return nil
 		}
 		picks = append(picks, k)
 	}

@@ -58,8 +58,8 @@
 //     outputs, which depend on timing) — written as a flow file and
 //     expanded by spec. Conditions are deterministic per (task, activation), except
 //     when a holding runs a condition again after a loss (runproto's
-//     Replays) for an activation whose pick the record held when its follow
-//     began: that re-run draws afresh (as a coin without a seed would)
+//     Replays) for an activation whose pick the follow has read when the
+//     condition decides: that re-run draws afresh (as a coin without a seed would)
 //     unless it takes the recorded outcome (runproto's Outcome), as the
 //     protocol says it must. Signals carry the activation of their
 //     destination they start and the loop context (transport.Signal DstAct
@@ -145,12 +145,20 @@
 // of seeds 1–2,000 with Options.JoinSurplus and NoFreeJoins; fixed by
 // runproto's free joins).
 //
-// A pick the record did not hold when the new owner's follow began is not
-// replayed: a condition whose targets were all on the lost node (nothing
-// of the pick reached the record), or an old owner taken for dead that
-// picks as the takeover begins (its pick reaches receivers still in the old
-// generation). The simulation keeps those activations deterministic; a
-// non-deterministic condition can take two branches there. The nodes read the record for a run
+// TestPickRecord: a condition that picked a task of its own part sent no
+// Choice Signal, so a replay drew afresh although the branch's Signals
+// reached other nodes (Options.NoPickRecord; fixed by recording the pick,
+// transport.Batcher.AddPick). A replay decides once every node's mark of
+// the generation is read (runproto.Run.Settled; Options.NoSwitchMarks
+// decides at the catch-up alone); Options.ResumeAtTakeover resumes a frozen
+// old owner as its tasks move, with the move late to half the nodes, and
+// TestResumeAtTakeover runs it. Every fresh draw of a replay is checked, at
+// once and at the end (world.checkPickRecorded): no batch its picker sent
+// after an unread pick is in what the follow read, and none was accepted
+// anywhere. Conditions stay deterministic per (task, activation) where the
+// record held nothing, so the check stands in for the second branch.
+//
+// The nodes read the record for a run
 // when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
 // does not have yet (TestReadRecordAtStart shows why), and a node whose task
 // failed for good sends the fail envelope again with each heartbeat

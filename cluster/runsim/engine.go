@@ -47,6 +47,9 @@ type engine struct {
 	emit     func(from, to int, act, dstAct uint64, ctx []uint64, choice bool, out uint64)
 	// choose is a condition's pick for an activation (nil: pick)
 	choose func(v int, act uint64) int
+	// picked: activation act of condition v picked t, a task of its part
+	// (nil: nobody is told)
+	picked func(v, t int, act uint64)
 	// completed: an activation of v completed
 	completed func(v int)
 }
@@ -139,6 +142,9 @@ func (e *engine) complete(v int, act uint64, out uint64) {
 			}
 			t := vx.Succ[k].To
 			if e.part[t] == e.part[v] {
+				if e.picked != nil {
+					e.picked(v, t, act)
+				}
 				e.activate(t, []input{{src: v, act: act, ctx: ctx}})
 			} else {
 				if e.picks[v] == nil {

@@ -299,6 +299,13 @@ func (l *leader) applied(c *coord.Command, err error) {
 			sr.tables[r.Gen] = r.Assignment
 		}
 		w.logf("leader: %s reassigned gen %d %v", r.ID, r.Gen, r.Assignment)
+		if w.opt.ResumeAtTakeover {
+			for _, id := range w.nodeIDs {
+				if p := w.procs[id]; p != nil && p.frozen {
+					w.at(w.dur(0, 2*time.Millisecond), nil, func() { w.resume(id, p) })
+				}
+			}
+		}
 	case coord.OpRunFinish:
 		w.logf("leader: finish %s %s %s", c.Finish.ID, c.Finish.State, c.Finish.Error)
 		w.onFinish(c.Finish.ID)

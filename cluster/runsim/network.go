@@ -80,7 +80,11 @@ func (w *world) transmit(from *proc, to string, m any) {
 	}
 	for range copies {
 		key := [2]string{name(from), to}
-		at := max(w.now+w.latency(), w.chans[key])
+		lat := w.latency()
+		if a, ok := m.(*transport.Assignment); ok && a.Gen > 1 && w.opt.ResumeAtTakeover && w.rng.IntN(2) == 0 {
+			lat += w.dur(10*time.Millisecond, 80*time.Millisecond) // a takeover that reaches this node late
+		}
+		at := max(w.now+lat, w.chans[key])
 		w.chans[key] = at
 		w.at(at-w.now, target, func() {
 			if !w.natsUp {

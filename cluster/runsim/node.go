@@ -39,6 +39,7 @@ type earlySig struct {
 	seq  uint64
 	i    int
 	s    transport.Signal
+	b    *transport.Batch // the batch it came in
 }
 
 type queued struct {
@@ -59,8 +60,12 @@ type hold struct {
 	parts    int
 	out      map[string][]transport.Signal // Signals of the current input, by destination
 	dests    []string
-	gone     bool // released, or the process ended
-	failed   bool // a task failed for good: the parts are cancelled
+	picks    []transport.Signal // picks of tasks of their condition's part, to record before out (recordPick)
+	// replaying is the (condition, activation) whose pick choose took from
+	// the record last (world.picked's replayed)
+	replaying [2]uint64
+	gone      bool // released, or the process ended
+	failed    bool // a task failed for good: the parts are cancelled
 
 	exec  map[[2]uint64]int // (task, activation) → executions
 	execs int
@@ -154,6 +159,7 @@ func (p *proc) assign(a *transport.Assignment) {
 	h.e.schedule = func(j job) { p.queue = append(p.queue, queued{h, j}); p.runJobs() }
 	h.e.emit = h.emit
 	h.e.choose = h.choose
+	h.e.picked = h.recordPick
 	h.e.completed = func(v int) {
 		if h.r.Waits(v) {
 			h.apply(h.r.Completed(v))
@@ -166,7 +172,9 @@ func (p *proc) assign(a *transport.Assignment) {
 	early := p.early[a.Run]
 	delete(p.early, a.Run)
 	for _, s := range early {
-		h.apply(h.r.Batch(s.from, s.seq, s.i, []transport.Signal{s.s}))
+		acts := h.r.Batch(s.from, s.seq, s.i, []transport.Signal{s.s})
+		h.noteAccepted(s.b, acts)
+		h.apply(acts)
 	}
 	if w.opt.ReadRecordAtStart {
 		// What core NATS lost before this node held the run (it was
@@ -176,6 +184,7 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	if a.Gen > 1 {
 		h.apply(h.r.StartFollow())
+		h.mark(a.Gen)
 	}
 	h.idleCheck()
 	h.beat()
@@ -234,14 +243,38 @@ func (p *proc) take(b *transport.Batch) {
 	}
 	run := b.Signals[0].Run
 	if h := p.runs[run]; h != nil {
-		h.apply(h.r.Batch(b.From, b.Seq, 0, b.Signals))
+		h.take(b)
 		return
 	}
 	if _, gone := p.ended[run]; gone {
 		return
 	}
 	for i, s := range b.Signals {
-		p.early[run] = append(p.early[run], earlySig{b.From, b.Seq, i, s})
+		p.early[run] = append(p.early[run], earlySig{b.From, b.Seq, i, s, b})
+	}
+}
+
+// take hands a batch addressed to this node to runproto, noting whether it
+// accepted any of it (world.accepted).
+func (h *hold) take(b *transport.Batch) {
+	acts := h.r.Batch(b.From, b.Seq, 0, b.Signals)
+	h.noteAccepted(b, acts)
+	h.apply(acts)
+}
+
+func (h *hold) noteAccepted(b *transport.Batch, acts []runproto.Action) {
+	for _, a := range acts {
+		if a.Kind == runproto.Deliver || a.Kind == runproto.Wait {
+			var newest uint64
+			for g := range h.run.tables {
+				newest = max(newest, g)
+			}
+			if newest > 1 && !slices.Contains(h.run.tables[newest], b.From) {
+				h.p.w.res.OldOwner++
+			}
+			h.p.w.accepted[b] = true
+			return
+		}
 	}
 }
 
@@ -283,7 +316,7 @@ func (p *proc) replayRun(run string) {
 	for _, e := range p.w.record {
 		if e.to == p.id && e.b.Signals[0].Run == run {
 			if h := p.runs[run]; h != nil {
-				h.apply(h.r.Batch(e.b.From, e.b.Seq, 0, e.b.Signals))
+				h.take(e.b)
 			}
 		}
 	}
@@ -339,10 +372,11 @@ func (h *hold) execute(j job) {
 		h.idleCheck()
 		return
 	}
-	if h.r.Replays(j.v) && h.run.g.Vertices[j.v].Task.Kind.IsCondition() && !h.r.Caught() && !w.opt.NoConditionReplay {
+	if h.r.Replays(j.v) && h.run.g.Vertices[j.v].Task.Kind.IsCondition() && (!h.r.Caught() || !h.r.Settled() && !w.opt.NoSwitchMarks) && !w.opt.NoConditionReplay {
 		// a condition run again here takes the outcome the record holds for
 		// its activation: it decides once the follow has read the record
-		// (cluster/node: runCondition waits for the catch-up)
+		// and every node's mark of the generation (cluster/node:
+		// runCondition waits for both)
 		w.at(w.latency(), h.p, func() {
 			if !h.gone {
 				h.execute(j)
@@ -398,6 +432,7 @@ func (h *hold) choose(v int, act uint64) int {
 	}
 	if !h.p.w.opt.NoConditionReplay {
 		if d, ok := h.r.Outcome(v, act); ok {
+			h.replaying = [2]uint64{uint64(v), act}
 			for k, e := range g.Vertices[v].Succ {
 				if uint32(e.To) == d[0] {
 					return k
@@ -405,8 +440,10 @@ func (h *hold) choose(v int, act uint64) int {
 			}
 		}
 	}
-	if !h.p.w.recordedPick(h.run.id, v, act, h.fol.start) {
-		return want // not in the record when the follow began: a pick racing the takeover (see the package documentation)
+	if !h.p.w.recordedPick(h.run.id, v, act, h.fol.pos) {
+		h.p.w.checkPickRecorded(h.run.id, v, act, h.fol.pos, h.p.id)
+		h.p.w.fresh = append(h.p.w.fresh, freshPick{h.run.id, v, act, h.fol.pos, h.p.id})
+		return want // not in what the follow read: nothing of an earlier pick reached another node, so any draw is the run's one
 	}
 	k := h.p.w.rng.IntN(len(g.Vertices[v].Succ))
 	h.p.w.logf("%s: condition %s#%d drawn afresh: %d (the record's: %d)", h.p.id, g.Vertices[v].Path, act, k, want)
@@ -424,6 +461,7 @@ func (h *hold) emit(from, to int, act, dstAct uint64, ctx []uint64, choice bool,
 	}
 	if choice {
 		s.Kind = transport.SignalChoice
+		h.p.w.picked = append(h.p.w.picked, pickMade{run: h.run.id, v: from, act: act, by: h.p.id, at: len(h.p.w.record), remote: true, replayed: h.replaying == [2]uint64{uint64(from), act}})
 	} else {
 		s.Output = binary.LittleEndian.AppendUint64(nil, out)
 	}
@@ -434,9 +472,46 @@ func (h *hold) emit(from, to int, act, dstAct uint64, ctx []uint64, choice bool,
 	h.out[d] = append(h.out[d], s)
 }
 
+// recordPick is cluster/node's: a condition's pick of a task of its part
+// is recorded before anything the node sends after it (one batch to
+// transport.PicksNode, ahead of the others, as transport.Batcher.AddPick
+// publishes), unless the run is on this node alone in one part (nothing
+// goes through the record).
+func (h *hold) recordPick(v, t int, act uint64) {
+	w := h.p.w
+	tab := h.r.Table()
+	if len(tab.Nodes) < 2 && h.parts < 2 {
+		return
+	}
+	w.picked = append(w.picked, pickMade{run: h.run.id, v: v, act: act, by: h.p.id, at: len(w.record), replayed: h.replaying == [2]uint64{uint64(v), act}})
+	if w.opt.NoPickRecord {
+		return
+	}
+	h.picks = append(h.picks, transport.Signal{Run: h.run.id, Gen: tab.Gen, Src: uint32(v), Dst: uint32(t), Act: act, Kind: transport.SignalChoice})
+}
+
+// mark is cluster/node's markSwitch: the node records that it took
+// generation gen (a SignalSwitched for transport.PicksNode), now, behind
+// the picks before it.
+func (h *hold) mark(gen uint64) {
+	h.picks = append(h.picks, transport.Signal{Run: h.run.id, Gen: gen, Act: 1, Kind: transport.SignalSwitched})
+	h.flushPicks()
+}
+
+// flushPicks publishes the picks and marks waiting (not counted in Sent).
+func (h *hold) flushPicks() {
+	if len(h.picks) > 0 {
+		h.p.seq++
+		b := &transport.Batch{From: h.p.id, Seq: h.p.seq, Signals: h.picks}
+		h.picks = nil
+		h.p.w.publish(h.p, transport.PicksNode, b)
+	}
+}
+
 // flush hands the Signals of the input to the Batcher: one batch per
-// destination, counted in Sent.
+// destination, counted in Sent, after the picks (recordPick).
 func (h *hold) flush() {
+	h.flushPicks()
 	for _, d := range h.dests {
 		sigs := h.out[d]
 		delete(h.out, d)
@@ -467,6 +542,7 @@ func (h *hold) apply(acts []runproto.Action) {
 			w.logf("%s: %s %s→%s#%d gen %d from %s %s", h.p.id, a.Kind, h.run.path(a.Sig.Src), h.run.path(a.Sig.Dst), a.Sig.Act, a.Sig.Gen, a.From, a.Reason)
 		case runproto.Switch:
 			w.logf("%s: switch to gen %d", h.p.id, a.Table.Gen)
+			h.mark(a.Table.Gen)
 		case runproto.Open:
 			h.parts++
 			h.e.open(a.In, h.parts)

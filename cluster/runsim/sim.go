@@ -9,6 +9,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // Run simulates one seed: a random flow on a random cluster under faults
@@ -59,6 +60,24 @@ type Options struct {
 	// a restarted process starts that part afresh, without its
 	// predecessor's record, until the leader moves it.
 	NoBootCheck bool
+	// NoPickRecord: a condition that picks a task of its own part records
+	// nothing (as before transport.Batcher.AddPick): only a remote pick's
+	// Choice Signal reaches the record, so a node that runs the condition
+	// again after a loss draws afresh although the branch's Signals reached
+	// other nodes.
+	NoPickRecord bool
+	// NoSwitchMarks: a condition run again after a loss decides once the
+	// follow has caught up with what the record held when it began, not
+	// waiting for every node's mark of the generation
+	// (runproto.Run.Settled): a pick the old owner, taken for dead, made as
+	// the takeover began can reach a node still in the old generation
+	// behind the follow's start.
+	NoSwitchMarks bool
+	// ResumeAtTakeover: a frozen node whose tasks the leader moves resumes
+	// within 2 ms of the move, and the move's Assignment reaches half the
+	// nodes 10–80 ms late: the worst moment for an old owner to go on
+	// running its part (a freeze otherwise ends at a time drawn with it).
+	ResumeAtTakeover bool
 
 	// Planted bugs, to show that the simulation catches them
 	// (TestPlantedLeaderBugs):
@@ -88,7 +107,7 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 	w := &world{
 		seed: seed, opt: opt, rng: rand.New(rand.NewPCG(seed, 0x68657466)), verbose: verbose,
 		cpus: map[string]int{}, procs: map[string]*proc{}, boots: map[string]int{}, ringBoot: map[string]int{}, ring: map[string]string{},
-		natsUp: true, chans: map[[2]string]time.Duration{}, fsm: coord.NewFSM(),
+		natsUp: true, chans: map[[2]string]time.Duration{}, fsm: coord.NewFSM(), accepted: map[*transport.Batch]bool{},
 	}
 	w.res.Seed = seed
 	n := 2 + w.rng.IntN(4)
@@ -377,20 +396,23 @@ func (w *world) freeze(id string, d, detect time.Duration) {
 			}
 		})
 	}
-	w.at(d, nil, func() {
-		if w.procs[id] != p {
-			return
-		}
-		w.logf("%s resumes", id)
-		w.troubledAt(id)
-		p.frozen = false
-		bl := p.backlog
-		p.backlog = nil
-		for _, f := range bl {
-			w.at(0, p, f)
-		}
-		w.setRing(id, proto.NodeAlive)
-	})
+	w.at(d, nil, func() { w.resume(id, p) })
+}
+
+// resume ends p's freeze: its waiting events run, memberlist sees it alive.
+func (w *world) resume(id string, p *proc) {
+	if w.procs[id] != p || !p.frozen {
+		return
+	}
+	w.logf("%s resumes", id)
+	w.troubledAt(id)
+	p.frozen = false
+	bl := p.backlog
+	p.backlog = nil
+	for _, f := range bl {
+		w.at(0, p, f)
+	}
+	w.setRing(id, proto.NodeAlive)
 }
 
 // onFinish checks a run's verdict: a success must have every activation

@@ -108,16 +108,20 @@ func (r *RunResult) Unrecoverable() bool {
 
 // Result is the outcome of one seed.
 type Result struct {
-	Seed      uint64
-	Runs      []RunResult
-	Steps     int
-	SimTime   time.Duration
-	Faults    []string
-	Fenced    int  // Signals refused by ownership
-	Dups      int  // duplicates dropped
-	Reexec    int  // executions beyond the activations (moved tasks run again)
-	Ahead     int  // Signals to a free join delivered before its previous activation completed (runproto.FreeJoins)
-	Shaped    bool // a flow holds a join whose predecessors complete unequal numbers of times
+	Seed    uint64
+	Runs    []RunResult
+	Steps   int
+	SimTime time.Duration
+	Faults  []string
+	Fenced  int  // Signals refused by ownership
+	Dups    int  // duplicates dropped
+	Reexec  int  // executions beyond the activations (moved tasks run again)
+	Ahead   int  // Signals to a free join delivered before its previous activation completed (runproto.FreeJoins)
+	Shaped  bool // a flow holds a join whose predecessors complete unequal numbers of times
+	// OldOwner counts the batches a node accepted from a sender the newest
+	// generation had already taken every task from (a node taken for dead
+	// that went on running, reaching a node not yet told)
+	OldOwner  int
 	Violation *Violation
 	Trace     []string    // the whole trace (verbose) or its tail (on a violation)
 	Leader    LeaderStats // what the leader decided (leader.go)
@@ -151,7 +155,12 @@ type world struct {
 
 	natsUp bool
 	record []recEntry
-	chans  map[[2]string]time.Duration // per (sender, subject) FIFO: last delivery time
+	picked []pickMade // condition picks of a task of their part, in order
+	// accepted: the batches a node's runproto accepted a Signal of, live
+	// (delivered, or waiting for its destination's previous activation)
+	accepted map[*transport.Batch]bool
+	fresh    []freshPick                 // checked again at the end (checkPickRecorded)
+	chans    map[[2]string]time.Duration // per (sender, subject) FIFO: last delivery time
 
 	fsm       *coord.FSM
 	ls        leaderWorld // leader.go: event stream, suspicions, counts
@@ -248,9 +257,83 @@ func (w *world) loop() {
 		w.step++
 		e.fn()
 	}
+	// A draw afresh is checked at the end too: what the old owner sent
+	// after its pick may be accepted after the draw.
+	for _, f := range w.fresh {
+		if w.viol == nil {
+			w.checkPickRecorded(f.run, f.v, f.act, f.upto, f.by)
+		}
+	}
 	if w.viol == nil && w.finished == 0 {
 		w.fail("no event left and no verdict: the run is stuck")
 	}
+}
+
+// freshPick is a condition run again after a loss that found no pick of
+// its activation in the first upto batches of the record.
+type freshPick struct {
+	run  string
+	v    int
+	act  uint64
+	upto int
+	by   string
+}
+
+// pickMade is a condition's pick of a task of its part: by a node, when
+// the record held at batches.
+type pickMade struct {
+	run      string
+	v        int
+	act      uint64
+	by       string
+	at       int
+	remote   bool // a task of another part: its Choice Signal is the record
+	replayed bool // the record's outcome, taken by a condition run again
+}
+
+// checkPickRecorded is the invariant behind condition replay, for a
+// condition run again by node by after a loss that found no pick of
+// activation act of v in the first upto batches of the record (and drew
+// afresh):
+//   - a node that picked a task of its condition's part recorded the pick
+//     before anything it sent after, so those batches hold no batch of the
+//     run its node sent after picking (whatever the branch sent reached the
+//     record behind its pick, or not at all);
+//   - nothing a node sent after its own pick of that activation (one not
+//     replayed from the record) was accepted anywhere, then or later: an
+//     old owner taken for dead that picked as the takeover began reached
+//     no node that had not fenced it by its mark.
+func (w *world) checkPickRecorded(run string, v int, act uint64, upto int, by string) {
+	path := w.run(run).g.Vertices[v].Path
+	for _, pm := range w.picked {
+		if pm.run != run || pm.v != v || pm.act != act || pm.by == by || pm.replayed {
+			continue
+		}
+		if !pm.remote && pm.at < min(upto, len(w.record)) {
+			for _, e := range w.record[pm.at:min(upto, len(w.record))] {
+				if e.b.From == pm.by && len(e.b.Signals) > 0 && e.b.Signals[0].Run == run {
+					w.fail("the record's first %d batches do not hold the pick of %s#%d by %s, but hold its batch #%d to %s sent after it: a replay draws afresh although the branch reached other nodes", upto, path, act, pm.by, e.b.Seq, e.to)
+					return
+				}
+			}
+		}
+		for _, e := range w.record[pm.at:] {
+			if e.b.From == pm.by && w.accepted[e.b] && (!pm.remote || holdsPick(e.b, v, act)) {
+				w.fail("%s ran %s#%d again and drew afresh, the follow having read %d batches without a pick of it, but %s had picked it, and its batch #%d to %s, sent after the pick, was accepted there: both branches run", by, path, act, upto, pm.by, e.b.Seq, e.to)
+				return
+			}
+		}
+	}
+}
+
+// holdsPick reports whether b holds a Choice Signal of activation act of v.
+func holdsPick(b *transport.Batch, v int, act uint64) bool {
+	for _, s := range b.Signals {
+		if s.Kind == transport.SignalChoice && int(s.Src) == v && s.Act == act {
+			return true
+		}
+	}
+	return false
 }
 
 // recordedPick reports whether the first upto batches of the record hold

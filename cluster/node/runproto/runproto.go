@@ -208,6 +208,11 @@ type Run struct {
 	// (opened after a loss), whose conditions take the recorded outcome.
 	outcomes map[[2]uint64][]uint32
 	replay   []bool
+	// marks is the newest generation each node's mark in the record says it
+	// switched to (transport.SignalSwitched, read by the follow): a
+	// condition run again here decides once every node of the generation in
+	// force has marked it (Settled).
+	marks map[string]uint64
 
 	sent     atomic.Uint64
 	received uint64
@@ -481,6 +486,28 @@ func (r *Run) markReplay(in []bool) {
 // record holds for it (Outcome), once the follow has caught up (Caught).
 func (r *Run) Replays(v int) bool { return r.replay != nil && v < len(r.replay) && r.replay[v] }
 
+// Settled reports whether the follow has read, for every node of the
+// generation in force, its mark that it switched to that generation (or a
+// later one): from its mark on, a node fences the Signals of an old owner
+// of the moved tasks, and whatever it accepted from one before is in the
+// record ahead of the mark. So once Settled (and Caught), no pick that
+// will have effects can still come to the record behind the follow: a
+// condition run again here can decide (Outcome, or a fresh draw where the
+// record holds none). It is true in the first generation, where nothing
+// runs again.
+func (r *Run) Settled() bool {
+	tab := r.tab.Load()
+	if tab.Gen <= 1 {
+		return true
+	}
+	for _, n := range tab.Nodes {
+		if r.marks[n] < tab.Gen {
+			return false
+		}
+	}
+	return true
+}
+
 // Outcome is the destinations the record's Choice Signals say activation
 // act of condition v picked (read by the follow), and whether there is
 // any.
@@ -647,6 +674,9 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 	for i, s := range sigs {
 		id := PhysID{from, s.Gen, seq, first + i}
 		switch {
+		case s.Kind == transport.SignalSwitched:
+			r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "a mark of a switch is for the record alone"})
+			continue
 		case s.Gen > r.gen:
 			if len(r.held) >= r.maxHeld {
 				r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "hold buffer full"})
@@ -720,6 +750,19 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 		return nil
 	}
 	r.noteOutcomes(tab, b)
+	if to == transport.PicksNode {
+		// picks and marks (Batcher.AddPick, AddSwitched) start nothing:
+		// outcomes and marks are noted
+		for i := range b.Signals {
+			if s := &b.Signals[i]; s.Kind == transport.SignalSwitched && s.Run == r.id && s.Gen > r.marks[b.From] {
+				if r.marks == nil {
+					r.marks = map[string]uint64{}
+				}
+				r.marks[b.From] = s.Gen
+			}
+		}
+		return nil
+	}
 	if tab.Has(to) {
 		return nil
 	}
@@ -758,7 +801,9 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 
 // noteOutcomes records the picks of the conditions this node runs again:
 // a Choice Signal of the record whose source runs here now, wherever it
-// was addressed, says which branch that activation took.
+// was addressed (a remote successor's node, or PicksNode for a pick the
+// condition's node recorded before it started a branch of its own), says
+// which branch that activation took.
 func (r *Run) noteOutcomes(tab *Table, b *transport.Batch) {
 	for i := range b.Signals {
 		s := &b.Signals[i]

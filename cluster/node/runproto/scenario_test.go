@@ -35,10 +35,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	startfollow | caught id=F | probe W | tick | sent K | stop | fail
 //	completed V                                         an activation of V completed here
 //	outcome V@ACT                                       the record's outcome of condition V's activation
+//	settled                                             whether every node's mark of the generation was read
 //	report [idle]                                       the TermReport (idle: the parts are)
 //	state                                               gen, held Signals, follow, counters
 //
-// A Signal input line is SRC>DST@ACT gGEN [run=R] [choice] [out=TEXT]
+// A Signal input line is SRC>DST@ACT gGEN [run=R] [choice|switched] [out=TEXT]
 // [starts=K] (K: the destination activation it starts, DstAct).
 // go test -run TestScenarios -rewrite rewrites the expected outputs.
 func TestScenarios(t *testing.T) {
@@ -166,6 +167,8 @@ func (sc *scenario) signals(lines []string) []transport.Signal {
 			switch k, v, _ := strings.Cut(o, "="); k {
 			case "choice":
 				s.Kind = transport.SignalChoice
+			case "switched":
+				s.Kind = transport.SignalSwitched
 			case "run":
 				s.Run = v
 			case "out":
@@ -269,6 +272,8 @@ func (sc *scenario) do(input []string) []string {
 			return []string{fmt.Sprintf("replays=%t none", r.Replays(v))}
 		}
 		return []string{fmt.Sprintf("replays=%t picked %v", r.Replays(v), d)}
+	case "settled":
+		return []string{fmt.Sprintf("settled=%t caught=%t", r.Settled(), r.Caught())}
 	case "fail":
 		return show(r.Fail())
 	case "report":
@@ -319,8 +324,8 @@ func show(acts []Action) []string {
 			if s.DstAct > 0 {
 				fmt.Fprintf(&b, " starts=%d", s.DstAct)
 			}
-			if s.Kind == transport.SignalChoice {
-				b.WriteString(" choice")
+			if s.Kind != transport.SignalEdge {
+				b.WriteString(" " + s.Kind.String())
 			}
 			if len(s.Output) > 0 {
 				fmt.Fprintf(&b, " out=%s", s.Output)
