@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hetflow/hetflow/cluster/dashboard"
@@ -158,6 +159,9 @@ type Server struct {
 	// Assignment copies sent to nodes (hetflow_assignments_sent_total)
 	sentMetric prometheus.Counter
 	sent       atomic.Uint64
+
+	// the event stream's handle, looked up once (eventStream)
+	evStream atomic.Pointer[jetstream.Stream]
 }
 
 // New checks cfg and returns a Server that is not started.
