@@ -250,6 +250,12 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s %s\n", cfg.Nodes, d.URL(), until)
 			}
 			c := d.Client()
+			// The coordinator is in this process: no other one to turn to
+			// when it is slow. A large flow's submit (parse, validate,
+			// place: seconds a 100K tasks, more on a loaded machine) is
+			// waited for, not given up at the client's default bounds
+			// for a remote cluster.
+			c.Attempt, c.Retry = time.Minute, 2*time.Minute
 			failed, invalid := false, false
 			var ran []string // states of the runs that ran
 			for _, f := range flows {
