@@ -363,7 +363,19 @@ func (g *Graph) Descendants(module int) []int {
 // their smallest vertex: disjoint, each inside one scope (LoopGroups adds
 // the tasks nested under their module tasks).
 func (g *Graph) Cycles() [][]int {
-	adj := func(i int) []int { return g.Successors(i) }
+	// The successors laid out once (Successors makes a slice a call, and
+	// every vertex is asked twice).
+	off := make([]int, len(g.Vertices)+1)
+	for i := range g.Vertices {
+		off[i+1] = off[i] + len(g.Vertices[i].Succ)
+	}
+	to := make([]int, off[len(g.Vertices)])
+	for i := range g.Vertices {
+		for k, e := range g.Vertices[i].Succ {
+			to[off[i]+k] = e.To
+		}
+	}
+	adj := func(i int) []int { return to[off[i]:off[i+1]:off[i+1]] }
 	var out [][]int
 	for _, comp := range components(len(g.Vertices), adj) {
 		if cyclic(comp, adj) {
