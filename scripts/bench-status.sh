@@ -15,6 +15,7 @@
 #   bash scripts/bench-status.sh                       # 100 × 1,000 tasks, 20 reads, 20 runs
 #   RUNS=1 READS=50 bash scripts/bench-status.sh       # reads only
 #   COORD=path/to/coordinator bash scripts/bench-status.sh   # another build (a baseline)
+#   BUSY=1 RUNS=1 bash scripts/bench-status.sh         # the reads while another run executes
 #
 # Target (issue "cluster speed"): a status read of a 100K-task run ≤ 50 ms.
 set -euo pipefail
@@ -78,6 +79,10 @@ echo "flow: $layers layers × $width tasks = $n tasks; $nodes node(s); coordinat
 t0=$(cpu)
 id=$(submit)
 echo "run $id: $(grep -o '"state":"[a-z]*"' "$out/sum.json" | head -1); coordinator CPU for the whole run $(( ($(cpu) - t0) * 1000 / tck )) ms"
+if [ -n "${BUSY:-}" ]; then # the reads under load: another run of the flow executing meanwhile
+  "$coordbin" submit --json --server "$api" "$out/layered.json" >/dev/null
+  echo "reads while another run of the flow executes (BUSY)"
+fi
 echo
 echo "| read | bytes | wall ms a read (curl included) | request ms, median / max (curl's time_total) | coordinator CPU ms a read |"
 echo "|---|---:|---:|---:|---:|"

@@ -80,13 +80,15 @@ function median(s,   k, i, j, t, a) {
 { if (!($2 in seen)) { seen[$2] = 1; order[++m] = $2 }
   wall[$1, $2] = wall[$1, $2] " " $3; cpu[$1, $2] = cpu[$1, $2] " " $4; rss[$1, $2] = rss[$1, $2] " " $5 }
 END {
-  print "| tasks | validate wall / CPU s | validate CPU µs a task | dev wall / CPU s | dev CPU µs a task | beyond validate µs a task | dev peak RSS MiB | RSS KiB a task |"
-  print "|---:|---:|---:|---:|---:|---:|---:|---:|"
+  print "| tasks | validate wall / CPU s | validate CPU µs a task | dev wall / CPU s | dev CPU µs a task | beyond validate µs a task | dev CPU µs a task from the size before | dev peak RSS MiB | RSS KiB a task |"
+  print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for (i = 1; i <= m; i++) {
     n = order[i]
     vc = median(cpu["validate", n]); dc = median(cpu["dev", n]); dr = median(rss["dev", n])
-    printf "| %d | %.2f / %.2f | %.1f | %.2f / %.2f | %.1f | %.1f | %.0f | %.2f |\n", n,
+    marg = (i > 1) ? sprintf("%.1f", (dc - pc) * 1e6 / (n - pn)) : "—"
+    printf "| %d | %.2f / %.2f | %.1f | %.2f / %.2f | %.1f | %.1f | %s | %.0f | %.2f |\n", n,
       median(wall["validate", n]), vc, vc * 1e6 / n, median(wall["dev", n]), dc, dc * 1e6 / n, (dc - vc) * 1e6 / n,
-      dr / 1024, dr / n
+      marg, dr / 1024, dr / n
+    pc = dc; pn = n
   }
 }' "$out/times"
