@@ -5,7 +5,9 @@
 # WIDTH, internal/flowgen.Layered) run to its end with `submit --wait`, then
 # READS status reads of that finished run, each form timed: the wall of the
 # whole batch (curl) and the CPU the coordinator process spent on it
-# (utime+stime from /proc, so the client's decoding is not counted). Then
+# (utime+stime from /proc, so the client's decoding is not counted), and
+# each request's own time as curl measures it (time_total: connect to last
+# byte, without curl's start). Then
 # RUNS-1 more runs of the same flow, and the coordinator's memory holding RUNS
 # finished runs: its RSS and the Go heap in use (its /metrics, read after a
 # garbage collection the coordinator made on its own, at most 2 min apart).
@@ -13,6 +15,7 @@
 #   bash scripts/bench-status.sh                       # 100 × 1,000 tasks, 20 reads, 20 runs
 #   RUNS=1 READS=50 bash scripts/bench-status.sh       # reads only
 #   COORD=path/to/coordinator bash scripts/bench-status.sh   # another build (a baseline)
+#   BUSY=1 RUNS=1 bash scripts/bench-status.sh         # the reads while another run executes
 #
 # Target (issue "cluster speed"): a status read of a 100K-task run ≤ 50 ms.
 set -euo pipefail
@@ -76,18 +79,24 @@ echo "flow: $layers layers × $width tasks = $n tasks; $nodes node(s); coordinat
 t0=$(cpu)
 id=$(submit)
 echo "run $id: $(grep -o '"state":"[a-z]*"' "$out/sum.json" | head -1); coordinator CPU for the whole run $(( ($(cpu) - t0) * 1000 / tck )) ms"
+if [ -n "${BUSY:-}" ]; then # the reads under load: another run of the flow executing meanwhile
+  "$coordbin" submit --json --server "$api" "$out/layered.json" >/dev/null
+  echo "reads while another run of the flow executes (BUSY)"
+fi
 echo
-echo "| read | bytes | wall ms a read | coordinator CPU ms a read |"
-echo "|---|---:|---:|---:|"
+echo "| read | bytes | wall ms a read (curl included) | request ms, median / max (curl's time_total) | coordinator CPU ms a read |"
+echo "|---|---:|---:|---:|---:|"
 form() { # label query
   local label=$1 q=$2 c0 c1 w0 w1 bytes
-  curl -sf "$api/v1/runs/$id$q" -o "$out/read.json" || { echo "| $label | (not served) | | |"; return; }
+  curl -sf "$api/v1/runs/$id$q" -o "$out/read.json" || { echo "| $label | (not served) | | | |"; return; }
   bytes=$(wc -c <"$out/read.json")
+  : >"$out/req.times"
   c0=$(cpu) w0=$(date +%s%N)
-  for ((k = 0; k < reads; k++)); do curl -sf "$api/v1/runs/$id$q" -o /dev/null; done
+  for ((k = 0; k < reads; k++)); do curl -sf -w '%{time_total}\n' "$api/v1/runs/$id$q" -o /dev/null >>"$out/req.times"; done
   w1=$(date +%s%N) c1=$(cpu)
-  awk -v l="$label" -v b="$bytes" -v w=$((w1 - w0)) -v c=$((c1 - c0)) -v r="$reads" -v t="$tck" \
-    'BEGIN { printf "| %s | %d | %.1f | %.1f |\n", l, b, w / 1e6 / r, c * 1000 / t / r }'
+  req=$(sort -n "$out/req.times" | awk '{ a[NR] = $1 } END { printf "%.1f / %.1f", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) * 1000, a[NR] * 1000 }')
+  awk -v l="$label" -v b="$bytes" -v w=$((w1 - w0)) -v c=$((c1 - c0)) -v r="$reads" -v t="$tck" -v q="$req" \
+    'BEGIN { printf "| %s | %d | %.1f | %s | %.1f |\n", l, b, w / 1e6 / r, q, c * 1000 / t / r }'
 }
 form "full (GET /v1/runs/{id})" ""
 form "summary (?view=summary)" "?view=summary"

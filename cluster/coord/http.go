@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -256,7 +257,54 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 // SubmitParams is SubmitID with values for the flow's parameters
 // (spec.File.Bind): a value missing, ill-typed or for a parameter the
 // flow does not declare is an *InvalidError naming it.
+//
+// A submit of an id that is being made now, of the same file and values (a
+// client's retry: its attempt ran out while the leader parsed, validated
+// and placed a large flow), waits for that one's answer and gives it,
+// instead of doing it all again beside it.
 func (s *Server) SubmitParams(id, path string, text []byte, params map[string]any) (string, error) {
+	if id == "" {
+		return s.submitParams(id, path, text, params)
+	}
+	s.mu.Lock()
+	in := s.submits[id]
+	if in != nil && in.path == path && bytes.Equal(in.text, text) && reflect.DeepEqual(in.params, params) {
+		s.mu.Unlock()
+		s.submitsJoined.Add(1)
+		<-in.done
+		return in.id, in.err
+	}
+	if in != nil { // another file under the id: answered as a taken id, once one is committed
+		s.mu.Unlock()
+		return s.submitParams(id, path, text, params)
+	}
+	in = &inflightSubmit{path: path, text: text, params: params, done: make(chan struct{})}
+	s.submits[id] = in
+	s.mu.Unlock()
+	in.id, in.err = s.submitParams(id, path, text, params)
+	s.mu.Lock()
+	delete(s.submits, id)
+	s.mu.Unlock()
+	close(in.done)
+	return in.id, in.err
+}
+
+// inflightSubmit is a submit being made (Server.submits, by run id): what
+// it was given, and its answer once done is closed.
+type inflightSubmit struct {
+	path   string
+	text   []byte
+	params map[string]any
+	done   chan struct{}
+	id     string
+	err    error
+}
+
+func (s *Server) submitParams(id, path string, text []byte, params map[string]any) (string, error) {
+	s.submitsMade.Add(1)
+	if s.submitHook != nil {
+		s.submitHook()
+	}
 	if id != "" && !proto.ValidRunID(id) {
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
 	}

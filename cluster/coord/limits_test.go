@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/flowgen"
+	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
 func refusal(t *testing.T, err error) string {
@@ -87,4 +90,47 @@ func BenchmarkSubmitLimits(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A submit retried while the first attempt is still being made (the
+// client's attempt ran out while the leader worked on a large flow) waits
+// for that attempt and gives its answer: the flow is parsed, validated and
+// placed once. A submit of another file under the same id is not joined to
+// it.
+func TestSubmitRetryInFlightJoins(t *testing.T) {
+	s, _ := fuzzServer(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.submitHook = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	id := proto.NewRunID(time.Now())
+	flow := flowgen.Flat(10)
+	type answer struct {
+		id  string
+		err error
+	}
+	first, retry := make(chan answer, 1), make(chan answer, 1)
+	go func() { got, err := s.SubmitID(id, "f.yaml", flow); first <- answer{got, err} }()
+	<-entered
+	go func() { got, err := s.SubmitID(id, "f.yaml", flow); retry <- answer{got, err} }()
+	testsupport.Eventually(t, 10*time.Second, "the retry waits for the first attempt", func() bool { return s.submitsJoined.Load() == 1 })
+	close(release)
+	for _, ch := range []chan answer{first, retry} {
+		if a := <-ch; a.id != id || a.err != nil {
+			t.Fatalf("submit %s: %q, %v", id, a.id, a.err)
+		}
+	}
+	if n := s.submitsMade.Load(); n != 1 {
+		t.Fatalf("the flow was made into a run %d times, want once", n)
+	}
+	if _, err := s.SubmitID(id, "f.yaml", flowgen.Flat(11)); !errors.Is(err, proto.ErrInvalid) {
+		t.Fatalf("another flow under the taken id: %v", err)
+	}
+	if n := s.submitsMade.Load(); n != 2 {
+		t.Fatalf("another flow under the id: %d submits made, want 2", n)
+	}
 }

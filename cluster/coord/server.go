@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hetflow/hetflow/cluster/dashboard"
@@ -139,6 +140,7 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	status   map[string]*statusCache
+	submits  map[string]*inflightSubmit // submits being made, by run id (SubmitParams)
 	raftAddr string
 	httpAddr string
 	peers    map[string]peerAddrs // the other coordinators, by id (peers.go)
@@ -158,6 +160,15 @@ type Server struct {
 	// Assignment copies sent to nodes (hetflow_assignments_sent_total)
 	sentMetric prometheus.Counter
 	sent       atomic.Uint64
+
+	// the event stream's handle, looked up once (eventStream)
+	evStream atomic.Pointer[jetstream.Stream]
+
+	// submits made (parsed, validated, placed) and retries that waited
+	// for one in flight instead (SubmitParams); submitHook, if set, is
+	// called as each is made (tests)
+	submitsMade, submitsJoined atomic.Int64
+	submitHook                 func()
 }
 
 // New checks cfg and returns a Server that is not started.
@@ -203,7 +214,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.MaxTasks = min(cfg.MaxTasks, spec.MaxVertices)
 	cfg.MaxFlowBytes = min(cfg.MaxFlowBytes, spec.MaxFileSize)
 	s := &Server{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), memberKick: make(chan struct{}, 1),
-		stop: make(chan struct{}), status: map[string]*statusCache{}, flows: newFlowCaches(), dropCount: map[string]uint64{}, fwd: &http.Client{Timeout: 30 * time.Second}}
+		stop: make(chan struct{}), status: map[string]*statusCache{}, submits: map[string]*inflightSubmit{}, flows: newFlowCaches(), dropCount: map[string]uint64{}, fwd: &http.Client{Timeout: 30 * time.Second}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

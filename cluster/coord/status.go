@@ -450,8 +450,9 @@ type statusCache struct {
 	g     *spec.Graph
 	nv    int // len(g.Vertices), kept when g is dropped
 	fold  *Fold
-	seq   uint64
-	epoch string // names this cache in its versions: "epoch-N"
+	seq   uint64      // the last stream sequence folded
+	cur   eventCursor // reads the events after seq
+	epoch string      // names this cache in its versions: "epoch-N"
 
 	keyed        bool   // state and errTx are the run's as the fold's version last covered
 	state, errTx string // (Touch when they change)
@@ -721,10 +722,10 @@ func (c *statusCache) graph(r Run) error {
 }
 
 // readEvents folds the run's events after c.seq, those of a task from a
-// node that may report it (EventFromOwner).
+// node that may report it (EventFromOwner), through the cache's cursor.
 func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 	var gerr error
-	seq, err := s.eventsAfter(ctx, r.ID, c.seq, func(e *transport.TaskEvent) {
+	seq, err := c.cur.read(ctx, s, r.ID, c.seq, func(e *transport.TaskEvent) {
 		if gerr == nil && c.g == nil { // dropped after the run ended (statusJSON); an event came after all
 			gerr = c.graph(r)
 		}
@@ -733,7 +734,8 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 		}
 	})
 	if gerr != nil {
-		return gerr // c.seq stays: the events are read again
+		c.cur.cons = nil // c.seq stays: the events are read again, by a consumer made again
+		return gerr
 	}
 	c.seq = seq
 	return err
@@ -764,22 +766,15 @@ func (s *Server) eventsAfter(ctx context.Context, run string, seq uint64, fn fun
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := s.nc.JetStream().Stream(ctx, transport.StreamEvents)
-	if err != nil {
-		return seq, fmt.Errorf("%w: %w", transport.ErrNoJetStream, err)
-	}
-	cc := jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute, MemoryStorage: true, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if seq > 0 {
-		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
-	}
-	cons, err := st.CreateConsumer(ctx, cc)
+	cons, err := s.eventConsumer(ctx, filter, seq, time.Minute)
 	if err != nil {
 		return seq, fmt.Errorf("coord: events of %s: %w", run, err)
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
+		if st, err := s.eventStream(dctx); err == nil {
+			_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
+		}
 		dcancel()
 	}()
 	lim := s.nc.Limits()
@@ -796,13 +791,7 @@ func (s *Server) eventsAfter(ctx context.Context, run string, seq uint64, fn fun
 				continue
 			}
 			seq, pending = meta.Sequence.Stream, meta.NumPending
-			from := proto.SenderOf(m.Subject())
-			_ = transport.EachEvent(m.Data(), lim, func(e *transport.TaskEvent) error { // a malformed message is skipped
-				if e.Run == run && e.Node == from {
-					fn(e)
-				}
-				return nil
-			})
+			eachRunEvent(m, run, lim, fn)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return seq, fmt.Errorf("coord: events of %s: %w", run, err)

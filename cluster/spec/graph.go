@@ -105,12 +105,15 @@ func (f *File) validBuild(name string, expand bool, opts Options) (*Graph, error
 	if fl == nil {
 		return nil, Errors{{File: f.Path, Flow: name, Msg: fmt.Sprintf("no flow %q in the file", name), Kind: ErrUnknownFlow}}
 	}
+	n := len(fl.Tasks)
 	if expand {
-		if n := f.expandedSize(fl.Name, map[string]int{}); n > MaxVertices {
+		if n = f.expandedSize(fl.Name, map[string]int{}); n > MaxVertices {
 			return nil, Errors{{File: f.Path, Flow: name, Msg: fmt.Sprintf("expanding modules gives over %d tasks", MaxVertices), Kind: ErrTooLarge}}
 		}
 	}
-	g := &Graph{Name: fl.Name, Timeout: fl.Timeout, byPath: map[string]int{}}
+	// Sized once: grown module by module, the vertices (~300 bytes each)
+	// were copied over and over, and the path index rehashed.
+	g := &Graph{Name: fl.Name, Timeout: fl.Timeout, Vertices: make([]Vertex, 0, n), byPath: make(map[string]int, n)}
 	if err := g.instantiate(f, fl, "", -1, expand, graphs); err != nil {
 		return nil, err
 	}
@@ -360,7 +363,19 @@ func (g *Graph) Descendants(module int) []int {
 // their smallest vertex: disjoint, each inside one scope (LoopGroups adds
 // the tasks nested under their module tasks).
 func (g *Graph) Cycles() [][]int {
-	adj := func(i int) []int { return g.Successors(i) }
+	// The successors laid out once (Successors makes a slice a call, and
+	// every vertex is asked twice).
+	off := make([]int, len(g.Vertices)+1)
+	for i := range g.Vertices {
+		off[i+1] = off[i] + len(g.Vertices[i].Succ)
+	}
+	to := make([]int, off[len(g.Vertices)])
+	for i := range g.Vertices {
+		for k, e := range g.Vertices[i].Succ {
+			to[off[i]+k] = e.To
+		}
+	}
+	adj := func(i int) []int { return to[off[i]:off[i+1]:off[i+1]] }
 	var out [][]int
 	for _, comp := range components(len(g.Vertices), adj) {
 		if cyclic(comp, adj) {

@@ -544,6 +544,11 @@ func components(n int, adj func(int) []int) [][]int {
 	}
 	var stack []int
 	var out [][]int
+	members := make([]int, 0, n) // every component's vertices, one after another
+	first := make([]int32, n)    // the component whose smallest vertex this is, or -1
+	for i := range first {
+		first[i] = -1
+	}
 	next := 0
 	type frame struct {
 		v     int
@@ -582,23 +587,32 @@ func components(n int, adj func(int) []int) [][]int {
 				low[p] = min(low[p], low[v])
 			}
 			if low[v] == index[v] {
-				var comp []int
+				start := len(members)
 				for {
 					w := stack[len(stack)-1]
 					stack = stack[:len(stack)-1]
 					on[w] = false
-					comp = append(comp, w)
+					members = append(members, w)
 					if w == v {
 						break
 					}
 				}
+				comp := members[start:len(members):len(members)] // an append to it copies
 				slices.Sort(comp)
+				first[comp[0]] = int32(len(out))
 				out = append(out, comp)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
-	return out
+	// In order of the smallest vertex, in one pass: the components part
+	// the vertices, so each vertex is the smallest of at most one.
+	sorted := make([][]int, 0, len(out))
+	for _, k := range first {
+		if k >= 0 {
+			sorted = append(sorted, out[k])
+		}
+	}
+	return sorted
 }
 
 // cyclic reports whether a component holds a cycle: more than one vertex, or a

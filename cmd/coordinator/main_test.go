@@ -84,6 +84,46 @@ func TestDevExitCodes(t *testing.T) {
 	}
 }
 
+// dev's hidden profiling flags (scripts/bench-sweep.sh) write a CPU and a
+// heap profile of the whole command, in pprof's format (gzip), and leave
+// its exit code alone; they are not in its help.
+func TestDevProfiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dev cluster")
+	}
+	dir := t.TempDir()
+	flow := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(flow, []byte("name: demo\ntasks:\n  - {name: a, func: hash}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cpu, heap := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "heap.pprof")
+	if got := run([]string{"dev", "--nodes", "1", "--cpuprofile", cpu, "--memprofile", heap, flow}); got != exitOK {
+		t.Fatalf("dev with profiles: exit %d, want %d", got, exitOK)
+	}
+	for _, p := range []string{cpu, heap} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: %d bytes, not a gzipped profile", filepath.Base(p), len(b))
+		}
+	}
+	if got := run([]string{"dev", "--cpuprofile", filepath.Join(dir, "no", "such", "dir"), flow}); got != exitInvalid {
+		t.Errorf("dev --cpuprofile into a missing directory: exit %d, want %d", got, exitInvalid)
+	}
+	var help bytes.Buffer
+	root := newRoot()
+	root.SetOut(&help)
+	root.SetArgs([]string{"dev", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(help.String(), "profile") {
+		t.Errorf("dev --help shows the hidden profiling flags:\n%s", help.String())
+	}
+}
+
 // A dev start that fails (here its --http port is taken, as for `dev
 // --serve` beside a running cluster) removes the temporary data directory
 // it made (devcluster.Start's os.MkdirTemp): none is left in $TMPDIR.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -178,13 +180,22 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 	var cfg devcluster.Config
 	var simGPUs int
 	var asJSON, serve, verbose bool
-	var secretFile string
+	var secretFile, cpuProfile, memProfile string
 	var params ParamFlag
 	cmd := &cobra.Command{
 		Use:   "dev [FLOW...]",
 		Short: "all-in-one cluster in this process: runs each FLOW (default: the bundled examples)",
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			cfg.Registry = reg
+			stopCPU, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if perr := stopCPU(); err == nil && perr != nil {
+					err = perr
+				}
+			}()
 			vals, err := params.Values()
 			if err != nil {
 				return err
@@ -239,6 +250,12 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 				fmt.Fprintf(errw, "dev cluster: %d nodes, API on %s %s\n", cfg.Nodes, d.URL(), until)
 			}
 			c := d.Client()
+			// The coordinator is in this process: no other one to turn to
+			// when it is slow. A large flow's submit (parse, validate,
+			// place: seconds a 100K tasks, more on a loaded machine) is
+			// waited for, not given up at the client's default bounds
+			// for a remote cluster.
+			c.Attempt, c.Retry = time.Minute, 2*time.Minute
 			failed, invalid := false, false
 			var ran []string // states of the runs that ran
 			for _, f := range flows {
@@ -265,6 +282,9 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 					fmt.Fprintf(out, "== %s\n", f.path)
 					PrintStatus(out, st)
 				}
+			}
+			if err := writeHeapProfile(memProfile); err != nil {
+				return err
 			}
 			if !asJSON {
 				ok := 0
@@ -303,6 +323,10 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 	fl.StringSliceVar(&cfg.ExecAllow, "exec-allow", nil, "programs exec tasks may run on the dev nodes (default none: exec is off)")
 	fl.IntVar(&cfg.MaxTasks, "max-tasks", coord.DefaultMaxTasks, "most tasks of one run, after module expansion (as serve's)")
 	fl.IntVar(&cfg.MaxFlowBytes, "max-flow-bytes", coord.DefaultMaxFlowBytes, "largest flow file a submit may send (as serve's)")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole command (every in-process part) to this file")
+	fl.StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations and what is in use) to this file when the flows have run")
+	_ = fl.MarkHidden("cpuprofile") // for benchmarks (scripts/bench-sweep.sh), not users
+	_ = fl.MarkHidden("memprofile")
 	params.Add(cmd)
 	cmd.PreRun = func(cmd *cobra.Command, args []string) {
 		if serve && cfg.HTTPAddr == "" {
@@ -314,4 +338,38 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path (none if empty) and
+// returns the function that stops it.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, WithCode(ExitInvalid, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// writeHeapProfile writes a heap profile (allocations so far, and what a
+// collection made now leaves in use) to path (nothing if empty).
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }

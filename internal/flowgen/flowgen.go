@@ -63,6 +63,59 @@ func FanInOut(width int) []byte {
 func Layered(layers, width int, seed uint64, json bool) []byte {
 	var b bytes.Buffer
 	b.Grow(layers * width * 48)
+	if json {
+		b.WriteString(`{"name":"layered","tasks":[`)
+	} else {
+		b.WriteString("name: layered\ntasks:\n")
+	}
+	layeredTasks(&b, layers, width, seed, json, "")
+	if json {
+		b.WriteString("]}\n")
+	}
+	return b.Bytes()
+}
+
+// LayeredModules is a flow "top" of blocks module tasks in a chain (B1
+// after B0, ...), each running the flow "block", a layered DAG of
+// layers×width noop tasks as Layered's: blocks×layers×width tasks from a
+// file the size of one block, for runs larger than a flow file may be
+// (spec.MaxFileSize). A block's tasks start when the block before has
+// ended.
+func LayeredModules(blocks, layers, width int, seed uint64, json bool) []byte {
+	var b bytes.Buffer
+	b.Grow(layers*width*48 + blocks*40)
+	if json {
+		b.WriteString(`{"flows":[{"name":"top","tasks":[`)
+	} else {
+		b.WriteString("flows:\n  - name: top\n    tasks:\n")
+	}
+	for k := 0; k < blocks; k++ {
+		switch {
+		case json && k > 0:
+			fmt.Fprintf(&b, `,{"name":"B%d","kind":"module","flow":"block","succeed":["B%d"]}`, k, k-1)
+		case json:
+			b.WriteString(`{"name":"B0","kind":"module","flow":"block"}`)
+		case k > 0:
+			fmt.Fprintf(&b, "      - {name: B%d, kind: module, flow: block, succeed: [B%d]}\n", k, k-1)
+		default:
+			b.WriteString("      - {name: B0, kind: module, flow: block}\n")
+		}
+	}
+	if json {
+		b.WriteString(`]},{"name":"block","tasks":[`)
+	} else {
+		b.WriteString("  - name: block\n    tasks:\n")
+	}
+	layeredTasks(&b, layers, width, seed, json, "      ")
+	if json {
+		b.WriteString("]}]}\n")
+	}
+	return b.Bytes()
+}
+
+// layeredTasks writes Layered's task list into b: JSON objects separated
+// by commas, or YAML list items each indented by indent.
+func layeredTasks(b *bytes.Buffer, layers, width int, seed uint64, json bool, indent string) {
 	rng := seed*0x9e3779b97f4a7c15 + 1
 	next := func(n int) int { // splitmix64
 		rng += 0x9e3779b97f4a7c15
@@ -70,11 +123,6 @@ func Layered(layers, width int, seed uint64, json bool) []byte {
 		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 		return int((z ^ (z >> 31)) % uint64(n))
-	}
-	if json {
-		b.WriteString(`{"name":"layered","tasks":[`)
-	} else {
-		b.WriteString("name: layered\ntasks:\n")
 	}
 	for l := 0; l < layers; l++ {
 		for i := 0; i < width; i++ {
@@ -96,36 +144,33 @@ func Layered(layers, width int, seed uint64, json bool) []byte {
 				if l+i > 0 {
 					b.WriteByte(',')
 				}
-				fmt.Fprintf(&b, `{"name":"L%d_%d","func":"noop"`, l, i)
+				fmt.Fprintf(b, `{"name":"L%d_%d","func":"noop"`, l, i)
 				if len(preds) > 0 {
 					b.WriteString(`,"succeed":[`)
 					for j, p := range preds {
 						if j > 0 {
 							b.WriteByte(',')
 						}
-						fmt.Fprintf(&b, `"L%d_%d"`, l-1, p)
+						fmt.Fprintf(b, `"L%d_%d"`, l-1, p)
 					}
 					b.WriteByte(']')
 				}
 				b.WriteByte('}')
 				continue
 			}
-			fmt.Fprintf(&b, "- {name: L%d_%d, func: noop", l, i)
+			b.WriteString(indent)
+			fmt.Fprintf(b, "- {name: L%d_%d, func: noop", l, i)
 			if len(preds) > 0 {
 				b.WriteString(", succeed: [")
 				for j, p := range preds {
 					if j > 0 {
 						b.WriteString(", ")
 					}
-					fmt.Fprintf(&b, "L%d_%d", l-1, p)
+					fmt.Fprintf(b, "L%d_%d", l-1, p)
 				}
 				b.WriteByte(']')
 			}
 			b.WriteString("}\n")
 		}
 	}
-	if json {
-		b.WriteString("]}\n")
-	}
-	return b.Bytes()
 }

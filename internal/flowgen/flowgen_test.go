@@ -54,3 +54,43 @@ func TestLayered(t *testing.T) {
 		}
 	}
 }
+
+// A flow of layered modules expands to blocks×layers×width tasks, its
+// blocks in a chain, the same in YAML and JSON, and Layered is unchanged by
+// sharing its task writer.
+func TestLayeredModules(t *testing.T) {
+	for _, json := range []bool{false, true} {
+		name := "m.yaml"
+		if json {
+			name = "m.json"
+		}
+		f, err := spec.Parse(name, LayeredModules(4, 5, 30, 7, json))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := f.Validate(spec.Options{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := f.ExpandedSize(); n < 4*5*30 || n > 4*5*30+2*4 {
+			t.Fatalf("%s: expands to %d tasks, want 600 and at most 2 a module", name, n)
+		}
+		top, block := f.Flows[0].Tasks, f.Flows[1].Tasks
+		if len(top) != 4 || len(block) != 150 {
+			t.Fatalf("%s: %d module tasks and %d block tasks, want 4 and 150", name, len(top), len(block))
+		}
+		for k, task := range top {
+			if k > 0 && (len(task.Succeed) != 1 || task.Succeed[0] != top[k-1].Name) {
+				t.Fatalf("%s: %s runs after %v, want [%s]", name, task.Name, task.Succeed, top[k-1].Name)
+			}
+		}
+		lf, err := spec.Parse("l", Layered(5, 30, 7, json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, task := range lf.Flows[0].Tasks {
+			if task.Name != block[i].Name || fmt.Sprint(task.Succeed) != fmt.Sprint(block[i].Succeed) {
+				t.Fatalf("%s: block task %d is %s after %v, Layered's %s after %v", name, i, block[i].Name, block[i].Succeed, task.Name, task.Succeed)
+			}
+		}
+	}
+}

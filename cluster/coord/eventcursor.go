@@ -1,0 +1,150 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// eventCursor reads one run's events from the event stream through a pull
+// consumer it keeps between reads, so that a status read of a run asks the
+// stream only for what is new: one request that comes back empty when
+// nothing is (where a consumer made and deleted a read cost three, the
+// ~2 ms floor of every read). The consumer hands each message once
+// (AckNone); its consumer sequences are consecutive, so a message lost on
+// the way (a fetch cut short) shows as a gap, and then, as on any error,
+// the consumer is dropped and the next read makes one again from the last
+// stream sequence folded. A consumer not read for eventCursorIdle is
+// removed by the server (a cursor finding it gone makes one again). The
+// status cache's lock guards it.
+type eventCursor struct {
+	cons      jetstream.Consumer
+	delivered uint64 // consumer sequence of the last message handed on
+}
+
+// eventCursorIdle is how long the server keeps a cursor's consumer unread.
+const eventCursorIdle = time.Minute
+
+// eventBatch is the most messages one fetch asks for.
+const eventBatch = 512
+
+// errEventGap: the cursor's consumer skipped a message (one was lost on
+// the way); the consumer is made again from the last one folded.
+var errEventGap = errors.New("coord: event cursor: a message was skipped")
+
+// read hands fn run's decodable events stored after stream sequence seq,
+// in order, and returns the last sequence read: what eventsAfter does, with
+// the consumer kept. A dropped consumer is made again once in the same
+// read.
+func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uint64, fn func(*transport.TaskEvent)) (uint64, error) {
+	filter, err := transport.RunEventsFilter(run)
+	if err != nil {
+		return seq, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		fresh := cur.cons == nil
+		if fresh {
+			if cur.cons, err = s.eventConsumer(ctx, filter, seq, eventCursorIdle); err != nil {
+				return seq, fmt.Errorf("coord: events of %s: %w", run, err)
+			}
+			cur.delivered = 0
+		}
+		seq, err = cur.fetch(s, run, seq, fn)
+		if err == nil {
+			return seq, nil
+		}
+		cur.cons = nil // gone, or where it stands is unknown: made again from seq
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return seq, fmt.Errorf("coord: events of %s: %w", run, err)
+		}
+	}
+}
+
+// fetch reads what the cursor's consumer holds for it now.
+func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn func(*transport.TaskEvent)) (uint64, error) {
+	lim := s.nc.Limits()
+	for {
+		batch, err := cur.cons.FetchNoWait(eventBatch)
+		if err != nil {
+			return seq, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				return seq, err
+			}
+			if meta.Sequence.Consumer != cur.delivered+1 {
+				return seq, errEventGap
+			}
+			cur.delivered = meta.Sequence.Consumer
+			got++
+			if meta.Sequence.Stream <= seq {
+				continue // folded already (not expected: the consumer starts after seq)
+			}
+			seq = meta.Sequence.Stream
+			eachRunEvent(m, run, lim, fn)
+		}
+		if err := batch.Error(); err != nil {
+			return seq, err
+		}
+		if got < eventBatch {
+			return seq, nil
+		}
+	}
+}
+
+// eachRunEvent hands fn the events of stored message m that are run's and
+// from the node its subject names; a malformed message is skipped.
+func eachRunEvent(m jetstream.Msg, run string, lim transport.Limits, fn func(*transport.TaskEvent)) {
+	from := proto.SenderOf(m.Subject())
+	_ = transport.EachEvent(m.Data(), lim, func(e *transport.TaskEvent) error {
+		if e.Run == run && e.Node == from {
+			fn(e)
+		}
+		return nil
+	})
+}
+
+// eventConsumer makes a consumer of the event stream's messages matching
+// filter after stream sequence seq, that the server removes once unread
+// for idle.
+func (s *Server) eventConsumer(ctx context.Context, filter string, seq uint64, idle time.Duration) (jetstream.Consumer, error) {
+	st, err := s.eventStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cc := jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
+		InactiveThreshold: idle, MemoryStorage: true, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if seq > 0 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	}
+	cons, err := st.CreateConsumer(ctx, cc)
+	if err != nil {
+		s.evStream.Store(nil) // looked up again next time
+		return nil, err
+	}
+	return cons, nil
+}
+
+// eventStream is the event stream's handle, looked up once (a request)
+// and kept.
+func (s *Server) eventStream(ctx context.Context) (jetstream.Stream, error) {
+	if st := s.evStream.Load(); st != nil {
+		return *st, nil
+	}
+	st, err := s.nc.JetStream().Stream(ctx, transport.StreamEvents)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", transport.ErrNoJetStream, err)
+	}
+	s.evStream.Store(&st)
+	return st, nil
+}
