@@ -108,13 +108,17 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	if kerr == nil {
 		fc.bound.Put(key, b, max(b.tasks, 1))
 	}
-	if b.stored.HasParams {
-		// what the run's flow is read as (Server.runFlow): its values, given or default
-		if k, err := runKey(b.stored.ID, b.values); err == nil {
-			fc.bound.Put(k, b, max(b.tasks, 1))
-		}
-	}
+	fc.keep(b)
 	return b, nil
+}
+
+// keep files b as the flow's binding to its values, given or default:
+// what a run of it by id with them (RunFlow) and the flow of such a run
+// (Server.runFlow) look up.
+func (fc flowCaches) keep(b *boundFlow) {
+	if k, err := runKey(b.stored.ID, b.values); err == nil {
+		fc.bound.Put(k, b, max(b.tasks, 1))
+	}
 }
 
 // bound binds params into f, whose canonical JSON is src.

@@ -434,6 +434,12 @@ func (s *Server) Register(path string, text []byte) (sf StoredFlow, created bool
 	}
 	sf = StoredFlow{ID: FlowID(src), Name: f.Root().Name, Path: path, Text: src, HasParams: len(f.Params()) > 0,
 		Tasks: f.ExpandedSize(), Bytes: len(text)}
+	if !sf.HasParams { // the file parsed here is what a run of it without parameters takes
+		if b, err := bound(f, src, nil); err == nil {
+			b.stored = sf
+			s.flows.keep(b)
+		}
+	}
 	if have, ok := s.storedFlow(sf.ID); ok && have.Registered {
 		return have, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,11 +62,17 @@ func TestAFlowIsStoredOnce(t *testing.T) {
 		ids = append(ids, id)
 	}
 	r, _ := s.run(ids[0])
+	sf, _ := s.storedFlow(r.FlowID)
+	b1, _ := s.flows.bind("l.yaml", text, nil)
+	if b2, _ := s.flows.stored(sf, nil); b1 == nil || b2 != b1 {
+		t.Fatal("a run by id after a submit of the flow binds it again")
+	}
 	id, err := s.RunFlow("", r.FlowID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, id)
+	var created bool
 	var flows []StoredFlow
 	s.fsm.read(func(f *FSM) { flows = f.Flows() })
 	if len(flows) != 1 || flows[0].ID != r.FlowID || flows[0].Registered || flows[0].Tasks != 200 || flows[0].Bytes != len(text) {
@@ -87,7 +94,7 @@ func TestAFlowIsStoredOnce(t *testing.T) {
 	t.Logf("raft log bytes by op: %v (canonical flow %d bytes)", size, canon)
 
 	// Registered afterwards: one more small entry, no text again.
-	sf, created, err := s.Register("l.json", flowgen.Layered(4, 50, 1, true))
+	sf, created, err = s.Register("l.json", flowgen.Layered(4, 50, 1, true))
 	if err != nil || !created || sf.ID != r.FlowID {
 		t.Fatalf("register of the same flow as JSON: %+v %v %v", sf, created, err)
 	}
@@ -186,4 +193,68 @@ func mustTime(t *testing.T, s string) time.Time {
 		t.Fatal(err)
 	}
 	return at
+}
+
+// BenchmarkRunAgain100K: a 100,000-task layered DAG (100 × 1,000,
+// internal/flowgen.Layered, JSON) submitted once, then run again by a
+// submit of the same file and by its flow id, on a real leading
+// coordinator (raft on disk; no NATS, so nothing runs): the leader's time
+// and its process's CPU (rusage: the leader loop's tracking of each run
+// included) a run, the raft log's bytes a run, and before-raft-B/op, the
+// run_submit entry the same run was before the registry (its flow
+// inline). docs/benchmarks/cluster-speed.md, "A flow registry".
+func BenchmarkRunAgain100K(b *testing.B) {
+	s, _ := fuzzServer(b)
+	text := flowgen.Layered(100, 1000, 1, true)
+	first, err := s.SubmitParams("", "l.json", text, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, _ := s.run(first)
+	old := r
+	if old.Flow, err = s.runFlow(r); err != nil {
+		b.Fatal(err)
+	}
+	old.FlowID = ""
+	oldEntry, err := json.Marshal(&Command{Op: OpRunSubmit, Run: &old})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, size := logBytes(b, s)
+	b.Logf("first submit: raft bytes by op %v; the run_submit of before the registry: %d bytes", size, len(oldEntry))
+	for _, c := range []struct {
+		name  string
+		start func() (string, error)
+	}{
+		{"submit-again", func() (string, error) { return s.SubmitParams("", "l.json", text, nil) }},
+		{"run-by-id", func() (string, error) { return s.RunFlow("", r.FlowID, nil) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			_, before := logBytes(b, s)
+			cpu0 := cpuTime()
+			n := 0
+			for b.Loop() {
+				if _, err := c.start(); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			cpu := cpuTime() - cpu0
+			_, after := logBytes(b, s)
+			total := 0
+			for op, v := range after {
+				total += v - before[op]
+			}
+			b.ReportMetric(float64(total)/float64(n), "raft-B/op")
+			b.ReportMetric(float64(len(oldEntry)), "before-raft-B/op")
+			b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(n), "cpu-ms/op")
+		})
+	}
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
