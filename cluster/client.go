@@ -375,6 +375,49 @@ func (p Params) applySubmit(r *proto.SubmitRequest) {
 
 func runPath(id string) string { return "/v1/runs/" + url.PathEscape(id) }
 
+// RegisterFlow keeps a flow file's text in the cluster's registry and
+// returns its id (the SHA-256 of its canonical JSON, lowercase hex: the
+// same flow in YAML or JSON, or under another file name, has one id) and
+// name. RunFlow then starts runs of it without sending, parsing or
+// storing it again. Registering a flow twice is harmless (the same id
+// comes back). The file is checked for its structure and this cluster's
+// limits now, and for its functions and parameter values at each run; an
+// invalid one is an *InvalidError.
+func (c *Client) RegisterFlow(ctx context.Context, path string, flowText []byte) (proto.FlowRef, error) {
+	var ref proto.FlowRef
+	err := c.do(ctx, http.MethodPost, "/v1/flows", proto.RegisterRequest{Path: path, Flow: string(flowText)}, &ref)
+	return ref, err
+}
+
+// RunFlow starts a run of the registered flow flowID and returns the run's
+// id, as Submit does for a file: Params fill its parameters, the client
+// proposes the run id (a retry is still one run), and the run is followed
+// with Follow or Wait. A flow id the cluster does not hold, and a missing
+// or ill-typed parameter, are *InvalidErrors naming it.
+//
+//	ref, err := c.RegisterFlow(ctx, "wc.yaml", text)
+//	id, err := c.RunFlow(ctx, ref.ID, cluster.Params{"n": 3})
+func (c *Client) RunFlow(ctx context.Context, flowID string, opts ...SubmitOption) (string, error) {
+	var sr proto.SubmitRequest
+	for _, o := range opts {
+		o.applySubmit(&sr)
+	}
+	var r proto.SubmitResponse
+	req := proto.RunFlowRequest{ID: proto.NewRunID(time.Now()), Params: sr.Params}
+	if err := c.do(ctx, http.MethodPost, "/v1/flows/"+url.PathEscape(flowID)+"/runs", req, &r); err != nil {
+		return "", err
+	}
+	return r.ID, nil
+}
+
+// Flows lists the flows in the cluster's registry: those registered, and
+// those submitted that a run the cluster keeps still names.
+func (c *Client) Flows(ctx context.Context) ([]proto.FlowInfo, error) {
+	var out []proto.FlowInfo
+	err := c.do(ctx, http.MethodGet, "/v1/flows", nil, &out)
+	return out, err
+}
+
 // Status returns a run's status.
 func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error) {
 	var st proto.RunStatus

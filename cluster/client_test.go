@@ -140,7 +140,9 @@ func urls(servers []*coord.Server) []string {
 
 const okFlow = "name: ok\ntasks:\n  - {name: a, func: hash}\n  - {name: b, func: hash, succeed: [a]}\n"
 
-func TestClient(t *testing.T) {
+// clusterWithNode starts three coordinators with token "tok" and a fake
+// node n1, and returns once a client of them sees all four.
+func clusterWithNode(t *testing.T) ([]*coord.Server, *cluster.Client, context.Context) {
 	servers, natsURL := startCluster(t, "tok")
 	fakeNode(t, "n1", natsURL, servers[0].GossipAddr())
 	ctx := timeout(t, 60*time.Second)
@@ -150,6 +152,11 @@ func TestClient(t *testing.T) {
 		ns, err2 := c.Nodes(ctx)
 		return err1 == nil && err2 == nil && len(ps) == 3 && len(ns) == 1 && ns[0].State == proto.NodeAlive
 	})
+	return servers, c, ctx
+}
+
+func TestClient(t *testing.T) {
+	servers, c, ctx := clusterWithNode(t)
 
 	id, err := c.Submit(ctx, "ok.yaml", []byte(okFlow))
 	must(t, err)

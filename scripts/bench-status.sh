@@ -27,40 +27,11 @@ reads=${READS:-20}
 runs=${RUNS:-20}
 out=build/bench-status
 mkdir -p "$out"
-coordbin=${COORD:-$out/coordinator}
-[ -n "${COORD:-}" ] || go build -o "$out/coordinator" ./cmd/coordinator
-go build -o "$out/node" ./cmd/node
-go build -o "$out/natsd" ./cmd/natsd
 go build -o "$out/flowgen" ./internal/flowgen/cmd/flowgen
 n=$((layers * width))
 "$out/flowgen" -layers "$layers" -width "$width" -json >"$out/layered.json"
-
-free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-data=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$data"
-}
-trap cleanup EXIT
-np=$(free) hp=$(free) gp=$(free) rp=$(free)
-"$out/natsd" --addr 127.0.0.1:"$np" --store "$data/nats" 2>"$out/natsd.log" &
-pids+=($!)
-"$coordbin" serve --id c1 --bootstrap --data "$data/c1" --raft 127.0.0.1:"$rp" --http 127.0.0.1:"$hp" \
-  --gossip 127.0.0.1:"$gp" --nats nats://127.0.0.1:"$np" --max-tasks "$n" --max-flow-bytes $((1 << 30)) 2>"$out/coord.log" &
-cpid=$!
-pids+=($cpid)
-api=http://127.0.0.1:$hp
-for ((i = 1; i <= nodes; i++)); do
-  "$out/node" --id "n$i" --nats nats://127.0.0.1:"$np" --gossip 127.0.0.1:"$(free)" --join 127.0.0.1:"$gp" 2>"$out/n$i.log" &
-  pids+=($!)
-done
-for ((i = 0; ; i++)); do
-  if [ "$("$coordbin" nodes --json --server "$api" 2>/dev/null | grep -o '"alive"' | wc -l)" -ge "$nodes" ]; then break; fi
-  [ "$i" -lt 300 ] || { echo "bench-status: the cluster did not come up" >&2; tail "$out"/*.log >&2; exit 1; }
-  sleep 0.2
-done
+. scripts/lib/loopback.sh
+loopback_up bench-status
 
 cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # clock ticks
 tck=$(getconf CLK_TCK)

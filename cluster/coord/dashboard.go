@@ -99,7 +99,8 @@ func (d *dashSource) Run(id string) (dashboard.RunInfo, bool) {
 	if !ok {
 		return dashboard.RunInfo{}, false
 	}
-	return dashboard.RunInfo{RunSummary: summary(&r), Error: r.Error, FlowFile: r.Flow, Assignment: r.Assignment, Gen: r.Gen}, true
+	text, _ := d.s.runFlow(r) // nil (no graph drawn) if it cannot be read
+	return dashboard.RunInfo{RunSummary: summary(&r), Error: r.Error, FlowFile: text, Assignment: r.Assignment, Gen: r.Gen}, true
 }
 
 func (d *dashSource) Status(ctx context.Context, id string) (proto.RunStatus, error) {

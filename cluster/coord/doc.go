@@ -1,6 +1,7 @@
 // Package coord is the hetflow coordinator: the raft-replicated control plane
 // of docs/cluster-protocol.md. Three coordinators hold the same FSM (nodes,
-// runs with their assignment and generation, settings); the leader partitions
+// runs with their assignment and generation, the flow registry, settings);
+// the leader partitions
 // submitted flows, sends Assignments to the nodes over NATS, detects
 // termination, and ends runs; any coordinator answers the HTTP API, followers
 // by forwarding to the leader.
@@ -29,7 +30,10 @@
 //
 //   - FSM: the pure state machine. Commands are JSON (Command, with the time
 //     inside), applied one per raft entry; Snapshot/Restore write the whole
-//     state as JSON. testdata/fsm_*.txt are its scenarios.
+//     state as JSON. Its registry keeps each flow's canonical JSON once,
+//     under FlowID (its SHA-256), put by OpFlowPut; a run names its flow
+//     and keeps its parameters' values, and FSM.RunFlow is what it executes.
+//     testdata/fsm_*.txt are its scenarios.
 //   - Detector: the four-counter termination detector of one run generation
 //     (counters balanced per sender, lost senders ignored); TermReports and
 //     time in, probe waves and the verdict out.
@@ -85,7 +89,8 @@
 // # HTTP API
 //
 // POST /v1/runs, GET /v1/runs, GET /v1/runs/{id}, POST /v1/runs/{id}/cancel,
-// GET /v1/nodes, GET /v1/peers, DELETE /v1/peers/{id}, GET /v1/leader,
+// POST /v1/flows (Server.Register), GET /v1/flows, POST /v1/flows/{id}/runs
+// (Server.RunFlow), GET /v1/nodes, GET /v1/peers, DELETE /v1/peers/{id}, GET /v1/leader,
 // GET /healthz, GET /metrics, JSON shapes of cluster/proto. With a secret,
 // every call but /healthz (/metrics included) needs "Authorization: Bearer
 // <token>"; /healthz without it answers only {"status":"ok"}. A flow over
@@ -93,6 +98,7 @@
 // (400) before it is expanded or committed. Term and fail messages the
 // leader cannot decode are dropped and counted
 // (hetflow_messages_dropped_total{subject,reason}, Server.Dropped).
-// Submit, status, cancel and peer removal run on the leader; a follower
+// Submit, register, a run by flow id, status, cancel and peer removal run on
+// the leader; a follower
 // forwards them (X-Hetflow-Forwarded-By) or answers 503 with no leader.
 package coord

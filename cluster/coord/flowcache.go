@@ -3,6 +3,7 @@ package coord
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -18,8 +19,8 @@ import (
 //
 // Both caches are bounded by the tasks they hold (maxCachedTasks each).
 type flowCaches struct {
-	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey
-	graphs *wlru.Cache[[32]byte, *spec.Graph] // by the SHA-256 of Run.Flow
+	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey, and by runKey
+	graphs *wlru.Cache[[32]byte, *spec.Graph] // by runKey(Run.FlowID, Run.Params)
 }
 
 // maxCachedTasks bounds each of a coordinator's flow caches. An expanded
@@ -32,13 +33,17 @@ func newFlowCaches() flowCaches {
 	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks)}
 }
 
-// boundFlow is a submitted file parsed, its parameters bound
-// (spec.File.Bind), and the canonical JSON of the result (spec.Marshal).
+// boundFlow is a flow file parsed, its parameters bound (spec.File.Bind),
+// and the canonical JSON of the result (spec.Marshal): what a run of it
+// executes. stored is the flow as the registry holds it: its canonical
+// JSON with the parameters not substituted, and its id (the caller sets
+// Registered and Stored).
 type boundFlow struct {
 	f      *spec.File
 	values map[string]any
 	canon  []byte
 	tasks  int // f.ExpandedSize(): the cache's weight
+	stored StoredFlow
 }
 
 // submitKey names a submit's file by what decides its parse: the name it
@@ -51,6 +56,21 @@ func submitKey(path string, text []byte, params map[string]any) ([32]byte, error
 	h := sha256.New()
 	fmt.Fprintf(h, "%d:%s%d:", len(path), path, len(text))
 	h.Write(text)
+	h.Write(p)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k, nil
+}
+
+// runKey names a registered flow bound to parameters (a run of it by id,
+// and the flow a run executes).
+func runKey(id string, params map[string]any) ([32]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "run:%s:", id)
 	h.Write(p)
 	var k [32]byte
 	h.Sum(k[:0])
@@ -71,29 +91,111 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	if err != nil {
 		return nil, err
 	}
-	f, values, err := f.Bind(params)
-	if err != nil {
-		return nil, err
-	}
-	canon, err := spec.Marshal(f, spec.FormatJSON)
+	src, err := spec.Marshal(f, spec.FormatJSON)
 	if err != nil {
 		return nil, fmt.Errorf("coord: marshal flow: %w", err)
 	}
-	b := &boundFlow{f: f, values: values, canon: canon, tasks: f.ExpandedSize()}
+	b, err := bound(f, src, params)
+	if err != nil {
+		return nil, err
+	}
+	name := ""
+	if r := f.Root(); r != nil {
+		name = r.Name
+	}
+	b.stored = StoredFlow{ID: FlowID(src), Name: name, Path: path, Text: src, HasParams: len(f.Params()) > 0,
+		Tasks: b.tasks, Bytes: len(text)}
+	if kerr == nil {
+		fc.bound.Put(key, b, max(b.tasks, 1))
+	}
+	fc.keep(b)
+	return b, nil
+}
+
+// keep files b as the flow's binding to its values, given or default:
+// what a run of it by id with them (RunFlow) and the flow of such a run
+// (Server.runFlow) look up.
+func (fc flowCaches) keep(b *boundFlow) {
+	if k, err := runKey(b.stored.ID, b.values); err == nil {
+		fc.bound.Put(k, b, max(b.tasks, 1))
+	}
+}
+
+// bound binds params into f, whose canonical JSON is src.
+func bound(f *spec.File, src []byte, params map[string]any) (*boundFlow, error) {
+	bf, values, err := f.Bind(params)
+	if err != nil {
+		return nil, err
+	}
+	canon := src
+	if bf != f { // it declares parameters: they are substituted now
+		if canon, err = spec.Marshal(bf, spec.FormatJSON); err != nil {
+			return nil, fmt.Errorf("coord: marshal flow: %w", err)
+		}
+	}
+	return &boundFlow{f: bf, values: values, canon: canon, tasks: bf.ExpandedSize()}, nil
+}
+
+// bindStored parses a registered flow and binds params into it. Errors
+// name the file it was given under, without lines (noLines: they would be
+// the canonical JSON's).
+func bindStored(sf StoredFlow, params map[string]any) (*boundFlow, error) {
+	f, err := spec.ParseJSON(sf.Path, sf.Text)
+	if err != nil {
+		return nil, fmt.Errorf("coord: flow %s does not parse: %w", sf.ID, err)
+	}
+	b, err := bound(f, sf.Text, params)
+	if err != nil {
+		return nil, noLines(err)
+	}
+	b.stored = sf
+	return b, nil
+}
+
+// stored is bindStored, done once for each set of parameters.
+func (fc flowCaches) stored(sf StoredFlow, params map[string]any) (*boundFlow, error) {
+	key, kerr := runKey(sf.ID, params)
+	if kerr == nil {
+		if b, ok := fc.bound.Get(key); ok {
+			return b, nil
+		}
+	}
+	b, err := bindStored(sf, params)
+	if err != nil {
+		return nil, err
+	}
 	if kerr == nil {
 		fc.bound.Put(key, b, max(b.tasks, 1))
 	}
 	return b, nil
 }
 
-// graph is run r's flow expanded (spec.File.Expand), shared by every run of
-// the same canonical flow.
-func (fc flowCaches) graph(r Run) (*spec.Graph, error) {
-	key := sha256.Sum256(r.Flow)
-	if g, ok := fc.graphs.Get(key); ok {
-		return g, nil
+// noLines drops the line numbers of a spec error about a registered flow:
+// they are its canonical JSON's, which the user never wrote.
+func noLines(err error) error {
+	var es spec.Errors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			e.Line = 0
+		}
 	}
-	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+	return err
+}
+
+// graph is run r's flow (text, what View.RunFlow gives) expanded
+// (spec.File.Expand), shared by every run of the same flow and parameters.
+func (fc flowCaches) graph(r Run, text func(Run) ([]byte, error)) (*spec.Graph, error) {
+	key, kerr := runKey(r.FlowID, r.Params)
+	if kerr == nil {
+		if g, ok := fc.graphs.Get(key); ok {
+			return g, nil
+		}
+	}
+	b, err := text(r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := spec.ParseJSON(r.ID+".json", b)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +203,8 @@ func (fc flowCaches) graph(r Run) (*spec.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	fc.graphs.Put(key, g, max(len(g.Vertices), 1))
+	if kerr == nil {
+		fc.graphs.Put(key, g, max(len(g.Vertices), 1))
+	}
 	return g, nil
 }

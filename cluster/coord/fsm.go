@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,11 @@ import (
 // refuses (the command is in the log but changed nothing).
 var ErrCommand = errors.New("coord: command refused")
 
+// ErrUnknownFlow is matched by a command naming a flow id the registry does
+// not hold (a run_submit whose flow was never put, or was pruned), and by a
+// run of an unknown flow id (proto.ErrNotFound too).
+var ErrUnknownFlow = errors.New("coord: no such flow")
+
 // Node is a cluster node as the FSM holds it.
 type Node struct {
 	ID      string    `json:"id"`
@@ -29,11 +36,20 @@ type Node struct {
 
 // Run is one submitted run.
 type Run struct {
-	ID       string `json:"id"`
-	Flow     []byte `json:"flow"` // canonical JSON flow file (spec.Marshal)
+	ID string `json:"id"`
+	// FlowID names the run's flow in the registry (State.Flows): the
+	// SHA-256 of its canonical JSON, lowercase hex. What the run executes
+	// is that flow bound to Params (View.RunFlow), not a copy in the run.
+	FlowID string `json:"flow_id,omitempty"`
+	// Flow is the canonical JSON flow (parameters substituted) inline, as
+	// run_submit entries and snapshots written before the registry carry
+	// it. The FSM moves it into the registry when it applies or restores
+	// such a run (the run then has a FlowID and no Flow): new code never
+	// sets it, and no run the FSM holds has it.
+	Flow     []byte `json:"flow,omitempty"`
 	FlowName string `json:"flow_name"`
-	// Params are the values of the flow's parameters (spec.File.Bind); Flow
-	// holds the flow with them substituted.
+	// Params are the values of the flow's parameters (spec.File.Bind),
+	// given or default.
 	Params     map[string]any `json:"params,omitempty"`
 	State      string         `json:"state"`
 	Error      string         `json:"error,omitempty"`
@@ -58,6 +74,46 @@ type Run struct {
 	Lost []string `json:"lost,omitempty"`
 }
 
+// StoredFlow is a flow in the registry: its canonical JSON (spec.Marshal,
+// parameters not substituted), stored once under its hash however many
+// runs use it (docs/design.md, "The flow registry").
+type StoredFlow struct {
+	ID   string `json:"id"`   // FlowID of Text
+	Name string `json:"name"` // the flow's name (its first flow's)
+	Path string `json:"path"` // the file name it was first given under (errors name it)
+	Text []byte `json:"text"`
+	// HasParams: the flow declares parameters, so a run binds its Params
+	// into Text (spec.File.Bind); without, Text is what the run executes.
+	HasParams bool `json:"has_params,omitempty"`
+	Tasks     int  `json:"tasks"` // after module expansion
+	Bytes     int  `json:"bytes"` // of the file as it was given (the --max-flow-bytes check of a run)
+	// Registered: put by register (POST /v1/flows), kept until removed;
+	// otherwise it was put by a submit and is kept while a run uses it
+	// (Prune drops it after that).
+	Registered bool      `json:"registered,omitempty"`
+	Stored     time.Time `json:"stored"`
+}
+
+// FlowID is the registry's name of a canonical flow text: its SHA-256 in
+// lowercase hex.
+func FlowID(text []byte) string {
+	h := sha256.Sum256(text)
+	return hex.EncodeToString(h[:])
+}
+
+// ValidFlowID reports whether id has FlowID's shape (64 lowercase hex digits).
+func ValidFlowID(id string) bool {
+	if len(id) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Settings are the cluster-wide settings in the FSM.
 type Settings struct {
 	Retention time.Duration `json:"retention"`
@@ -66,6 +122,7 @@ type Settings struct {
 // Command ops.
 const (
 	OpNodeUpsert  = "node_upsert"
+	OpFlowPut     = "flow_put"
 	OpRunSubmit   = "run_submit"
 	OpRunReassign = "run_reassign"
 	OpRunFinish   = "run_finish"
@@ -76,13 +133,14 @@ const (
 // Command is one raft log entry, as JSON. Op says which of the fields
 // matters.
 type Command struct {
-	Op       string    `json:"op"`
-	Node     *Node     `json:"node,omitempty"`     // node_upsert
-	Run      *Run      `json:"run,omitempty"`      // run_submit
-	Reassign *Reassign `json:"reassign,omitempty"` // run_reassign
-	Finish   *Finish   `json:"finish,omitempty"`   // run_finish
-	Before   time.Time `json:"before,omitzero"`    // prune
-	Config   *Settings `json:"config,omitempty"`   // config
+	Op       string      `json:"op"`
+	Node     *Node       `json:"node,omitempty"`     // node_upsert
+	Flow     *StoredFlow `json:"flow,omitempty"`     // flow_put
+	Run      *Run        `json:"run,omitempty"`      // run_submit
+	Reassign *Reassign   `json:"reassign,omitempty"` // run_reassign
+	Finish   *Finish     `json:"finish,omitempty"`   // run_finish
+	Before   time.Time   `json:"before,omitzero"`    // prune
+	Config   *Settings   `json:"config,omitempty"`   // config
 }
 
 // Reassign gives a running run a new generation and assignment (a node was
@@ -104,9 +162,12 @@ type Finish struct {
 
 // State is the whole replicated state; it is also the snapshot (as JSON).
 type State struct {
-	Nodes  map[string]*Node `json:"nodes"`
-	Runs   map[string]*Run  `json:"runs"`
-	Config Settings         `json:"config"`
+	Nodes map[string]*Node `json:"nodes"`
+	Runs  map[string]*Run  `json:"runs"`
+	// Flows is the registry: each flow text once, by FlowID. A snapshot
+	// written before the registry has none (its runs carry Flow inline).
+	Flows  map[string]*StoredFlow `json:"flows,omitempty"`
+	Config Settings               `json:"config"`
 }
 
 // FSM is the coordinator's pure state machine: commands in, state out. Time
@@ -118,7 +179,7 @@ type FSM struct {
 
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
-	return &FSM{st: State{Nodes: map[string]*Node{}, Runs: map[string]*Run{}}}
+	return &FSM{st: State{Nodes: map[string]*Node{}, Runs: map[string]*Run{}, Flows: map[string]*StoredFlow{}}}
 }
 
 // ApplyJSON decodes and applies one command.
@@ -149,6 +210,8 @@ func (f *FSM) Apply(c *Command) error {
 		}
 		cp := *n
 		f.st.Nodes[n.ID] = &cp
+	case OpFlowPut:
+		return f.putFlow(c.Flow)
 	case OpRunSubmit:
 		r := c.Run
 		if r == nil || r.ID == "" {
@@ -167,8 +230,15 @@ func (f *FSM) Apply(c *Command) error {
 		if err != nil {
 			return refuse("run %s: %v", r.ID, err)
 		}
+		switch {
+		case r.Flow != nil && r.FlowID != "":
+			return refuse("run %s names flow %s and carries one inline", r.ID, r.FlowID)
+		case r.Flow == nil && f.st.Flows[r.FlowID] == nil:
+			return refuse("run %s: flow %q: %w", r.ID, r.FlowID, ErrUnknownFlow)
+		}
 		cp := *r
 		cp.Nodes = nodes
+		f.inline(&cp)
 		f.st.Runs[r.ID] = &cp
 	case OpRunReassign:
 		a := c.Reassign
@@ -226,6 +296,18 @@ func (f *FSM) Apply(c *Command) error {
 				delete(f.st.Runs, id)
 			}
 		}
+		// A flow a submit put is kept while a run uses it; one stored
+		// after Before is kept too, for the run its put is for (a submit
+		// puts the flow, then commits the run in an entry of its own).
+		used := map[string]bool{}
+		for _, r := range f.st.Runs {
+			used[r.FlowID] = true
+		}
+		for id, fl := range f.st.Flows {
+			if !fl.Registered && !used[id] && fl.Stored.Before(c.Before) {
+				delete(f.st.Flows, id)
+			}
+		}
 	case OpConfig:
 		if c.Config == nil || c.Config.Retention < 0 {
 			return refuse("config: missing or negative retention")
@@ -235,6 +317,47 @@ func (f *FSM) Apply(c *Command) error {
 		return refuse("unknown op %q", c.Op)
 	}
 	return nil
+}
+
+// putFlow stores a flow under its id, once: a put of a flow the registry
+// holds stores nothing again (it may register it). A put without Text
+// only registers a flow that is there.
+func (f *FSM) putFlow(p *StoredFlow) error {
+	switch {
+	case p == nil:
+		return refuse("flow_put without a flow")
+	case !ValidFlowID(p.ID):
+		return refuse("flow_put: id %q is not a flow id (64 lowercase hex digits)", p.ID)
+	}
+	if have := f.st.Flows[p.ID]; have != nil {
+		have.Registered = have.Registered || p.Registered
+		return nil
+	}
+	switch {
+	case len(p.Text) == 0:
+		return refuse("flow %s: %w", p.ID, ErrUnknownFlow)
+	case FlowID(p.Text) != p.ID:
+		return refuse("flow_put: id %s is not the SHA-256 of its text", p.ID)
+	}
+	cp := *p
+	f.st.Flows[p.ID] = &cp
+	return nil
+}
+
+// inline moves a run's inline flow (an entry or snapshot from before the
+// registry) into the registry: the run then names it by FlowID. Its text
+// has its parameters substituted, so it is stored as a flow without any
+// (HasParams false) and the run's Params only say what they were.
+func (f *FSM) inline(r *Run) {
+	if r.Flow == nil {
+		return
+	}
+	id := FlowID(r.Flow)
+	if f.st.Flows[id] == nil {
+		f.st.Flows[id] = &StoredFlow{ID: id, Name: r.FlowName, Path: r.ID + ".json", Text: r.Flow, Bytes: len(r.Flow),
+			Tasks: len(r.Assignment), Stored: r.Submitted}
+	}
+	r.FlowID, r.Flow = id, nil
 }
 
 func nodesOf(assign []string) ([]string, error) {
@@ -265,8 +388,52 @@ func (f *FSM) Run(id string) (Run, bool) {
 	return *r, true
 }
 
-// Runs returns copies of every run, by submit time then id. Flow and
-// Assignment are shared with the FSM: do not modify them.
+// Flow returns a copy of the registry's flow id; its Text is shared with
+// the FSM: do not modify it.
+func (f *FSM) Flow(id string) (StoredFlow, bool) {
+	fl, ok := f.st.Flows[id]
+	if !ok {
+		return StoredFlow{}, false
+	}
+	return *fl, true
+}
+
+// Flows returns copies of the registry's flows, by the time they were
+// stored then id. Their Text is shared with the FSM.
+func (f *FSM) Flows() []StoredFlow {
+	out := make([]StoredFlow, 0, len(f.st.Flows))
+	for _, fl := range f.st.Flows {
+		out = append(out, *fl)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Stored.Equal(out[j].Stored) {
+			return out[i].Stored.Before(out[j].Stored)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// RunFlow is the canonical JSON flow run r executes: its registered flow,
+// with r.Params bound into it when the flow declares parameters. It parses
+// such a flow each call; the server caches the result (Server.runFlow).
+func (f *FSM) RunFlow(r Run) ([]byte, error) {
+	fl, ok := f.st.Flows[r.FlowID]
+	if !ok {
+		return nil, fmt.Errorf("coord: run %s: flow %q: %w", r.ID, r.FlowID, ErrUnknownFlow)
+	}
+	if !fl.HasParams {
+		return fl.Text, nil
+	}
+	b, err := bindStored(*fl, r.Params)
+	if err != nil {
+		return nil, fmt.Errorf("coord: run %s: %w", r.ID, err)
+	}
+	return b.canon, nil
+}
+
+// Runs returns copies of every run, by submit time then id. Their
+// Assignment is shared with the FSM: do not modify it.
 func (f *FSM) Runs() []Run {
 	out := make([]Run, 0, len(f.st.Runs))
 	for _, r := range f.st.Runs {
@@ -309,6 +476,12 @@ func (f *FSM) Restore(data []byte) error {
 	if st.Runs == nil {
 		st.Runs = map[string]*Run{}
 	}
+	if st.Flows == nil {
+		st.Flows = map[string]*StoredFlow{}
+	}
 	f.st = st
+	for _, id := range slices.Sorted(maps.Keys(st.Runs)) { // a snapshot from before the registry
+		f.inline(st.Runs[id])
+	}
 	return nil
 }

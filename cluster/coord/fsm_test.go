@@ -20,7 +20,9 @@ import (
 //	expect run ID FIELD VALUE     a field of run ID (its JSON name) prints as VALUE
 //	expect no run ID              run ID is not there
 //	expect node ID FIELD VALUE    likewise for a node
-//	expect runs N / nodes N       how many there are
+//	expect flow ID FIELD VALUE    likewise for a flow of the registry
+//	expect no flow ID             flow ID is not in the registry
+//	expect runs N / nodes N / flows N   how many there are
 //	roundtrip                     snapshot, restore into a fresh FSM, compare
 //
 // Blank lines and lines starting with # are skipped.
@@ -96,20 +98,30 @@ func expect(t *testing.T, at string, f *FSM, rest string, last error, applied bo
 		if _, ok := f.Run(w[2]); ok {
 			t.Fatalf("%s: run %s should not exist", at, w[2])
 		}
-	case (w[0] == "runs" || w[0] == "nodes") && len(w) == 2:
+	case w[0] == "no" && len(w) == 3 && w[1] == "flow":
+		if _, ok := f.Flow(w[2]); ok {
+			t.Fatalf("%s: flow %s should not exist", at, w[2])
+		}
+	case (w[0] == "runs" || w[0] == "nodes" || w[0] == "flows") && len(w) == 2:
 		n := len(f.Runs())
-		if w[0] == "nodes" {
+		switch w[0] {
+		case "nodes":
 			n = len(f.Nodes())
+		case "flows":
+			n = len(f.Flows())
 		}
 		if strconv.Itoa(n) != w[1] {
 			t.Fatalf("%s: %s: got %d, want %s", at, w[0], n, w[1])
 		}
-	case (w[0] == "run" || w[0] == "node") && len(w) >= 3:
+	case (w[0] == "run" || w[0] == "node" || w[0] == "flow") && len(w) >= 3:
 		var obj any
 		var ok bool
-		if w[0] == "run" {
+		switch w[0] {
+		case "run":
 			obj, ok = f.Run(w[1])
-		} else {
+		case "flow":
+			obj, ok = f.Flow(w[1])
+		default:
 			for _, n := range f.Nodes() {
 				if n.ID == w[1] {
 					obj, ok = n, true

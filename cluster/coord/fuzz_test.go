@@ -60,7 +60,8 @@ func fuzzServer(f testing.TB, mod ...func(*Config)) (*Server, string) {
 
 // FuzzAPI drives the real HTTP handler of a leading coordinator with fuzzed
 // request bodies and path ids: POST /v1/runs (raw bodies, and fuzzed flow
-// text in a well-formed body), cancel, status and peer removal. Every
+// text in a well-formed body), cancel, status, peer removal, and the
+// registry's POST /v1/flows and POST /v1/flows/{id}/runs. Every
 // answer is one the protocol names for the route, with a JSON error body
 // when it is not a success; nothing is a 500 or a panic, and a 201 run is
 // in the FSM.
@@ -82,11 +83,15 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(2), "../../v1/peers", []byte(nil))
 	f.Add(uint8(3), "rnope", []byte(nil))
 	f.Add(uint8(4), "c9", []byte(nil))
+	f.Add(uint8(5), "wide.yaml", []byte(wideFlow))
+	f.Add(uint8(5), "p.yaml", []byte("name: p\nparams:\n  n: {type: int}\ntasks:\n  - {name: a, func: spin, args: {us: \"${n}\"}}\n"))
+	f.Add(uint8(6), FlowID([]byte("{}")), []byte(`{"params": {"n": 1}}`))
+	f.Add(uint8(6), "nope", []byte(`{"id": "r0000000000000-000000"}`))
 	f.Fuzz(func(t *testing.T, op uint8, id string, data []byte) {
 		var method, path string
 		var in []byte
 		ok := map[int]bool{}
-		switch op % 5 {
+		switch op % 7 {
 		case 0:
 			method, path, in = "POST", "/v1/runs", data
 			ok[201], ok[400] = true, true
@@ -105,8 +110,15 @@ func FuzzAPI(f *testing.F) {
 			}
 			method, path = "DELETE", "/v1/peers/"+url.PathEscape(id)
 			ok[404] = true
+		case 5:
+			b, _ := json.Marshal(proto.RegisterRequest{Path: id, Flow: string(data)})
+			method, path, in = "POST", "/v1/flows", b
+			ok[200], ok[201], ok[400] = true, true, true
+		case 6:
+			method, path, in = "POST", "/v1/flows/"+url.PathEscape(id)+"/runs", data
+			ok[201], ok[400] = true, true
 		}
-		if id == "" && op%5 >= 2 {
+		if id == "" && op%7 >= 2 && op%7 != 5 {
 			ok[404], ok[405] = true, true // the mux: no such route
 		}
 		if pathpkg.Clean(path) != path {
@@ -140,6 +152,16 @@ func FuzzAPI(f *testing.F) {
 			var er proto.ErrorResponse
 			if err := json.Unmarshal(rec.Body.Bytes(), &er); err != nil || er.Error == "" {
 				t.Fatalf("%s %s: %d with body %s (%v)", method, path, rec.Code, rec.Body, err)
+			}
+			return
+		}
+		if rec.Code/100 == 2 && op%7 == 5 {
+			var ref proto.FlowRef
+			if err := json.Unmarshal(rec.Body.Bytes(), &ref); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := s.storedFlow(ref.ID); !ok {
+				t.Fatalf("%d for flow %q that the registry lacks", rec.Code, ref.ID)
 			}
 			return
 		}

@@ -43,6 +43,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs", s.handleRuns)
 	mux.HandleFunc("GET /v1/runs/{id}", lead(s.handleStatus))
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", lead(s.handleCancel))
+	mux.HandleFunc("POST /v1/flows", lead(s.handleRegister))
+	mux.HandleFunc("GET /v1/flows", s.handleFlows)
+	mux.HandleFunc("POST /v1/flows/{id}/runs", lead(s.handleRunFlow))
 	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
 	mux.HandleFunc("GET /v1/funcs", s.handleFuncs)
 	mux.HandleFunc("GET /v1/peers", s.handlePeers)
@@ -173,12 +176,28 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req proto.SubmitRequest
+	if !s.readBody(w, r, &req, `{"path": FILE, "flow": TEXT}`) {
+		return
+	}
+	id, err := s.SubmitParams(req.ID, req.Path, []byte(req.Flow), req.Params)
+	if err != nil {
+		writeInvalid(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, proto.SubmitResponse{ID: id})
+}
+
+// readBody decodes a request's JSON body, one value of at most
+// submitBody() bytes (a flow file's size, as the submit of one), into v;
+// else it answers 400 and returns false. want is the body's shape, for the
+// error of an empty one.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want string) bool {
 	limit := s.submitBody()
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		msg := "request body: " + err.Error()
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
-		return
+		return false
 	}
 	if int64(len(body)) > limit {
 		// Take (and drop) the rest, within a bound, so that the client is done
@@ -186,33 +205,84 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
 		msg := fmt.Sprintf("request body: over %d bytes (a flow file of at most %d bytes, coordinator --max-flow-bytes)", limit, s.cfg.MaxFlowBytes)
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
-		return
+		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(v); err != nil {
 		msg := "request body: " + err.Error()
 		if errors.Is(err, io.EOF) {
-			msg = `request body: empty; want {"path": FILE, "flow": TEXT}`
+			msg = "request body: empty; want " + want
 		}
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
-		return
+		return false
 	}
 	if dec.More() {
 		msg := "request body: more than one JSON value"
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
+		return false
+	}
+	return true
+}
+
+// writeInvalid answers an error of Submit, Register or RunFlow: an
+// *InvalidError is 400 with its problems.
+func writeInvalid(w http.ResponseWriter, err error) {
+	var inv *InvalidError
+	if errors.As(err, &inv) {
+		writeError(w, http.StatusBadRequest, err.Error(), inv.Problems)
 		return
 	}
-	id, err := s.SubmitParams(req.ID, req.Path, []byte(req.Flow), req.Params)
+	writeErr(w, err)
+}
+
+// handleRegister serves POST /v1/flows: 201 with the flow's id and name
+// when it is stored (or registered) now, 200 when it was registered already.
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var req proto.RegisterRequest
+	if !s.readBody(w, r, &req, `{"path": FILE, "flow": TEXT}`) {
+		return
+	}
+	sf, created, err := s.Register(req.Path, []byte(req.Flow))
 	if err != nil {
-		var inv *InvalidError
-		if errors.As(err, &inv) {
-			writeError(w, http.StatusBadRequest, err.Error(), inv.Problems)
-			return
-		}
-		writeErr(w, err)
+		writeInvalid(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, proto.FlowRef{ID: sf.ID, Flow: sf.Name})
+}
+
+// handleRunFlow serves POST /v1/flows/{id}/runs: 201 with the run's id.
+func (s *Server) handleRunFlow(w http.ResponseWriter, r *http.Request) {
+	var req proto.RunFlowRequest
+	if !s.readBody(w, r, &req, `{"id": RUN, "params": {NAME: VALUE}}`) {
+		return
+	}
+	id, err := s.RunFlow(req.ID, r.PathValue("id"), req.Params)
+	if err != nil {
+		writeInvalid(w, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, proto.SubmitResponse{ID: id})
+}
+
+// handleFlows serves GET /v1/flows: the registry, from this coordinator's
+// FSM (as GET /v1/runs).
+func (s *Server) handleFlows(w http.ResponseWriter, r *http.Request) {
+	out := []proto.FlowInfo{}
+	s.fsm.read(func(f *FSM) {
+		runs := map[string]int{}
+		for _, run := range f.Runs() {
+			runs[run.FlowID]++
+		}
+		for _, fl := range f.Flows() {
+			out = append(out, proto.FlowInfo{ID: fl.ID, Flow: fl.Name, Path: fl.Path, Registered: fl.Registered, Params: fl.HasParams,
+				Tasks: fl.Tasks, Bytes: fl.Bytes, Stored: fl.Stored, Runs: runs[fl.ID]})
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // InvalidError is a flow Submit refused; Problems has one line per problem
@@ -227,7 +297,9 @@ func (e *InvalidError) Error() string {
 
 func (e *InvalidError) Unwrap() error { return proto.ErrInvalid }
 
-func invalid(err error) *InvalidError {
+func invalid(err error) *InvalidError { return invalidError(err) }
+
+func invalidError(err error) *InvalidError {
 	var es spec.Errors
 	if errors.As(err, &es) {
 		p := make([]string, len(es))
@@ -256,7 +328,9 @@ func (s *Server) SubmitID(id, path string, text []byte) (string, error) {
 
 // SubmitParams is SubmitID with values for the flow's parameters
 // (spec.File.Bind): a value missing, ill-typed or for a parameter the
-// flow does not declare is an *InvalidError naming it.
+// flow does not declare is an *InvalidError naming it. The flow goes into
+// the registry (once: a flow stored before is not stored again) and the
+// run names it by its id.
 //
 // A submit of an id that is being made now, of the same file and values (a
 // client's retry: its attempt ran out while the leader parsed, validated
@@ -306,7 +380,7 @@ func (s *Server) submitParams(id, path string, text []byte, params map[string]an
 		s.submitHook()
 	}
 	if id != "" && !proto.ValidRunID(id) {
-		return "", &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
+		return "", badRunID(id)
 	}
 	if !s.Leader() {
 		return "", proto.ErrNotLeader
@@ -320,6 +394,121 @@ func (s *Server) submitParams(id, path string, text []byte, params map[string]an
 	bf, err := s.flows.bind(path, text, params)
 	if err != nil {
 		return "", invalid(err)
+	}
+	return s.start(id, path, bf, false)
+}
+
+func badRunID(id string) error {
+	return &InvalidError{Problems: []string{fmt.Sprintf("request body: id %q is not a run id (r + 13 hex digits + - + 6 hex digits)", id)}}
+}
+
+// RunFlow starts a run of the registry's flow flowID (Register, or a
+// submit of the same flow) with values for its parameters, as SubmitParams
+// starts one of a file: the same checks (this cluster's limits, the live
+// nodes' functions and resources), the same run id rules (id "" lets the
+// leader pick one; a retry finds the run its first attempt made). Nothing
+// is parsed or stored again: the flow is read from the registry (and its
+// parse and binding from the caches). A flow id that is not there is an
+// *InvalidError, as an ill-typed parameter is.
+func (s *Server) RunFlow(id, flowID string, params map[string]any) (string, error) {
+	if id != "" && !proto.ValidRunID(id) {
+		return "", badRunID(id)
+	}
+	if !ValidFlowID(flowID) {
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("flow id %q is not a flow id (64 lowercase hex digits, as coordinator register prints)", flowID)}}
+	}
+	if !s.Leader() {
+		return "", proto.ErrNotLeader
+	}
+	sf, ok := s.storedFlow(flowID)
+	if !ok {
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("flow %s: %v: none is registered under this id (coordinator flows lists them)", flowID, ErrUnknownFlow)}}
+	}
+	if sf.Bytes > s.cfg.MaxFlowBytes {
+		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s (flow %s): flow file is %d bytes, over this cluster's limit of %d (coordinator --max-flow-bytes)", sf.Path, flowID, sf.Bytes, s.cfg.MaxFlowBytes)}}
+	}
+	bf, err := s.flows.stored(sf, params)
+	if err != nil {
+		return "", invalid(err)
+	}
+	return s.start(id, sf.Path, bf, true)
+}
+
+// Register keeps a flow file in the registry, registered: it stays there
+// until removed, and RunFlow starts runs of it by its id (the SHA-256 of
+// its canonical JSON, lowercase hex) without its text being sent, parsed
+// or stored again. It must be called on the leader. created is false when
+// the flow was registered already (nothing is committed then). The file
+// is checked against this cluster's limits and validated for its
+// structure (names, predecessors, kinds, modules, cycles, parameter
+// references); its functions, resources and parameter values are checked
+// at each run, against the nodes alive then. An invalid file is an
+// *InvalidError.
+func (s *Server) Register(path string, text []byte) (sf StoredFlow, created bool, err error) {
+	if !s.Leader() {
+		return sf, false, proto.ErrNotLeader
+	}
+	if path == "" {
+		path = "flow.yaml"
+	}
+	if len(text) > s.cfg.MaxFlowBytes {
+		return sf, false, &InvalidError{Problems: []string{fmt.Sprintf("%s: flow file is %d bytes, over this cluster's limit of %d (coordinator --max-flow-bytes)", path, len(text), s.cfg.MaxFlowBytes)}}
+	}
+	f, err := spec.Parse(path, text)
+	if err != nil {
+		return sf, false, invalid(err)
+	}
+	verr := f.Validate(spec.Options{})
+	if n := f.ExpandedSize(); verr == nil && n > s.cfg.MaxTasks {
+		what := strconv.Itoa(n)
+		if n > spec.MaxVertices {
+			what = "over " + strconv.Itoa(spec.MaxVertices)
+		}
+		verr = &InvalidError{Problems: []string{fmt.Sprintf("%s: flow %q expands to %s tasks, over this cluster's limit of %d a run (coordinator --max-tasks)", path, f.Root().Name, what, s.cfg.MaxTasks)}}
+	}
+	if verr != nil {
+		var inv *InvalidError
+		if errors.As(verr, &inv) {
+			return sf, false, inv
+		}
+		return sf, false, invalid(verr)
+	}
+	src, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		return sf, false, fmt.Errorf("coord: marshal flow: %w", err)
+	}
+	if len(src) > spec.MaxFileSize {
+		return sf, false, invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(src), spec.MaxFileSize))
+	}
+	sf = StoredFlow{ID: FlowID(src), Name: f.Root().Name, Path: path, Text: src, HasParams: len(f.Params()) > 0,
+		Tasks: f.ExpandedSize(), Bytes: len(text)}
+	if !sf.HasParams { // the file parsed here is what a run of it without parameters takes
+		if b, err := bound(f, src, nil); err == nil {
+			b.stored = sf
+			s.flows.keep(b)
+		}
+	}
+	if have, ok := s.storedFlow(sf.ID); ok && have.Registered {
+		return have, false, nil
+	}
+	if err := s.putFlow(sf, true, time.Now()); err != nil {
+		return sf, false, err
+	}
+	return sf, true, nil
+}
+
+// storedFlow reads the registry's flow id.
+func (s *Server) storedFlow(id string) (sf StoredFlow, ok bool) {
+	s.fsm.read(func(f *FSM) { sf, ok = f.Flow(id) })
+	return sf, ok
+}
+
+// start validates, plans and commits a run of bf (SubmitParams, RunFlow);
+// stored: bf was read from the registry (its errors carry no lines).
+func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, error) {
+	invalid := invalid // the package's, unless
+	if stored {
+		invalid = func(err error) *InvalidError { return invalidError(noLines(err)) }
 	}
 	f, values := bf.f, bf.values
 	if !s.nodesReady() {
@@ -385,14 +574,16 @@ func (s *Server) submitParams(id, path string, text []byte, params map[string]an
 	// Every process expands the canonical bytes. They parse back to the same
 	// flows (spec's fuzz tests hold Marshal to that), so the nodes' vertex
 	// indices are g's: the leader does not parse and validate them again.
-	canon := bf.canon
-	if len(canon) > spec.MaxFileSize {
-		return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(canon), spec.MaxFileSize))
+	for _, b := range [][]byte{bf.canon, bf.stored.Text} {
+		if len(b) > spec.MaxFileSize {
+			return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(b), spec.MaxFileSize))
+		}
 	}
+	flowID := bf.stored.ID
 	now := time.Now()
 	if id == "" {
 		id = proto.NewRunID(now)
-	} else if done, err := s.submitted(id, canon); done || err != nil {
+	} else if done, err := s.submitted(id, flowID, values); done || err != nil {
 		return id, err
 	}
 	if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
@@ -410,28 +601,57 @@ func (s *Server) submitParams(id, path string, text []byte, params map[string]an
 	for _, n := range assign {
 		used[n] = boots[n]
 	}
-	run := &Run{ID: id, Flow: canon, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
+	run := &Run{ID: id, FlowID: flowID, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
-	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
+	for try := 0; ; try++ {
+		if err := s.putFlow(bf.stored, false, now); err != nil {
+			return "", err
+		}
+		err := s.apply(&Command{Op: OpRunSubmit, Run: run})
+		if err == nil {
+			return id, nil
+		}
+		if errors.Is(err, ErrUnknownFlow) && try == 0 {
+			continue // pruned between the put and the run (its last run aged out): put it again
+		}
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
-			if done, err2 := s.submitted(id, canon); done || err2 != nil {
+			if done, err2 := s.submitted(id, flowID, values); done || err2 != nil {
 				return id, err2
 			}
 		}
 		return "", err
 	}
-	return id, nil
 }
 
-// submitted reports whether run id exists already: with the same canonical
-// flow it is an earlier attempt of this submit (done); with another flow
+// putFlow commits sf to the registry unless it is there (and, with
+// register, registered) already: a flow is stored once however many
+// submits and runs name it.
+func (s *Server) putFlow(sf StoredFlow, register bool, now time.Time) error {
+	have, ok := s.storedFlow(sf.ID)
+	switch {
+	case ok && (have.Registered || !register):
+		return nil
+	case ok: // there: registering it takes its id alone (unless pruned meanwhile)
+		err := s.apply(&Command{Op: OpFlowPut, Flow: &StoredFlow{ID: sf.ID, Registered: true}})
+		if !errors.Is(err, ErrUnknownFlow) {
+			return err
+		}
+	}
+	sf.Registered, sf.Stored = register, now
+	return s.apply(&Command{Op: OpFlowPut, Flow: &sf})
+}
+
+// submitted reports whether run id exists already: with the same flow and
+// parameters it is an earlier attempt of this submit (done); with another
 // the id is taken (an *InvalidError).
-func (s *Server) submitted(id string, canon []byte) (done bool, err error) {
+func (s *Server) submitted(id, flowID string, values map[string]any) (done bool, err error) {
 	r, ok := s.run(id)
 	if !ok {
 		return false, nil
 	}
-	if !bytes.Equal(r.Flow, canon) {
+	a, _ := json.Marshal(r.Params)
+	b, _ := json.Marshal(values)
+	if r.FlowID != flowID || !bytes.Equal(a, b) {
 		return true, &InvalidError{Problems: []string{fmt.Sprintf("request body: run id %s is taken by another flow", id)}}
 	}
 	return true, nil

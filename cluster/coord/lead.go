@@ -63,6 +63,9 @@ type View interface {
 	Run(id string) (Run, bool)
 	Runs() []Run
 	Nodes() []Node
+	// RunFlow is the canonical JSON flow run r executes (FSM.RunFlow): what
+	// its Assignments carry and what a reassign plans from.
+	RunFlow(r Run) ([]byte, error)
 }
 
 // LeaderConfig configures a Leader.
@@ -357,6 +360,14 @@ func (l *Leader) reconcile(now time.Time) {
 // Assignment goes out to every node of the run now, and again (Tick,
 // resend) only to a node that has neither acknowledged nor reported it.
 func (l *Leader) track(now time.Time, r Run) {
+	text, err := l.view.RunFlow(r)
+	if err != nil {
+		// The registry lost the run's flow, or it no longer binds: no
+		// Assignment can be made, and the run cannot go on.
+		l.log(slog.LevelError, "run's flow cannot be read", "run", r.ID, "err", err)
+		l.finish(now, r.ID, proto.RunFailed, fmt.Sprintf("its flow cannot be read: %v", err))
+		return
+	}
 	idx := map[string]uint32{}
 	for i, n := range r.Nodes {
 		idx[n] = uint32(i)
@@ -366,7 +377,7 @@ func (l *Leader) track(now time.Time, r Run) {
 		owner[v] = idx[n]
 	}
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
-		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: r.Flow, Boots: assignBoots(r)}}
+		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: text, Boots: assignBoots(r)}}
 	l.runs[r.ID] = t
 	l.log(slog.LevelDebug, "tracking run", "run", r.ID, "gen", r.Gen, "nodes", r.Nodes)
 	for _, n := range r.Nodes {
@@ -575,7 +586,11 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 		if l.cfg.Offered != nil {
 			offered = l.cfg.Offered(takers)
 		}
-		assign, err := reassign(r, takers, offered, l.cfg.Placement)
+		text, err := l.view.RunFlow(r)
+		var assign []string
+		if err == nil {
+			assign, err = reassign(r, text, takers, offered, l.cfg.Placement)
+		}
 		if err != nil {
 			msg := fmt.Sprintf("node %s was lost: %v", strings.Join(lost, ", "), err)
 			l.log(slog.LevelWarn, "run cannot recover", "run", r.ID, "lost", lost, "err", err)
@@ -594,9 +609,9 @@ func (l *Leader) Recover(now time.Time) []LeaderAction {
 
 // reassign plans a run's new assignment over the alive nodes by the cost
 // model pl; moved tasks go to nodes that have their functions (o,
-// pinMoved in catalog.go).
-func reassign(r Run, alive []Node, o *funcs.Offered, pl Placement) ([]string, error) {
-	f, err := spec.ParseJSON(r.ID+".json", r.Flow)
+// pinMoved in catalog.go). text is the run's flow (View.RunFlow).
+func reassign(r Run, text []byte, alive []Node, o *funcs.Offered, pl Placement) ([]string, error) {
+	f, err := spec.ParseJSON(r.ID+".json", text)
 	if err != nil {
 		return nil, fmt.Errorf("coord: run %s: flow does not parse: %w", r.ID, err)
 	}

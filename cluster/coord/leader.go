@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,7 +26,8 @@ type leader struct {
 // fsmView is the View of the server's FSM: each call under its read lock.
 type fsmView struct{ s *Server }
 
-func (v fsmView) Run(id string) (Run, bool) { return v.s.run(id) }
+func (v fsmView) Run(id string) (Run, bool)     { return v.s.run(id) }
+func (v fsmView) RunFlow(r Run) ([]byte, error) { return v.s.runFlow(r) }
 func (v fsmView) Runs() (rs []Run) {
 	v.s.fsm.read(func(f *FSM) { rs = f.Runs() })
 	return rs
@@ -327,4 +329,21 @@ func (l *leader) prune(now time.Time) {
 func (s *Server) run(id string) (r Run, ok bool) {
 	s.fsm.read(func(f *FSM) { r, ok = f.Run(id) })
 	return r, ok
+}
+
+// runFlow is FSM.RunFlow with the binding of a flow with parameters done
+// once for each set of values (flowCaches.stored).
+func (s *Server) runFlow(r Run) ([]byte, error) {
+	sf, ok := s.storedFlow(r.FlowID)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("coord: run %s: flow %q: %w", r.ID, r.FlowID, ErrUnknownFlow)
+	case !sf.HasParams:
+		return sf.Text, nil
+	}
+	b, err := s.flows.stored(sf, r.Params)
+	if err != nil {
+		return nil, fmt.Errorf("coord: run %s: %w", r.ID, err)
+	}
+	return b.canon, nil
 }

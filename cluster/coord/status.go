@@ -445,14 +445,15 @@ func appendString(b []byte, s string) []byte {
 // the JSON is 7.7 MB and the fold 17 MB): what needs it again (a late
 // event, a delta, the dashboard's graph) expands it again.
 type statusCache struct {
-	mu    sync.Mutex
-	flows flowCaches // where g comes from (shared by the runs of one flow)
-	g     *spec.Graph
-	nv    int // len(g.Vertices), kept when g is dropped
-	fold  *Fold
-	seq   uint64      // the last stream sequence folded
-	cur   eventCursor // reads the events after seq
-	epoch string      // names this cache in its versions: "epoch-N"
+	mu     sync.Mutex
+	flows  flowCaches                // where g comes from (shared by the runs of one flow)
+	flowOf func(Run) ([]byte, error) // the run's flow text (Server.runFlow)
+	g      *spec.Graph
+	nv     int // len(g.Vertices), kept when g is dropped
+	fold   *Fold
+	seq    uint64      // the last stream sequence folded
+	cur    eventCursor // reads the events after seq
+	epoch  string      // names this cache in its versions: "epoch-N"
 
 	keyed        bool   // state and errTx are the run's as the fold's version last covered
 	state, errTx string // (Touch when they change)
@@ -689,7 +690,7 @@ func (s *Server) cacheOf(id string) *statusCache {
 		s.mu.Unlock()
 		return c
 	}
-	c = &statusCache{flows: s.flows, fold: NewFold(), epoch: statusNonce + "." + strconv.FormatUint(statusSerial.Add(1), 10)}
+	c = &statusCache{flows: s.flows, flowOf: s.runFlow, fold: NewFold(), epoch: statusNonce + "." + strconv.FormatUint(statusSerial.Add(1), 10)}
 	s.status[id] = c
 	var ids []string
 	for k := range s.status {
@@ -714,7 +715,7 @@ func (c *statusCache) graph(r Run) error {
 		return nil
 	}
 	var err error
-	if c.g, err = c.flows.graph(r); err != nil {
+	if c.g, err = c.flows.graph(r, c.flowOf); err != nil {
 		return fmt.Errorf("coord: run %s: its flow does not expand: %w", r.ID, err)
 	}
 	c.nv = len(c.g.Vertices)

@@ -126,6 +126,44 @@ type SubmitResponse struct {
 	ID string `json:"id"`
 }
 
+// RegisterRequest is the body of POST /v1/flows: a flow file to keep in
+// the cluster's registry and run by its id (POST /v1/flows/{id}/runs).
+type RegisterRequest struct {
+	Path string `json:"path"` // the file's name, for error messages and the format
+	Flow string `json:"flow"` // the file's text (YAML or JSON)
+}
+
+// FlowRef is the answer to POST /v1/flows (and register --json): the
+// flow's id, the SHA-256 of its canonical JSON in lowercase hex (the same
+// file in YAML or JSON, or under another name, has the same id), and its
+// name.
+type FlowRef struct {
+	ID   string `json:"id"`
+	Flow string `json:"flow"`
+}
+
+// FlowInfo is one flow of GET /v1/flows (flows --json): what the registry
+// holds. Registered: kept until removed; otherwise a submit put it there
+// and it goes once no run the cluster keeps names it.
+type FlowInfo struct {
+	ID         string    `json:"id"`
+	Flow       string    `json:"flow"`
+	Path       string    `json:"path"` // the file name it was first given under
+	Registered bool      `json:"registered"`
+	Params     bool      `json:"params,omitempty"` // it declares parameters (run --param fills them)
+	Tasks      int       `json:"tasks"`            // after module expansion
+	Bytes      int       `json:"bytes"`            // of the file as given
+	Stored     time.Time `json:"stored"`
+	Runs       int       `json:"runs"` // runs the cluster holds that name it
+}
+
+// RunFlowRequest is the body of POST /v1/flows/{id}/runs: a run of a
+// registered flow. ID and Params are SubmitRequest's.
+type RunFlowRequest struct {
+	ID     string         `json:"id,omitempty"`
+	Params map[string]any `json:"params,omitempty"`
+}
+
 // ErrorResponse is the body of every non-2xx answer.
 type ErrorResponse struct {
 	Error    string   `json:"error"`

@@ -105,8 +105,9 @@ func (w *world) submit(sr *simRun) error {
 	for _, n := range assign {
 		rb[n] = boots[n]
 	}
-	// the FSM keeps the canonical JSON flow, as the server does (the
-	// leader plans a reassign from it)
+	// the FSM's registry keeps the canonical JSON flow and the run names
+	// it, as the server does (the leader sends it and plans a reassign
+	// from it)
 	f, err := spec.ParseYAML("sim.yaml", sr.flow)
 	if err != nil {
 		return err
@@ -117,8 +118,13 @@ func (w *world) submit(sr *simRun) error {
 	}
 	sr.tables[1] = assign
 	w.logf("submit %s: gen 1 %v", sr.id, assign)
-	err = w.fsm.Apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: sr.id, Flow: js, FlowName: "top",
-		State: proto.RunRunning, Submitted: w.clock(), Gen: 1, Assignment: assign, Boots: rb}})
+	id := coord.FlowID(js)
+	err = w.fsm.Apply(&coord.Command{Op: coord.OpFlowPut, Flow: &coord.StoredFlow{ID: id, Name: "top", Path: "sim.yaml", Text: js,
+		Tasks: len(assign), Bytes: len(sr.flow), Stored: w.clock()}})
+	if err == nil {
+		err = w.fsm.Apply(&coord.Command{Op: coord.OpRunSubmit, Run: &coord.Run{ID: sr.id, FlowID: id, FlowName: "top",
+			State: proto.RunRunning, Submitted: w.clock(), Gen: 1, Assignment: assign, Boots: rb}})
+	}
 	if err != nil {
 		w.logf("leader: submit refused: %v", err)
 	}

@@ -119,8 +119,8 @@ func codeOf(err error) error {
 }
 
 func addClusterCommands(root *cobra.Command) {
-	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), statusCmd(), outputCmd(), runsCmd(), nodesCmd(), funcsCmd(), cancelCmd(),
-		peersCmd(), healthCmd(), tokenCmd(), credentialsCmd())
+	root.AddCommand(cli.DevCmd(funcs.Default()), serveCmd(), submitCmd(), registerCmd(), runFlowCmd(), flowsCmd(), statusCmd(), outputCmd(), runsCmd(),
+		nodesCmd(), funcsCmd(), cancelCmd(), peersCmd(), healthCmd(), tokenCmd(), credentialsCmd())
 }
 
 // progress draws a progress bar of tasks done / total and the current
@@ -184,49 +184,173 @@ func submitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// Check here for early file:line errors, but leave a file over the
-			// default size limit to the cluster (it may allow more with
-			// --max-flow-bytes): parsing 30 MB of YAML takes seconds and GiBs.
-			if len(text) <= coord.DefaultMaxFlowBytes {
-				pf, err := spec.Parse(args[0], text)
-				if err == nil {
-					_, _, err = pf.Bind(vals)
-				}
-				if err != nil {
-					return withCode(exitInvalid, err)
-				}
-			}
-			c, err := f.client()
-			if err != nil {
+			if err := checkFlow(args[0], text, true, vals); err != nil {
 				return err
 			}
-			ctx, cancel := signalCtx()
-			defer cancel()
-			id, err := c.Submit(ctx, args[0], text, cluster.Params(vals))
-			if err != nil {
-				return codeOf(err)
-			}
-			if !wait {
-				if f.json {
-					return printJSON(cmd.OutOrStdout(), proto.SubmitResponse{ID: id})
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), id)
-				return nil
-			}
-			errw := cmd.ErrOrStderr()
-			fmt.Fprintf(errw, "run %s submitted; following it (Ctrl-C detaches, the run goes on)\n", id)
-			err = waitRun(ctx, c, id, f.json, cmd.OutOrStdout(), errw)
-			if ctx.Err() != nil { // interrupted: the run is the cluster's, not this command's
-				fmt.Fprintf(errw, "detached from run %s: it goes on in the cluster.\n"+
-					"  follow it:  coordinator status %s\n  cancel it:  coordinator cancel %s\n", id, id, id)
-				return withCode(exitInterrupted, errSilent)
-			}
-			return err
+			return startRun(cmd, &f, wait, func(ctx context.Context, c *cluster.Client) (string, error) {
+				return c.Submit(ctx, args[0], text, cluster.Params(vals))
+			})
 		},
 	}
 	f.add(cmd)
 	params.Add(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends (Ctrl-C detaches and exits 130; the run goes on)")
+	return cmd
+}
+
+// startRun starts a run with start (submit, run) and prints its id, or
+// with wait follows it to its end, as submit does.
+func startRun(cmd *cobra.Command, f *clientFlags, wait bool, start func(context.Context, *cluster.Client) (string, error)) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalCtx()
+	defer cancel()
+	id, err := start(ctx, c)
+	if err != nil {
+		return codeOf(err)
+	}
+	if !wait {
+		if f.json {
+			return printJSON(cmd.OutOrStdout(), proto.SubmitResponse{ID: id})
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+		return nil
+	}
+	errw := cmd.ErrOrStderr()
+	fmt.Fprintf(errw, "run %s submitted; following it (Ctrl-C detaches, the run goes on)\n", id)
+	err = waitRun(ctx, c, id, f.json, cmd.OutOrStdout(), errw)
+	if ctx.Err() != nil { // interrupted: the run is the cluster's, not this command's
+		fmt.Fprintf(errw, "detached from run %s: it goes on in the cluster.\n"+
+			"  follow it:  coordinator status %s\n  cancel it:  coordinator cancel %s\n", id, id, id)
+		return withCode(exitInterrupted, errSilent)
+	}
+	return err
+}
+
+// checkFlow checks a flow file here, for early file:line errors, unless
+// it is over the default size limit: that is left to the cluster (it may
+// allow more with --max-flow-bytes), since parsing 30 MB of YAML takes
+// seconds and GiBs. With bind it binds vals (submit), else it validates
+// the file's structure (register: parameters come with each run).
+func checkFlow(path string, text []byte, bind bool, vals map[string]any) error {
+	if len(text) > coord.DefaultMaxFlowBytes {
+		return nil
+	}
+	pf, err := spec.Parse(path, text)
+	switch {
+	case err != nil:
+	case bind:
+		_, _, err = pf.Bind(vals)
+	default:
+		err = pf.Validate(spec.Options{})
+	}
+	return withCode(exitInvalid, err)
+}
+
+func registerCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "register FLOW",
+		Short: "keep a flow file in the cluster; prints its flow id, for run (--json: {id, flow})",
+		Long: `register keeps a flow file in the cluster's registry, once, and prints its flow
+id: the SHA-256 of the flow's canonical JSON, in lowercase hex (the same flow in
+YAML or JSON, or under another name, has the same id; registering it again
+prints it again). coordinator run FLOWID starts runs of it, with parameters,
+without sending, parsing or storing the file again.
+
+The file is checked for its structure and the cluster's limits now; its
+functions, resources and parameter values at each run, against the nodes
+alive then.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			text, err := os.ReadFile(args[0])
+			if err != nil {
+				return withCode(exitInvalid, err)
+			}
+			if err := checkFlow(args[0], text, false, nil); err != nil {
+				return err
+			}
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				ref, err := c.RegisterFlow(ctx, args[0], text)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					return printJSON(cmd.OutOrStdout(), ref)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), ref.ID)
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func runFlowCmd() *cobra.Command {
+	var f clientFlags
+	var wait bool
+	var params cli.ParamFlag
+	cmd := &cobra.Command{
+		Use:   "run FLOWID",
+		Short: "start a run of a registered flow; prints the run id (--wait follows it), as submit",
+		Long: `run starts a run of a flow the cluster holds (coordinator register prints its id;
+coordinator flows lists them), with --param values for its parameters, and then
+behaves as submit: it prints the run id, or with --wait follows the run and
+exits as the run ended. A flow id the cluster does not hold, or a missing,
+ill-typed or undeclared parameter, is invalid input (exit 2).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			vals, err := params.Values()
+			if err != nil {
+				return err
+			}
+			if !coord.ValidFlowID(args[0]) {
+				return withCode(exitInvalid, fmt.Errorf("flow id %q: want 64 lowercase hex digits, as coordinator register prints (coordinator flows lists them)", args[0]))
+			}
+			return startRun(cmd, &f, wait, func(ctx context.Context, c *cluster.Client) (string, error) {
+				return c.RunFlow(ctx, args[0], cluster.Params(vals))
+			})
+		},
+	}
+	f.add(cmd)
+	params.Add(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run with a progress bar until it ends (Ctrl-C detaches and exits 130; the run goes on)")
+	return cmd
+}
+
+func flowsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "flows",
+		Short: "list the flows the cluster holds: registered ones, and submitted ones a run still names",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.call(func(ctx context.Context, c *cluster.Client) error {
+				fl, err := c.Flows(ctx)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					if fl == nil {
+						fl = []proto.FlowInfo{}
+					}
+					return printJSON(cmd.OutOrStdout(), fl)
+				}
+				for _, x := range fl {
+					kept := "registered"
+					if !x.Registered {
+						kept = "submitted"
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %-20s %-10s %7d tasks %4d runs  %s\n", x.ID, x.Flow, kept, x.Tasks, x.Runs, x.Stored.Format(time.RFC3339))
+				}
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
 	return cmd
 }
 

@@ -89,6 +89,17 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.State != proto.RunSucceeded {
 		t.Fatalf("submit --wait of a good flow: exit %d, %q %q", code, out, errs)
 	}
+	// A registered flow, and one that fails, for run.
+	code, goodID, errs := execute(with("register", good)...)
+	goodID = strings.TrimSpace(goodID)
+	if code != exitOK {
+		t.Fatalf("register of a good flow: exit %d, %q", code, errs)
+	}
+	code, failingID, errs := execute(with("register", failing)...)
+	failingID = strings.TrimSpace(failingID)
+	if code != exitOK {
+		t.Fatalf("register of a failing flow: exit %d, %q", code, errs)
+	}
 	// An address nothing listens on: cannot be reached.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -123,6 +134,17 @@ func TestEveryCommandsExitCodes(t *testing.T) {
 		{"submit a missing file", with("submit", missing), exitInvalid},
 		{"submit without the token", []string{"submit", good, "--server", d.URL()}, exitUnauthorized},
 		{"submit with a wrong token", []string{"submit", good, "--server", d.URL(), "--token-file", wrongToken}, exitUnauthorized},
+		{"register", with("register", good), exitOK},
+		{"register a YAML error", with("register", broken), exitInvalid},
+		{"register a missing file", with("register", missing), exitInvalid},
+		{"register without the token", []string{"register", good, "--server", d.URL()}, exitUnauthorized},
+		{"run a registered flow", with("run", goodID, "--wait"), exitOK},
+		{"run --wait of a registered failing flow", with("run", "--wait", failingID), exitRunFailed},
+		{"run an unknown flow id", with("run", strings.Repeat("0", 64)), exitInvalid},
+		{"run with a parameter the flow lacks", with("run", goodID, "--param", "x=1"), exitInvalid},
+		{"run without the token", []string{"run", goodID, "--server", d.URL()}, exitUnauthorized},
+		{"flows", with("flows"), exitOK},
+		{"flows without the token", []string{"flows", "--server", d.URL()}, exitUnauthorized},
 		{"status of a run", with("status", st.ID), exitOK},
 		{"status of no such run", with("status", "nosuchrun"), exitNotFound},
 		{"status without the token", []string{"status", st.ID, "--server", d.URL()}, exitUnauthorized},
