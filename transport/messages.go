@@ -19,6 +19,7 @@ import (
 //	Envelope    [7, 3, kind, run, node, body]
 //	EventBatch  [8, 3, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
 //	Ack         [9, 3, run, gen, node, boot]
+//	Plan        [10, 3, tasks, [vertex, ...], [loop, ...]]   (plan.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -26,7 +27,8 @@ import (
 // node's receipt of an Assignment on a subject of its own
 // (cluster/proto.AckSubject), came within version 2. Version 3 added an
 // Assignment's boots (the incarnation of each node's process the part was
-// made for).
+// made for). Plan (type 10), one node's part of a run compiled by the
+// leader, came within version 3.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -48,6 +50,7 @@ const (
 	TypeEnvelope   Type = 7
 	TypeEventBatch Type = 8
 	TypeAck        Type = 9
+	TypePlan       Type = 10
 )
 
 // Version is the wire format version this package writes and reads.
@@ -73,6 +76,8 @@ func (t Type) String() string {
 		return "event batch"
 	case TypeAck:
 		return "ack"
+	case TypePlan:
+		return "plan"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -987,14 +992,14 @@ func PeekType(data []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < uint8(TypeSignal) || t > uint8(TypeAck) {
+	if t < uint8(TypeSignal) || t > uint8(TypePlan) {
 		return 0, r.errf("unknown message type %d", t)
 	}
 	return Type(t), nil
 }
 
 // Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
-// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch or *Ack.
+// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch, *Ack or *Plan.
 func Decode(data []byte, lim Limits) (Message, error) {
 	t, err := PeekType(data)
 	if err != nil {
@@ -1021,6 +1026,8 @@ func Decode(data []byte, lim Limits) (Message, error) {
 		m = new(EventBatch)
 	case TypeAck:
 		m = new(Ack)
+	case TypePlan:
+		m = new(Plan)
 	default:
 		m = new(Envelope)
 	}
