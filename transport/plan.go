@@ -14,7 +14,7 @@ import (
 // Plan is one node's part of a run, compiled by the leader from the run's
 // expanded graph (cluster/node/runproto.Compile): what the node needs to
 // build its taskflow without the flow's text. It travels in
-// Assignment.Plan, encoded as its own message ([10, version, ...]), so that a
+// Assignment.Plan, encoded as its own message ([10, 4, ...]), so that a
 // node can key its cache of compiled plans by the bytes' hash.
 //
 // Tasks is the size of the run's graph (the owner table's length). Vertices
@@ -25,7 +25,7 @@ import (
 // only. Loops lists the context of each loop (runproto.Loops) a vertex of
 // the plan is in, by the loop's number in the whole graph.
 //
-//	Plan        [10, version, tasks, [vertex, ...], [[loop, [head, ...]], ...]]
+//	Plan        [10, 4, tasks, [vertex, ...], [[loop, [head, ...]], ...]]
 //	vertex      [index, path, name_at, local, kind, func, args, domain, device, retries, timeout,
 //	             parent, [succ, ...], [pred, ...], [member, ...], loop, slot, free]
 //

@@ -32,7 +32,7 @@ func sampleMessages() []Message {
 		&EventBatch{Events: []TaskEvent{{Run: "r1", Gen: 1, Task: 2, Node: "n1", State: TaskRunning, Act: 1},
 			{Run: "r1", Gen: 1, Task: 2, Name: "p/c", Node: "n1", State: TaskDone, Act: 1, Executions: 2, Output: []byte("x"),
 				Start: time.Unix(1, 2), End: time.Unix(3, 4)}}},
-		&Assignment{Run: "r1", Gen: 4, Nodes: []string{"n1", "n2"}, Owner: []uint32{0, 1, 1, 0}, Flow: []byte("{flow}"), Boots: []string{"b0c1", ""}},
+		&Assignment{Run: "r1", Gen: 4, Nodes: []string{"n1", "n2"}, Owner: []uint32{0, 1, 1, 0}, Plan: Encode(samplePlan()), Boots: []string{"b0c1", ""}},
 		&Assignment{Run: "r1", Gen: 4},
 		&Cancel{Run: "r1", Gen: 2, Reason: "user asked"},
 		&TermReport{Run: "r1", Gen: 2, Node: "n3", Wave: 17, Sent: 1 << 33, Received: 12, Idle: true},
@@ -259,7 +259,7 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "empty", data: nil, want: "truncated"},
 		{name: "not an array", data: []byte{0xa1, 'x'}, want: "want an array"},
 		{name: "unknown type", data: []byte{0x92, 42, 1}, want: "unknown message type 42"},
-		{name: "unknown version", data: raw([]byte{0x9b, 1, 4}, sig(func(*Signal) {})[3:]), want: "unsupported version 4"},
+		{name: "unknown version", data: raw([]byte{0x9b, 1, 5}, sig(func(*Signal) {})[3:]), want: "unsupported version 5"},
 		{name: "wrong field count", data: []byte{0x93, 1, 2, 0xa1, 'r'}, want: "want 11 fields, found 3"},
 		{name: "act zero", data: sig(func(s *Signal) { s.Act = 0 }), want: "activation 0"},
 		{name: "bad kind", data: sig(func(s *Signal) { s.Kind = 9 }), want: "unknown signal kind 9"},
@@ -269,13 +269,13 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "output over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 11) }), lim: Limits{MaxOutput: 10}, oversize: true},
 		{name: "message over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 100) }), lim: Limits{MaxMessage: 50}, oversize: true},
 		{name: "batch over limit", data: Encode(&Batch{From: "n", Signals: make([]Signal, 3)}), lim: Limits{MaxBatch: 2}, oversize: true},
-		{name: "batch claims huge length", data: []byte{0x95, 2, 3, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
+		{name: "batch claims huge length", data: []byte{0x95, 2, 4, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
 		{name: "bin claims huge length", data: raw(sig(func(s *Signal) { s.Output = nil })[:len(sig(func(s *Signal) { s.Output = nil }))-3], []byte{0xc6, 0x7f, 0, 0, 0}), lim: Limits{MaxOutput: math.MaxInt32, MaxMessage: math.MaxInt32}, want: "truncated"},
 		{name: "ctx over limit", data: sig(func(s *Signal) { s.Ctx = make([]uint64, MaxSignalCtx+1) }), oversize: true},
 		{name: "ctx not an array", data: raw(sig(func(*Signal) {})[:len(sig(func(*Signal) {}))-1], []byte{0xa1, 'x'}), want: "ctx: want an array"},
-		{name: "negative gen", data: raw([]byte{0x9b, 1, 3, 0xa1, 'r', 0xff}, make([]byte, 8)), want: "negative"},
-		{name: "src over 32 bits", data: raw([]byte{0x9b, 1, 3, 0xa1, 'r', 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}), want: "32 bits"},
-		{name: "string where int", data: raw([]byte{0x9b, 1, 3, 0xa1, 'r', 0xa1, 'g'}, make([]byte, 8)), want: "want an unsigned integer"},
+		{name: "negative gen", data: raw([]byte{0x9b, 1, 4, 0xa1, 'r', 0xff}, make([]byte, 8)), want: "negative"},
+		{name: "src over 32 bits", data: raw([]byte{0x9b, 1, 4, 0xa1, 'r', 0, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0}), want: "32 bits"},
+		{name: "string where int", data: raw([]byte{0x9b, 1, 4, 0xa1, 'r', 0xa1, 'g'}, make([]byte, 8)), want: "want an unsigned integer"},
 		{name: "owner out of range", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0, 1}}), want: "only 1 nodes"},
 		{name: "boots not one per node", data: Encode(&Assignment{Run: "r", Nodes: []string{"n", "m"}, Owner: []uint32{0, 1}, Boots: []string{"b1"}}), want: "1 entries for 2 nodes"},
 		{name: "boots over the nodes", data: Encode(&Assignment{Run: "r", Nodes: []string{"n"}, Owner: []uint32{0}, Boots: []string{"b1", "b2"}}), oversize: true, want: "boots"},
@@ -295,8 +295,8 @@ func TestDecodeRejects(t *testing.T) {
 
 // Non-minimal but legal encodings are accepted (the Batcher writes some).
 func TestNonMinimalEncodings(t *testing.T) {
-	// [1, 3, "r", gen=int8 5, src=uint32 1, dst=uint16 2, act=int64 3, kind, nil, dst_act=uint16 4, array16 [int8 7]]
-	data := []byte{0xdc, 0, 11, 0xcc, 1, 3, 0xd9, 1, 'r', 0xd0, 5, 0xce, 0, 0, 0, 1, 0xcd, 0, 2,
+	// [1, 4, "r", gen=int8 5, src=uint32 1, dst=uint16 2, act=int64 3, kind, nil, dst_act=uint16 4, array16 [int8 7]]
+	data := []byte{0xdc, 0, 11, 0xcc, 1, 4, 0xd9, 1, 'r', 0xd0, 5, 0xce, 0, 0, 0, 1, 0xcd, 0, 2,
 		0xd3, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0xc0, 0xcd, 0, 4, 0xdc, 0, 1, 0xd0, 7}
 	s, err := DecodeSignal(data, Limits{})
 	if err != nil {

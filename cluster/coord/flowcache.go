@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/wlru"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // A coordinator parses a flow's text, and expands a run's canonical flow,
@@ -20,6 +22,14 @@ import (
 type flowCaches struct {
 	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey
 	graphs *wlru.Cache[[32]byte, *spec.Graph] // by the SHA-256 of Run.Flow
+	loops  *wlru.Cache[[32]byte, *runLoops]   // by the SHA-256 of Run.Flow
+}
+
+// runLoops is what the run protocol derives from a run's whole graph
+// (runproto.NewLoops, FreeJoins), which the nodes' plans carry.
+type runLoops struct {
+	loops *runproto.Loops
+	free  []bool
 }
 
 // maxCachedTasks bounds each of a coordinator's flow caches. An expanded
@@ -29,7 +39,8 @@ type flowCaches struct {
 const maxCachedTasks = 200_000
 
 func newFlowCaches() flowCaches {
-	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks)}
+	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks),
+		wlru.New[[32]byte, *runLoops](maxCachedTasks)}
 }
 
 // boundFlow is a submitted file parsed, its parameters bound
@@ -103,4 +114,50 @@ func (fc flowCaches) graph(r Run) (*spec.Graph, error) {
 	}
 	fc.graphs.Put(key, g, max(len(g.Vertices), 1))
 	return g, nil
+}
+
+// putGraph keeps g, a submit's graph of the canonical flow canon (compiled
+// from the file canon was marshalled from, which parses back to the same
+// flows: spec's fuzz tests hold Marshal to that), for the run's plans and
+// status: the leader does not parse and expand it again. The submit's
+// function pins (placeByFunction) are in g; neither reads them.
+func (fc flowCaches) putGraph(canon []byte, g *spec.Graph) {
+	fc.graphs.Put(sha256.Sum256(canon), g, max(len(g.Vertices), 1))
+}
+
+// plans compiles the plan of each node's part of run r's generation
+// (LeaderConfig.Plans): its graph and loops from the caches, then
+// runproto.Compile over its assignment.
+func (fc flowCaches) plans(r Run) (map[string][]byte, error) {
+	g, err := fc.graph(r)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: its flow: %w", r.ID, err)
+	}
+	key := sha256.Sum256(r.Flow)
+	rl, ok := fc.loops.Get(key)
+	if !ok {
+		rl = &runLoops{runproto.NewLoops(g), runproto.FreeJoins(g)}
+		fc.loops.Put(key, rl, max(len(g.Vertices), 1))
+	}
+	idx := make(map[string]uint32, len(r.Nodes))
+	for i, n := range r.Nodes {
+		idx[n] = uint32(i)
+	}
+	owner := make([]uint32, len(r.Assignment))
+	for v, n := range r.Assignment {
+		i, ok := idx[n]
+		if !ok {
+			return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, v, n)
+		}
+		owner[v] = i
+	}
+	ps, err := runproto.Compile(g, rl.loops, rl.free, r.Nodes, owner)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	out := make(map[string][]byte, len(ps))
+	for i, p := range ps {
+		out[r.Nodes[i]] = transport.Encode(p)
+	}
+	return out, nil
 }

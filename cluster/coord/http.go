@@ -364,6 +364,7 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	}
 	run := &Run{ID: id, Flow: canon, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
+	s.flows.putGraph(canon, g) // the leader compiles the nodes' plans from it
 	if err := s.apply(&Command{Op: OpRunSubmit, Run: run}); err != nil {
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
 			if done, err2 := s.submitted(id, canon); done || err2 != nil {

@@ -181,7 +181,7 @@ func (e *recvEdge) ctx() []uint64 {
 // assigned here, or those taken over from lost nodes) and builds their
 // taskflow: the top-level scope, module instances as nested taskflows.
 func (r *run) build(in []bool) (*part, error) {
-	g := r.g
+	g := r.graph()
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
 	for v := range g.Vertices {
@@ -232,7 +232,7 @@ func (r *run) build(in []bool) (*part, error) {
 // entry and an exit task) each, the edges inside the part, and proxies for
 // the edges to and from other nodes and other parts.
 func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
-	g := r.g
+	g := r.graph()
 	local := func(v int) bool { return p.in[v] }
 	ids := g.Scope(scope)
 	entry := make(map[int]localexec.Task, len(ids))
@@ -326,7 +326,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 // task adds vertex v to tf and returns the task its in-edges enter and the
 // task its out-edges leave.
 func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
-	vx := &r.g.Vertices[v]
+	vx := &r.graph().Vertices[v]
 	path := vx.Path
 	switch vx.Task.Kind.Or() {
 	case spec.KindModule:
