@@ -136,7 +136,8 @@ func (fc flowCaches) plans(r Run) (map[string][]byte, error) {
 	key := sha256.Sum256(r.Flow)
 	rl, ok := fc.loops.Get(key)
 	if !ok {
-		rl = &runLoops{runproto.NewLoops(g), runproto.FreeJoins(g)}
+		l := runproto.NewLoops(g)
+		rl = &runLoops{l, runproto.FreeJoinsOf(g, l)}
 		fc.loops.Put(key, rl, max(len(g.Vertices), 1))
 	}
 	idx := make(map[string]uint32, len(r.Nodes))

@@ -29,7 +29,8 @@ func BenchmarkPlan100K(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	loops, free := NewLoops(g), FreeJoins(g)
+	loops := NewLoops(g)
+	free := FreeJoinsOf(g, loops)
 	owner := make([]uint32, len(g.Vertices))
 	nodes := []string{"n0"}
 	plans, err := Compile(g, loops, free, nodes, owner)
