@@ -82,6 +82,36 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	if err != nil {
 		return nil, err
 	}
+	b, err := bindParsed(f, params)
+	if err != nil {
+		return nil, err
+	}
+	if kerr == nil {
+		fc.bound.Put(key, b, max(b.tasks, 1))
+	}
+	return b, nil
+}
+
+// adopt keeps f, text already parsed by the caller, as bind would keep it
+// for a submit of (path, text, params): that submit does not parse it
+// again. The error is the spec's.
+func (fc flowCaches) adopt(path string, text []byte, params map[string]any, f *spec.File) error {
+	key, err := submitKey(path, text, params)
+	if err != nil {
+		return err
+	}
+	if _, ok := fc.bound.Get(key); ok {
+		return nil
+	}
+	b, err := bindParsed(f, params)
+	if err != nil {
+		return err
+	}
+	fc.bound.Put(key, b, max(b.tasks, 1))
+	return nil
+}
+
+func bindParsed(f *spec.File, params map[string]any) (*boundFlow, error) {
 	f, values, err := f.Bind(params)
 	if err != nil {
 		return nil, err
@@ -90,11 +120,7 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	if err != nil {
 		return nil, fmt.Errorf("coord: marshal flow: %w", err)
 	}
-	b := &boundFlow{f: f, values: values, canon: canon, tasks: f.ExpandedSize()}
-	if kerr == nil {
-		fc.bound.Put(key, b, max(b.tasks, 1))
-	}
-	return b, nil
+	return &boundFlow{f: f, values: values, canon: canon, tasks: f.ExpandedSize()}, nil
 }
 
 // graph is run r's flow expanded (spec.File.Expand), shared by every run of

@@ -376,6 +376,17 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 	return id, nil
 }
 
+// Prepared keeps f, text parsed by the caller (spec.Parse, under any
+// path: errors found later name that one), for a submit of the same text
+// under path with params: that submit does not parse the text again. The
+// dev command parses its files to check them before it starts its
+// cluster, and hands them over so that a run of a big file costs one
+// parse, not two. The error is the spec's (a binding refused); a submit
+// then reports it.
+func (s *Server) Prepared(path string, text []byte, params map[string]any, f *spec.File) error {
+	return s.flows.adopt(path, text, params, f)
+}
+
 // submitted reports whether run id exists already: with the same canonical
 // flow it is an earlier attempt of this submit (done); with another flow
 // the id is taken (an *InvalidError).
