@@ -38,16 +38,24 @@ func newGraphCache(maxVertices int) graphCache {
 	return graphCache{wlru.New[[32]byte, *runproto.Part](maxVertices)}
 }
 
-// decodePlan decodes a plan under the node's decoder limits (lim: a
-// hostile plan is refused before it allocates more than its bytes) and
-// checks it against reg.
-func decodePlan(plan []byte, lim transport.Limits, reg spec.Catalog) (*transport.Plan, error) {
+// decodePlan decodes the plan of a run of tasks vertices (the owner
+// table's length) under the node's decoder limits (lim: a hostile plan is
+// refused before it allocates more than its bytes, and one of another
+// size before a graph of its size is made; no run is larger than a flow
+// expands to, spec.MaxVertices) and checks it against reg.
+func decodePlan(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*transport.Plan, error) {
 	if plan == nil {
 		return nil, ErrNoPlan
+	}
+	if tasks > spec.MaxVertices {
+		return nil, fmt.Errorf("%w: a run of %d tasks, over the %d a flow may expand to", runproto.ErrPlan, tasks, spec.MaxVertices)
 	}
 	p, err := transport.DecodePlan(plan, lim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, err)
+	}
+	if int(p.Tasks) != tasks {
+		return nil, fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, tasks, p.Tasks)
 	}
 	for i := range p.Vertices {
 		if pv := &p.Vertices[i]; pv.Local {
@@ -59,15 +67,15 @@ func decodePlan(plan []byte, lim transport.Limits, reg spec.Catalog) (*transport
 	return p, nil
 }
 
-// compile returns the Part of a plan, from the cache when an earlier
-// Assignment had the same plan. Errors are not cached: a plan that does
-// not compile is refused each time.
-func (gc graphCache) compile(plan []byte, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
+// compile returns the Part of a plan of a run of tasks vertices, from the
+// cache when an earlier Assignment had the same plan. Errors are not
+// cached: a plan that does not compile is refused each time.
+func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
 	key := sha256.Sum256(plan)
-	if pt, ok := gc.c.Get(key); ok {
+	if pt, ok := gc.c.Get(key); ok && len(pt.G.Vertices) == tasks {
 		return pt, nil
 	}
-	p, err := decodePlan(plan, lim, reg)
+	p, err := decodePlan(plan, tasks, lim, reg)
 	if err != nil {
 		return nil, err
 	}

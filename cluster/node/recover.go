@@ -73,7 +73,7 @@ func (r *run) update(a *transport.Assignment) error {
 // task a gives this node (its own goroutine: the node takes one control
 // message at a time, so the part it extends is the one in force).
 func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
-	p, err := decodePlan(a.Plan, r.n.conn.Limits(), r.n.reg)
+	p, err := decodePlan(a.Plan, len(a.Owner), r.n.conn.Limits(), r.n.reg)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	pt, err := n.graphs.compile(a.Plan, n.conn.Limits(), n.reg)
+	pt, err := n.graphs.compile(a.Plan, len(a.Owner), n.conn.Limits(), n.reg)
 	if err != nil {
 		return r, err
 	}
