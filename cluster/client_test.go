@@ -19,8 +19,8 @@ import (
 	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/coord"
 	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/proto"
-	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -54,8 +54,11 @@ func fakeNode(t *testing.T, id, natsURL, seed string) {
 				return
 			}
 			gens[m.Run] = m.Gen
-			f, _ := spec.ParseJSON("run.json", m.Flow)
-			g, _ := f.Expand()
+			p, err := transport.DecodePlan(m.Plan, transport.Limits{})
+			must(t, err)
+			pt, err := runproto.OpenPlan(p, nil)
+			must(t, err)
+			g := pt.G
 			var evs []transport.TaskEvent
 			for _, task := range m.TasksOf(id) {
 				if g.Vertices[task].Name() == "x" {

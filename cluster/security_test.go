@@ -130,7 +130,7 @@ func TestMalformedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 	long := strings.Repeat("k", 100<<10) // over the decoders' 64 KiB text limit
 	garbage := [][]byte{nil, []byte("\xc1\xff garbage"), {0x93, 0x01}, {0xdd, 0xff, 0xff, 0xff, 0xff}}
 	oversizedEnv := transport.Encode(&transport.Envelope{Kind: long, Run: "r1", Node: "n9"})
-	truncated := transport.Encode(&transport.Assignment{Run: "r1", Gen: 1, Nodes: []string{"n1"}, Owner: []uint32{0}, Flow: []byte("{}")})
+	truncated := transport.Encode(&transport.Assignment{Run: "r1", Gen: 1, Nodes: []string{"n1"}, Owner: []uint32{0}, Plan: []byte("{}")})
 	truncated = truncated[:len(truncated)-3]
 	ctl, err := transport.ControlSubject("n1")
 	must(t, err)

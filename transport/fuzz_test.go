@@ -65,6 +65,11 @@ func FuzzDecodeAssignment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })
 }
 
+func FuzzDecodePlan(f *testing.F) {
+	fuzzSeeds(f, TypePlan)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Plan](t, data) })
+}
+
 // FuzzDecodeControl drives the decoders of the small control messages:
 // Cancel, TermReport, Envelope and Ack.
 func FuzzDecodeControl(f *testing.F) {

@@ -6,19 +6,20 @@ import (
 	"time"
 )
 
-// Wire format (version 4). Every top-level message is one msgpack array whose first
+// Wire format (version 5). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 4, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 4, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 4, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 4, run, gen, [node, ...], [owner, ...], flow, [boot, ...]]
-//	Cancel      [5, 4, run, gen, reason]
-//	TermReport  [6, 4, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 4, kind, run, node, body]
-//	EventBatch  [8, 4, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
-//	Ack         [9, 4, run, gen, node, boot]
+//	Signal      [1, 5, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 5, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 5, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 5, run, gen, [node, ...], [owner, ...], plan, [boot, ...]]
+//	Cancel      [5, 5, run, gen, reason]
+//	TermReport  [6, 5, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 5, kind, run, node, body]
+//	EventBatch  [8, 5, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 5, run, gen, node, boot]
+//	Plan        [10, 5, tasks, [vertex, ...], [loop, ...]]   (plan.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -26,10 +27,13 @@ import (
 // node's receipt of an Assignment on a subject of its own
 // (cluster/proto.AckSubject), came within version 2. Version 3 added an
 // Assignment's boots (the incarnation of each node's process the part was
-// made for). Version 4 added the signal kind switched (3), a node's mark
-// in the record that it took a generation, and the record's batches of
-// picks (transport.PicksNode): a version 3 node neither writes them nor
-// waits for them, so the two do not mix.
+// made for). Version 4 replaced an Assignment's flow (the canonical JSON of
+// the whole flow, which every node parsed and expanded) by its plan (the
+// encoded Plan of the node's own part, compiled by the leader).
+// Version 5 added the signal kind switched (3), a node's mark in the
+// record that it took a generation, and the record's batches of picks
+// (transport.PicksNode): a version 4 node neither writes them nor waits for
+// them, so the two do not mix.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -51,10 +55,11 @@ const (
 	TypeEnvelope   Type = 7
 	TypeEventBatch Type = 8
 	TypeAck        Type = 9
+	TypePlan       Type = 10
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 4
+const Version = 5
 
 func (t Type) String() string {
 	switch t {
@@ -76,6 +81,8 @@ func (t Type) String() string {
 		return "event batch"
 	case TypeAck:
 		return "ack"
+	case TypePlan:
+		return "plan"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -98,7 +105,7 @@ type Limits struct {
 	MaxOutput  int // bytes of one task output (default 8 MiB)
 	MaxText    int // bytes of a name, error text, reason or envelope kind (default 64 KiB)
 	MaxTasks   int // tasks (and nodes) in one Assignment (default 1<<24)
-	MaxBody    int // bytes of an opaque body: Assignment.Flow, Envelope.Body (default 64 MiB)
+	MaxBody    int // bytes of an opaque body: Assignment.Plan, Envelope.Body (default 64 MiB)
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -595,7 +602,8 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 // ---- Assignment ----
 
 // Assignment is the partition of a run under one generation: task i runs on
-// Nodes[Owner[i]]. Flow is the flow spec, opaque to transport. Boots, when
+// Nodes[Owner[i]]. Plan is the receiving node's part, an encoded Plan (the
+// leader sends each node its own; nil: none). Boots, when
 // not empty, has one entry per node: the incarnation (boot id) of the
 // process the part was made for, or "" where the sender did not know it; a
 // node's later process (a restart under the same id) is not that process
@@ -605,7 +613,7 @@ type Assignment struct {
 	Gen   uint64
 	Nodes []string
 	Owner []uint32
-	Flow  []byte
+	Plan  []byte
 	Boots []string
 }
 
@@ -659,7 +667,7 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 	for _, o := range a.Owner {
 		b = appendUint(b, uint64(o))
 	}
-	b = appendBin(b, a.Flow)
+	b = appendBin(b, a.Plan)
 	b = appendArrayHeader(b, len(a.Boots))
 	for _, boot := range a.Boots {
 		b = appendStr(b, boot)
@@ -667,7 +675,7 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 	return b
 }
 
-// Decode decodes an Assignment into a (Flow is copied). Every owner must name one of
+// Decode decodes an Assignment into a (Plan is copied). Every owner must name one of
 // Nodes.
 func (a *Assignment) Decode(data []byte, lim Limits) error {
 	var r reader
@@ -710,7 +718,7 @@ func (a *Assignment) Decode(data []byte, lim Limits) error {
 			return r.errf("owner of task %d: node index %d, only %d nodes", i, a.Owner[i], len(a.Nodes))
 		}
 	}
-	if a.Flow, err = r.bin("flow", r.lim.MaxBody, false); err != nil {
+	if a.Plan, err = r.bin("plan", r.lim.MaxBody, false); err != nil {
 		return err
 	}
 	if n, err = r.arrayLen("boots", len(a.Nodes)); err != nil {
@@ -999,14 +1007,14 @@ func PeekType(data []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < uint8(TypeSignal) || t > uint8(TypeAck) {
+	if t < uint8(TypeSignal) || t > uint8(TypePlan) {
 		return 0, r.errf("unknown message type %d", t)
 	}
 	return Type(t), nil
 }
 
 // Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
-// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch or *Ack.
+// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch, *Ack or *Plan.
 func Decode(data []byte, lim Limits) (Message, error) {
 	t, err := PeekType(data)
 	if err != nil {
@@ -1033,6 +1041,8 @@ func Decode(data []byte, lim Limits) (Message, error) {
 		m = new(EventBatch)
 	case TypeAck:
 		m = new(Ack)
+	case TypePlan:
+		m = new(Plan)
 	default:
 		m = new(Envelope)
 	}

@@ -33,7 +33,7 @@ func sampleMessages() []Message {
 		&EventBatch{Events: []TaskEvent{{Run: "r1", Gen: 1, Task: 2, Node: "n1", State: TaskRunning, Act: 1},
 			{Run: "r1", Gen: 1, Task: 2, Name: "p/c", Node: "n1", State: TaskDone, Act: 1, Executions: 2, Output: []byte("x"),
 				Start: time.Unix(1, 2), End: time.Unix(3, 4)}}},
-		&Assignment{Run: "r1", Gen: 4, Nodes: []string{"n1", "n2"}, Owner: []uint32{0, 1, 1, 0}, Flow: []byte("{flow}"), Boots: []string{"b0c1", ""}},
+		&Assignment{Run: "r1", Gen: 4, Nodes: []string{"n1", "n2"}, Owner: []uint32{0, 1, 1, 0}, Plan: Encode(samplePlan()), Boots: []string{"b0c1", ""}},
 		&Assignment{Run: "r1", Gen: 4},
 		&Cancel{Run: "r1", Gen: 2, Reason: "user asked"},
 		&TermReport{Run: "r1", Gen: 2, Node: "n3", Wave: 17, Sent: 1 << 33, Received: 12, Idle: true},
@@ -42,6 +42,86 @@ func sampleMessages() []Message {
 		&Envelope{Kind: "drain", Run: "r9"},
 		&Ack{Run: "r1", Gen: 4, Node: "n2", Boot: "3fa9c1d2e4b5"},
 		&Ack{Run: strings.Repeat("r", MaxIDLen), Gen: math.MaxUint64, Node: "n"},
+		samplePlan(),
+		&Plan{Tasks: 3},
+	}
+}
+
+// samplePlan is a node's part of a run of 6 tasks: a module task (1) with
+// its members (2, 3), a loop (3 -> 4 -> 3, the condition 4 picking 3
+// again), a remote predecessor (0) and a remote successor (5).
+func samplePlan() *Plan {
+	dev := int32(1)
+	return &Plan{Tasks: 6, Vertices: []PlanVertex{
+		{Index: 0, Path: "src", Name: "src", Kind: KindStatic, Device: -1, Parent: -1, Loop: -1, Slot: -1},
+		{Index: 1, Path: "m", Name: "m", Local: true, Kind: KindModule, Device: -1, Parent: -1, Members: []uint32{2, 3, 4},
+			Pred: []PlanEdge{{Peer: 0, Index: -1}}, Succ: []PlanEdge{{Peer: 5, Index: -1}}, Loop: -1, Slot: -1},
+		{Index: 2, Path: "m/gpu", Name: "gpu", Local: true, Kind: KindStatic, Func: "saxpy", Domain: DomainGPU, Device: dev, Parent: 1,
+			Args: map[string]any{"n": int64(-3), "u": uint64(1 << 63), "x": 1.5, "s": "str", "b": true, "nil": nil,
+				"list": []any{int64(1), "two", []any{}}, "map": map[string]any{"k": false}},
+			Retries: 2, Timeout: 3 * time.Second, Succ: []PlanEdge{{Peer: 3, Index: -1}}, Loop: -1, Slot: -1},
+		{Index: 3, Path: "m/body", Name: "body", Local: true, Kind: KindStatic, Func: "noop", Parent: 1, Device: -1,
+			Pred: []PlanEdge{{Peer: 2, Index: -1}, {Peer: 4, Index: 0}}, Succ: []PlanEdge{{Peer: 4, Index: -1}}, Loop: 2, Slot: 0, Free: true},
+		{Index: 4, Path: "m/again", Name: "again", Local: true, Kind: KindCondition, Func: "loop", Parent: 1, Device: -1,
+			Pred: []PlanEdge{{Peer: 3, Index: -1}}, Succ: []PlanEdge{{Peer: 3, Index: 0}}, Loop: 2, Slot: -1},
+		{Index: 5, Path: "sink", Name: "sink", Kind: KindStatic, Device: -1, Parent: -1, Loop: -1, Slot: -1},
+	}, Loops: []PlanLoop{{ID: 2, Heads: []uint32{3}}}}
+}
+
+func TestPlanRejects(t *testing.T) {
+	enc := func(mut func(*Plan)) []byte {
+		p := samplePlan()
+		mut(p)
+		return Encode(p)
+	}
+	cases := []rejectCase{
+		{name: "tasks over the limit", data: enc(func(p *Plan) {}), lim: Limits{MaxTasks: 5}, oversize: true, want: "tasks"},
+		{name: "more vertices than tasks", data: enc(func(p *Plan) { p.Tasks = 5; p.Vertices = p.Vertices[:5] }), want: "succ: vertex 5"},
+		{name: "index past the run", data: enc(func(p *Plan) { p.Vertices[5].Index = 6 }), want: "index 6 of a run of 6"},
+		{name: "vertices out of order", data: enc(func(p *Plan) { p.Vertices[1].Index = 0 }), want: "ascending"},
+		{name: "edge past the run", data: enc(func(p *Plan) { p.Vertices[3].Pred[0].Peer = 99 }), want: "pred: vertex 99"},
+		{name: "member past the run", data: enc(func(p *Plan) { p.Vertices[1].Members[0] = 6 }), want: "members: vertex 6"},
+		{name: "parent past the run", data: enc(func(p *Plan) { p.Vertices[2].Parent = 6 }), want: "parent: 6 out of range"},
+		{name: "unknown kind", data: enc(func(p *Plan) { p.Vertices[2].Kind = 9 }), want: "unknown task kind 9"},
+		{name: "unknown domain", data: enc(func(p *Plan) { p.Vertices[2].Domain = 7 }), want: "unknown domain 7"},
+		{name: "negative timeout", data: enc(func(p *Plan) { p.Vertices[2].Timeout = -1 }), want: "timeout: negative"},
+		{name: "loop not in the plan", data: enc(func(p *Plan) { p.Vertices[4].Loop = 3 }), want: "loop 3 is not among"},
+		{name: "slot past the context", data: enc(func(p *Plan) { p.Vertices[4].Slot = 1 }), want: "slot 1 of a loop context of 1"},
+		{name: "slot outside a loop", data: enc(func(p *Plan) { p.Vertices[2].Slot = 0 }), want: "outside a loop"},
+		{name: "loops out of order", data: enc(func(p *Plan) { p.Loops = append(p.Loops, PlanLoop{ID: 2}) }), want: "ascending"},
+		{name: "head past the run", data: enc(func(p *Plan) { p.Loops[0].Heads[0] = 6 }), want: "heads: vertex 6"},
+		{name: "context over the limit", data: enc(func(p *Plan) { p.Loops[0].Heads = make([]uint32, MaxSignalCtx+1) }), oversize: true, want: "heads"},
+		{name: "path over the limit", data: enc(func(p *Plan) { p.Vertices[0].Path = strings.Repeat("p", 100) }), lim: Limits{MaxText: 99}, oversize: true, want: "path"},
+		{name: "args nested too deep", data: enc(func(p *Plan) {
+			var v any = int64(1)
+			for range MaxArgsDepth + 1 {
+				v = []any{v}
+			}
+			p.Vertices[2].Args = map[string]any{"deep": v}
+		}), want: "nested deeper"},
+		{name: "args not a map", data: bytes.Replace(enc(func(p *Plan) { p.Vertices[3].Args = map[string]any{} }), []byte{0xa4, 'n', 'o', 'o', 'p', 0x80}, []byte{0xa4, 'n', 'o', 'o', 'p', 0x90}, 1), want: "args: want a map"},
+		{name: "args with a fixint", data: bytes.Replace(enc(func(p *Plan) { p.Vertices[3].Args = map[string]any{"k": true} }), []byte{0xa1, 'k', 0xc3}, []byte{0xa1, 'k', 0x05}, 1), want: "format byte 0x05"},
+		{name: "name past the path", data: bytes.Replace(enc(func(p *Plan) {}), []byte{0xa3, 's', 'r', 'c', 0}, []byte{0xa3, 's', 'r', 'c', 4}, 1), want: "name_at 4"},
+	}
+	checkRejects(t, cases, func(b []byte, l Limits) error { _, err := DecodePlan(b, l); return err })
+	if err := samplePlan().Validate(); err != nil {
+		t.Errorf("the sample plan: %v", err)
+	}
+	bad := samplePlan()
+	bad.Vertices[2].Name = "other"
+	if err := bad.Validate(); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "not the end of its path") {
+		t.Errorf("a name that is not its path's end: %v", err)
+	}
+}
+
+// A plan's encoding does not depend on the order of a map's keys: the
+// node caches compiled plans by their bytes' hash.
+func TestPlanEncodingIsStable(t *testing.T) {
+	first := Encode(samplePlan())
+	for range 20 {
+		if !bytes.Equal(Encode(samplePlan()), first) {
+			t.Fatal("two encodings of one plan differ")
+		}
 	}
 }
 
@@ -140,6 +220,34 @@ func TestTruncatedAndTrailing(t *testing.T) {
 	}
 }
 
+// rejectCase is bytes a decoder must refuse as malformed (and oversized,
+// or not), with an error that mentions want.
+type rejectCase struct {
+	name     string
+	data     []byte
+	lim      Limits
+	oversize bool
+	want     string
+}
+
+func checkRejects(t *testing.T, cases []rejectCase, decode func([]byte, Limits) error) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decode(tc.data, tc.lim)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("err %v, want ErrMalformed", err)
+			}
+			if errors.Is(err, ErrOversized) != tc.oversize {
+				t.Errorf("ErrOversized = %v, want %v (%v)", !tc.oversize, tc.oversize, err)
+			}
+			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestDecodeRejects(t *testing.T) {
 	sig := func(mut func(*Signal)) []byte {
 		s := Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge, Output: []byte("x")}
@@ -148,13 +256,7 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	raw := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	tr := Encode(&TermReport{Run: "r", Node: "n"}) // ends with the idle bool and an empty map
-	cases := []struct {
-		name     string
-		data     []byte
-		lim      Limits
-		oversize bool
-		want     string
-	}{
+	cases := []rejectCase{
 		{name: "empty", data: nil, want: "truncated"},
 		{name: "not an array", data: []byte{0xa1, 'x'}, want: "want an array"},
 		{name: "unknown type", data: []byte{0x92, 42, 1}, want: "unknown message type 42"},
@@ -190,20 +292,7 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "received_from bad sender", data: raw(tr[:len(tr)-1], []byte{0x81, 0xa3, 'a', '.', 'b', 1}), want: "not a valid id"},
 		{name: "received_from claims huge length", data: raw(tr[:len(tr)-1], []byte{0xdf, 0, 0xff, 0xff, 0xff}), want: "claims"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Decode(tc.data, tc.lim)
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("err %v, want ErrMalformed", err)
-			}
-			if errors.Is(err, ErrOversized) != tc.oversize {
-				t.Errorf("ErrOversized = %v, want %v (%v)", !tc.oversize, tc.oversize, err)
-			}
-			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err %q does not mention %q", err, tc.want)
-			}
-		})
-	}
+	checkRejects(t, cases, func(b []byte, l Limits) error { _, err := Decode(b, l); return err })
 }
 
 // Non-minimal but legal encodings are accepted (the Batcher writes some).

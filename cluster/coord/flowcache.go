@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/wlru"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // A coordinator parses a flow's text, and expands a run's canonical flow,
@@ -21,6 +23,14 @@ import (
 type flowCaches struct {
 	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey, and by runKey
 	graphs *wlru.Cache[[32]byte, *spec.Graph] // by runKey(Run.FlowID, Run.Params)
+	loops  *wlru.Cache[[32]byte, *runLoops]   // by runKey(Run.FlowID, Run.Params)
+}
+
+// runLoops is what the run protocol derives from a run's whole graph
+// (runproto.NewLoops, FreeJoins), which the nodes' plans carry.
+type runLoops struct {
+	loops *runproto.Loops
+	free  []bool
 }
 
 // maxCachedTasks bounds each of a coordinator's flow caches. An expanded
@@ -30,7 +40,8 @@ type flowCaches struct {
 const maxCachedTasks = 200_000
 
 func newFlowCaches() flowCaches {
-	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks)}
+	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks),
+		wlru.New[[32]byte, *runLoops](maxCachedTasks)}
 }
 
 // boundFlow is a flow file parsed, its parameters bound (spec.File.Bind),
@@ -91,6 +102,40 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	if err != nil {
 		return nil, err
 	}
+	b, err := bindFile(path, text, f, params)
+	if err != nil {
+		return nil, err
+	}
+	if kerr == nil {
+		fc.bound.Put(key, b, max(b.tasks, 1))
+	}
+	fc.keep(b)
+	return b, nil
+}
+
+// adopt keeps f, text already parsed by the caller, as bind would keep it
+// for a submit of (path, text, params): that submit does not parse it
+// again. The error is the spec's.
+func (fc flowCaches) adopt(path string, text []byte, params map[string]any, f *spec.File) error {
+	key, err := submitKey(path, text, params)
+	if err != nil {
+		return err
+	}
+	if _, ok := fc.bound.Get(key); ok {
+		return nil
+	}
+	b, err := bindFile(path, text, f, params)
+	if err != nil {
+		return err
+	}
+	fc.bound.Put(key, b, max(b.tasks, 1))
+	fc.keep(b)
+	return nil
+}
+
+// bindFile binds params into f, parsed from text under path, and names the
+// flow it stores (its canonical JSON, unbound, and that text's id).
+func bindFile(path string, text []byte, f *spec.File, params map[string]any) (*boundFlow, error) {
 	src, err := spec.Marshal(f, spec.FormatJSON)
 	if err != nil {
 		return nil, fmt.Errorf("coord: marshal flow: %w", err)
@@ -105,10 +150,6 @@ func (fc flowCaches) bind(path string, text []byte, params map[string]any) (*bou
 	}
 	b.stored = StoredFlow{ID: FlowID(src), Name: name, Path: path, Text: src, HasParams: len(f.Params()) > 0,
 		Tasks: b.tasks, Bytes: len(text)}
-	if kerr == nil {
-		fc.bound.Put(key, b, max(b.tasks, 1))
-	}
-	fc.keep(b)
 	return b, nil
 }
 
@@ -207,4 +248,61 @@ func (fc flowCaches) graph(r Run, text func(Run) ([]byte, error)) (*spec.Graph, 
 		fc.graphs.Put(key, g, max(len(g.Vertices), 1))
 	}
 	return g, nil
+}
+
+// putGraph keeps g, a submit's graph of the run it makes of flow id with
+// the parameter values values (compiled from the file the flow's canonical
+// JSON was marshalled from, which parses back to the same flows: spec's
+// fuzz tests hold Marshal to that), for the run's plans and status: the
+// leader does not parse and expand it again. The submit's function pins
+// (placeByFunction) are in g; neither reads them.
+func (fc flowCaches) putGraph(id string, values map[string]any, g *spec.Graph) {
+	if key, err := runKey(id, values); err == nil {
+		fc.graphs.Put(key, g, max(len(g.Vertices), 1))
+	}
+}
+
+// plans compiles the plan of each node's part of run r's generation
+// (LeaderConfig.Plans): its graph (from text, Server.runFlow, unless
+// cached) and loops from the caches, then runproto.Compile over its
+// assignment.
+func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]byte, error) {
+	g, err := fc.graph(r, text)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: its flow: %w", r.ID, err)
+	}
+	key, kerr := runKey(r.FlowID, r.Params)
+	var rl *runLoops
+	ok := false
+	if kerr == nil {
+		rl, ok = fc.loops.Get(key)
+	}
+	if !ok {
+		l := runproto.NewLoops(g)
+		rl = &runLoops{l, runproto.FreeJoinsOf(g, l)}
+		if kerr == nil {
+			fc.loops.Put(key, rl, max(len(g.Vertices), 1))
+		}
+	}
+	idx := make(map[string]uint32, len(r.Nodes))
+	for i, n := range r.Nodes {
+		idx[n] = uint32(i)
+	}
+	owner := make([]uint32, len(r.Assignment))
+	for v, n := range r.Assignment {
+		i, ok := idx[n]
+		if !ok {
+			return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, v, n)
+		}
+		owner[v] = i
+	}
+	ps, err := runproto.Compile(g, rl.loops, rl.free, r.Nodes, owner)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	out := make(map[string][]byte, len(ps))
+	for i, p := range ps {
+		out[r.Nodes[i]] = transport.Encode(p)
+	}
+	return out, nil
 }

@@ -3,6 +3,8 @@ package coord
 import (
 	"strings"
 	"testing"
+
+	"github.com/hetflow/hetflow/cluster/spec"
 )
 
 // A flow submitted again (same name, text and parameters) is not parsed
@@ -81,5 +83,22 @@ func TestFlowCaches(t *testing.T) {
 	}
 	if n, _, _ := s.flows.bound.Stats(); n != 5 {
 		t.Fatalf("a refused binding was cached: %d entries", n)
+	}
+	// A file the caller parsed (the dev command) is not parsed again by
+	// its submit.
+	other := []byte("name: other\ntasks:\n  - {name: a, func: noop}\n")
+	pf, err := spec.Parse("dir/other.yaml", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepared("other.yaml", other, nil, pf); err != nil {
+		t.Fatal(err)
+	}
+	_, _, before := s.flows.bound.Stats()
+	if _, err := s.SubmitParams("", "other.yaml", other, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, hits := s.flows.bound.Stats(); hits != before+1 {
+		t.Fatalf("a submit of a prepared file: %d hits, want %d", hits, before+1)
 	}
 }

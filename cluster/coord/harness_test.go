@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hetflow/hetflow/cluster/member"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/proto"
-	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -145,15 +145,21 @@ func (n *fakeNode) handle(m transport.Message) {
 		n.runs[m.Run] = m.Gen
 		n.assigns++
 		n.mu.Unlock()
-		f, err := spec.ParseJSON("run.json", m.Flow)
+		p, err := transport.DecodePlan(m.Plan, transport.Limits{})
 		if err != nil {
-			n.t.Errorf("%s: flow: %v", n.id, err)
+			n.t.Errorf("%s: plan: %v", n.id, err)
 			return
 		}
-		g, err := f.Expand()
+		pt, err := runproto.OpenPlan(p, nil)
 		if err != nil {
-			n.t.Errorf("%s: expand: %v", n.id, err)
+			n.t.Errorf("%s: plan: %v", n.id, err)
 			return
+		}
+		g := pt.G
+		for _, task := range m.TasksOf(n.id) {
+			if !pt.Holds(int(task)) {
+				n.t.Errorf("%s: the plan of run %s gen %d does not hold task %d, assigned here", n.id, m.Run, m.Gen, task)
+			}
 		}
 		var evs []transport.TaskEvent
 		for _, task := range m.TasksOf(n.id) {

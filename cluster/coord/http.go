@@ -607,6 +607,7 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 		if err := s.putFlow(bf.stored, false, now); err != nil {
 			return "", err
 		}
+		s.flows.putGraph(flowID, values, g) // the leader compiles the nodes' plans from it
 		err := s.apply(&Command{Op: OpRunSubmit, Run: run})
 		if err == nil {
 			return id, nil
@@ -639,6 +640,17 @@ func (s *Server) putFlow(sf StoredFlow, register bool, now time.Time) error {
 	}
 	sf.Registered, sf.Stored = register, now
 	return s.apply(&Command{Op: OpFlowPut, Flow: &sf})
+}
+
+// Prepared keeps f, text parsed by the caller (spec.Parse, under any
+// path: errors found later name that one), for a submit of the same text
+// under path with params: that submit does not parse the text again. The
+// dev command parses its files to check them before it starts its
+// cluster, and hands them over so that a run of a big file costs one
+// parse, not two. The error is the spec's (a binding refused); a submit
+// then reports it.
+func (s *Server) Prepared(path string, text []byte, params map[string]any, f *spec.File) error {
+	return s.flows.adopt(path, text, params, f)
 }
 
 // submitted reports whether run id exists already: with the same flow and

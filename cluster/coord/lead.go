@@ -88,6 +88,14 @@ type LeaderConfig struct {
 	// Placement is the cost model a lost node's tasks are placed again by
 	// (PlanReassignWith).
 	Placement Placement
+	// Plans, when set, compiles the plan of each node's part of a
+	// generation of run r (the encoded transport.Plan, by node id), which
+	// goes in that node's Assignment: a node builds its part from it and
+	// never sees the flow (runproto.Compile; the server's Server.plans). It
+	// is called once per generation a Leader tracks. An error fails the
+	// run. nil: Assignments carry no plan (the simulation, whose nodes hold
+	// the flow's graph).
+	Plans func(r Run) (map[string][]byte, error)
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -122,7 +130,7 @@ type Leader struct {
 // tracker is the leader's view of one running run.
 type tracker struct {
 	run      Run
-	asg      *transport.Assignment
+	asg      map[string]*transport.Assignment // node → its Assignment (its own plan)
 	det      *Detector
 	dlv      map[string]*delivery // node → the Assignment's delivery to it
 	refused  int                  // success verdicts refused in a row (verdict)
@@ -360,14 +368,6 @@ func (l *Leader) reconcile(now time.Time) {
 // Assignment goes out to every node of the run now, and again (Tick,
 // resend) only to a node that has neither acknowledged nor reported it.
 func (l *Leader) track(now time.Time, r Run) {
-	text, err := l.view.RunFlow(r)
-	if err != nil {
-		// The registry lost the run's flow, or it no longer binds: no
-		// Assignment can be made, and the run cannot go on.
-		l.log(slog.LevelError, "run's flow cannot be read", "run", r.ID, "err", err)
-		l.finish(now, r.ID, proto.RunFailed, fmt.Sprintf("its flow cannot be read: %v", err))
-		return
-	}
 	idx := map[string]uint32{}
 	for i, n := range r.Nodes {
 		idx[n] = uint32(i)
@@ -377,8 +377,23 @@ func (l *Leader) track(now time.Time, r Run) {
 		owner[v] = idx[n]
 	}
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
-		asg: &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Flow: text, Boots: assignBoots(r)}}
+		asg: map[string]*transport.Assignment{}}
 	l.runs[r.ID] = t
+	var plans map[string][]byte
+	if l.cfg.Plans != nil {
+		var err error
+		if plans, err = l.cfg.Plans(r); err != nil {
+			// Tracked, with nothing to send: the finish releases it. (The
+			// registry lost the run's flow, or it no longer binds.)
+			l.log(slog.LevelWarn, "run cannot be planned", "run", r.ID, "gen", r.Gen, "err", err)
+			l.finish(now, r.ID, proto.RunFailed, fmt.Sprintf("internal error: the nodes' plans of the run: %v", err))
+			return
+		}
+	}
+	boots := assignBoots(r)
+	for _, n := range r.Nodes {
+		t.asg[n] = &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Plan: plans[n], Boots: boots}
+	}
 	l.log(slog.LevelDebug, "tracking run", "run", r.ID, "gen", r.Gen, "nodes", r.Nodes)
 	for _, n := range r.Nodes {
 		d := &delivery{}
@@ -417,7 +432,7 @@ func (l *Leader) sendAssignment(now time.Time, t *tracker, node string, d *deliv
 	}
 	d.sent++
 	d.next = now.Add(d.every)
-	l.send(node, t.asg)
+	l.send(node, t.asg[node])
 }
 
 // resend sends t's Assignment again to each node of the run whose copy is

@@ -57,7 +57,7 @@ func (s *Server) lead(ctx context.Context) {
 	s.log.Info("leading")
 	defer s.log.Info("no longer leading")
 	l := &leader{s: s, core: NewLeader(LeaderConfig{Started: s.started, NoRecord: s.nc == nil, NoNATS: s.nc == nil,
-		Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes, Offered: s.cachedOffered, Placement: s.cfg.Placement}, fsmView{s})}
+		Silence: s.cfg.NodeSilence, InProcess: s.cfg.InProcessNodes, Offered: s.cachedOffered, Placement: s.cfg.Placement, Plans: s.plans}, fsmView{s})}
 
 	// Make sure every entry of earlier terms is applied before acting on the FSM.
 	if err := s.raft.Barrier(5 * time.Second).Error(); err != nil {
@@ -347,3 +347,7 @@ func (s *Server) runFlow(r Run) ([]byte, error) {
 	}
 	return b.canon, nil
 }
+
+// plans compiles the plans of each node's part of a generation of run r
+// (LeaderConfig.Plans), from its flow in the registry (runFlow).
+func (s *Server) plans(r Run) (map[string][]byte, error) { return s.flows.plans(r, s.runFlow) }

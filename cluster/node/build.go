@@ -181,9 +181,10 @@ func (e *recvEdge) ctx() []uint64 {
 // assigned here, or those taken over from lost nodes) and builds their
 // taskflow: the top-level scope, module instances as nested taskflows.
 func (r *run) build(in []bool) (*part, error) {
-	g := r.g
+	g := r.graph()
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
+	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
 		if int(tab.Owner[v]) >= len(tab.Nodes) {
@@ -212,9 +213,9 @@ func (r *run) build(in []bool) (*part, error) {
 				return nil, &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
 			}
 		}
-		seen := map[int]bool{}
-		for _, p := range g.StrongPreds(v) {
-			if !seen[p] {
+		clear(seen)
+		for _, e := range vx.Pred {
+			if p := e.From; !e.Weak && !seen[p] {
 				seen[p] = true
 				r.vs[v].preds = append(r.vs[v].preds, p)
 			}
@@ -232,7 +233,7 @@ func (r *run) build(in []bool) (*part, error) {
 // entry and an exit task) each, the edges inside the part, and proxies for
 // the edges to and from other nodes and other parts.
 func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
-	g := r.g
+	g := r.graph()
 	local := func(v int) bool { return p.in[v] }
 	ids := g.Scope(scope)
 	entry := make(map[int]localexec.Task, len(ids))
@@ -248,6 +249,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		entry[v], exit[v] = en, ex
 	}
 	// Out-edges in Succ order: a condition's k-th successor stays its k-th.
+	strong := map[int]bool{} // one vertex's remote strong targets, cleared for the next
 	for _, v := range ids {
 		if !local(v) {
 			continue
@@ -258,7 +260,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		if weak {
 			vs.condSends = make([]*sendEdge, len(vx.Succ))
 		}
-		strong := map[int]bool{}
+		clear(strong)
 		for k, e := range vx.Succ {
 			u := e.To
 			if local(u) {
@@ -280,12 +282,14 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		}
 	}
 	// In-edges from other nodes: one External proxy per (src, dst).
+	mult := map[int]int{} // one vertex's remote in-edges by source, cleared for the next
+	var order []int
 	for _, u := range ids {
 		if !local(u) {
 			continue
 		}
-		mult := map[int]int{}
-		var order []int
+		clear(mult)
+		order = order[:0]
 		for _, e := range g.Vertices[u].Pred {
 			if local(e.From) {
 				continue
@@ -326,7 +330,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 // task adds vertex v to tf and returns the task its in-edges enter and the
 // task its out-edges leave.
 func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
-	vx := &r.g.Vertices[v]
+	vx := &r.graph().Vertices[v]
 	path := vx.Path
 	switch vx.Task.Kind.Or() {
 	case spec.KindModule:

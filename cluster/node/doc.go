@@ -20,11 +20,23 @@
 // # A run on one node
 //
 // An Assignment (control subject) names the run, its generation, the nodes
-// and each task's owner, and carries the flow's canonical JSON. The node
-// ignores one it already runs (same Run and Gen) or has released; one of a
-// newer generation for a run it holds is a reassignment (see Recovery). It
-// parses, validates and expands the flow (spec.File.Expand) and builds one
-// localexec taskflow from the vertices it owns:
+// and each task's owner (the table Signals are routed and fenced by), and
+// carries the plan of this node's part (transport.Plan, compiled by the
+// leader from the run's expanded graph: runproto.Compile), never the flow:
+// the node neither parses, validates nor expands a flow file. The plan
+// holds the vertices the node owns (kind, function, args, domain and
+// device, retries, timeout, module task and members, in- and out-edges)
+// and their neighbours on other nodes (path, name, kind: what a proxy, an
+// input's name and a Signal's loop context need), with the loop contexts
+// and free joins of the whole graph. The node checks each task of its own
+// against its registry (function known, of the task's kind and domain, the
+// args it takes), makes the plan back into a graph of the run's size
+// (runproto.OpenPlan) and keeps it by the plan bytes' SHA-256
+// (graphcache.go; a run placed as an earlier one shares it: Stats.PlansReused).
+// The node ignores an Assignment it already runs (same Run and Gen) or has
+// released; one of a newer generation for a run it holds is a reassignment
+// (see Recovery). It builds one localexec taskflow from the vertices it
+// owns:
 //
 //   - static → Emplace, condition → EmplaceCondition, multicondition →
 //     EmplaceMultiCondition, each running the registry function;
@@ -139,9 +151,13 @@
 // owner table (sends resolve the destination's node when they send,
 // so Signals to moved tasks go to their new owners), stamps what it sends
 // with the new generation, and, if tasks moved here, builds them as one more
-// part of the run (another open run from the same flow, only those tasks
-// local; edges between its parts go through the node's own signal subject
-// and count like any other). It then follows the run's record
+// part of the run (another open run, only those tasks local; edges between
+// its parts go through the node's own signal subject and count like any
+// other). The newer generation's Assignment carries the plan of every task
+// the node owns in it: the node adds the moved ones (and their neighbours)
+// to the run's part, which it replaces whole (a task reads the one or the
+// other, the same for its vertex), so no node ever needs the whole flow.
+// It then follows the run's record
 // (transport.FollowSignals) from the start and for as long as it holds the
 // run, taking every Signal addressed to a node that is not in the generation
 // whose destination it now owns: those sent to the lost node before the

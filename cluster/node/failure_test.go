@@ -99,7 +99,7 @@ func TestRefusedAssignments(t *testing.T) {
 		t.Fatalf("gpu on n1: %+v from %s", out.failed, out.failNode)
 	}
 	// garbage instead of a flow
-	asg := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Flow: []byte("{not a flow")}
+	asg := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Plan: []byte("{not a plan")}
 	if err := c.leader.conn.SendControl("n0", asg); err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +162,9 @@ func TestCancelStopsALongRun(t *testing.T) {
 	}
 	// a late re-sent Assignment of the released run does not start it again
 	flow, _ := specJSON(t, file)
-	asg := &transport.Assignment{Run: out.run, Gen: 1, Nodes: c.ids, Owner: own, Flow: flow}
+	asg := &transport.Assignment{Run: out.run, Gen: 1, Nodes: c.ids, Owner: own}
 	for _, id := range c.ids {
-		if err := c.leader.conn.SendControl(id, asg); err != nil {
+		if err := c.leader.conn.SendControl(id, planned(t, flow, asg, id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -308,8 +308,8 @@ func TestDrainFinishesHeldRuns(t *testing.T) {
 	text := chainFlow(`{name: t, func: noop, succeed: [init]}`)
 	chain, _ := parseFlow(t, text)
 	flow, _ := specJSON(t, chain)
-	asg := &transport.Assignment{Run: "rdrain", Gen: 1, Nodes: c.ids, Owner: chainOwners(t, text), Flow: flow}
-	if err := c.leader.conn.SendControl("n1", asg); err != nil {
+	asg := &transport.Assignment{Run: "rdrain", Gen: 1, Nodes: c.ids, Owner: chainOwners(t, text)}
+	if err := c.leader.conn.SendControl("n1", planned(t, flow, asg, "n1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.leader.conn.Sync(ctx); err != nil {
@@ -467,7 +467,7 @@ func TestAssignmentAcked(t *testing.T) {
 	boot := c.nodes[0].Meta().Boot
 
 	// Refused while building: acked first.
-	bad := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Flow: []byte("{not a flow")}
+	bad := &transport.Assignment{Run: "rbad", Gen: 1, Nodes: []string{"n0"}, Owner: []uint32{0}, Plan: []byte("{not a plan")}
 	if err := c.leader.conn.SendControl("n0", bad); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestAssignmentAcked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asg := &transport.Assignment{Run: "rgood", Gen: 1, Nodes: []string{"n0"}, Owner: make([]uint32, len(g.Vertices)), Flow: flow}
+	asg := planned(t, flow, &transport.Assignment{Run: "rgood", Gen: 1, Nodes: []string{"n0"}, Owner: make([]uint32, len(g.Vertices))}, "n0")
 	for i := range 2 {
 		if err := c.leader.conn.SendControl("n0", asg); err != nil {
 			t.Fatal(err)
@@ -514,9 +514,9 @@ func TestAssignmentForAnEarlierProcessIsIgnored(t *testing.T) {
 	}
 	n1 := c.nodes[1]
 	own := placement(g, 2, []int{0}, func(v int) int { return v % 2 })
-	asg := &transport.Assignment{Run: "r0000000000001-000001", Gen: 1, Nodes: c.ids, Owner: own, Flow: flow,
+	asg := &transport.Assignment{Run: "r0000000000001-000001", Gen: 1, Nodes: c.ids, Owner: own,
 		Boots: []string{c.nodes[0].boot, "0123456789abcdef"}}
-	if err := c.leader.conn.SendControl("n1", asg); err != nil {
+	if err := c.leader.conn.SendControl("n1", planned(t, flow, asg, "n1")); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Eventually(t, 10*time.Second, "n1 ignores the assignment of its earlier process", func() bool {

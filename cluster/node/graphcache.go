@@ -2,62 +2,121 @@ package node
 
 import (
 	"crypto/sha256"
+	"errors"
+	"fmt"
 
 	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/wlru"
+	"github.com/hetflow/hetflow/transport"
 )
 
-// compiled is an Assignment's flow parsed, validated and expanded against
-// the node's registry (spec.File.Compile), with what the run protocol
-// derives from the graph alone. It is read-only once made, so runs of one
-// flow share it: the second run of a flow does not parse it again (issue
-// "run a flow at the speed of its graph": compiled graphs cached by flow
-// hash on the nodes).
-type compiled struct {
-	g     *spec.Graph
-	loops *runproto.Loops
-	free  []bool // runproto.FreeJoins
-}
+// ErrNoPlan: an Assignment without a plan of the node's part (a leader of
+// an older build sends the flow instead).
+var ErrNoPlan = errors.New("node: the assignment carries no plan of this node's part")
 
-// maxCachedVertices bounds a node's cache of compiled flows (about 2 KB a
+// A node builds its part of a run from the plan the leader compiled for it
+// (transport.Plan in Assignment.Plan; runproto.Compile), never from the
+// flow's text: it neither parses, validates nor expands a flow. What it
+// checks of a plan is its own business: that each task it runs names a
+// function of its registry, of the task's kind and domain, with arguments
+// the function takes.
+
+// maxCachedVertices bounds a node's cache of compiled plans (about 2 KB a
 // vertex, so some hundreds of MB at most).
 const maxCachedVertices = 400_000
 
-// graphCache holds the compiled flows of recent Assignments by the SHA-256
-// of the flow text. A node's registry is fixed for its life, so the text
-// alone decides what compiling gives.
+// graphCache holds the compiled plans of recent Assignments by the SHA-256
+// of the plan's bytes: the runs of one flow placed alike (the same plan)
+// share one, read-only. A node's registry is fixed for its life, so the
+// bytes alone decide what compiling gives.
 type graphCache struct {
-	c *wlru.Cache[[32]byte, *compiled]
+	c *wlru.Cache[[32]byte, *runproto.Part]
 }
 
 func newGraphCache(maxVertices int) graphCache {
-	return graphCache{wlru.New[[32]byte, *compiled](maxVertices)}
+	return graphCache{wlru.New[[32]byte, *runproto.Part](maxVertices)}
 }
 
-// compile returns the compiled form of flow (named name in errors), from
-// the cache when an earlier Assignment had the same flow text. Errors are
-// not cached: a flow that does not compile is refused each time.
-func (gc graphCache) compile(name string, flow []byte, reg spec.Catalog) (*compiled, error) {
-	key := sha256.Sum256(flow)
-	if c, ok := gc.c.Get(key); ok {
-		return c, nil
+// decodePlan decodes the plan of a run of tasks vertices (the owner
+// table's length) under the node's decoder limits (lim: a hostile plan is
+// refused before it allocates more than its bytes, and one of another
+// size before a graph of its size is made; no run is larger than a flow
+// expands to, spec.MaxVertices) and checks it against reg.
+func decodePlan(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*transport.Plan, error) {
+	if plan == nil {
+		return nil, ErrNoPlan
 	}
-	f, err := spec.Parse(name, flow)
+	if tasks > spec.MaxVertices {
+		return nil, fmt.Errorf("%w: a run of %d tasks, over the %d a flow may expand to", runproto.ErrPlan, tasks, spec.MaxVertices)
+	}
+	p, err := transport.DecodePlan(plan, lim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, err)
+	}
+	if int(p.Tasks) != tasks {
+		return nil, fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, tasks, p.Tasks)
+	}
+	for i := range p.Vertices {
+		if pv := &p.Vertices[i]; pv.Local {
+			if err := checkTask(pv, reg); err != nil {
+				return nil, &assignError{pv.Path, err}
+			}
+		}
+	}
+	return p, nil
+}
+
+// compile returns the Part of a plan of a run of tasks vertices, from the
+// cache when an earlier Assignment had the same plan. Errors are not
+// cached: a plan that does not compile is refused each time.
+func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
+	key := sha256.Sum256(plan)
+	if pt, ok := gc.c.Get(key); ok && len(pt.G.Vertices) == tasks {
+		return pt, nil
+	}
+	p, err := decodePlan(plan, tasks, lim, reg)
 	if err != nil {
 		return nil, err
 	}
-	g, err := f.Compile(spec.Options{Funcs: reg}) // validated and resolved once
+	pt, err := runproto.OpenPlan(p, nil)
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{g: g, loops: runproto.NewLoops(g), free: runproto.FreeJoins(g)}
-	gc.c.Put(key, c, len(g.Vertices))
-	return c, nil
+	gc.c.Put(key, pt, max(len(p.Vertices), 1))
+	return pt, nil
 }
 
-// stats returns how many flows the cache holds and how many compiles it saved.
-func (gc graphCache) stats() (flows int, hits uint64) {
+// checkTask checks a task of the node's own against its registry, as
+// spec.Validate checks a flow's against the functions it is given: the
+// coordinator checked the flow against the union of the live nodes'
+// catalogs, not against this node's.
+func checkTask(pv *transport.PlanVertex, reg spec.Catalog) error {
+	if pv.Kind == transport.KindModule || reg == nil {
+		return nil
+	}
+	info, ok := reg.Func(pv.Func)
+	kind := [...]spec.Kind{spec.KindStatic, spec.KindCondition, spec.KindMultiCondition, spec.KindSubflow, spec.KindModule}[pv.Kind]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: unknown function %q on this node", spec.ErrUnknownFunc, pv.Func)
+	case info.Kind != "" && info.Kind != kind:
+		return fmt.Errorf("%w: function %q is for %s tasks, not %s ones", spec.ErrBadValue, pv.Func, info.Kind, kind)
+	case pv.Domain == transport.DomainGPU && kind == spec.KindStatic && !info.GPU:
+		return fmt.Errorf("%w: function %q has no GPU body (domain gpu)", spec.ErrBadValue, pv.Func)
+	case pv.Domain == transport.DomainCPU && !info.CPU:
+		return fmt.Errorf("%w: function %q runs only on a GPU (set domain: gpu)", spec.ErrBadValue, pv.Func)
+	}
+	if info.CheckArgs != nil {
+		if err := info.CheckArgs(pv.Args); err != nil {
+			return fmt.Errorf("%w: args: %w", spec.ErrBadValue, err)
+		}
+	}
+	return nil
+}
+
+// stats returns how many plans the cache holds and how many compiles it saved.
+func (gc graphCache) stats() (plans int, hits uint64) {
 	n, _, hits := gc.c.Stats()
 	return n, hits
 }

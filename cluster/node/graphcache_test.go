@@ -1,57 +1,119 @@
 package node
 
 import (
+	"bytes"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
 )
 
-// The graph cache shares one compiled flow between runs of the same text,
-// evicts the least recently used flow to stay within its vertex bound
-// (internal/wlru), and never caches a refusal.
+// The graph cache shares one compiled plan between runs with the same
+// plan, evicts the least recently used plan to stay within its vertex
+// bound (internal/wlru), and never caches a refusal.
 func TestGraphCache(t *testing.T) {
 	flow := func(name string, n int) []byte {
 		var b strings.Builder
 		b.WriteString("name: " + name + "\ntasks:\n")
 		for i := range n {
-			b.WriteString("  - {name: t" + string(rune('a'+i)) + ", func: noop}\n")
+			b.WriteString("  - {name: " + name + string(rune('a'+i)) + ", func: noop}\n")
 		}
-		return []byte(b.String())
+		f, err := spec.Parse(name+".yaml", []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := spec.Marshal(f, spec.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return planned(t, js, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: make([]uint32, n)}, "n0").Plan
 	}
 	gc := newGraphCache(5)
 	a, b, c := flow("a", 3), flow("b", 2), flow("c", 2)
-	ca, err := gc.compile("a.yaml", a, nil)
+	ca, err := gc.compile(a, 3, transport.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.compile("b.yaml", b, nil); err != nil {
+	if _, err := gc.compile(b, 2, transport.Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	again, err := gc.compile("a.yaml", a, nil) // a is now the most recently used
+	again, err := gc.compile(a, 3, transport.Limits{}, nil) // a is now the most recently used
 	if err != nil || again != ca {
 		t.Fatalf("a second compile of a's text: %p %v, want the first (%p)", again, err, ca)
 	}
-	if _, err := gc.compile("c.yaml", c, nil); err != nil { // 3+2+2 > 5: b goes
+	if _, err := gc.compile(c, 2, transport.Limits{}, nil); err != nil { // 3+2+2 > 5: b goes
 		t.Fatal(err)
 	}
 	if flows, hits := gc.stats(); flows != 2 || hits != 1 {
 		t.Fatalf("after a, b, a, c: %d flows, %d hits; want 2, 1", flows, hits)
 	}
-	if got, _ := gc.compile("a.yaml", a, nil); got != ca {
+	if got, _ := gc.compile(a, 3, transport.Limits{}, nil); got != ca {
 		t.Fatal("a was evicted, not b")
 	}
-	if _, err := gc.compile("big.yaml", flow("big", 6), nil); err != nil {
+	if _, err := gc.compile(flow("big", 6), 6, transport.Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if flows, _ := gc.stats(); flows != 2 {
 		t.Fatalf("a flow over the bound was kept: %d flows", flows)
 	}
-	bad := []byte("name: bad\ntasks:\n  - {name: x, func: noop, precede: [nowhere]}\n")
+	// A task whose function this node's registry lacks, and bytes that
+	// are no plan.
+	unknown := bytes.Replace(flow("u", 2), []byte("noop"), []byte("nope"), 1)
 	for range 2 {
-		if _, err := gc.compile("bad.yaml", bad, nil); err == nil || !strings.Contains(err.Error(), "nowhere") {
-			t.Fatalf("a bad flow: %v", err)
+		if _, err := gc.compile(unknown, 2, transport.Limits{}, funcs.Default()); !errors.Is(err, spec.ErrUnknownFunc) || !strings.Contains(err.Error(), `task "ua": `) {
+			t.Fatalf("a plan with an unknown function: %v", err)
+		}
+		if _, err := gc.compile([]byte("{not a plan"), 1, transport.Limits{}, nil); !errors.Is(err, transport.ErrMalformed) {
+			t.Fatalf("no plan: %v", err)
 		}
 	}
 	if _, hits := gc.stats(); hits != 2 {
 		t.Fatalf("hits %d: a refusal was cached", hits)
+	}
+}
+
+// A plan that does not fit its Assignment is refused: one of another
+// size, or one that does not hold a task the Assignment gives the node
+// (the plan of another node's part).
+func TestPlanFits(t *testing.T) {
+	f, err := spec.Parse("two.yaml", []byte("name: two\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: hash, succeed: [a]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &transport.Assignment{Run: "r", Nodes: []string{"n0", "n1"}, Owner: []uint32{0, 1}}
+	gc := newGraphCache(100)
+	pt, err := gc.compile(planned(t, js, a, "n0").Plan, 2, transport.Limits{}, funcs.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := planFits(pt, a, "n0"); err != nil {
+		t.Fatalf("n0's own plan: %v", err)
+	}
+	if err := planFits(pt, a, "n1"); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
+		t.Fatalf("n0's plan taken for n1's: %v", err)
+	}
+	if err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0"); !errors.Is(err, runproto.ErrPlan) {
+		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
+	}
+	// A plan of another size is refused before a graph of its size is
+	// made (here, the same plan bytes again: not from the cache either),
+	// and so is a run larger than any flow expands to.
+	plan := planned(t, js, a, "n0").Plan
+	if _, err := gc.compile(plan, 3, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "places 3 tasks, its plan has 2") {
+		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
+	}
+	if _, err := gc.compile(plan, spec.MaxVertices+1, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) {
+		t.Fatalf("a run of %d tasks: %v", spec.MaxVertices+1, err)
+	}
+	if _, err := gc.compile(nil, 2, transport.Limits{}, nil); !errors.Is(err, ErrNoPlan) {
+		t.Fatalf("no plan: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -171,6 +173,30 @@ type runOpts struct {
 	boots     []string                   // Assignment.Boots (nil: any process)
 }
 
+// planned is a's copy for node, with the plan of node's part compiled
+// from flow (the canonical JSON of the run's flow), as the leader sends it
+// (runproto.Compile; coord's flowCaches.plans).
+func planned(t testing.TB, flow []byte, a *transport.Assignment, node string) *transport.Assignment {
+	t.Helper()
+	f, err := spec.ParseJSON("run.json", flow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *a
+	if i := slices.Index(a.Nodes, node); i >= 0 && len(a.Owner) == len(g.Vertices) {
+		plans, err := runproto.Compile(g, runproto.NewLoops(g), runproto.FreeJoins(g), a.Nodes, a.Owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Plan = transport.Encode(plans[i])
+	}
+	return &c
+}
+
 // runFlow runs file's flow on the cluster with the given owners and waits
 // for termination (or a failure).
 func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, o runOpts) *outcome {
@@ -182,9 +208,9 @@ func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, 
 	}
 	l := c.leader
 	runID := fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), l.seq.Add(1))
-	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Flow: flow, Boots: o.boots}
+	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Boots: o.boots}
 	send := func(i int) {
-		if err := l.conn.SendControl(c.ids[i], asg); err != nil {
+		if err := l.conn.SendControl(c.ids[i], planned(t, flow, asg, c.ids[i])); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -117,8 +117,8 @@ type Stats struct {
 	// Assignments made for an earlier process of this node id (a restart):
 	// ignored, the leader moves their parts.
 	AssignmentsOtherBoot uint64
-	FlowsCached          int    // compiled flows held for the next run of the same flow
-	FlowsReused          uint64 // Assignments whose flow was compiled already (not parsed again)
+	PlansCached          int    // compiled plans held for the next run with the same plan
+	PlansReused          uint64 // Assignments whose plan was compiled already (not decoded again)
 	TasksExecuted        uint64 // function executions, retries included
 	SignalsSent          uint64 // Signals handed to the Batcher
 	PicksRecorded        uint64 // condition picks of a successor on this node, recorded for a replay (Batcher.AddPick)
@@ -161,7 +161,7 @@ type Node struct {
 	boot    string // random per New: Meta.Boot
 	conn    *transport.Conn
 	reg     *funcs.Registry
-	graphs  graphCache // compiled flows by hash, shared by runs of one flow
+	graphs  graphCache // compiled plans by hash, shared by runs with one plan
 	ex      *localexec.Executor
 	batcher *transport.Batcher
 	events  *eventPub
@@ -443,8 +443,8 @@ func (n *Node) Stats() Stats {
 	cached, reused := n.graphs.stats()
 	return Stats{
 		RunsActive:           active,
-		FlowsCached:          cached,
-		FlowsReused:          reused,
+		PlansCached:          cached,
+		PlansReused:          reused,
 		Assignments:          n.stats.assignments.Load(),
 		AssignmentCopies:     n.stats.assignmentCopies.Load(),
 		Refused:              n.stats.refused.Load(),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -22,13 +23,27 @@ func (r *run) mine() []bool { return r.sm.Mine() }
 // update takes a newer generation of the run (see above): the SM switches
 // the owner table and decides the Signals held for it; the node opens the
 // tasks that moved here and follows the record for them.
+//
+// The Assignment's plan holds every task the node owns in the generation;
+// the tasks that moved here are added to the run's part (the plans of the
+// generations before hold the rest), so that no node needs the whole flow.
 func (r *run) update(a *transport.Assignment) error {
 	n := r.n
+	pt, err := r.extend(a)
+	if err != nil {
+		return err
+	}
 	n.mu.Lock()
 	if r.stopping.Load() {
 		n.mu.Unlock()
 		return nil
 	}
+	// Before Assign: the Signals it lets in for the moved tasks are
+	// numbered by their loops and free joins. A part that holds more than
+	// the generation needs (Assign refuses an older one) says nothing
+	// wrong of the vertices it held before.
+	r.pt.Store(pt)
+	r.sm.SetPlan(pt.Loops, pt.Free)
 	acts, m, err := r.sm.Assign(a)
 	if err != nil || len(acts) == 0 {
 		n.mu.Unlock()
@@ -52,6 +67,24 @@ func (r *run) update(a *transport.Assignment) error {
 		r.onIdle() // report the new generation now
 	}
 	return nil
+}
+
+// extend is the run's part with what a's plan adds, checked to hold every
+// task a gives this node (its own goroutine: the node takes one control
+// message at a time, so the part it extends is the one in force).
+func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
+	p, err := decodePlan(a.Plan, len(a.Owner), r.n.conn.Limits(), r.n.reg)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := runproto.OpenPlan(p, r.pt.Load())
+	if err != nil {
+		return nil, err
+	}
+	if err := planFits(pt, a, r.n.id); err != nil {
+		return nil, err
+	}
+	return pt, nil
 }
 
 // open builds the vertices of in, moved here, as one more part of the run

@@ -69,7 +69,7 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 	send := func() {
 		for _, id := range asg.Nodes {
 			if !det.Reported(id) {
-				if err := l.conn.SendControl(id, asg); err != nil {
+				if err := l.conn.SendControl(id, planned(t, flow, asg, id)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -168,7 +168,7 @@ func reassignment(run string, gen uint64, assign []string, flow []byte) *transpo
 	for v, n := range assign {
 		owner[v] = idx[n]
 	}
-	return &transport.Assignment{Run: run, Gen: gen, Nodes: nodes, Owner: owner, Flow: flow}
+	return &transport.Assignment{Run: run, Gen: gen, Nodes: nodes, Owner: owner}
 }
 
 func TestRecoveryFromALostNode(t *testing.T) {

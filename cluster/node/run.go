@@ -24,10 +24,16 @@ var jsonMarshal = json.Marshal
 // Signals, dedup, the counters of the termination reports, the follow's
 // bookkeeping) are sm's, under n.mu; run does the I/O and the execution.
 type run struct {
-	n      *Node
-	id     string
-	sm     *runproto.Run // under n.mu, except sm.Table and sm.AddSent
-	g      *spec.Graph
+	n  *Node
+	id string
+	sm *runproto.Run // under n.mu, except sm.Table and sm.AddSent
+	// pt is the run's part here, compiled from the plans of its
+	// Assignments (graphcache.go): the vertices it runs and their
+	// neighbours, in a graph of the run's size. A newer generation that
+	// moves tasks here replaces it by one that holds them too (update); a
+	// vertex's data is the same in both, so a task that reads one or the
+	// other reads the same.
+	pt     atomic.Pointer[runproto.Part]
 	nLocal int
 
 	ctx    context.Context
@@ -39,9 +45,8 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs    []vstate              // per vertex of g
-	loops *runproto.Loops       // the loop contexts of g (Signal.DstAct)
-	recv  map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
+	vs   []vstate              // per vertex of the run's graph
+	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
 	// caughtCh is closed when the follow in force catches up (under n.mu;
 	// nil: nobody waits): a condition that runs again here waits for it
 	// before it takes the record's outcome (runCondition).
@@ -99,7 +104,14 @@ func taskOf(err error) string {
 	return ""
 }
 
-// newRun parses and expands the assignment's flow; build makes the graph.
+// graph is the run's graph as the plans here give it (any goroutine).
+func (r *run) graph() *spec.Graph { return r.pt.Load().G }
+
+// lp is the loop contexts of the run's graph (Signal.DstAct; any goroutine).
+func (r *run) lp() *runproto.Loops { return r.pt.Load().Loops }
+
+// newRun compiles the assignment's plan (graphcache.go); build makes the
+// taskflow.
 func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	r := &run{
 		n: n, id: a.Run,
@@ -111,27 +123,39 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	c, err := n.graphs.compile("run "+a.Run+".json", a.Flow, n.reg)
+	pt, err := n.graphs.compile(a.Plan, len(a.Owner), n.conn.Limits(), n.reg)
 	if err != nil {
 		return r, err
 	}
-	g := c.g
-	if len(a.Owner) != len(g.Vertices) {
-		return r, fmt.Errorf("the assignment places %d tasks, the flow has %d", len(a.Owner), len(g.Vertices))
+	if err := planFits(pt, a, n.id); err != nil {
+		return r, err
 	}
-	r.g = g
-	r.vs = make([]vstate, len(g.Vertices))
-	r.loops = c.loops
+	r.pt.Store(pt)
+	r.vs = make([]vstate, len(pt.G.Vertices))
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
-		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: r.loops, Free: c.free})
+		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
+}
+
+// planFits checks that pt, the part compiled from a's plans, is of a's run
+// size and holds every task a gives node.
+func planFits(pt *runproto.Part, a *transport.Assignment, node string) error {
+	if len(a.Owner) != len(pt.G.Vertices) {
+		return fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
+	}
+	for v := range a.Owner {
+		if a.NodeOf(uint32(v)) == node && !pt.Holds(v) {
+			return fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
+		}
+	}
+	return nil
 }
 
 // named makes the SM's refusal of a placement name the task at fault.
 func (r *run) named(err error) error {
 	var oe *runproto.OwnerError
-	if errors.As(err, &oe) && r.g != nil && oe.Vertex < len(r.g.Vertices) {
-		return &assignError{r.g.Vertices[oe.Vertex].Path, fmt.Errorf("owner %d names no node of the assignment", oe.Owner)}
+	if errors.As(err, &oe) && r.pt.Load() != nil && oe.Vertex < len(r.graph().Vertices) {
+		return &assignError{r.graph().Vertices[oe.Vertex].Path, fmt.Errorf("owner %d names no node of the assignment", oe.Owner)}
 	}
 	return err
 }
@@ -261,9 +285,14 @@ func (r *run) openEnded(err error) {
 	case errors.As(err, &te):
 		task = te.Task
 	}
-	v, ok := r.g.Lookup(task)
-	if !ok {
-		v = -1
+	v := -1
+	if task != "" {
+		for i := range r.graph().Vertices {
+			if r.graph().Vertices[i].Path == task {
+				v = i
+				break
+			}
+		}
 	}
 	var act, execs uint64
 	if v >= 0 {
@@ -457,7 +486,7 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 	}
 	if v >= 0 {
 		if name == "" {
-			name = r.g.Vertices[v].Path
+			name = r.graph().Vertices[v].Path
 		}
 		r.event(v, name, transport.TaskFailed, act, execs, nil, err.Error(), start)
 	}

@@ -21,7 +21,7 @@ var errStopped = errors.New("node: run stopped")
 
 // call prepares activation act of vertex v.
 func (r *run) call(v int, act uint64) *funcs.Call {
-	vx := &r.g.Vertices[v]
+	vx := &r.graph().Vertices[v]
 	vs := &r.vs[v]
 	c := &funcs.Call{
 		Run: r.id, Task: vx.Name(), Path: vx.Path, Args: funcs.Args(vx.Task.Args),
@@ -35,12 +35,12 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 		for _, p := range vs.preds {
 			if e := vs.ins[p]; e != nil {
 				if out, ok := e.output(); ok {
-					c.Inputs[r.g.Vertices[p].Name()] = out
+					c.Inputs[r.graph().Vertices[p].Name()] = out
 				}
 				continue
 			}
 			if out, ok := r.vs[p].output(); ok {
-				c.Inputs[r.g.Vertices[p].Name()] = out
+				c.Inputs[r.graph().Vertices[p].Name()] = out
 			}
 		}
 	}
@@ -129,10 +129,10 @@ func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res func
 // merge of its predecessors' latest, its own place set to act. Nil outside
 // a loop.
 func (r *run) ctxOf(v int, act uint64) []uint64 {
-	if !r.loops.HasCtx(v) {
+	if !r.lp().HasCtx(v) {
 		return nil
 	}
-	pred := r.g.Vertices[v].Pred
+	pred := r.graph().Vertices[v].Pred
 	srcs := make([]int, 0, len(pred))
 	ctxs := make([][]uint64, 0, len(pred))
 	ins := r.vs[v].ins
@@ -144,7 +144,7 @@ func (r *run) ctxOf(v int, act uint64) []uint64 {
 			ctxs = append(ctxs, r.vs[e.From].getCtx())
 		}
 	}
-	return r.loops.Ctx(v, act, srcs, ctxs)
+	return r.lp().Ctx(v, act, srcs, ctxs)
 }
 
 // begin counts a new activation of v, or reports that the run is stopping.
@@ -162,7 +162,7 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	if !ok {
 		return funcs.Result{}, 0, start, false
 	}
-	t := &r.g.Vertices[v].Task
+	t := &r.graph().Vertices[v].Task
 	res, err := r.invoke(v, t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
@@ -188,7 +188,7 @@ func (r *run) runCondition(v int) int {
 	}
 	k := res.Choice
 	if d, ok := r.recorded(v, act); ok {
-		for i, e := range r.g.Vertices[v].Succ {
+		for i, e := range r.graph().Vertices[v].Succ {
 			if uint32(e.To) == d[0] {
 				k = i
 				break
@@ -221,10 +221,10 @@ func (r *run) recordPick(v int, act uint64, k int) bool {
 	if len(tab.Nodes) < 2 && len(*r.partsP.Load()) < 2 {
 		return true
 	}
-	s := transport.Signal{Run: r.id, Gen: tab.Gen, Src: uint32(v), Dst: uint32(r.g.Vertices[v].Succ[k].To), Act: act, Kind: transport.SignalChoice}
+	s := transport.Signal{Run: r.id, Gen: tab.Gen, Src: uint32(v), Dst: uint32(r.graph().Vertices[v].Succ[k].To), Act: act, Kind: transport.SignalChoice}
 	if err := r.n.batcher.AddPick(r.ctx, &s); err != nil {
 		if r.ctx.Err() == nil {
-			r.fail(v, "", act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("recording its pick of %q: %w", r.g.Vertices[s.Dst].Path, err))
+			r.fail(v, "", act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("recording its pick of %q: %w", r.graph().Vertices[s.Dst].Path, err))
 		}
 		return false
 	}
@@ -237,7 +237,7 @@ func (r *run) recordPick(v int, act uint64, k int) bool {
 func (r *run) pushPick(v int, act uint64, se *sendEdge) {
 	picks := se.picks.Add(1)
 	ctx := r.vs[v].getCtx()
-	se.fifo.push(item{act: act, ctx: ctx, dstAct: r.loops.DstAct(v, act, ctx, se.dst, false, picks)})
+	se.fifo.push(item{act: act, ctx: ctx, dstAct: r.lp().DstAct(v, act, ctx, se.dst, false, picks)})
 }
 
 // recorded is the outcome the run's record holds for activation act of
@@ -283,7 +283,7 @@ func (r *run) runMulti(v int) []int {
 	if d, ok := r.recorded(v, act); ok {
 		// the record's picks, local (recordPick) and remote, in successor order
 		var choices []int
-		for i, e := range r.g.Vertices[v].Succ {
+		for i, e := range r.graph().Vertices[v].Succ {
 			if slices.Contains(d, uint32(e.To)) {
 				choices = append(choices, i)
 			}
@@ -321,7 +321,7 @@ func (r *run) runSubflow(v int, sf *localexec.Subflow) {
 	if !ok {
 		return
 	}
-	path := r.g.Vertices[v].Path
+	path := r.graph().Vertices[v].Path
 	outs := &childOutputs{m: map[string][]byte{}}
 	tasks := make(map[string]localexec.Task, len(res.Children))
 	hasSucc := map[string]bool{}
@@ -357,7 +357,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		return
 	}
 	start := r.n.now()
-	vx := &r.g.Vertices[v]
+	vx := &r.graph().Vertices[v]
 	path := vx.Path + "/" + ch.Name
 	c := &funcs.Call{Run: r.id, Task: ch.Name, Path: path, Args: ch.Args, Activation: act, Domain: spec.DomainCPU}
 	if len(ch.Succeed) > 0 {
@@ -417,7 +417,7 @@ func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	if len(vs.strongSends) > 0 {
 		r.sendStrong(v, act, out, vs.strongSends)
 	}
-	vx := &r.g.Vertices[v]
+	vx := &r.graph().Vertices[v]
 	var evOut []byte
 	if len(vx.Succ) == 0 {
 		evOut = out
@@ -463,7 +463,7 @@ func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
 		for ; j < len(ses) && tab.NodeOf(ses[j].dst) == node; j++ {
 			d := ses[j].dst
 			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(d), Act: act, Kind: transport.SignalEdge, Output: out,
-				DstAct: r.loops.DstAct(v, act, ctx, d, true, 0), Ctx: ctx}
+				DstAct: r.lp().DstAct(v, act, ctx, d, true, 0), Ctx: ctx}
 			ptrs[j] = &sigs[j]
 		}
 		if err := r.n.batcher.AddAll(r.ctx, node, ptrs[i:j]); err != nil {
@@ -494,7 +494,7 @@ func (r *run) send(se *sendEdge) {
 	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
 		if r.ctx.Err() == nil {
 			v := se.src
-			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.g.Vertices[se.dst].Path, node, err))
+			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.graph().Vertices[se.dst].Path, node, err))
 		}
 		return
 	}

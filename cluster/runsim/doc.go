@@ -113,6 +113,13 @@
 //     to the process that acknowledged it to this leader (it may be
 //     building the run for a while). TestSimulation logs the copies sent
 //     per (run, generation, node).
+//  8. Each node gets only its part: every Assignment carries the plan
+//     the leader compiled for its node (coord.LeaderConfig.Plans, as the
+//     server's; runproto.Compile); the node opens it on top of the run's
+//     earlier plans (runproto.OpenPlan) and runs its share of the protocol
+//     by the plan's loop contexts and free joins. A plan that does not
+//     decode, or does not hold every task the Assignment gives the node, is
+//     a violation.
 //
 // TestPlantedLeaderBugs shows the simulation catches leader bugs planted
 // through Options: Liveness confirming a death on the first suspicion

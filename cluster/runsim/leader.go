@@ -135,7 +135,7 @@ func (w *world) submit(sr *simRun) error {
 func (w *world) startLeader() {
 	w.ls.init()
 	w.leadEpoch++
-	l := &leader{w: w, epoch: w.leadEpoch, core: coord.NewLeader(coord.LeaderConfig{Started: w.clock(), Silence: w.opt.Silence, Placement: simPlacement}, w.fsm)}
+	l := &leader{w: w, epoch: w.leadEpoch, core: coord.NewLeader(coord.LeaderConfig{Started: w.clock(), Silence: w.opt.Silence, Placement: simPlacement, Plans: w.plans}, w.fsm)}
 	w.lead = l
 	w.leadConn = w.natsUp
 	w.leadOut = nil

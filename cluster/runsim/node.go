@@ -57,6 +57,7 @@ type hold struct {
 	startGen uint64 // the generation of its first Assignment
 	r        *runproto.Run
 	e        *engine
+	part     *runproto.Part // compiled from the plans of its Assignments, as cluster/node's
 	parts    int
 	out      map[string][]transport.Signal // Signals of the current input, by destination
 	dests    []string
@@ -128,6 +129,12 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	p.ack(a)
 	if old != nil {
+		pt := p.plan(a, old.part)
+		if pt == nil {
+			return
+		}
+		old.part = pt
+		old.r.SetPlan(pt.Loops, p.freeOf(pt))
 		acts, mv, err := old.r.Assign(a)
 		if err != nil {
 			p.logf("assignment gen %d refused: %v", a.Gen, err)
@@ -143,18 +150,18 @@ func (p *proc) assign(a *transport.Assignment) {
 	if sr == nil {
 		return
 	}
-	e := newEngine(sr.g)
-	free := sr.free
-	if w.opt.NoFreeJoins {
-		free = nil
+	pt := p.plan(a, nil)
+	if pt == nil {
+		return
 	}
+	e := newEngine(sr.g)
 	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner,
-		Done: func(v int) uint64 { return e.done[v] }, Loops: e.loops, Free: free})
+		Done: func(v int) uint64 { return e.done[v] }, Loops: pt.Loops, Free: p.freeOf(pt)})
 	if err != nil {
 		p.logf("assignment gen %d refused: %v", a.Gen, err)
 		return
 	}
-	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: e, out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
+	h := &hold{p: p, run: sr, n: len(w.holds) + 1, startGen: a.Gen, r: r, e: e, part: pt, out: map[string][]transport.Signal{}, exec: map[[2]uint64]int{}}
 	w.holds = append(w.holds, h)
 	h.e.schedule = func(j job) { p.queue = append(p.queue, queued{h, j}); p.runJobs() }
 	h.e.emit = h.emit
@@ -188,6 +195,39 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	h.idleCheck()
 	h.beat()
+}
+
+// plan is the part a's plan gives the process, on top of base (the run's
+// part from earlier generations), as cluster/node compiles it: the
+// simulated nodes run by the flow's graph, and their run protocol by the
+// plan's loops and free joins. A plan that does not hold every task a
+// gives the process is a violation.
+func (p *proc) plan(a *transport.Assignment, base *runproto.Part) *runproto.Part {
+	w := p.w
+	pl, err := transport.DecodePlan(a.Plan, transport.Limits{})
+	if err != nil {
+		w.fail("%s gen %d: %s's plan does not decode: %v", a.Run, a.Gen, p.id, err)
+		return nil
+	}
+	pt, err := runproto.OpenPlan(pl, base)
+	if err != nil {
+		w.fail("%s gen %d: %s's plan does not open: %v", a.Run, a.Gen, p.id, err)
+		return nil
+	}
+	for _, v := range a.TasksOf(p.id) {
+		if !pt.Holds(int(v)) {
+			w.fail("%s gen %d: %s's plan does not hold task %s, assigned to it", a.Run, a.Gen, p.id, w.run(a.Run).path(v))
+			return nil
+		}
+	}
+	return pt
+}
+
+func (p *proc) freeOf(pt *runproto.Part) []bool {
+	if p.w.opt.NoFreeJoins {
+		return nil
+	}
+	return pt.Free
 }
 
 // ack acknowledges an Assignment to the leader (transport.Ack on

@@ -4,10 +4,12 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -35,6 +37,7 @@ type simRun struct {
 	flow     []byte
 	truth    *truth
 	free     []bool              // runproto.FreeJoins: their outputs depend on timing
+	loops    *runproto.Loops     // runproto.NewLoops, for the nodes' plans
 	tables   map[uint64][]string // gen → assignment (history, for the invariants)
 	finished time.Duration       // 0: not yet
 	// failNext: a fault made the next activation of the run to execute
@@ -348,6 +351,32 @@ func (w *world) recordedPick(run string, v int, act uint64, upto int) bool {
 		}
 	}
 	return false
+}
+
+// plans is the leader's LeaderConfig.Plans, as the server's
+// (coord's flowCaches.plans): each node's plan of a generation of run r,
+// compiled from the run's graph (runproto.Compile).
+func (w *world) plans(r coord.Run) (map[string][]byte, error) {
+	sr := w.run(r.ID)
+	if sr == nil {
+		return nil, fmt.Errorf("no run %s", r.ID)
+	}
+	if sr.loops == nil {
+		sr.loops = runproto.NewLoops(sr.g)
+	}
+	owner := make([]uint32, len(r.Assignment))
+	for v, n := range r.Assignment {
+		owner[v] = uint32(slices.Index(r.Nodes, n))
+	}
+	ps, err := runproto.Compile(sr.g, sr.loops, sr.free, r.Nodes, owner)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for i, p := range ps {
+		out[r.Nodes[i]] = transport.Encode(p)
+	}
+	return out, nil
 }
 
 func (w *world) run(id string) *simRun {

@@ -201,13 +201,14 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 				return err
 			}
 			type flow struct {
-				path string
-				text []byte
+				path   string
+				text   []byte
+				parsed *spec.File // nil: a bundled example
 			}
 			var flows []flow
 			if len(args) == 0 {
 				for _, e := range spec.Examples() {
-					flows = append(flows, flow{e.Path, e.Data})
+					flows = append(flows, flow{e.Path, e.Data, nil})
 				}
 			}
 			for _, p := range args {
@@ -222,7 +223,7 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 				if err != nil {
 					return WithCode(ExitInvalid, err)
 				}
-				flows = append(flows, flow{p, b})
+				flows = append(flows, flow{p, b, pf})
 			}
 			if verbose {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -241,6 +242,12 @@ func DevCmd(reg *funcs.Registry) *cobra.Command {
 				return WithCode(ExitUnreachable, fmt.Errorf("starting the dev cluster: %w", err))
 			}
 			defer d.Close()
+			for _, f := range flows {
+				if f.parsed != nil {
+					// parsed once: the submit below finds it (a refusal is the submit's to report)
+					_ = d.Coordinator().Prepared(filepath.Base(f.path), f.text, vals, f.parsed)
+				}
+			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if !asJSON {
 				until := "until the flows have run"

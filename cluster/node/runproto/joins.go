@@ -18,8 +18,10 @@ import (
 // the counter. Config.Free: their Signals do not wait for the join's
 // previous activation (Signal.DstAct), which a surplus could wait for for
 // ever.
-func FreeJoins(g *spec.Graph) []bool {
-	l := NewLoops(g)
+func FreeJoins(g *spec.Graph) []bool { return FreeJoinsOf(g, NewLoops(g)) }
+
+// FreeJoinsOf is FreeJoins with g's Loops made already (NewLoops(g)).
+func FreeJoinsOf(g *spec.Graph, l *Loops) []bool {
 	out := make([]bool, len(g.Vertices))
 	for v := range g.Vertices {
 		if len(g.WeakPreds(v)) > 0 {

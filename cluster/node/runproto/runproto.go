@@ -609,6 +609,17 @@ func (r *Run) blocker(s *transport.Signal) int {
 	return -1
 }
 
+// SetPlan replaces the loop contexts and free joins of Config (a newer
+// generation's plan moved tasks here: the node's part grew). Call it
+// before Assign of that generation: the Signals held for the moved tasks
+// are numbered by them.
+func (r *Run) SetPlan(loops *Loops, free []bool) {
+	r.loops = loops
+	if r.done != nil {
+		r.free = free
+	}
+}
+
 // isFree reports whether v is a free join (Config.Free): its Signals do not
 // wait for its previous activation.
 func (r *Run) isFree(v int) bool { return v < len(r.free) && r.free[v] }
