@@ -307,10 +307,17 @@ func (b *Batcher) flushDest(d *dest) error {
 	} else {
 		err = b.c.nc.Publish(d.subject, d.buf) // copies into the client's buffer
 	}
-	d.buf = d.buf[:0]
 	if err != nil {
+		if d.key.node == PicksNode {
+			// Kept for the next flush, which sends them before anything of
+			// the run: a branch never leaves without its pick.
+			d.n = n
+		} else {
+			d.buf = d.buf[:0]
+		}
 		return fmt.Errorf("transport: batch of %d signals to %s: %w", n, d.subject, err)
 	}
+	d.buf = d.buf[:0]
 	b.c.stats.sentBatches.Add(1)
 	b.c.stats.sentSignals.Add(uint64(n))
 	return nil

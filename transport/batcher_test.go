@@ -406,3 +406,26 @@ func TestBatcherPicksGoFirst(t *testing.T) {
 		t.Fatalf("node n2's subscription got %d batches; picks are for the record only", n)
 	}
 }
+
+// Picks a failed publish did not send stay queued, ahead of the run's
+// other batches: a branch never leaves without its pick.
+func TestBatcherKeepsPicksAFailedPublishLost(t *testing.T) {
+	r := newBatchRig(t)
+	clk := &fakeClock{}
+	b, err := r.tx.NewBatcher("n1", WithClock(clk))
+	must(t, err)
+	ctx := testCtx(t)
+	must(t, b.AddPick(ctx, &Signal{Run: "r1", Gen: 1, Src: 3, Dst: 4, Act: 1, Kind: SignalChoice}))
+	s := sigN("r1", 1)[0]
+	must(t, b.Add(ctx, "n2", &s))
+	r.tx.nc.Close() // every publish fails from now on
+	if err := b.Flush(ctx); err == nil {
+		t.Fatal("flush on a closed connection: no error")
+	}
+	b.mu.Lock()
+	picks, sigs := b.dests[destKey{"r1", PicksNode}].n, b.dests[destKey{"r1", "n2"}].n
+	b.mu.Unlock()
+	if picks != 1 || sigs != 1 {
+		t.Fatalf("after the failed flush: %d picks and %d signals queued, want both kept (1, 1)", picks, sigs)
+	}
+}

@@ -225,6 +225,7 @@ func (r *run) loop() {
 	tick := time.NewTicker(r.n.cfg.Heartbeat)
 	defer tick.Stop()
 	finished := open.Done()
+	beats := 0
 	for {
 		select {
 		case <-r.stopCh:
@@ -235,6 +236,8 @@ func (r *run) loop() {
 		case <-r.probeCh:
 			r.report()
 		case <-tick.C:
+			beats++
+			r.remark(beats)
 			r.report()
 		case <-finished:
 			finished = nil
@@ -440,6 +443,23 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 func (r *run) markSwitch(gen uint64) {
 	if err := r.n.batcher.AddSwitched(r.ctx, r.id, gen); err != nil && r.ctx.Err() == nil {
 		go r.fail(-1, "", 0, 0, time.Time{}, fmt.Errorf("node %s cannot record that it took generation %d: %w", r.n.id, gen, err))
+	}
+}
+
+// remark publishes this node's mark of the generation in force again at
+// heartbeat beats (every one for the first ten, then every tenth), after
+// the first generation: a mark a failed publish lost (the Batcher keeps
+// only the error) would otherwise keep the conditions run again elsewhere
+// waiting for ever. Marks are idempotent (runproto keeps the newest
+// generation a node marked).
+func (r *run) remark(beats int) {
+	if beats > 10 && beats%10 != 0 {
+		return
+	}
+	r.n.mu.Lock()
+	defer r.n.mu.Unlock()
+	if gen := r.sm.Gen(); gen > 1 && !r.stopping.Load() {
+		r.markSwitch(gen)
 	}
 }
 

@@ -206,7 +206,7 @@ type Run struct {
 	// a source this node owns now): (source, activation) → destinations.
 	// replay marks the vertices that run again here what ran elsewhere
 	// (opened after a loss), whose conditions take the recorded outcome.
-	outcomes map[[2]uint64][]uint32
+	outcomes map[[2]uint64]outcome
 	replay   []bool
 	// marks is the newest generation each node's mark in the record says it
 	// switched to (transport.SignalSwitched, read by the follow): a
@@ -508,12 +508,23 @@ func (r *Run) Settled() bool {
 	return true
 }
 
+// outcome is what the record says an activation of a condition picked:
+// the destinations of its picks of the newest generation that picked it.
+type outcome struct {
+	gen uint64
+	dst []uint32
+}
+
 // Outcome is the destinations the record's Choice Signals say activation
 // act of condition v picked (read by the follow), and whether there is
-// any.
+// any. Where owners of two generations picked it (an old owner taken for
+// dead that went on running, and the node that ran it again), the newest
+// generation's picks stand: an old owner's late pick was fenced by every
+// node that had marked the newer generation, and the newer owner decided
+// after reading those marks.
 func (r *Run) Outcome(v int, act uint64) ([]uint32, bool) {
-	d, ok := r.outcomes[[2]uint64{uint64(v), act}]
-	return d, ok
+	o, ok := r.outcomes[[2]uint64{uint64(v), act}]
+	return o.dst, ok
 }
 
 // Waits reports whether a Signal waits for an activation of v to complete
@@ -779,8 +790,8 @@ func (r *Run) FollowBatch(seq uint64, to string, b *transport.Batch) []Action {
 	}
 	for i := range b.Signals {
 		s := &b.Signals[i]
-		if s.Run != r.id || int(s.Dst) >= r.n || int(s.Src) >= r.n || tab.NodeOf(int(s.Dst)) != r.self {
-			continue
+		if s.Kind == transport.SignalSwitched || s.Run != r.id || int(s.Dst) >= r.n || int(s.Src) >= r.n || tab.NodeOf(int(s.Dst)) != r.self {
+			continue // a mark outside a batch of marks is no Signal (the Batcher never writes one)
 		}
 		k := pos{seq, i}
 		if _, ok := r.taken[k]; ok {
@@ -822,11 +833,15 @@ func (r *Run) noteOutcomes(tab *Table, b *transport.Batch) {
 			continue
 		}
 		if r.outcomes == nil {
-			r.outcomes = map[[2]uint64][]uint32{}
+			r.outcomes = map[[2]uint64]outcome{}
 		}
 		k := [2]uint64{uint64(s.Src), s.Act}
-		if d := r.outcomes[k]; !slices.Contains(d, s.Dst) {
-			r.outcomes[k] = append(d, s.Dst)
+		switch o, ok := r.outcomes[k]; {
+		case !ok || s.Gen > o.gen:
+			r.outcomes[k] = outcome{gen: s.Gen, dst: []uint32{s.Dst}}
+		case s.Gen == o.gen && !slices.Contains(o.dst, s.Dst):
+			o.dst = append(o.dst, s.Dst)
+			r.outcomes[k] = o
 		}
 	}
 }
