@@ -208,6 +208,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want st
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // a parameter's number as written: an int past 2^53 stays exact (spec.ParamValue)
 	if err := dec.Decode(v); err != nil {
 		msg := "request body: " + err.Error()
 		if errors.Is(err, io.EOF) {
