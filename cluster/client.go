@@ -410,8 +410,9 @@ func (c *Client) RunFlow(ctx context.Context, flowID string, opts ...SubmitOptio
 	return r.ID, nil
 }
 
-// Flows lists the flows in the cluster's registry: those registered, and
-// those submitted that a run the cluster keeps still names.
+// Flows lists every flow in the cluster's registry: those registered, and
+// those a submit stored (held while a run names them, and from their put
+// until the next prune: one whose run was refused has Runs 0).
 func (c *Client) Flows(ctx context.Context) ([]proto.FlowInfo, error) {
 	var out []proto.FlowInfo
 	err := c.do(ctx, http.MethodGet, "/v1/flows", nil, &out)

@@ -21,11 +21,37 @@ import (
 // the way (a fetch cut short) shows as a gap, and then, as on any error,
 // the consumer is dropped and the next read makes one again from the last
 // stream sequence folded. A consumer not read for eventCursorIdle is
-// removed by the server (a cursor finding it gone makes one again). The
-// status cache's lock guards it.
+// removed by the server (a cursor finding it gone makes one again). A kept
+// consumer can lag the stream: the server acks a publish before it tells
+// its consumers, so a read right after an ack may miss that message (it
+// comes with a later read); what must see everything stored (the leader's
+// record check) drops the consumer first (drop). The status cache's lock
+// guards it.
 type eventCursor struct {
 	cons      jetstream.Consumer
 	delivered uint64 // consumer sequence of the last message handed on
+}
+
+// drop removes the cursor's consumer (on the server too, as far as it
+// answers): the next read makes one again, which counts every message
+// stored by then.
+func (cur *eventCursor) drop(ctx context.Context, s *Server) {
+	if cur.cons == nil {
+		return
+	}
+	s.deleteConsumer(ctx, cur.cons)
+	cur.cons = nil
+}
+
+// deleteConsumer removes consumer cons of the event stream, as far as the
+// server answers within a while (else it removes it once idle), even when
+// ctx has ended.
+func (s *Server) deleteConsumer(ctx context.Context, cons jetstream.Consumer) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if st, err := s.eventStream(dctx); err == nil {
+		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}
 }
 
 // eventCursorIdle is how long the server keeps a cursor's consumer unread.

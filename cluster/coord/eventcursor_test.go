@@ -1,14 +1,41 @@
 package coord
 
 import (
+	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
+
+// busyRun starts a leading coordinator and a busy fake node n1, and
+// submits run id of a flow of two tasks, a and b after it, both n1's.
+func busyRun(t *testing.T) (c *Server, n1 *fakeNode, id string) {
+	t.Helper()
+	url := testsupport.NATS(t).URL()
+	c = leadingCoord(t, url, nil)
+	n1 = startFakeNode(t, "n1", url, []string{c.GossipAddr()}, 2, 0, func(n *fakeNode) { n.busy = true })
+	testsupport.Eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
+	id, err := c.Submit("f.yaml", []byte("name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: hash, succeed: [a]}\n"))
+	must(t, err)
+	return c, n1, id
+}
+
+// cursorConsumer is the name of the consumer cc's cursor keeps ("" none).
+func cursorConsumer(cc *statusCache) string {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.cur.cons == nil {
+		return ""
+	}
+	return cc.cur.cons.CachedInfo().Name
+}
 
 // A status cache's event cursor keeps its consumer between reads, and
 // loses no event when that consumer is gone (removed by the server after
@@ -16,13 +43,8 @@ import (
 // short: a gap in its consumer sequences): it is made again from the last
 // event folded, and the table shows every event.
 func TestEventCursorRecovers(t *testing.T) {
-	url := testsupport.NATS(t).URL()
-	c := leadingCoord(t, url, nil)
-	n1 := startFakeNode(t, "n1", url, []string{c.GossipAddr()}, 2, 0, func(n *fakeNode) { n.busy = true })
-	testsupport.Eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
+	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
-	id, err := c.Submit("f.yaml", []byte("name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: hash, succeed: [a]}\n"))
-	must(t, err)
 	execs := func() (a, b uint64) {
 		t.Helper()
 		var st proto.RunStatus
@@ -32,15 +54,7 @@ func TestEventCursorRecovers(t *testing.T) {
 		return st.Tasks[0].Executions, st.Tasks[1].Executions
 	}
 	testsupport.Eventually(t, 10*time.Second, "both tasks done", func() bool { a, b := execs(); return a == 1 && b == 1 })
-	cc := c.cacheOf(id)
-	consumer := func() string {
-		cc.mu.Lock()
-		defer cc.mu.Unlock()
-		if cc.cur.cons == nil {
-			return ""
-		}
-		return cc.cur.cons.CachedInfo().Name
-	}
+	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
 	first := consumer()
 	execs()
 	if first == "" || consumer() != first {
@@ -83,5 +97,68 @@ func TestEventCursorRecovers(t *testing.T) {
 	}
 	if third := consumer(); third == "" || third == second {
 		t.Fatalf("no consumer made again after the gap: %q (was %q)", third, second)
+	}
+}
+
+// The leader's record check (checkRecord, before a success verdict) sees
+// every event stored when it starts: an event whose publish was acked just
+// before. The NATS server acks a publish before it tells the stream's
+// consumers of the message (on another goroutine), so a consumer kept
+// between reads can still answer "no messages" right after the ack; the
+// check reads through a consumer made for it, which counts what is stored.
+// Many other consumers on the stream make that window wide: the old cursor
+// missed the event in a good share of the rounds.
+func TestCheckRecordSeesAckedEvents(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 120*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	r, _ := c.run(id)
+
+	// Other consumers of the run's events, each signalled of every message.
+	st, err := c.eventStream(ctx)
+	must(t, err)
+	filter, err := transport.RunEventsFilter(id)
+	must(t, err)
+	for range 200 {
+		_, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
+			InactiveThreshold: time.Minute, MemoryStorage: true})
+		must(t, err)
+	}
+
+	// Task a fails, then is done again, activation after activation; each
+	// check after the publish is acked must see the latest.
+	// A status read makes the cursor's consumer; the check reads through
+	// another, and removes the kept one.
+	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
+	_, err = c.runStatus(ctx, id)
+	must(t, err)
+	kept := consumer()
+	_, _, err = c.checkRecord(ctx, r)
+	must(t, err)
+	if now := consumer(); kept == "" || now == "" || now == kept {
+		t.Fatalf("the check read through consumer %q, the status read's was %q: want a new one", now, kept)
+	}
+	if _, err := st.Consumer(ctx, kept); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the kept consumer after the check: %v, want it removed", err)
+	}
+	const rounds = 200
+	missed := 0
+	for i := range rounds {
+		state := transport.TaskDone
+		if i%2 == 0 {
+			state = transport.TaskFailed
+		}
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: state, Act: uint64(i + 2), Executions: uint64(i + 2)}))
+		_, failed, err := c.checkRecord(ctx, r)
+		must(t, err)
+		if got := slices.Contains(failed, "a"); got != (state == transport.TaskFailed) {
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Fatalf("%d of %d checks right after an acked publish missed it", missed, rounds)
 	}
 }

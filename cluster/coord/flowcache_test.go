@@ -1,9 +1,14 @@
 package coord
 
 import (
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 )
 
@@ -100,5 +105,76 @@ func TestFlowCaches(t *testing.T) {
 	}
 	if _, _, hits := s.flows.bound.Stats(); hits != before+1 {
 		t.Fatalf("a submit of a prepared file: %d hits, want %d", hits, before+1)
+	}
+}
+
+// An int parameter past float64's 2^53 keeps its value end to end in the
+// coordinator: through the HTTP body, raft (the run's Params) and the flow
+// the nodes run (Server.runFlow, and bound again as a cache miss does); its
+// status says it; and a retried submit of the same id and values is the
+// run it made, not "run id taken by another flow".
+func TestBigIntParamExact(t *testing.T) {
+	s, token := fuzzServer(t)
+	flow := "name: p\nparams:\n  seed: {type: int}\ntasks:\n  - {name: c, kind: condition, func: coin, args: {p: 0.5, seed: \"${seed}\"}}\n"
+	const big = int64(9007199254740993) // 2^53 + 1: no float64
+	seedOf := func(r Run) any {         // in the flow the nodes get, and in one bound again (the cache's miss)
+		t.Helper()
+		text, err := s.runFlow(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, _ := s.storedFlow(r.FlowID)
+		again, err := bindStored(sf, r.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again.canon) != string(text) {
+			t.Fatalf("the run's flow bound again:\n%s\nwant\n%s", again.canon, text)
+		}
+		f, err := spec.ParseJSON("run.json", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Root().Task("c").Args["seed"]
+	}
+
+	// Through the API, as a client's JSON body.
+	id := proto.NewRunID(time.Now())
+	body := json.RawMessage(`{"id": "` + id + `", "path": "p.yaml", "flow": ` + strconv.Quote(flow) + `, "params": {"seed": 9007199254740993}}`)
+	for try := range 2 { // the second: a client's retry, after the first was committed
+		var resp struct {
+			proto.SubmitResponse
+			Error string `json:"error"`
+		}
+		if code, _ := api(t, s.HTTPAddr(), http.MethodPost, "/v1/runs", token, body, &resp); code != http.StatusCreated || resp.ID != id {
+			t.Fatalf("submit %d: %d %+v", try, code, resp)
+		}
+	}
+	r, ok := s.run(id)
+	if !ok {
+		t.Fatal("no run")
+	}
+	if got := seedOf(r); got != big {
+		t.Fatalf("the run's flow has seed %#v, want int64 %d", got, big)
+	}
+	var st json.RawMessage
+	if code, _ := api(t, s.HTTPAddr(), http.MethodGet, "/v1/runs/"+id, token, nil, &st); code != http.StatusOK || !strings.Contains(string(st), `"params":{"seed":9007199254740993}`) {
+		t.Fatalf("status: %d %s", code, st)
+	}
+
+	// Through SubmitParams, with a Go int64; and its retry.
+	id2 := proto.NewRunID(time.Now())
+	for try := range 2 {
+		if got, err := s.SubmitParams(id2, "p.yaml", []byte(flow), map[string]any{"seed": big}); err != nil || got != id2 {
+			t.Fatalf("submit %d: %q, %v", try, got, err)
+		}
+	}
+	r2, _ := s.run(id2)
+	if got := seedOf(r2); got != big {
+		t.Fatalf("the run's flow has seed %#v, want int64 %d", got, big)
+	}
+	// Another value under that id is still another run's.
+	if _, err := s.SubmitParams(id2, "p.yaml", []byte(flow), map[string]any{"seed": big - 1}); err == nil || !strings.Contains(err.Error(), "taken by another flow") {
+		t.Fatalf("the id with another seed: %v", err)
 	}
 }

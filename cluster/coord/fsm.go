@@ -1,11 +1,13 @@
 package coord
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -185,10 +187,26 @@ func NewFSM() *FSM {
 // ApplyJSON decodes and applies one command.
 func (f *FSM) ApplyJSON(data []byte) error {
 	var c Command
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := decodeExact(data, &c); err != nil {
 		return fmt.Errorf("%w: undecodable command: %v", ErrCommand, err)
 	}
 	return f.Apply(&c)
+}
+
+// decodeExact decodes a command or a snapshot with its numbers of no
+// fixed type (a run's Params) as json.Number: exactly what was written
+// (an int parameter past float64's 2^53 keeps its value), and as the
+// spec binds them again (spec.ParamValue).
+func decodeExact(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF { // as json.Unmarshal: nothing after the value
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }
 
 func refuse(format string, args ...any) error {
@@ -467,7 +485,7 @@ func (f *FSM) Snapshot() ([]byte, error) { return json.Marshal(&f.st) }
 // Restore replaces the state with a snapshot.
 func (f *FSM) Restore(data []byte) error {
 	var st State
-	if err := json.Unmarshal(data, &st); err != nil {
+	if err := decodeExact(data, &st); err != nil {
 		return fmt.Errorf("coord: restore snapshot: %w", err)
 	}
 	if st.Nodes == nil {

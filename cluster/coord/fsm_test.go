@@ -10,6 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 )
 
 // TestFSMScenarios runs testdata/fsm_*.txt. Each line is one of
@@ -149,5 +153,69 @@ func expect(t *testing.T, at string, f *FSM, rest string, last error, applied bo
 		}
 	default:
 		t.Fatalf("%s: bad expect %q", at, rest)
+	}
+}
+
+// A run's parameters come back from raft (a command applied, a snapshot
+// restored) as they went in: an int past float64's 2^53 keeps its value,
+// and so does the flow the run executes (FSM.RunFlow binds them again).
+func TestFSMKeepsExactParams(t *testing.T) {
+	const big = int64(9007199254740993) // 2^53 + 1: no float64
+	pf, err := spec.Parse("p.yaml", []byte("name: p\nparams:\n  n: {type: int}\n  r: {type: float, default: 0.1}\ntasks:\n  - {name: a, func: noop, args: {seed: \"${n}\", rate: \"${r}\"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := spec.Marshal(pf, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf := StoredFlow{ID: FlowID(src), Name: "p", Path: "p.yaml", Text: src, HasParams: true, Stored: time.Unix(0, 0).UTC()}
+	params := map[string]any{"n": big, "r": 0.1}
+	run := Run{ID: "r1", FlowID: sf.ID, FlowName: "p", Params: params, State: proto.RunRunning, Gen: 1,
+		Assignment: []string{"n1"}, Submitted: time.Unix(1, 0).UTC()}
+	f := NewFSM()
+	for _, c := range []*Command{{Op: OpFlowPut, Flow: &sf}, {Op: OpRunSubmit, Run: &run}} {
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.ApplyJSON(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(f *FSM, when string) {
+		t.Helper()
+		r, ok := f.Run("r1")
+		if !ok {
+			t.Fatalf("%s: no run", when)
+		}
+		if got, _ := json.Marshal(r.Params); string(got) != `{"n":9007199254740993,"r":0.1}` {
+			t.Errorf("%s: params %s, want n 9007199254740993 and r 0.1", when, got)
+		}
+		text, err := f.RunFlow(r)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		bf, err := spec.ParseJSON("run.json", text)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		args := bf.Root().Task("a").Args
+		if args["seed"] != big || args["rate"] != 0.1 {
+			t.Errorf("%s: the run's flow has seed %#v and rate %#v, want int64 %d and 0.1", when, args["seed"], args["rate"], big)
+		}
+	}
+	check(f, "applied")
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	check(g, "restored")
+	if err := g.ApplyJSON([]byte(`{"op":"config"} {}`)); err == nil {
+		t.Error("a command with data after it was applied")
 	}
 }

@@ -208,6 +208,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want st
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // a parameter's number as written: an int past 2^53 stays exact (spec.ParamValue)
 	if err := dec.Decode(v); err != nil {
 		msg := "request body: " + err.Error()
 		if errors.Is(err, io.EOF) {
@@ -352,16 +353,25 @@ func (s *Server) SubmitParams(id, path string, text []byte, params map[string]an
 		s.mu.Unlock()
 		return s.submitParams(id, path, text, params)
 	}
-	in = &inflightSubmit{path: path, text: text, params: params, done: make(chan struct{})}
+	// errSubmitAbandoned stands until the answer replaces it: what the
+	// joined retries get if this attempt panics (the entry goes and done
+	// closes all the same, so no retry of the id waits on it for ever).
+	in = &inflightSubmit{path: path, text: text, params: params, done: make(chan struct{}), err: errSubmitAbandoned}
 	s.submits[id] = in
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.submits, id)
+		s.mu.Unlock()
+		close(in.done)
+	}()
 	in.id, in.err = s.submitParams(id, path, text, params)
-	s.mu.Lock()
-	delete(s.submits, id)
-	s.mu.Unlock()
-	close(in.done)
 	return in.id, in.err
 }
+
+// errSubmitAbandoned: the attempt a retried submit waited for ended
+// without an answer (it panicked); the retry may be made again.
+var errSubmitAbandoned = errors.New("coord: the submit attempt this one waited for ended without an answer; try again")
 
 // inflightSubmit is a submit being made (Server.submits, by run id): what
 // it was given, and its answer once done is closed.

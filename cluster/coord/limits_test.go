@@ -92,6 +92,21 @@ func BenchmarkSubmitLimits(b *testing.B) {
 	})
 }
 
+// holdSubmit makes s's first submit attempt stop once made: entered is
+// closed there, and it goes on (calling then) once release is closed.
+func holdSubmit(s *Server, then func()) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.submitHook = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+			then()
+		})
+	}
+	return entered, release
+}
+
 // A submit retried while the first attempt is still being made (the
 // client's attempt ran out while the leader worked on a large flow) waits
 // for that attempt and gives its answer: the flow is parsed, validated and
@@ -99,14 +114,7 @@ func BenchmarkSubmitLimits(b *testing.B) {
 // it.
 func TestSubmitRetryInFlightJoins(t *testing.T) {
 	s, _ := fuzzServer(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	s.submitHook = func() {
-		once.Do(func() {
-			close(entered)
-			<-release
-		})
-	}
+	entered, release := holdSubmit(s, func() {})
 	id := proto.NewRunID(time.Now())
 	flow := flowgen.Flat(10)
 	type answer struct {
@@ -132,5 +140,41 @@ func TestSubmitRetryInFlightJoins(t *testing.T) {
 	}
 	if n := s.submitsMade.Load(); n != 2 {
 		t.Fatalf("another flow under the id: %d submits made, want 2", n)
+	}
+}
+
+// A submit attempt that panics (net/http recovers it) still lets its id
+// go: the retry joined to it is answered with an error, and a later retry
+// of the id is made, not left waiting for ever.
+func TestSubmitRetryAfterPanic(t *testing.T) {
+	s, _ := fuzzServer(t)
+	entered, release := holdSubmit(s, func() { panic("boom") })
+	id := proto.NewRunID(time.Now())
+	flow := flowgen.Flat(10)
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = s.SubmitID(id, "f.yaml", flow)
+	}()
+	<-entered
+	retry := make(chan error, 1)
+	go func() { _, err := s.SubmitID(id, "f.yaml", flow); retry <- err }()
+	testsupport.Eventually(t, 10*time.Second, "the retry waits for the first attempt", func() bool { return s.submitsJoined.Load() == 1 })
+	close(release)
+	if p := <-panicked; p != "boom" {
+		t.Fatalf("the first attempt: recovered %v, want its panic", p)
+	}
+	testsupport.Eventually(t, 10*time.Second, "the joined retry answered", func() bool { return len(retry) == 1 })
+	if err := <-retry; !errors.Is(err, errSubmitAbandoned) {
+		t.Fatalf("the joined retry: %v, want errSubmitAbandoned", err)
+	}
+	again := make(chan error, 1)
+	go func() { _, err := s.SubmitID(id, "f.yaml", flow); again <- err }()
+	testsupport.Eventually(t, 10*time.Second, "a later retry answered", func() bool { return len(again) == 1 })
+	if err := <-again; err != nil {
+		t.Fatalf("a later retry: %v", err)
+	}
+	if _, ok := s.run(id); !ok {
+		t.Fatal("the later retry made no run")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,4 +258,40 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// GET /v1/flows lists every flow the registry holds: a registered one, a
+// submitted one with its runs, and a submitted one whose run was never
+// committed (a submit puts the flow first; the leader may go before the
+// run), with 0 runs until a prune drops it.
+func TestFlowsListsWhatTheRegistryHolds(t *testing.T) {
+	s, token := fuzzServer(t)
+	one := []byte("name: one\ntasks:\n  - {name: a, func: noop}\n")
+	other := []byte("name: other\ntasks:\n  - {name: a, func: noop}\n")
+	kept := []byte("name: kept\ntasks:\n  - {name: a, func: noop}\n")
+	if _, err := s.SubmitParams("", "one.yaml", one, nil); err != nil {
+		t.Fatal(err)
+	}
+	bf, err := s.flows.bind("other.yaml", other, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.putFlow(bf.stored, false, time.Now()); err != nil { // the put of a submit, no run after it
+		t.Fatal(err)
+	}
+	if _, _, err := s.Register("kept.yaml", kept); err != nil {
+		t.Fatal(err)
+	}
+	var list []proto.FlowInfo
+	if code, _ := api(t, s.HTTPAddr(), http.MethodGet, "/v1/flows", token, nil, &list); code != http.StatusOK {
+		t.Fatalf("GET /v1/flows: %d", code)
+	}
+	got := map[string]string{}
+	for _, fl := range list {
+		got[fl.Flow] = fmt.Sprintf("registered=%v runs=%d", fl.Registered, fl.Runs)
+	}
+	want := map[string]string{"one": "registered=false runs=1", "other": "registered=false runs=0", "kept": "registered=true runs=0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("GET /v1/flows: %v, want %v", got, want)
+	}
 }

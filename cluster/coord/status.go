@@ -666,7 +666,12 @@ func (s *Server) recordChanged(id string) bool {
 
 // checkRecord checks a success verdict for run r against its record,
 // folded up to now (the status cache's, brought up to date): CheckSuccess,
-// under the cache's lock.
+// under the cache's lock. It reads every event stored when it starts: the
+// cursor's kept consumer is dropped and the new events are read through
+// one made for the check. (The NATS server acks a publish before it tells
+// the stream's consumers of the message, on another goroutine, so a kept
+// consumer can still answer "no messages" for an event a node was told is
+// stored and reported after; a new consumer counts from storage.)
 func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []string, err error) {
 	c := s.cacheOf(r.ID)
 	c.mu.Lock()
@@ -674,6 +679,7 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 	if err := c.graph(r); err != nil {
 		return nil, nil, err
 	}
+	c.cur.drop(ctx, s)
 	if err := s.readEvents(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
@@ -771,13 +777,7 @@ func (s *Server) eventsAfter(ctx context.Context, run string, seq uint64, fn fun
 	if err != nil {
 		return seq, fmt.Errorf("coord: events of %s: %w", run, err)
 	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		if st, err := s.eventStream(dctx); err == nil {
-			_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
-		}
-		dcancel()
-	}()
+	defer s.deleteConsumer(ctx, cons)
 	lim := s.nc.Limits()
 	for pending := cons.CachedInfo().NumPending; pending > 0; {
 		batch, err := cons.Fetch(int(min(pending, 512)), jetstream.FetchMaxWait(2*time.Second))

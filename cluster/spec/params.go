@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -71,7 +72,16 @@ func paramName(s string) bool {
 // `submit --param name=value` gives), a number or bool must fit t (an int
 // takes a float only when it is whole; a float takes an int). The result is
 // string, int64, float64 or bool.
+//
+// A json.Number (what a decoder with UseNumber gives: a value that went
+// through JSON, as a run's parameters do through raft) is the number it
+// spells, read exactly: an int stays the int64 it was (9007199254740993
+// does not round through float64), a float is parsed as float64; it is
+// no string nor bool.
 func ParamValue(t ParamType, v any) (any, error) {
+	if num, ok := v.(json.Number); ok {
+		return paramNumber(t, num)
+	}
 	n, err := normalize(v, 0)
 	if err != nil {
 		return nil, err
@@ -129,6 +139,30 @@ func ParamValue(t ParamType, v any) (any, error) {
 		return nil, fmt.Errorf("unknown type %q (want string, int, float or bool)", string(t))
 	}
 	return nil, fmt.Errorf("must be a%s %s, got %s", article(t), t, DescribeValue(n))
+}
+
+// paramNumber is ParamValue of a json.Number.
+func paramNumber(t ParamType, num json.Number) (any, error) {
+	s := string(num)
+	switch t {
+	case ParamInt:
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+		// A whole number written as a float ("3.0", "1e3"), as a float64 one is taken.
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			return int64(f), nil
+		}
+	case ParamFloat:
+		if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) {
+			return f, nil
+		}
+		return nil, fmt.Errorf("must be a finite float, got %s", s)
+	case ParamString, ParamBool:
+	default:
+		return nil, fmt.Errorf("unknown type %q (want string, int, float or bool)", string(t))
+	}
+	return nil, fmt.Errorf("must be a%s %s, got %s", article(t), t, s)
 }
 
 func article(t ParamType) string {

@@ -1,7 +1,9 @@
 package spec_test
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -95,6 +97,8 @@ func TestBindRefusesNamingTheParameter(t *testing.T) {
 		{"whole float for int", map[string]any{"who": "x", "n": 2.5}, `parameter "n": must be an int, got 2.5`},
 		{"undeclared", map[string]any{"who": "x", "m": "1"}, `parameter "m" given, but the flow does not declare it (declared: n, who, rate, loud)`},
 		{"string for string only", map[string]any{"who": 7}, `parameter "who": must be a string, got 7`},
+		{"json number for string", map[string]any{"who": json.Number("7")}, `parameter "who": must be a string, got 7`},
+		{"json number for int", map[string]any{"who": "x", "n": json.Number("2.5")}, `parameter "n": must be an int, got 2.5`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := f.Bind(c.vals)
@@ -108,6 +112,29 @@ func TestBindRefusesNamingTheParameter(t *testing.T) {
 				t.Errorf("error\n%v\nwant it to contain\n%s", err, c.want)
 			}
 		})
+	}
+}
+
+// Values that went through JSON decoded with UseNumber (a run's, through
+// raft) bind exactly: an int past float64's 2^53 keeps its value, in the
+// typed argument and in the text.
+func TestBindJSONNumberExact(t *testing.T) {
+	f, err := spec.Parse("p.yaml", []byte(paramFlow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, vals, err := f.Bind(map[string]any{"who": "ann", "n": json.Number("9007199254740993"), "rate": json.Number("0.25")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals["n"] != int64(9007199254740993) || vals["rate"] != 0.25 {
+		t.Errorf("values %#v, want n int64 9007199254740993 and rate 0.25", vals)
+	}
+	if got := b.Root().Task("init").Args["us"]; got != int64(9007199254740993) {
+		t.Errorf(`"${n}" became %#v, want int64 9007199254740993`, got)
+	}
+	if got := b.Root().Task("greet").Args["text"]; got != "hello ann, n=9007199254740993 rate 0.25 loud false ${HOME}" {
+		t.Errorf("text %q", got)
 	}
 }
 
@@ -155,6 +182,11 @@ func TestParamValue(t *testing.T) {
 		{spec.ParamFloat, "1e3", 1000.0}, {spec.ParamFloat, 3, 3.0},
 		{spec.ParamBool, "true", true}, {spec.ParamBool, false, false},
 		{spec.ParamString, "7", "7"}, {spec.ParamString, "", ""},
+		// What a decoder with UseNumber gives: exact, past float64's 2^53.
+		{spec.ParamInt, json.Number("9007199254740993"), int64(9007199254740993)},
+		{spec.ParamInt, json.Number("-9223372036854775808"), int64(math.MinInt64)},
+		{spec.ParamInt, json.Number("3.0"), int64(3)}, {spec.ParamInt, json.Number("1e3"), int64(1000)},
+		{spec.ParamFloat, json.Number("0.1"), 0.1}, {spec.ParamFloat, json.Number("7"), 7.0},
 	} {
 		got, err := spec.ParamValue(c.t, c.in)
 		if err != nil || got != c.want {
@@ -164,7 +196,10 @@ func TestParamValue(t *testing.T) {
 	for _, c := range []struct {
 		t  spec.ParamType
 		in any
-	}{{spec.ParamInt, "1.5"}, {spec.ParamFloat, "inf"}, {spec.ParamBool, "yes please"}, {spec.ParamString, true}, {"date", "x"}} {
+	}{{spec.ParamInt, "1.5"}, {spec.ParamFloat, "inf"}, {spec.ParamBool, "yes please"}, {spec.ParamString, true}, {"date", "x"},
+		{spec.ParamInt, json.Number("1.5")}, {spec.ParamInt, json.Number("9223372036854775808")},
+		{spec.ParamFloat, json.Number("1e400")}, {spec.ParamString, json.Number("7")},
+		{spec.ParamBool, json.Number("1")}, {"date", json.Number("1")}} {
 		if got, err := spec.ParamValue(c.t, c.in); err == nil {
 			t.Errorf("ParamValue(%s, %#v) = %#v, want an error", c.t, c.in, got)
 		}

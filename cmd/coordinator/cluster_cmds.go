@@ -325,7 +325,7 @@ func flowsCmd() *cobra.Command {
 	var f clientFlags
 	cmd := &cobra.Command{
 		Use:   "flows",
-		Short: "list the flows the cluster holds: registered ones, and submitted ones a run still names",
+		Short: "list the flows the cluster holds: registered ones and submitted ones (kept while a run names them)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.call(func(ctx context.Context, c *cluster.Client) error {
