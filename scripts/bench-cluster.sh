@@ -15,6 +15,7 @@
 # validate, and at most 10 µs of CPU a task beyond parsing the file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/median.sh
 layers=${LAYERS:-100}
 width=${WIDTH:-1000}
 nodes=${NODES:-3}
@@ -52,12 +53,7 @@ done
 echo "machine: $(nproc) cores, $(go version | cut -d' ' -f3), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 echo "flow: $layers layers × $width tasks = $n tasks; dev --nodes $nodes; $rounds rounds"
 echo
-awk -v n="$n" '
-function median(s,   k, i, j, t, a) {
-  k = split(s, a, " ")
-  for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-  return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-}
+awk -v n="$n" "$median_awk"'
 { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " $3; w[$1, ++c[$1]] = $2; u[$1, c[$1]] = $3 }
 END {
   print "| format | validate wall / CPU s | dev wall / CPU s | dev ÷ validate (wall, CPU) | CPU µs a task beyond validate |"

@@ -16,6 +16,7 @@
 #                                                          # `register` does the submits alone (a baseline)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/median.sh
 layers=${LAYERS:-100}
 width=${WIDTH:-1000}
 nodes=${NODES:-1}
@@ -28,8 +29,6 @@ n=$((layers * width))
 . scripts/lib/loopback.sh
 loopback_up bench-registry
 
-cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # clock ticks
-tck=$(getconf CLK_TCK)
 : >"$out/times"
 measure() { # label command...: the run to its end; appends "label wall_s cpu_ms" to $out/times
   local label=$1 c0 c1 w0 w1
@@ -60,12 +59,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-awk '
-function median(s,   k, i, j, t, a) {
-  k = split(s, a, " ")
-  for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-  return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-}
+awk "$median_awk"'
 { if (!($1 in wall)) order[++n] = $1; wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " $3
   if (!($1 in lo) || $3 + 0 < lo[$1]) lo[$1] = $3; if (!($1 in hi) || $3 + 0 > hi[$1]) hi[$1] = $3; c[$1]++ }
 END {

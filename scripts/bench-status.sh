@@ -33,8 +33,6 @@ n=$((layers * width))
 . scripts/lib/loopback.sh
 loopback_up bench-status
 
-cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; } # clock ticks
-tck=$(getconf CLK_TCK)
 submit() { # prints the run id; the run has ended when it returns
   local id
   id=$("$coordbin" submit --json --server "$api" "$out/layered.json" | sed 's/.*"id":"\([^"]*\)".*/\1/')

@@ -23,6 +23,7 @@
 # issue's target: the per-task cost flat in N (nothing O(N²) in a run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/median.sh
 sizes=${SIZES:-10 30 100 200}
 shape=${SHAPE:-flat}
 block=${BLOCK:-10}
@@ -71,12 +72,7 @@ for k in $sizes; do
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-awk '
-function median(s,   k, i, j, t, a) {
-  k = split(s, a, " ")
-  for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-  return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-}
+awk "$median_awk"'
 { if (!($2 in seen)) { seen[$2] = 1; order[++m] = $2 }
   wall[$1, $2] = wall[$1, $2] " " $3; cpu[$1, $2] = cpu[$1, $2] " " $4; rss[$1, $2] = rss[$1, $2] " " $5 }
 END {

@@ -5,7 +5,10 @@
 # tasks) and $nodes nodes, and returns once the nodes are alive; it sets
 # coordbin, api (the coordinator's URL) and cpid (its process id), and an
 # EXIT trap that stops them all and removes their data. It needs out, nodes
-# and n set; NAME prefixes its errors.
+# and n set; NAME prefixes its errors. cpu prints the CPU the coordinator
+# has spent, in clock ticks (utime+stime), tck is a second's ticks.
+cpu() { awk '{ print $14 + $15 }' "/proc/$cpid/stat"; }
+tck=$(getconf CLK_TCK)
 loopback_free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 loopback_cleanup() {
   for p in "${loopback_pids[@]}"; do kill "$p" 2>/dev/null || true; done
