@@ -47,9 +47,10 @@ type run struct {
 
 	vs   []vstate              // per vertex of the run's graph
 	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
-	// caughtCh is closed when the follow in force catches up (under n.mu;
-	// nil: nobody waits): a condition that runs again here waits for it
-	// before it takes the record's outcome (runCondition).
+	// caughtCh is closed when the follow in force has caught up and read
+	// every node's mark of the generation (decidable; under n.mu; nil:
+	// nobody waits): a condition that runs again here waits for it before
+	// it takes the record's outcome (runCondition).
 	caughtCh chan struct{}
 	jobs     []*gpuJob // GPU work to free when the run ends
 
