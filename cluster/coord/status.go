@@ -96,16 +96,23 @@ func (f *Fold) count(a *taskAgg, sign int) {
 }
 
 // Add folds one event. Tasks are named by e.Name when set, else by the path
-// of vertex e.Task in g; an event naming neither is ignored.
+// of vertex e.Task in g (a node's TaskReport names vertices by index only);
+// an event naming neither is ignored.
 func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 	name, v := e.Name, int(e.Task)
-	if name == "" {
+	var a *taskAgg
+	if name == "" { // a vertex, by index (a TaskReport's delta)
 		if v >= len(g.Vertices) {
 			return
 		}
 		name = g.Vertices[v].Path
+		if v < len(f.vert) {
+			a = f.vert[v]
+		}
 	}
-	a := f.tasks[name]
+	if a == nil {
+		a = f.tasks[name]
+	}
 	changed := a == nil
 	if a == nil {
 		a = &taskAgg{}

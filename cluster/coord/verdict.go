@@ -46,7 +46,12 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		return nil, nil
 	}
 	acts := func(v int) (*taskAgg, uint64) {
-		a := f.tasks[g.Vertices[v].Path]
+		var a *taskAgg
+		if v < len(f.vert) {
+			a = f.vert[v]
+		} else {
+			a = f.tasks[g.Vertices[v].Path]
+		}
 		if a == nil {
 			return nil, 0
 		}

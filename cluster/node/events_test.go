@@ -1,30 +1,132 @@
 package node
 
 import (
+	"context"
+	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
-func TestCoalesceKeepsTheLatestPerTask(t *testing.T) {
-	ev := func(run string, task uint32, name string, act uint64) transport.TaskEvent {
-		return transport.TaskEvent{Run: run, Task: task, Name: name, Act: act}
+// cut returns the reports a publish would store now, without storing them.
+func (p *eventPub) cut() []*transport.TaskReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.changed {
+		p.cutLocked(t)
+		t.listed = false
 	}
-	in := []transport.TaskEvent{
-		ev("r", 1, "body", 1), ev("r", 2, "cond", 1), ev("r", 1, "body", 2),
-		ev("r", 3, "fan/0", 1), ev("r", 3, "fan/1", 1), ev("r", 3, "fan", 1),
-		ev("q", 1, "body", 1), ev("r", 2, "cond", 2),
+	p.changed = p.changed[:0]
+	q := p.queue
+	p.queue = nil
+	return q
+}
+
+func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	ev := func(run string, gen uint64, task uint32, name string, st transport.TaskState, act uint64, out []byte) transport.TaskEvent {
+		return transport.TaskEvent{Run: run, Gen: gen, Task: task, Name: name, Node: "n1", State: st, Act: act, Executions: act, Output: out,
+			Start: time.Unix(100, int64(act)), End: time.Unix(100, int64(act)+5)}
 	}
-	want := []transport.TaskEvent{
-		ev("r", 1, "body", 2), ev("r", 3, "fan/0", 1), ev("r", 3, "fan/1", 1), ev("r", 3, "fan", 1),
-		ev("q", 1, "body", 1), ev("r", 2, "cond", 2),
+	done, run := transport.TaskDone, transport.TaskRunning
+	p.emit(ev("r", 1, 1, "", run, 1, nil))
+	p.emit(ev("r", 1, 2, "", done, 1, nil))
+	p.emit(ev("r", 1, 1, "", done, 1, []byte("o1")))
+	p.emit(ev("r", 1, 3, "fan/0", done, 1, []byte("c")))
+	p.emit(ev("q", 1, 7, "", done, 1, nil))
+	p.emit(ev("r", 1, 1, "", run, 2, nil)) // a loop's next activation: the output of the first stays in the fold
+	d := func(task uint32, name string, st transport.TaskState, act uint64, out []byte) transport.TaskDelta {
+		return transport.TaskDelta{Task: task, Name: name, State: st, Act: act, Executions: act, Output: out,
+			Start: time.Unix(100, int64(act)).UnixNano(), End: time.Unix(100, int64(act)+5).UnixNano()}
 	}
-	if got := coalesce(in); !reflect.DeepEqual(got, want) {
-		t.Fatalf("coalesce:\n got %v\nwant %v", got, want)
+	want := []*transport.TaskReport{
+		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(1, "", run, 2, nil), d(2, "", done, 1, nil), d(3, "fan/0", done, 1, []byte("c"))}},
+		{Run: "q", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(7, "", done, 1, nil)}},
 	}
-	distinct := want[1:4]
-	if got := coalesce(distinct); &got[0] != &distinct[0] {
-		t.Fatal("distinct events should come back as they are")
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("first cut:\n got %v\nwant %v", got, want)
+	}
+	if got := p.cut(); len(got) != 0 {
+		t.Fatalf("nothing changed, yet a cut made %v", got)
+	}
+	// Only what changed since is sent; a new generation starts a new report,
+	// after the changes made under the old one.
+	p.emit(ev("r", 1, 2, "", done, 2, nil))
+	p.emit(ev("r", 2, 5, "", done, 1, []byte("s")))
+	p.emit(ev("r", 2, 2, "", done, 3, nil))
+	want = []*transport.TaskReport{
+		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(2, "", done, 2, nil)}},
+		{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{d(5, "", done, 1, []byte("s")), d(2, "", done, 3, nil)}},
+	}
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("second cut:\n got %v\nwant %v", got, want)
+	}
+	// An earlier activation that ends after a later one leaves the later
+	// one in the row, its executions counted.
+	p.emit(ev("r", 2, 4, "", done, 3, []byte("late")))
+	older := ev("r", 2, 4, "", done, 2, []byte("early"))
+	older.Executions = 4
+	p.emit(older)
+	later := d(4, "", done, 3, []byte("late"))
+	later.Executions = 4
+	want = []*transport.TaskReport{{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{later}}}
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("an earlier activation reported last:\n got %v\nwant %v", got, want)
+	}
+	// A forgotten run's table goes once nothing of it waits.
+	p.emit(ev("q", 1, 7, "", done, 2, nil))
+	p.forget("q")
+	if p.tabs["q"] == nil {
+		t.Fatal("a table with changes not sent was dropped")
+	}
+	p.cut()
+	p.mu.Lock()
+	p.dropLocked()
+	p.mu.Unlock()
+	if p.tabs["q"] != nil {
+		t.Fatal("a forgotten table with nothing to send was kept")
+	}
+}
+
+// A task's failure is stored at once; other changes wait for the linger
+// (here an hour) or a flush.
+func TestEventFailureIsSentAtOnce(t *testing.T) {
+	url := testsupport.NATS(t).URL()
+	ctx := testCtx(t, 30*time.Second)
+	c := connect(t, url, "n1")
+	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	p.start()
+	defer p.close()
+	stored := func() map[uint32]transport.TaskState {
+		m := map[uint32]transport.TaskState{}
+		if err := c.ReplayEvents(ctx, "r1", func(e *transport.TaskEvent) error { m[e.Task] = e.State; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 1, Node: "n1", State: transport.TaskFailed, Act: 1, Executions: 1, Error: "boom"})
+	testsupport.EventuallyCtx(t, ctx, "the failure stored without a flush", func() bool { return stored()[1] == transport.TaskFailed })
+	if m := stored(); m[0] != transport.TaskDone {
+		t.Fatalf("the failure's report left without the change before it: %v", m)
+	}
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 2, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	if _, ok := stored()[2]; ok {
+		t.Fatal("a done task was stored before the linger or a flush")
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p.flush(fctx)
+	if stored()[2] != transport.TaskDone {
+		t.Fatal("flush returned before the change was stored")
+	}
+	if got := p.published.Load(); got != 3 {
+		t.Fatalf("published %d task deltas, want 3", got)
 	}
 }
