@@ -141,13 +141,24 @@ func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
 	} else {
 		row.state, row.act, row.execs = ev.State, ev.Act, ev.Executions
 		row.start, row.end = transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)
+		// The output stays until an event says another (a done one, or one
+		// with an output), as in the status fold: a report of a sink that
+		// ran and then failed still shows what it gave.
+		setOut := len(ev.Output) > 0 || ev.State == transport.TaskDone
 		if pay != nil {
-			pay.out, pay.err = ev.Output, ev.Error
-		} else if len(ev.Output) > 0 || ev.Error != "" || t.payload[ev.Task].out != nil || t.payload[ev.Task].err != "" {
+			if setOut {
+				pay.out = ev.Output
+			}
+			pay.err = ev.Error
+		} else if cur, ok := t.payload[ev.Task]; ok || (setOut && len(ev.Output) > 0) || ev.Error != "" {
+			if setOut {
+				cur.out = ev.Output
+			}
+			cur.err = ev.Error
 			if t.payload == nil {
 				t.payload = map[uint32]rowPayload{}
 			}
-			t.payload[ev.Task] = rowPayload{ev.Output, ev.Error}
+			t.payload[ev.Task] = cur
 		}
 	}
 	first := len(p.changed) == 0

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -37,13 +42,13 @@ func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
 	p.emit(ev("r", 1, 1, "", done, 1, []byte("o1")))
 	p.emit(ev("r", 1, 3, "fan/0", done, 1, []byte("c")))
 	p.emit(ev("q", 1, 7, "", done, 1, nil))
-	p.emit(ev("r", 1, 1, "", run, 2, nil)) // a loop's next activation: the output of the first stays in the fold
+	p.emit(ev("r", 1, 1, "", run, 2, nil)) // a loop's next activation: the output of the first stays, as in the fold
 	d := func(task uint32, name string, st transport.TaskState, act uint64, out []byte) transport.TaskDelta {
 		return transport.TaskDelta{Task: task, Name: name, State: st, Act: act, Executions: act, Output: out,
 			Start: time.Unix(100, int64(act)).UnixNano(), End: time.Unix(100, int64(act)+5).UnixNano()}
 	}
 	want := []*transport.TaskReport{
-		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(1, "", run, 2, nil), d(2, "", done, 1, nil), d(3, "fan/0", done, 1, []byte("c"))}},
+		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(1, "", run, 2, []byte("o1")), d(2, "", done, 1, nil), d(3, "fan/0", done, 1, []byte("c"))}},
 		{Run: "q", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(7, "", done, 1, nil)}},
 	}
 	if got := p.cut(); !reflect.DeepEqual(got, want) {
@@ -88,6 +93,105 @@ func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
 	p.mu.Unlock()
 	if p.tabs["q"] != nil {
 		t.Fatal("a forgotten table with nothing to send was kept")
+	}
+}
+
+// The status a coordinator folds from a node's reports (the table cut at
+// random moments, encoded, read back as events) is the status it folded
+// from every event the node made, as an earlier node sent them (named by
+// path): the same rows, and the same verdict check. The events are random:
+// loops, activations that end out of order, a subflow's children, sink
+// outputs, a failure, a generation change.
+func TestReportsFoldAsTheirEvents(t *testing.T) {
+	_, g := parseFlow(t, `
+name: eq
+tasks:
+  - {name: a, func: hash}
+  - {name: b, func: hash, succeed: [a]}
+  - {name: c, kind: condition, func: loop, args: {n: 3}, succeed: [b], precede: [b, d]}
+  - {name: d, func: hash}
+  - {name: fan, kind: subflow, func: fanout, args: {n: 3}, succeed: [a]}
+  - {name: e, func: hash, succeed: [fan]}
+`)
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+		raw := coord.NewFold()
+		rep := coord.NewFold()
+		fold := func() {
+			for _, tr := range p.cut() {
+				if err := transport.EachEvent(transport.Encode(tr), transport.Limits{}, func(e *transport.TaskEvent) error {
+					rep.Add(g, e)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		gen := uint64(1)
+		execs := map[string]uint64{}
+		emit := func(v int, name string, st transport.TaskState, act uint64) {
+			path := g.Vertices[v].Path
+			if name != "" {
+				path = name
+			}
+			if st != transport.TaskRunning {
+				execs[path]++ // read from a counter as the event is made: never less than an earlier event's
+			}
+			var out []byte
+			if st == transport.TaskDone && (len(g.Vertices[v].Succ) == 0 || name != "") {
+				out = []byte(fmt.Sprintf("%s#%d", path, act))
+			}
+			e := transport.TaskEvent{Run: "r", Gen: gen, Task: uint32(v), Name: name, Node: "n1", State: st, Act: act, Executions: execs[path], Output: out}
+			if st == transport.TaskFailed {
+				e.Error = "boom"
+			}
+			p.emit(e)
+			e.Name = path // as an earlier node named every task
+			raw.Add(g, &e)
+			if rng.IntN(4) == 0 {
+				fold()
+			}
+		}
+		for v := range g.Vertices {
+			acts := uint64(1 + rng.IntN(3))
+			for a := uint64(1); a <= acts; a++ {
+				if rng.IntN(2) == 0 {
+					emit(v, "", transport.TaskRunning, a)
+				}
+				if a < acts && rng.IntN(3) == 0 { // a later activation ends first
+					emit(v, "", transport.TaskDone, a+1)
+					emit(v, "", transport.TaskDone, a)
+					a++
+					continue
+				}
+				emit(v, "", transport.TaskDone, a)
+			}
+			if g.Vertices[v].Path == "fan" {
+				for k := range 3 {
+					emit(v, fmt.Sprintf("fan/%d", k), transport.TaskDone, 1)
+				}
+			}
+			if rng.IntN(10) == 0 {
+				gen++
+			}
+		}
+		if rng.IntN(3) == 0 {
+			emit(rng.IntN(len(g.Vertices)), "", transport.TaskFailed, 9)
+		}
+		fold()
+		for _, state := range []string{proto.RunRunning, proto.RunFailed} {
+			r := coord.Run{ID: "r", FlowName: "eq", State: state}
+			want, got := raw.AppendJSON(nil, r, g), rep.AppendJSON(nil, r, g)
+			if !bytes.Equal(want, got) {
+				t.Fatalf("seed %d, run %s: the reports fold to\n%s\nthe events to\n%s", seed, state, got, want)
+			}
+		}
+		wo, wf := coord.CheckSuccess(g, raw)
+		go_, gf := coord.CheckSuccess(g, rep)
+		if !reflect.DeepEqual(wo, go_) || !reflect.DeepEqual(wf, gf) {
+			t.Fatalf("seed %d: the record check of the reports says %v %v, of the events %v %v", seed, go_, gf, wo, wf)
+		}
 	}
 }
 
