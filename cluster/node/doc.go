@@ -182,7 +182,8 @@
 // A run's per-task state lives in arrays (events.go: a row per vertex,
 // subflow children by name); what changed goes to JetStream as one
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
-// on every flush (before each TermReport) and at once on a failure. A
+// on every flush (before each TermReport) and at once on a failure or a
+// task still running RunningAfter after it began. A
 // task changed several times between two reports is sent once, with its
 // latest values. A vertex is named by its index only (the coordinator maps
 // it to its path), a subflow child by "parent/child" with the parent's

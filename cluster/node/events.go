@@ -15,7 +15,8 @@ import (
 // the error of a failure beside) and publishes what changed as TaskReports:
 // every EventLinger after a first change, when flushed (the run's reports
 // to the leader flush it, so at idle, on every heartbeat and at the run's
-// end), and at once when a task fails. A task changed several times
+// end), and at once when a task fails or is still running RunningAfter
+// after it began. A task changed several times
 // between two reports is sent once, with its latest values; no per-task
 // message is made on the way.
 type eventPub struct {
@@ -167,8 +168,12 @@ func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
 		p.changed = append(p.changed, t)
 	}
 	p.mu.Unlock()
-	if ev.State == transport.TaskFailed {
-		nudge(p.full) // a failure goes at once
+	if ev.State == transport.TaskFailed || ev.State == transport.TaskRunning {
+		// A failure goes at once, and so does a task still running
+		// RunningAfter after it began (a long one: no hot path), so that
+		// the record the leader checks a verdict against shows it running
+		// as soon as an event did.
+		nudge(p.full)
 	} else if first {
 		nudge(p.kick)
 	}

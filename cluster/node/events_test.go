@@ -195,9 +195,9 @@ tasks:
 	}
 }
 
-// A task's failure is stored at once; other changes wait for the linger
-// (here an hour) or a flush.
-func TestEventFailureIsSentAtOnce(t *testing.T) {
+// A task's failure, and a task still running, are stored at once; other
+// changes wait for the linger (here an hour) or a flush.
+func TestEventFailureAndRunningAreSentAtOnce(t *testing.T) {
 	url := testsupport.NATS(t).URL()
 	ctx := testCtx(t, 30*time.Second)
 	c := connect(t, url, "n1")
@@ -233,6 +233,10 @@ func TestEventFailureIsSentAtOnce(t *testing.T) {
 	if got := p.published.Load(); got != 3 {
 		t.Fatalf("published %d task deltas, want 3", got)
 	}
+	// So is a task still running RunningAfter after it began (the only
+	// running event a node makes).
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 3, Node: "n1", State: transport.TaskRunning, Act: 1, Executions: 1})
+	testsupport.EventuallyCtx(t, ctx, "the running task stored without a flush", func() bool { return stored()[3] == transport.TaskRunning })
 }
 
 // BenchmarkEventTable100K is a node's share of the status of a 100,000-task

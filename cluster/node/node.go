@@ -103,8 +103,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// EventLinger bounds how long a change of a task's state waits before
 	// the report that carries it leaves (0: 500ms); a run's reports to the
-	// leader (idle, heartbeat, end) send what changed at once, and so does
-	// a task's failure.
+	// leader (idle, heartbeat, end) send what changed at once, and so do
+	// a task's failure and a task still running RunningAfter after it
+	// began.
 	EventLinger time.Duration
 }
 

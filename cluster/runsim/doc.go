@@ -22,8 +22,8 @@
 //     checked by coord.CheckSuccess over the run's TaskEvents (nodes keep
 //     a task table, each task's latest running, done or failed event, and
 //     store what changed in a simulated event stream, durable like the
-//     record, before each report and at once on a failure, as cluster/node
-//     sends its TaskReports; a node lost before then loses its changes),
+//     record, before each report and at once on a failure or a running
+//     task, as cluster/node sends its TaskReports; a node lost before then loses its changes),
 //     refusals, gossip's deaths pinged
 //     and confirmed or refuted by coord.Liveness (a ping finds "no
 //     responders" when the process has no connection; a live one answers

@@ -388,8 +388,8 @@ func (l *leader) ping(to string) {
 
 // taskEvent records an activation's state in the node's task table
 // (cluster/node's eventPub): stored with the table's other changes at the
-// node's next report (storeEvents), at once for a failure. A node lost
-// before then loses them, as a real one does.
+// node's next report (storeEvents), at once for a failure or a running
+// task. A node lost before then loses them, as a real one does.
 func (h *hold) taskEvent(j job, st transport.TaskState) {
 	var execs uint64
 	for a := uint64(1); a <= j.act; a++ {
@@ -418,8 +418,8 @@ func (h *hold) taskEvent(j job, st transport.TaskState) {
 	} else {
 		h.tab[v] = transport.TaskEvent{Run: h.run.id, Gen: gen, Task: v, Node: h.p.id, State: st, Act: j.act, Executions: execs}
 	}
-	if st == transport.TaskFailed {
-		h.storeEvents()
+	if st == transport.TaskFailed || st == transport.TaskRunning {
+		h.storeEvents() // at once, as cluster/node sends a failure and a long task's running
 	}
 }
 
