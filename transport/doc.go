@@ -40,8 +40,10 @@
 // the producer's output, or one condition outcome), Batch (many Signals for one
 // node), TaskEvent (per-task progress, for status), Assignment (a run's partition
 // under a generation), Cancel, TermReport (counters for distributed termination
-// detection), Envelope (any kind cluster adds) and EventBatch (several
-// TaskEvents stored as one JetStream message). Tasks travel as their uint32
+// detection), Envelope (any kind cluster adds), EventBatch (several
+// TaskEvents stored as one JetStream message) and TaskReport (what changed in a
+// node's tasks of one run: per task its index and new values, the run and node
+// written once; what nodes store now, in place of TaskEvents). Tasks travel as their uint32
 // index in the flow spec. Encode or AppendWire writes a message; Decode, the
 // Decode* functions and the Decode methods read one under Limits and return an
 // error matching ErrMalformed (and ErrOversized past a limit) for anything
@@ -82,8 +84,8 @@
 //
 // EnsureStreams creates the record stream (StreamRecord), which captures every
 // signal batch straight off its core subject, and the event stream
-// (StreamEvents), on the file store. PublishEvents records TaskEvents and waits
-// for the acks. ReplaySignals reads a run's record from the start until caught
+// (StreamEvents), on the file store. PublishReports records TaskReports (and
+// PublishEvents TaskEvents) and waits for the acks. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and
 // condition outcomes (Deduper.AdmitReplayed drops what it already has, without
 // fencing the older generations that history was sent under). FollowSignals

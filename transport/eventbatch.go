@@ -55,16 +55,31 @@ func (eb *EventBatch) Decode(data []byte, lim Limits) error {
 	return r.end()
 }
 
-// EachEvent decodes one stored event message, an EventBatch or a single
-// TaskEvent, and calls fn for each of its events in order (the event and
-// its Output are valid only during the call). A malformed message is an
-// error matching ErrMalformed and calls fn for none of it.
+// EachEvent decodes one stored event message, a TaskReport, an EventBatch
+// or a single TaskEvent, and calls fn for each of its events in order (a
+// report's deltas as the TaskEvents they stand for; the event and its
+// Output are valid only during the call). A malformed message is an error
+// matching ErrMalformed and calls fn for none of it.
 func EachEvent(data []byte, lim Limits, fn func(*TaskEvent) error) error {
 	t, err := PeekType(data)
 	if err != nil {
 		return err
 	}
-	if t == TypeEventBatch {
+	switch t {
+	case TypeTaskReport:
+		var tr TaskReport
+		if err := tr.Decode(data, lim); err != nil {
+			return err
+		}
+		var e TaskEvent
+		for i := range tr.Tasks {
+			tr.event(&e, &tr.Tasks[i])
+			if err := fn(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	case TypeEventBatch:
 		var eb EventBatch
 		if err := eb.Decode(data, lim); err != nil {
 			return err

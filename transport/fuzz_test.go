@@ -60,6 +60,11 @@ func FuzzDecodeTaskEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[TaskEvent](t, data) })
 }
 
+func FuzzDecodeTaskReport(f *testing.F) {
+	fuzzSeeds(f, TypeTaskReport)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[TaskReport](t, data) })
+}
+
 func FuzzDecodeAssignment(f *testing.F) {
 	fuzzSeeds(f, TypeAssignment)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })

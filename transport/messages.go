@@ -20,6 +20,7 @@ import (
 //	EventBatch  [8, 5, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
 //	Ack         [9, 5, run, gen, node, boot]
 //	Plan        [10, 5, tasks, [vertex, ...], [loop, ...]]   (plan.go)
+//	TaskReport  [11, 5, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -33,7 +34,13 @@ import (
 // Version 5 added the signal kind switched (3), a node's mark in the
 // record that it took a generation, and the record's batches of picks
 // (transport.PicksNode): a version 4 node neither writes them nor waits for
-// them, so the two do not mix.
+// them, so the two do not mix. TaskReport (type 11), a node's per-task
+// deltas that replace its TaskEvents, came within version 5: a reader of
+// this build still folds the TaskEvents and EventBatches an earlier build
+// stored (the event stream keeps them for days), and an earlier reader
+// refuses a TaskReport as an unknown type (its status shows the tasks
+// unreported and its verdict check finds the sources unrun: never a
+// success).
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -56,6 +63,7 @@ const (
 	TypeEventBatch Type = 8
 	TypeAck        Type = 9
 	TypePlan       Type = 10
+	TypeTaskReport Type = 11
 )
 
 // Version is the wire format version this package writes and reads.
@@ -83,6 +91,8 @@ func (t Type) String() string {
 		return "ack"
 	case TypePlan:
 		return "plan"
+	case TypeTaskReport:
+		return "task report"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -501,9 +511,11 @@ func (s TaskState) String() string {
 	return fmt.Sprintf("state %d", uint8(s))
 }
 
-// TaskEvent is per-task progress a node publishes to JetStream (StreamEvents), from
-// which any coordinator rebuilds a run's status: later events of a task supersede
-// earlier ones. Task is the flow index; Name is optional and names tasks the flow
+// TaskEvent is per-task progress in JetStream (StreamEvents), from which any
+// coordinator rebuilds a run's status: later events of a task supersede earlier
+// ones. Nodes now store TaskReports (report.go), which readers hand on as the
+// TaskEvents they stand for; TaskEvents and EventBatches an earlier build stored
+// are still read. Task is the flow index; Name is optional and names tasks the flow
 // has no index for (children of subflows and modules, as "parent/child").
 type TaskEvent struct {
 	Run        string
@@ -1007,14 +1019,15 @@ func PeekType(data []byte) (Type, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t < uint8(TypeSignal) || t > uint8(TypePlan) {
+	if t < uint8(TypeSignal) || t > uint8(TypeTaskReport) {
 		return 0, r.errf("unknown message type %d", t)
 	}
 	return Type(t), nil
 }
 
 // Decode decodes any message; the result is a *Signal, *Batch, *TaskEvent,
-// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch, *Ack or *Plan.
+// *Assignment, *Cancel, *TermReport, *Envelope, *EventBatch, *Ack, *Plan or
+// *TaskReport.
 func Decode(data []byte, lim Limits) (Message, error) {
 	t, err := PeekType(data)
 	if err != nil {
@@ -1043,6 +1056,8 @@ func Decode(data []byte, lim Limits) (Message, error) {
 		m = new(Ack)
 	case TypePlan:
 		m = new(Plan)
+	case TypeTaskReport:
+		m = new(TaskReport)
 	default:
 		m = new(Envelope)
 	}

@@ -135,6 +135,36 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 	return waitAcks(ctx, futs)
 }
 
+// PublishReports records the TaskReports trs in the event stream, each on
+// EventSubject(report's run, report's node), in order, as messages of up
+// to about 256 KiB (a long report is cut into several, each a TaskReport
+// of some of its deltas), and waits until every one is stored, or ctx
+// ends.
+func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	var futs []jetstream.PubAckFuture
+	for _, tr := range trs {
+		subj, err := EventSubject(tr.Run, tr.Node)
+		if err != nil {
+			return errors.Join(fmt.Errorf("transport: task report: %w", err), waitAcks(ctx, futs))
+		}
+		err = appendReports(tr, func(b []byte) error {
+			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
+			if err != nil {
+				return fmt.Errorf("transport: publish a task report on %s: %w", subj, err)
+			}
+			futs = append(futs, f)
+			return nil
+		})
+		if err != nil {
+			return errors.Join(err, waitAcks(ctx, futs))
+		}
+	}
+	return waitAcks(ctx, futs)
+}
+
 // ReplaySignals reads the record of run from its first batch to the last one stored
 // when it catches up, in stream order, and hands each decodable batch to fn with
 // the node it was addressed to. node restricts it to batches for one node ("" for
@@ -165,7 +195,8 @@ func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node
 }
 
 // ReplayEvents reads every TaskEvent of run stored so far, in stream order (a
-// task's later events supersede its earlier ones). Undecodable events are counted
+// task's later events supersede its earlier ones; a TaskReport's deltas come
+// as the TaskEvents they stand for). Undecodable events are counted
 // and skipped. fn's error stops the replay and is returned.
 func (c *Conn) ReplayEvents(ctx context.Context, run string, fn func(*TaskEvent) error) error {
 	filter, err := RunEventsFilter(run)

@@ -230,6 +230,62 @@ func TestEventsAreStoredInBatches(t *testing.T) {
 	t.Logf("%d events stored as %d messages", len(evs), msgs)
 }
 
+// A node's TaskReport is stored as messages cut at about 256 KiB, each a
+// report of some of its deltas, and read back (EachEvent, ReplayEvents) as
+// the TaskEvents they stand for, in order, with the run, generation and
+// node of the report.
+func TestTaskReportsAreCutAndReadAsEvents(t *testing.T) {
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	start := time.Unix(1700000000, 0)
+	var trs []*TaskReport
+	for k, node := range []string{"n1", "n2"} {
+		tr := &TaskReport{Run: "r4", Gen: uint64(k + 1), Node: node}
+		for i := 0; i < 20000; i++ {
+			d := TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: start.Add(time.Duration(i)).UnixNano(), End: start.Add(time.Duration(2 * i)).UnixNano()}
+			if i%5000 == 7 {
+				d.Output = bytes.Repeat([]byte{byte(i)}, 100<<10)
+			}
+			if i == 19999 {
+				d.Name, d.State, d.Error = "p/c", TaskFailed, "boom"
+			}
+			tr.Tasks = append(tr.Tasks, d)
+		}
+		trs = append(trs, tr)
+	}
+	must(t, c.PublishReports(ctx, trs...))
+	next := map[string]int{}
+	must(t, c.ReplayEvents(ctx, "r4", func(e *TaskEvent) error {
+		i := next[e.Node]
+		next[e.Node]++
+		k := map[string]int{"n1": 0, "n2": 1}[e.Node]
+		d := trs[k].Tasks[i]
+		if e.Run != "r4" || e.Gen != uint64(k+1) || e.Task != d.Task || e.Name != d.Name || e.State != d.State || e.Error != d.Error ||
+			!bytes.Equal(e.Output, d.Output) || !e.Start.Equal(time.Unix(0, d.Start)) || !e.End.Equal(time.Unix(0, d.End)) {
+			t.Fatalf("event %d of %s: %+v, want %v", i, e.Node, e, d)
+		}
+		return nil
+	}))
+	if next["n1"] != 20000 || next["n2"] != 20000 {
+		t.Fatalf("replayed %v events, want 20000 of each node", next)
+	}
+	filter, _ := RunEventsFilter("r4")
+	msgs := 0
+	must(t, c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
+		msgs++
+		if len(m.Data()) > reportBytes {
+			t.Errorf("a stored report of %d bytes, over %d", len(m.Data()), reportBytes)
+		}
+		return nil
+	}))
+	if msgs < 6 || msgs > 16 {
+		t.Fatalf("2 reports of 20000 tasks stored as %d messages: want a few, cut at ~256 KiB", msgs)
+	}
+	t.Logf("2 reports of 20000 tasks stored as %d messages", msgs)
+}
+
 func TestNoJetStream(t *testing.T) {
 	ts := testsupport.NATS(t, func(o *natsembed.Options) { o.NoJetStream = true })
 	c := connect(t, ts.URL())

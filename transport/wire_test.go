@@ -44,6 +44,13 @@ func sampleMessages() []Message {
 		&Ack{Run: strings.Repeat("r", MaxIDLen), Gen: math.MaxUint64, Node: "n"},
 		samplePlan(),
 		&Plan{Tasks: 3},
+		&TaskReport{Run: "r1", Gen: 2, Node: "n2"},
+		&TaskReport{Run: "r1", Gen: 2, Node: "n2", Tasks: []TaskDelta{
+			{Task: 5, State: TaskDone, Act: 10, Executions: 11, Output: []byte("sum"), Start: time.Unix(100, 5).UnixNano(), End: time.Unix(100, 9).UnixNano()},
+			{Task: 5, Name: "body/child", State: TaskRunning, Act: 1, Output: []byte{}, Start: time.Unix(99, 0).UnixNano(), End: time.Unix(101, 0).UnixNano()},
+			{Task: math.MaxUint32, State: TaskFailed, Error: "boom", Start: math.MinInt64, End: math.MaxInt64},
+			{Task: 0, State: TaskCancelled},
+		}},
 	}
 }
 

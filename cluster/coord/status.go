@@ -33,9 +33,11 @@ import (
 // the whole table (Changed); and the tallies of RunProgress, kept as tasks
 // change.
 type Fold struct {
-	tasks map[string]*taskAgg
-	vert  []*taskAgg // tasks by vertex (rows walks the vertices without a lookup)
-	extra []string   // names of tasks that are no vertex (subflow children), in first-seen order
+	vert   []*taskAgg          // the vertices' tasks, by index (nil: no event yet)
+	tasks  map[string]*taskAgg // the tasks that are no vertex (subflow children), by name
+	extra  []string            // their names, in first-seen order
+	slab   []taskAgg           // where new tasks' aggregates are cut from (one allocation for many)
+	ntasks int                 // tasks with an event
 
 	ver     uint64   // bumped by every Add that changed a task's row, and by Touch
 	floor   uint64   // Changed answers for versions ≥ floor: at floor the whole table changed
@@ -43,10 +45,12 @@ type Fold struct {
 	n       foldCounts
 }
 
-// change is one entry of Fold.journal: task name changed at version ver.
+// change is one entry of Fold.journal: task name (aggregate a) changed at
+// version ver.
 type change struct {
 	ver  uint64
 	name string
+	a    *taskAgg
 }
 
 // foldCounts are the tallies of the tasks that have an event (taskAgg).
@@ -63,7 +67,8 @@ type taskAgg struct {
 	act    uint64
 	gen    uint64      // of the event that set act, state and node
 	execs  []nodeExecs // each node's latest Executions (one node, but for a task that moved)
-	sum    uint64      // of execs
+	one    [1]nodeExecs
+	sum    uint64 // of execs
 	output []byte
 	ver    uint64 // Fold.ver when its row last changed
 }
@@ -75,6 +80,30 @@ type nodeExecs struct {
 
 // NewFold returns an empty fold.
 func NewFold() *Fold { return &Fold{tasks: map[string]*taskAgg{}} }
+
+// newAgg returns a new task aggregate.
+func (f *Fold) newAgg() *taskAgg {
+	if len(f.slab) == 0 {
+		f.slab = make([]taskAgg, 256)
+	}
+	a := &f.slab[0]
+	f.slab = f.slab[1:]
+	f.ntasks++
+	return a
+}
+
+// agg is the aggregate of the task named name in g (nil: no event yet).
+func (f *Fold) agg(g *spec.Graph, name string) *taskAgg {
+	if g != nil {
+		if v, ok := g.Lookup(name); ok {
+			if v < len(f.vert) {
+				return f.vert[v]
+			}
+			return nil
+		}
+	}
+	return f.tasks[name]
+}
 
 func final(s transport.TaskState) bool {
 	return s == transport.TaskDone || s == transport.TaskFailed || s == transport.TaskSkipped
@@ -96,34 +125,38 @@ func (f *Fold) count(a *taskAgg, sign int) {
 }
 
 // Add folds one event. Tasks are named by e.Name when set, else by the path
-// of vertex e.Task in g; an event naming neither is ignored.
+// of vertex e.Task in g (a node's TaskReport names vertices by index only);
+// an event naming neither is ignored.
 func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 	name, v := e.Name, int(e.Task)
-	if name == "" {
-		if v >= len(g.Vertices) {
-			return
+	if name != "" { // an event of an earlier build names every task: a vertex's name is its path
+		var ok bool
+		if v, ok = g.Lookup(name); !ok {
+			v = -1
 		}
-		name = g.Vertices[v].Path
+	} else if v >= len(g.Vertices) {
+		return
 	}
-	a := f.tasks[name]
+	var a *taskAgg
+	if v >= 0 {
+		name = g.Vertices[v].Path
+		if len(f.vert) < len(g.Vertices) {
+			f.vert = slices.Grow(f.vert, len(g.Vertices)-len(f.vert))[:len(g.Vertices)]
+		}
+		a = f.vert[v]
+	} else {
+		a = f.tasks[name]
+	}
 	changed := a == nil
 	if a == nil {
-		a = &taskAgg{}
-		f.tasks[name] = a
-		if e.Name != "" {
-			var ok bool
-			if v, ok = g.Lookup(name); !ok {
-				v = -1
-				f.extra = append(f.extra, name)
-				// A new row: the table's order changed, a delta cannot say so.
-				f.floor, f.journal = f.ver+1, f.journal[:0]
-			}
-		}
+		a = f.newAgg()
 		if v >= 0 {
-			if len(f.vert) < len(g.Vertices) {
-				f.vert = slices.Grow(f.vert, len(g.Vertices)-len(f.vert))[:len(g.Vertices)]
-			}
 			f.vert[v] = a
+		} else {
+			f.tasks[name] = a
+			f.extra = append(f.extra, name)
+			// A new row: the table's order changed, a delta cannot say so.
+			f.floor, f.journal = f.ver+1, f.journal[:0]
 		}
 	} else {
 		f.count(a, -1)
@@ -144,8 +177,8 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 	if changed || was.state != a.state || was.node != a.node || was.act != a.act || was.sum != a.sum {
 		f.ver++
 		a.ver = f.ver
-		f.journal = append(f.journal, change{f.ver, name})
-		if len(f.journal) > 2*len(f.tasks)+64 {
+		f.journal = append(f.journal, change{f.ver, name, a})
+		if len(f.journal) > 2*f.ntasks+64 {
 			f.compact()
 		}
 	}
@@ -159,6 +192,9 @@ func (a *taskAgg) setExecs(node string, n uint64) {
 			return
 		}
 	}
+	if a.execs == nil {
+		a.execs = a.one[:0:1] // the common case, one node: no allocation
+	}
 	a.execs = append(a.execs, nodeExecs{node, n})
 	a.sum += n
 }
@@ -167,7 +203,7 @@ func (a *taskAgg) setExecs(node string, n uint64) {
 func (f *Fold) compact() {
 	j := f.journal[:0]
 	for _, c := range f.journal {
-		if f.tasks[c.name].ver == c.ver {
+		if c.a.ver == c.ver {
 			j = append(j, c)
 		}
 	}
@@ -191,6 +227,15 @@ func (f *Fold) Touch() {
 // (since is before the last change of the whole table: Touch, or a new row)
 // and the whole table is what changed.
 func (f *Fold) Changed(since uint64) (names []string, ok bool) {
+	cs, ok := f.changed(since)
+	for _, c := range cs {
+		names = append(names, c.name)
+	}
+	return names, ok
+}
+
+// changed is Changed with each task's aggregate.
+func (f *Fold) changed(since uint64) (cs []change, ok bool) {
 	if since < f.floor || since > f.ver {
 		return nil, false
 	}
@@ -204,11 +249,11 @@ func (f *Fold) Changed(since uint64) (names []string, ok bool) {
 		return 0
 	})
 	for _, c := range f.journal[i:] {
-		if f.tasks[c.name].ver == c.ver {
-			names = append(names, c.name)
+		if c.a.ver == c.ver {
+			cs = append(cs, c)
 		}
 	}
-	return names, true
+	return cs, true
 }
 
 // noneState is the state of a task with no event in a run in state runState.
@@ -336,7 +381,7 @@ func (f *Fold) progress(r Run, nv int) proto.RunProgress {
 	rows := nv + len(f.extra)
 	c := &p.Counts
 	c.Tasks = rows
-	none := rows - len(f.tasks)
+	none := rows - f.ntasks
 	switch noneState(r.State) {
 	case proto.TaskSkipped:
 		c.Skipped = none
@@ -364,17 +409,17 @@ func (f *Fold) progress(r Run, nv int) proto.RunProgress {
 // Version left to the caller): the changed rows, or the whole table.
 func (f *Fold) Delta(r Run, g *spec.Graph, since uint64) proto.RunDelta {
 	d := proto.RunDelta{ID: r.ID, Flow: r.FlowName, State: r.State, Error: r.Error, Params: r.Params}
-	names, ok := f.Changed(since)
+	cs, ok := f.changed(since)
 	if !ok {
 		d.Full, d.Tasks = true, f.Status(r, g).Tasks
 		return d
 	}
-	for _, name := range names {
+	for _, c := range cs {
 		sink := true
-		if v, ok := g.Lookup(name); ok {
+		if v, ok := g.Lookup(c.name); ok {
 			sink = len(g.Vertices[v].Succ) == 0
 		}
-		d.Tasks = append(d.Tasks, f.row(name, f.tasks[name], &r, sink))
+		d.Tasks = append(d.Tasks, f.row(c.name, c.a, &r, sink))
 	}
 	return d
 }

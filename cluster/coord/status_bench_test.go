@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -43,7 +44,7 @@ func statusBefore(f *Fold, r Run, g *spec.Graph) proto.RunStatus {
 	done := map[string]bool{}
 	emit := func(name string, sink bool) {
 		done[name] = true
-		a := f.tasks[name]
+		a := f.agg(g, name)
 		if a == nil {
 			st.Tasks = append(st.Tasks, proto.TaskStatus{Name: name, State: none})
 			return
@@ -140,5 +141,69 @@ func BenchmarkFoldMemory100K(b *testing.B) {
 		b.ReportMetric(float64(len(body)), "body-B/run")
 		runtime.KeepAlive(g)
 		runtime.KeepAlive(fo)
+	}
+}
+
+// BenchmarkFoldRecord100K is the coordinator's share of a 100,000-task
+// run's record, from the stored messages to the verdict: each message
+// decoded (transport.EachEvent), each event checked (EventFromOwner) and
+// folded, then CheckSuccess. "events": the EventBatch messages an earlier
+// node stored (a TaskEvent per task, with its run, node, path and times;
+// batches of up to 256); "reports": the TaskReports a node stores now (a
+// delta per task, named by index; 10,000 a message, as ~256 KiB holds).
+func BenchmarkFoldRecord100K(b *testing.B) {
+	g, _ := layered100K(b)
+	r := Run{ID: "r0000000000001-000001", Gen: 1, Assignment: make([]string, len(g.Vertices))}
+	for i := range r.Assignment {
+		r.Assignment[i] = "n1"
+	}
+	t0 := time.Unix(1700000000, 0)
+	var events, reports [][]byte
+	for lo := 0; lo < len(g.Vertices); lo += 256 {
+		var eb transport.EventBatch
+		for i := lo; i < min(lo+256, len(g.Vertices)); i++ {
+			eb.Events = append(eb.Events, transport.TaskEvent{Run: r.ID, Gen: 1, Task: uint32(i), Name: g.Vertices[i].Path, Node: "n1",
+				State: transport.TaskDone, Act: 1, Executions: 1, Start: t0.Add(time.Duration(i) * time.Microsecond), End: t0.Add(time.Duration(i+1) * time.Microsecond)})
+		}
+		events = append(events, transport.Encode(&eb))
+	}
+	for lo := 0; lo < len(g.Vertices); lo += 10000 {
+		tr := transport.TaskReport{Run: r.ID, Gen: 1, Node: "n1"}
+		for i := lo; i < min(lo+10000, len(g.Vertices)); i++ {
+			tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(i), State: transport.TaskDone, Act: 1, Executions: 1,
+				Start: t0.Add(time.Duration(i) * time.Microsecond).UnixNano(), End: t0.Add(time.Duration(i+1) * time.Microsecond).UnixNano()})
+		}
+		reports = append(reports, transport.Encode(&tr))
+	}
+	for _, c := range []struct {
+		name string
+		msgs [][]byte
+	}{{"events", events}, {"reports", reports}} {
+		bytes := 0
+		for _, m := range c.msgs {
+			bytes += len(m)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				f := NewFold()
+				for _, m := range c.msgs {
+					err := transport.EachEvent(m, transport.Limits{}, func(e *transport.TaskEvent) error {
+						if EventFromOwner(r, e) {
+							f.Add(g, e)
+						}
+						return nil
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if owed, failed := CheckSuccess(g, f); len(owed) > 0 || len(failed) > 0 {
+					b.Fatalf("owed %v, failed %v", owed, failed)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Vertices)), "ns/task")
+			b.ReportMetric(float64(bytes)/float64(len(g.Vertices)), "stored-B/task")
+		})
 	}
 }

@@ -208,8 +208,8 @@ func TestFoldDeltaReproducesStatus(t *testing.T) {
 				t.Fatalf("seed %d step %d: progress\n got %+v\nwant %+v", seed, step, got, w)
 			}
 		}
-		if len(f.journal) > 2*len(f.tasks)+64 {
-			t.Fatalf("seed %d: journal of %d entries for %d tasks", seed, len(f.journal), len(f.tasks))
+		if len(f.journal) > 2*f.ntasks+64 {
+			t.Fatalf("seed %d: journal of %d entries for %d tasks", seed, len(f.journal), f.ntasks)
 		}
 	}
 }

@@ -46,7 +46,10 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		return nil, nil
 	}
 	acts := func(v int) (*taskAgg, uint64) {
-		a := f.tasks[g.Vertices[v].Path]
+		var a *taskAgg
+		if v < len(f.vert) {
+			a = f.vert[v]
+		}
 		if a == nil {
 			return nil, 0
 		}
@@ -55,6 +58,7 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 	clean := func(a *taskAgg) bool { // ran on one node, each activation once
 		return a != nil && len(a.execs) == 1 && a.execs[0].n == a.act
 	}
+	var strong []int // of the vertex at hand (reused)
 	for i := range g.Vertices {
 		v := &g.Vertices[i]
 		a, act := acts(i)
@@ -82,7 +86,7 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		if v.StrongIn == 0 {
 			continue // reached through conditions only: it runs when one picks it
 		}
-		var strong []int
+		strong = strong[:0]
 		for _, e := range v.Pred {
 			if !e.Weak {
 				strong = append(strong, e.From)

@@ -42,9 +42,9 @@
 //
 // What the numbers are. Task events name the node but not the worker, so a
 // node's bars are packed onto lanes greedily (at most as many as the node
-// ran tasks at once, so at most its workers). A node coalesces a task's
-// activations that fall in one event batch (20 ms) into the latest; the
-// timeline then shows that bar as standing for N activations, and tasks per
+// ran tasks at once, so at most its workers). A node reports a task's
+// activations between two of its task reports (up to 500 ms apart) as the
+// latest; the timeline then shows that bar as standing for N activations, and tasks per
 // second count every activation (from the activation numbers). Worker load is
 // the time the activations in the window took, over the window times the
 // workers. Messages per second are the growth of the Sent counters of the

@@ -19,9 +19,9 @@ import (
 // but not the worker, so a node's bars are packed onto its workers' lanes
 // greedily (each bar on the lowest lane free at its start): a node never
 // runs more tasks at once than it has workers, so its bars fit its lanes (a
-// lane is added only if they do not, e.g. for a node no longer listed). A node coalesces a task's activations that fall into one event
-// batch (20 ms) into its latest one; such a bar stands for N activations and
-// says so.
+// lane is added only if they do not, e.g. for a node no longer listed). A node reports a task's activations between two of its task
+// reports (at most 500 ms apart) as its latest one; such a bar stands for N
+// activations and says so.
 
 // lane is one worker row of the timeline.
 type lane struct {

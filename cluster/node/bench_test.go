@@ -102,6 +102,10 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 		cpu += htdg.CPUTime() - cpu0
 		var first, last, srcEnd, wFirst, wLast, sinkStart time.Time
 		err := c.leader.conn.ReplayEvents(ctx, out.run, func(e *transport.TaskEvent) error {
+			name := e.Name
+			if name == "" && int(e.Task) < len(g.Vertices) {
+				name = g.Vertices[e.Task].Path
+			}
 			if first.IsZero() || e.Start.Before(first) {
 				first = e.Start
 			}
@@ -109,9 +113,9 @@ func BenchmarkCrossNodeEdges(b *testing.B) {
 				last = e.End
 			}
 			switch {
-			case e.Name == "src":
+			case name == "src":
 				srcEnd = e.End
-			case e.Name == "sink":
+			case name == "sink":
 				sinkStart = e.Start
 			default:
 				if wFirst.IsZero() || e.Start.Before(wFirst) {

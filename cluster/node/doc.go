@@ -67,7 +67,7 @@
 // activation's Result.State, and calls the function under the run's context
 // (cancelled on Cancel) and the task's `timeout:`, again on an error up to
 // `retries:` times (panics are recovered and not retried). Then it records
-// the output and state and emits a done TaskEvent (Output only for tasks
+// the output and state and records the task done in the run's table (Output only for tasks
 // without successors). A final failure emits a failed event and a fail
 // envelope and cancels the local run.
 //
@@ -135,7 +135,7 @@
 // proto.AckSubject(id)), and again for each copy that comes once it holds
 // the run, so that the leader sends it once, not again while the node
 // builds (coord.Leader.Ack). Before each report it flushes the Batcher and waits until its
-// TaskEvents are stored, so a leader that sees every node idle finds every
+// task reports are stored, so a leader that sees every node idle finds every
 // event in JetStream. Received is read before Idle and Sent after it (the
 // parts' idleness is read under the node's lock, so no counted Signal is
 // still to be scheduled): a counted Signal has been scheduled, so the run
@@ -179,11 +179,14 @@
 //
 // # Events
 //
-// TaskEvents go to JetStream with PublishEvents, batched (EventLinger, 20 ms,
-// or EventBatch, 256); of a task's events in one batch only the latest is
-// published (it supersedes the others and carries the highest Act and
-// Executions), so a tight loop costs one event per task per batch. Task is the vertex index, Name its path ("mod/task";
-// subflow children "parent/child" with the parent's index), Node this node,
-// Act the activation, Executions the function's executions of that task on
-// this node in this run (retries count).
+// A run's per-task state lives in arrays (events.go: a row per vertex,
+// subflow children by name); what changed goes to JetStream as one
+// transport.TaskReport per (run, generation) every EventLinger (500 ms),
+// on every flush (before each TermReport) and at once on a failure or a
+// task still running RunningAfter after it began. A
+// task changed several times between two reports is sent once, with its
+// latest values. A vertex is named by its index only (the coordinator maps
+// it to its path), a subflow child by "parent/child" with the parent's
+// index; Act is the activation, Executions the function's executions of
+// that task on this node in this run (retries count).
 package node

@@ -1,30 +1,263 @@
 package node
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/hetflow/hetflow/cluster/coord"
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
 
-func TestCoalesceKeepsTheLatestPerTask(t *testing.T) {
-	ev := func(run string, task uint32, name string, act uint64) transport.TaskEvent {
-		return transport.TaskEvent{Run: run, Task: task, Name: name, Act: act}
+// cut returns the reports a publish would store now, without storing them.
+func (p *eventPub) cut() []*transport.TaskReport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.changed {
+		p.cutLocked(t)
+		t.listed = false
 	}
-	in := []transport.TaskEvent{
-		ev("r", 1, "body", 1), ev("r", 2, "cond", 1), ev("r", 1, "body", 2),
-		ev("r", 3, "fan/0", 1), ev("r", 3, "fan/1", 1), ev("r", 3, "fan", 1),
-		ev("q", 1, "body", 1), ev("r", 2, "cond", 2),
+	p.changed = p.changed[:0]
+	q := p.queue
+	p.queue = nil
+	return q
+}
+
+func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	ev := func(run string, gen uint64, task uint32, name string, st transport.TaskState, act uint64, out []byte) transport.TaskEvent {
+		return transport.TaskEvent{Run: run, Gen: gen, Task: task, Name: name, Node: "n1", State: st, Act: act, Executions: act, Output: out,
+			Start: time.Unix(100, int64(act)), End: time.Unix(100, int64(act)+5)}
 	}
-	want := []transport.TaskEvent{
-		ev("r", 1, "body", 2), ev("r", 3, "fan/0", 1), ev("r", 3, "fan/1", 1), ev("r", 3, "fan", 1),
-		ev("q", 1, "body", 1), ev("r", 2, "cond", 2),
+	done, run := transport.TaskDone, transport.TaskRunning
+	p.emit(ev("r", 1, 1, "", run, 1, nil))
+	p.emit(ev("r", 1, 2, "", done, 1, nil))
+	p.emit(ev("r", 1, 1, "", done, 1, []byte("o1")))
+	p.emit(ev("r", 1, 3, "fan/0", done, 1, []byte("c")))
+	p.emit(ev("q", 1, 7, "", done, 1, nil))
+	p.emit(ev("r", 1, 1, "", run, 2, nil)) // a loop's next activation: the output of the first stays, as in the fold
+	d := func(task uint32, name string, st transport.TaskState, act uint64, out []byte) transport.TaskDelta {
+		return transport.TaskDelta{Task: task, Name: name, State: st, Act: act, Executions: act, Output: out,
+			Start: time.Unix(100, int64(act)).UnixNano(), End: time.Unix(100, int64(act)+5).UnixNano()}
 	}
-	if got := coalesce(in); !reflect.DeepEqual(got, want) {
-		t.Fatalf("coalesce:\n got %v\nwant %v", got, want)
+	want := []*transport.TaskReport{
+		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(1, "", run, 2, []byte("o1")), d(2, "", done, 1, nil), d(3, "fan/0", done, 1, []byte("c"))}},
+		{Run: "q", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(7, "", done, 1, nil)}},
 	}
-	distinct := want[1:4]
-	if got := coalesce(distinct); &got[0] != &distinct[0] {
-		t.Fatal("distinct events should come back as they are")
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("first cut:\n got %v\nwant %v", got, want)
 	}
+	if got := p.cut(); len(got) != 0 {
+		t.Fatalf("nothing changed, yet a cut made %v", got)
+	}
+	// Only what changed since is sent; a new generation starts a new report,
+	// after the changes made under the old one.
+	p.emit(ev("r", 1, 2, "", done, 2, nil))
+	p.emit(ev("r", 2, 5, "", done, 1, []byte("s")))
+	p.emit(ev("r", 2, 2, "", done, 3, nil))
+	want = []*transport.TaskReport{
+		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(2, "", done, 2, nil)}},
+		{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{d(5, "", done, 1, []byte("s")), d(2, "", done, 3, nil)}},
+	}
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("second cut:\n got %v\nwant %v", got, want)
+	}
+	// An earlier activation that ends after a later one leaves the later
+	// one in the row, its executions counted.
+	p.emit(ev("r", 2, 4, "", done, 3, []byte("late")))
+	older := ev("r", 2, 4, "", done, 2, []byte("early"))
+	older.Executions = 4
+	p.emit(older)
+	later := d(4, "", done, 3, []byte("late"))
+	later.Executions = 4
+	want = []*transport.TaskReport{{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{later}}}
+	if got := p.cut(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("an earlier activation reported last:\n got %v\nwant %v", got, want)
+	}
+	// A forgotten run's table goes once nothing of it waits.
+	p.emit(ev("q", 1, 7, "", done, 2, nil))
+	p.forget("q")
+	if p.tabs["q"] == nil {
+		t.Fatal("a table with changes not sent was dropped")
+	}
+	p.cut()
+	p.mu.Lock()
+	p.dropLocked()
+	p.mu.Unlock()
+	if p.tabs["q"] != nil {
+		t.Fatal("a forgotten table with nothing to send was kept")
+	}
+}
+
+// The status a coordinator folds from a node's reports (the table cut at
+// random moments, encoded, read back as events) is the status it folded
+// from every event the node made, as an earlier node sent them (named by
+// path): the same rows, and the same verdict check. The events are random:
+// loops, activations that end out of order, a subflow's children, sink
+// outputs, a failure, a generation change.
+func TestReportsFoldAsTheirEvents(t *testing.T) {
+	_, g := parseFlow(t, `
+name: eq
+tasks:
+  - {name: a, func: hash}
+  - {name: b, func: hash, succeed: [a]}
+  - {name: c, kind: condition, func: loop, args: {n: 3}, succeed: [b], precede: [b, d]}
+  - {name: d, func: hash}
+  - {name: fan, kind: subflow, func: fanout, args: {n: 3}, succeed: [a]}
+  - {name: e, func: hash, succeed: [fan]}
+`)
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+		raw := coord.NewFold()
+		rep := coord.NewFold()
+		fold := func() {
+			for _, tr := range p.cut() {
+				if err := transport.EachEvent(transport.Encode(tr), transport.Limits{}, func(e *transport.TaskEvent) error {
+					rep.Add(g, e)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		gen := uint64(1)
+		execs := map[string]uint64{}
+		emit := func(v int, name string, st transport.TaskState, act uint64) {
+			path := g.Vertices[v].Path
+			if name != "" {
+				path = name
+			}
+			if st != transport.TaskRunning {
+				execs[path]++ // read from a counter as the event is made: never less than an earlier event's
+			}
+			var out []byte
+			if st == transport.TaskDone && (len(g.Vertices[v].Succ) == 0 || name != "") {
+				out = []byte(fmt.Sprintf("%s#%d", path, act))
+			}
+			e := transport.TaskEvent{Run: "r", Gen: gen, Task: uint32(v), Name: name, Node: "n1", State: st, Act: act, Executions: execs[path], Output: out}
+			if st == transport.TaskFailed {
+				e.Error = "boom"
+			}
+			p.emit(e)
+			e.Name = path // as an earlier node named every task
+			raw.Add(g, &e)
+			if rng.IntN(4) == 0 {
+				fold()
+			}
+		}
+		for v := range g.Vertices {
+			acts := uint64(1 + rng.IntN(3))
+			for a := uint64(1); a <= acts; a++ {
+				if rng.IntN(2) == 0 {
+					emit(v, "", transport.TaskRunning, a)
+				}
+				if a < acts && rng.IntN(3) == 0 { // a later activation ends first
+					emit(v, "", transport.TaskDone, a+1)
+					emit(v, "", transport.TaskDone, a)
+					a++
+					continue
+				}
+				emit(v, "", transport.TaskDone, a)
+			}
+			if g.Vertices[v].Path == "fan" {
+				for k := range 3 {
+					emit(v, fmt.Sprintf("fan/%d", k), transport.TaskDone, 1)
+				}
+			}
+			if rng.IntN(10) == 0 {
+				gen++
+			}
+		}
+		if rng.IntN(3) == 0 {
+			emit(rng.IntN(len(g.Vertices)), "", transport.TaskFailed, 9)
+		}
+		fold()
+		for _, state := range []string{proto.RunRunning, proto.RunFailed} {
+			r := coord.Run{ID: "r", FlowName: "eq", State: state}
+			want, got := raw.AppendJSON(nil, r, g), rep.AppendJSON(nil, r, g)
+			if !bytes.Equal(want, got) {
+				t.Fatalf("seed %d, run %s: the reports fold to\n%s\nthe events to\n%s", seed, state, got, want)
+			}
+		}
+		wo, wf := coord.CheckSuccess(g, raw)
+		go_, gf := coord.CheckSuccess(g, rep)
+		if !reflect.DeepEqual(wo, go_) || !reflect.DeepEqual(wf, gf) {
+			t.Fatalf("seed %d: the record check of the reports says %v %v, of the events %v %v", seed, go_, gf, wo, wf)
+		}
+	}
+}
+
+// A task's failure, and a task still running, are stored at once; other
+// changes wait for the linger (here an hour) or a flush.
+func TestEventFailureAndRunningAreSentAtOnce(t *testing.T) {
+	url := testsupport.NATS(t).URL()
+	ctx := testCtx(t, 30*time.Second)
+	c := connect(t, url, "n1")
+	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	p.start()
+	defer p.close()
+	stored := func() map[uint32]transport.TaskState {
+		m := map[uint32]transport.TaskState{}
+		if err := c.ReplayEvents(ctx, "r1", func(e *transport.TaskEvent) error { m[e.Task] = e.State; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 1, Node: "n1", State: transport.TaskFailed, Act: 1, Executions: 1, Error: "boom"})
+	testsupport.EventuallyCtx(t, ctx, "the failure stored without a flush", func() bool { return stored()[1] == transport.TaskFailed })
+	if m := stored(); m[0] != transport.TaskDone {
+		t.Fatalf("the failure's report left without the change before it: %v", m)
+	}
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 2, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	if _, ok := stored()[2]; ok {
+		t.Fatal("a done task was stored before the linger or a flush")
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p.flush(fctx)
+	if stored()[2] != transport.TaskDone {
+		t.Fatal("flush returned before the change was stored")
+	}
+	if got := p.published.Load(); got != 3 {
+		t.Fatalf("published %d task deltas, want 3", got)
+	}
+	// So is a task still running RunningAfter after it began (the only
+	// running event a node makes).
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 3, Node: "n1", State: transport.TaskRunning, Act: 1, Executions: 1})
+	testsupport.EventuallyCtx(t, ctx, "the running task stored without a flush", func() bool { return stored()[3] == transport.TaskRunning })
+}
+
+// BenchmarkEventTable100K is a node's share of the status of a 100,000-task
+// run: a done event recorded per task (as run.event makes it), then the
+// changes cut into a report and encoded as it is stored.
+func BenchmarkEventTable100K(b *testing.B) {
+	const n = 100000
+	b.ReportAllocs()
+	bytes := 0
+	for range b.N {
+		p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+		for v := range n {
+			now := time.Now()
+			p.emit(transport.TaskEvent{Run: "r0000000000001-000001", Gen: 1, Task: uint32(v), Node: "n1", State: transport.TaskDone,
+				Act: 1, Executions: 1, Start: now, End: now})
+		}
+		bytes = 0
+		for _, tr := range p.cut() {
+			bytes += len(transport.Encode(tr))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/task")
+	b.ReportMetric(float64(bytes)/n, "B/task")
 }

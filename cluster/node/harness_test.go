@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ type cluster struct {
 	nodes  []*Node
 	ids    []string
 	killed map[string]bool // nodes a test killed: their Close errors are expected
+	paths  sync.Map        // run id → []string: its vertices' paths (a report names a vertex by index)
 }
 
 type nodeSpec struct {
@@ -207,7 +209,7 @@ func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, 
 		t.Fatal(err)
 	}
 	l := c.leader
-	runID := fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), l.seq.Add(1))
+	runID := c.newRunID(file)
 	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Boots: o.boots}
 	send := func(i int) {
 		if err := l.conn.SendControl(c.ids[i], planned(t, flow, asg, c.ids[i])); err != nil {
@@ -357,16 +359,36 @@ func (c *cluster) release(ctx context.Context, runID, reason string) {
 	}
 }
 
+// newRunID names a new run of file, and keeps its vertices' paths for fold.
+func (c *cluster) newRunID(file *spec.File) string {
+	runID := fmt.Sprintf("r%013x-%06x", time.Now().UnixMilli(), c.leader.seq.Add(1))
+	g, err := file.Expand()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	paths := make([]string, len(g.Vertices))
+	for i := range g.Vertices {
+		paths[i] = g.Vertices[i].Path
+	}
+	c.paths.Store(runID, paths)
+	return runID
+}
+
 // fold reads the run's TaskEvents back from JetStream, as a coordinator
 // builds a status: per task the latest event, activations the max Act,
 // executions the sum of each node's latest.
 func (c *cluster) fold(ctx context.Context, runID string) map[string]*taskFold {
 	m := map[string]*taskFold{}
+	paths, _ := c.paths.Load(runID)
 	err := c.leader.conn.ReplayEvents(ctx, runID, func(e *transport.TaskEvent) error {
-		f := m[e.Name]
+		name := e.Name
+		if ps, _ := paths.([]string); name == "" && int(e.Task) < len(ps) {
+			name = ps[e.Task]
+		}
+		f := m[name]
 		if f == nil {
 			f = &taskFold{execs: map[string]uint64{}}
-			m[e.Name] = f
+			m[name] = f
 		}
 		f.state, f.node = e.State, e.Node
 		f.acts = max(f.acts, e.Act)

@@ -34,8 +34,7 @@ var (
 // Defaults of the Config fields left zero.
 const (
 	DefaultHeartbeat   = 500 * time.Millisecond
-	DefaultEventLinger = 20 * time.Millisecond
-	DefaultEventBatch  = 256
+	DefaultEventLinger = 500 * time.Millisecond
 )
 
 // Bounds on what the node keeps for runs it does not run (yet). The early
@@ -102,10 +101,12 @@ type Config struct {
 	EarlyTTL time.Duration
 	// Heartbeat is the TermReport period of an active run (0: 500ms).
 	Heartbeat time.Duration
-	// EventLinger and EventBatch bound how long a TaskEvent waits and how
-	// many are published together (0: 20ms, 256).
+	// EventLinger bounds how long a change of a task's state waits before
+	// the report that carries it leaves (0: 500ms); a run's reports to the
+	// leader (idle, heartbeat, end) send what changed at once, and so do
+	// a task's failure and a task still running RunningAfter after it
+	// began.
 	EventLinger time.Duration
-	EventBatch  int
 }
 
 // Stats are the node's counters.
@@ -131,8 +132,9 @@ type Stats struct {
 	SignalsEarly         uint64 // Signals that came before their run's Assignment (kept, then delivered)
 	SignalsEvicted       uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed      uint64 // Signals missed during a NATS outage and read back from the record
-	EventsPublished      uint64 // TaskEvents stored in JetStream
-	EventErrors          uint64 // TaskEvents that could not be stored
+	EventsPublished      uint64 // task deltas (a task's values in a TaskReport) stored in JetStream
+	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
+	EventErrors          uint64 // task deltas that could not be stored
 	Failures             uint64 // fail envelopes sent
 
 	// Messages on the node's subjects dropped undecoded, counted by its
@@ -217,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Conn == nil {
 		return nil, fmt.Errorf("%w: node %s: no NATS connection", ErrConfig, cfg.ID)
 	}
-	if cfg.CPUs < 0 || cfg.GPUs < 0 || cfg.EventBatch < 0 || cfg.Heartbeat < 0 || cfg.EventLinger < 0 || cfg.EarlyTTL < 0 {
+	if cfg.CPUs < 0 || cfg.GPUs < 0 || cfg.Heartbeat < 0 || cfg.EventLinger < 0 || cfg.EarlyTTL < 0 {
 		return nil, fmt.Errorf("%w: node %s: negative CPUs, GPUs, heartbeat, event or early-buffer settings", ErrConfig, cfg.ID)
 	}
 	if cfg.Registry == nil {
@@ -234,9 +236,6 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.EventLinger == 0 {
 		cfg.EventLinger = DefaultEventLinger
-	}
-	if cfg.EventBatch == 0 {
-		cfg.EventBatch = DefaultEventBatch
 	}
 	if cfg.EarlyTTL == 0 {
 		cfg.EarlyTTL = DefaultEarlyTTL
@@ -286,7 +285,7 @@ func New(cfg Config) (*Node, error) {
 		flushStop:  make(chan struct{}),
 		flushDone:  make(chan struct{}),
 	}
-	n.events = newEventPub(cfg.Conn, cfg.EventLinger, cfg.EventBatch, n.log)
+	n.events = newEventPub(cfg.Conn, cfg.EventLinger, n.log)
 	return n, nil
 }
 
@@ -462,6 +461,7 @@ func (n *Node) Stats() Stats {
 		SignalsEvicted:       n.stats.evicted.Load(),
 		SignalsReplayed:      n.stats.replayed.Load(),
 		EventsPublished:      n.events.published.Load(),
+		EventReports:         n.events.reports.Load(),
 		EventErrors:          n.events.errors.Load(),
 		Failures:             n.stats.failure.Load(),
 

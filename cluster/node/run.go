@@ -327,6 +327,7 @@ func (r *run) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.n.events.flush(ctx)
+	r.n.events.forget(r.id)
 	if err := r.n.batcher.Forget(r.id); err != nil && !errors.Is(err, transport.ErrClosed) {
 		r.n.log.Warn("forgetting the run's batches", "run", r.id, "err", err)
 	}
@@ -529,6 +530,9 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 	end := r.n.now()
 	if start.IsZero() {
 		start = end
+	}
+	if name == r.graph().Vertices[v].Path {
+		name = "" // the vertex: its index names it
 	}
 	r.n.events.emit(transport.TaskEvent{
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,

@@ -90,6 +90,9 @@ type runningWatch struct {
 func (r *run) watch(v int, path string, act uint64, execs *atomic.Uint64) *runningWatch {
 	w := &runningWatch{p: r.n.events}
 	start := r.n.now()
+	if path == r.graph().Vertices[v].Path {
+		path = "" // the vertex: its index names it
+	}
 	w.t = time.AfterFunc(RunningAfter, func() {
 		w.p.emitUnless(&w.stopped, transport.TaskEvent{
 			Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,

@@ -19,9 +19,12 @@
 //     to each node, and again only while the node has neither acknowledged
 //     nor reported it (500 ms after the first copy, then doubling up to
 //     4 s), the Detector's probes, the verdict
-//     checked by coord.CheckSuccess over the run's TaskEvents (nodes store
-//     a running, done or failed event per activation in a simulated event
-//     stream, durable like the record), refusals, gossip's deaths pinged
+//     checked by coord.CheckSuccess over the run's TaskEvents (nodes keep
+//     a task table, each task's latest running, done or failed event, and
+//     store what changed in a simulated event stream, durable like the
+//     record, before each report and at once on a failure or a running
+//     task, as cluster/node sends its TaskReports; a node lost before then loses its changes),
+//     refusals, gossip's deaths pinged
 //     and confirmed or refuted by coord.Liveness (a ping finds "no
 //     responders" when the process has no connection; a live one answers
 //     with its boot, a frozen one when it resumes; the cluster starts with
@@ -173,7 +176,8 @@
 //
 // Not simulated: task retries, run timeouts, user cancels,
 // GPU placement, event loss (the event stream is as durable as the record),
-// the running event's 50 ms delay (every activation stores one), raft itself (elections, a command lost with its leader),
+// the running event's 50 ms delay (every activation records one), the
+// report's 500 ms linger (the heartbeat's report stores the table as often), raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer
 // disconnects, Signal loss on core NATS without a reconnect (nothing would
 // recover it; the protocol assumes it does not happen).

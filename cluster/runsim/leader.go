@@ -386,18 +386,65 @@ func (l *leader) ping(to string) {
 	})
 }
 
-// taskEvent publishes a TaskEvent of an activation to the event stream
-// (JetStream: stored when the server takes it; the client keeps it while
-// disconnected, in order with its other publishes).
+// taskEvent records an activation's state in the node's task table
+// (cluster/node's eventPub): stored with the table's other changes at the
+// node's next report (storeEvents), at once for a failure or a running
+// task. A node lost before then loses them, as a real one does.
 func (h *hold) taskEvent(j job, st transport.TaskState) {
-	p, w := h.p, h.p.w
 	var execs uint64
 	for a := uint64(1); a <= j.act; a++ {
 		execs += uint64(h.exec[[2]uint64{uint64(j.v), a}])
 	}
-	ev := transport.TaskEvent{Run: h.run.id, Gen: h.r.Gen(), Task: uint32(j.v), Name: h.run.g.Vertices[j.v].Path,
-		Node: p.id, State: st, Act: j.act, Executions: execs}
-	store := func() { w.ls.events[ev.Run] = append(w.ls.events[ev.Run], ev) }
+	gen := h.r.Gen()
+	if h.tab == nil {
+		h.tab, h.tabDirty, h.tabGen = map[uint32]transport.TaskEvent{}, map[uint32]bool{}, gen
+	}
+	if gen != h.tabGen { // a report is of one generation: the changes under the last go first
+		h.cutEvents()
+		h.tabGen = gen
+	}
+	v := uint32(j.v)
+	if !h.tabDirty[v] {
+		h.tabDirty[v] = true
+		h.dirty = append(h.dirty, v)
+	}
+	// Name left empty: a TaskReport names a vertex by its index. An
+	// earlier activation ending after a later one began leaves the later
+	// one in the row (cluster/node's eventPub.emitUnless), its executions
+	// counted.
+	if old, ok := h.tab[v]; ok && j.act < old.Act {
+		old.Executions = max(old.Executions, execs)
+		h.tab[v] = old
+	} else {
+		h.tab[v] = transport.TaskEvent{Run: h.run.id, Gen: gen, Task: v, Node: h.p.id, State: st, Act: j.act, Executions: execs}
+	}
+	if st == transport.TaskFailed || st == transport.TaskRunning {
+		h.storeEvents() // at once, as cluster/node sends a failure and a long task's running
+	}
+}
+
+// cutEvents moves the table's changes into the queue of those to store.
+func (h *hold) cutEvents() {
+	for _, v := range h.dirty {
+		h.cutTasks = append(h.cutTasks, h.tab[v])
+		delete(h.tabDirty, v)
+	}
+	h.dirty = h.dirty[:0]
+}
+
+// storeEvents publishes the table's changes to the event stream (JetStream:
+// stored when the server takes them; the client keeps them while
+// disconnected, in order with its other publishes).
+func (h *hold) storeEvents() {
+	h.cutEvents()
+	if len(h.cutTasks) == 0 {
+		return
+	}
+	p, w := h.p, h.p.w
+	evs := h.cutTasks
+	h.cutTasks = nil
+	run := h.run.id
+	store := func() { w.ls.events[run] = append(w.ls.events[run], evs...) }
 	if !w.natsUp || !p.connected {
 		p.outbox = append(p.outbox, store)
 		return

@@ -71,6 +71,15 @@ type hold struct {
 	exec  map[[2]uint64]int // (task, activation) → executions
 	execs int
 
+	// The node's task table (cluster/node's eventPub): each task's latest
+	// event, those changed since the last store in dirty (in order), and
+	// changes cut under an earlier generation in cut (stored first).
+	tab      map[uint32]transport.TaskEvent
+	dirty    []uint32
+	tabDirty map[uint32]bool
+	tabGen   uint64
+	cutTasks []transport.TaskEvent
+
 	fol struct {
 		id            uint64
 		pos, start    int
@@ -594,6 +603,7 @@ func (h *hold) apply(acts []runproto.Action) {
 		case runproto.StopFollow:
 			h.fol.active = false
 		case runproto.Report:
+			h.storeEvents()                                             // cluster/node's report: the task table is flushed first
 			rep := h.r.Report(h.failed || !h.e.busy() || w.opt.LieIdle) // a cancelled part is idle
 			w.publish(h.p, "", &rep)
 		}

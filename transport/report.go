@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// TaskReport is what changed in a node's tasks of one run under one
+// generation since its last report: per changed task its index and its new
+// values. A node keeps its tasks' state in arrays and sends a TaskReport
+// now and then (cluster/node: every EventLinger, at idle, at the run's end,
+// at once on a failure) instead of a TaskEvent per change; the run, the
+// generation and the node are written once, and a vertex is named by its
+// index alone (the reader maps index → name from the run's graph). Readers
+// (EachEvent, ReplayEvents) hand each delta on as the TaskEvent it stands
+// for, so a report folds exactly as the events it replaces.
+type TaskReport struct {
+	Run   string
+	Gen   uint64
+	Node  string
+	Tasks []TaskDelta
+}
+
+// TaskDelta is one task's values in a TaskReport: those of its TaskEvent
+// without the run, generation and node. Name is "" for a vertex (Task
+// names it) and "parent/child" for a subflow child (Task is the parent's
+// index). Start and End are Unix nanoseconds (0: unknown).
+type TaskDelta struct {
+	Task       uint32
+	Name       string
+	State      TaskState
+	Act        uint64
+	Executions uint64
+	Output     []byte
+	Error      string
+	Start, End int64
+}
+
+// Type implements Message.
+func (*TaskReport) Type() Type { return TypeTaskReport }
+
+const (
+	taskReportFields = 5
+	taskDeltaFields  = 9
+)
+
+// reportBase is the time the deltas' times are counted from: the earliest
+// of them (0 for none), so that each is a small unsigned offset.
+func reportBase(ds []TaskDelta) int64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	base := int64(math.MaxInt64)
+	for i := range ds {
+		base = min(base, ds[i].Start, ds[i].End)
+	}
+	return base
+}
+
+// AppendWire implements Message.
+func (tr *TaskReport) AppendWire(b []byte) []byte {
+	base := reportBase(tr.Tasks)
+	b = appendReportHead(b, tr.Run, tr.Gen, tr.Node, base, len(tr.Tasks))
+	for i := range tr.Tasks {
+		b = tr.Tasks[i].appendFields(b, base)
+	}
+	return b
+}
+
+// appendReportHead writes a TaskReport up to its deltas, of which there
+// are n.
+func appendReportHead(b []byte, run string, gen uint64, node string, base int64, n int) []byte {
+	b = appendHeader(b, TypeTaskReport, taskReportFields)
+	b = appendStr(b, run)
+	b = appendUint(b, gen)
+	b = appendStr(b, node)
+	b = appendInt(b, base)
+	return appendArrayHeader(b, n)
+}
+
+func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
+	b = appendArrayHeader(b, taskDeltaFields)
+	b = appendUint(b, uint64(d.Task))
+	b = appendStr(b, d.Name)
+	b = append(b, byte(d.State))
+	b = appendUint(b, d.Act)
+	b = appendUint(b, d.Executions)
+	b = appendBin(b, d.Output)
+	b = appendStr(b, d.Error)
+	b = appendUint(b, uint64(d.Start)-uint64(base)) // ≥ 0: base is the earliest
+	return appendUint(b, uint64(d.End)-uint64(base))
+}
+
+// Decode decodes a TaskReport into tr (reusing its slice). Outputs alias
+// data. A report holds at most Limits.MaxTasks deltas.
+func (tr *TaskReport) Decode(data []byte, lim Limits) error {
+	var r reader
+	if err := r.init(data, lim, TypeTaskReport, taskReportFields); err != nil {
+		return err
+	}
+	var err error
+	if tr.Run, err = r.id("run"); err != nil {
+		return err
+	}
+	if tr.Gen, err = r.uint("gen"); err != nil {
+		return err
+	}
+	if tr.Node, err = r.id("node"); err != nil {
+		return err
+	}
+	base, err := r.int("base")
+	if err != nil {
+		return err
+	}
+	n, err := r.arrayLen("tasks", r.lim.MaxTasks)
+	if err != nil {
+		return err
+	}
+	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every delta takes 10 bytes at least: refuse a count the data cannot hold before allocating
+		return r.errf("tasks: %d claimed in %d bytes", n, len(r.b)-r.off)
+	}
+	if cap(tr.Tasks) < n {
+		tr.Tasks = make([]TaskDelta, n)
+	}
+	tr.Tasks = tr.Tasks[:n]
+	for i := range tr.Tasks {
+		if err := tr.Tasks[i].decodeFields(&r, i, base); err != nil {
+			return err
+		}
+	}
+	return r.end()
+}
+
+func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {
+	if err := r.fields("task delta", taskDeltaFields); err != nil {
+		return err
+	}
+	var err error
+	if d.Task, err = r.uint32("task"); err != nil {
+		return err
+	}
+	if d.Name, err = r.str("name", r.lim.MaxText); err != nil {
+		return err
+	}
+	st, err := r.uint8("state")
+	if err != nil {
+		return err
+	}
+	if d.State = TaskState(st); d.State >= taskStateEnd {
+		return r.errf("task delta %d: unknown task state %d", i, st)
+	}
+	if d.Act, err = r.uint("act"); err != nil {
+		return err
+	}
+	if d.Executions, err = r.uint("executions"); err != nil {
+		return err
+	}
+	if d.Output, err = r.bin("output", r.lim.MaxOutput, true); err != nil {
+		return err
+	}
+	if d.Error, err = r.str("error", r.lim.MaxText); err != nil {
+		return err
+	}
+	if d.Start, err = r.since(base, "start"); err != nil {
+		return err
+	}
+	d.End, err = r.since(base, "end")
+	return err
+}
+
+// since reads an offset from base and returns base+offset, which must be a
+// time (an int64 of Unix nanoseconds).
+func (r *reader) since(base int64, what string) (int64, error) {
+	off, err := r.uint(what)
+	if err != nil {
+		return 0, err
+	}
+	if off > uint64(math.MaxInt64)-uint64(base) { // the room above base (mod 2⁶⁴, exact: it is in [0, 2⁶⁴))
+		return 0, r.errf("%s: offset %d from %d is past the last time", what, off, base)
+	}
+	return int64(uint64(base) + off), nil
+}
+
+// event fills e with delta d of report tr (Output aliases d's).
+func (tr *TaskReport) event(e *TaskEvent, d *TaskDelta) {
+	*e = TaskEvent{Run: tr.Run, Gen: tr.Gen, Task: d.Task, Name: d.Name, Node: tr.Node, State: d.State,
+		Act: d.Act, Executions: d.Executions, Output: d.Output, Error: d.Error, Start: unixTime(d.Start), End: unixTime(d.End)}
+}
+
+// UnixNanos is t as a TaskDelta time: Unix nanoseconds, 0 for the zero time.
+func UnixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// reportBytes bounds one stored TaskReport (the deltas are cut into
+// several before it).
+const reportBytes = 256 << 10
+
+// appendReports encodes tr as TaskReport messages of at most reportBytes
+// (but at least one delta each) and calls fn with each, in order; the
+// bytes are fn's to keep.
+func appendReports(tr *TaskReport, fn func([]byte) error) error {
+	ds := tr.Tasks
+	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
+	for len(ds) > 0 {
+		// Encode the deltas after a head of the widest form, then cut: a
+		// delta's bytes depend on the base, which depends on the deltas.
+		n, size := 0, 0
+		for n < len(ds) {
+			s := deltaSize(&ds[n])
+			if n > 0 && head+size+s > reportBytes {
+				break
+			}
+			n, size = n+1, size+s
+		}
+		part := ds[:n]
+		ds = ds[n:]
+		base := reportBase(part)
+		b := appendReportHead(make([]byte, 0, head+size), tr.Run, tr.Gen, tr.Node, base, len(part))
+		for i := range part {
+			b = part[i].appendFields(b, base)
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deltaSize bounds the encoded size of d (its times at their widest).
+func deltaSize(d *TaskDelta) int {
+	return 1 + 5 + 5 + len(d.Name) + 1 + 9 + 9 + 5 + len(d.Output) + 5 + len(d.Error) + 9 + 9
+}
+
+// String is a short form for logs and test failures.
+func (d TaskDelta) String() string {
+	return fmt.Sprintf("task %d %q %s act=%d execs=%d", d.Task, d.Name, d.State, d.Act, d.Executions)
+}
