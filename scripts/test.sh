@@ -56,7 +56,9 @@ fuzz() { # package target executions
 fuzz ./transport FuzzDecodeSignal 10000x
 fuzz ./transport FuzzDecodeBatch 10000x
 fuzz ./transport FuzzDecodeTaskEvent 10000x
+fuzz ./transport FuzzDecodeTaskReport 10000x
 fuzz ./transport FuzzDecodeAssignment 10000x
+fuzz ./transport FuzzDecodePlan 10000x
 fuzz ./transport FuzzDecodeControl 10000x
 fuzz ./transport FuzzDecode 10000x
 fuzz ./cluster/coord FuzzAPI 60x
