@@ -403,10 +403,12 @@ func TestFailureIsRepeatedUntilReleased(t *testing.T) {
 				}
 				continue
 			case r := <-c.leader.term:
-				// A report read before the failure reached the SM may
-				// still be on its way with the first envelope; one sent
-				// after a repeated envelope may not be idle.
-				if r.Run == out.run && r.Node == "n1" && r.Idle && again >= 1 {
+				// The two channels keep no order between them, so a
+				// report n1 sent idle before t's input reached it (it
+				// had received nothing yet) can be read after the first
+				// envelope. Once the input is in (Received > 0), t runs
+				// and fails, and from then on n1 must never say idle.
+				if r.Run == out.run && r.Node == "n1" && r.Idle && r.Received > 0 {
 					idleAfter++
 				}
 				continue
