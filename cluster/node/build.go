@@ -145,13 +145,19 @@ type sendEdge struct {
 	picks    atomic.Uint64 // a condition's: times it picked this edge
 }
 
-// recvEdge is a cross-node in-edge src → dst: an External proxy task that
-// an accepted Signal schedules.
+// recvEdge is a cross-node in-edge src → dst. At the top level of a part a
+// delivered Signal fills its input slot (last) and, for a strong edge,
+// counts into dst's join counter (task, which awaits mult such
+// completions: localexec's Task.Await and OpenRun.Release), for a pick,
+// runs dst (task): no proxy task. Inside a module instance (direct false)
+// it is an External proxy task that an accepted Signal schedules.
 type recvEdge struct {
 	src, dst int
 	p        *part
 	kind     transport.SignalKind
 	task     localexec.Task
+	direct   bool
+	mult     int // strong edges src → dst (direct: releases per Signal)
 	fifo     fifo
 
 	mu   sync.Mutex
@@ -281,7 +287,10 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			vs.strongSends = append(vs.strongSends, &sendEdge{src: v, dst: u, kind: transport.SignalEdge})
 		}
 	}
-	// In-edges from other nodes: one External proxy per (src, dst).
+	// In-edges from other nodes: at the top level none but dst's join
+	// counter and input slot; in a module instance one External proxy per
+	// (src, dst).
+	direct := scope < 0
 	mult := map[int]int{} // one vertex's remote in-edges by source, cleared for the next
 	var order []int
 	for _, u := range ids {
@@ -301,26 +310,30 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		}
 		for _, src := range order {
 			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
-			re := &recvEdge{src: src, dst: u, p: p}
-			if g.Vertices[src].Task.Kind.IsCondition() {
+			re := &recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
+			cond := g.Vertices[src].Task.Kind.IsCondition()
+			switch {
+			case cond && direct:
+				re.kind = transport.SignalChoice
+				re.task = entry[u].External() // a pick runs it, whatever its counter
+			case cond:
 				re.kind = transport.SignalChoice
 				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
 				re.task.Precede(entry[u])
-				if r.vs[u].ins == nil {
-					r.vs[u].ins = map[int]*recvEdge{}
-				}
-				r.vs[u].ins[src] = re
-			} else {
+			case direct:
+				re.kind = transport.SignalEdge
+				re.task = entry[u].Await(re.mult)
+			default:
 				re.kind = transport.SignalEdge
 				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(name).External()
-				if r.vs[u].ins == nil {
-					r.vs[u].ins = map[int]*recvEdge{}
-				}
-				r.vs[u].ins[src] = re
-				for range mult[src] {
+				for range re.mult {
 					re.task.Precede(entry[u])
 				}
 			}
+			if r.vs[u].ins == nil {
+				r.vs[u].ins = map[int]*recvEdge{}
+			}
+			r.vs[u].ins[src] = re
 			r.recv[edgeKey{uint32(src), uint32(u)}] = re
 		}
 	}

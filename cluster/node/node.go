@@ -200,7 +200,7 @@ type Node struct {
 // acceptScratch is the storage run.apply reuses for every batch, so that
 // accepting a batch does not allocate (under Node.mu).
 type acceptScratch struct {
-	tasks []localexec.Task
+	q deliveries
 }
 
 type runGen struct {
