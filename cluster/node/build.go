@@ -1,7 +1,9 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,10 +35,19 @@ type vstate struct {
 	// the source's latest on this node (a part that runs again what a lost
 	// node ran reads the source's activation k for its activation k, while
 	// the source, in another part here, may be far ahead).
-	ins         map[int]*recvEdge
+	ins         []*recvEdge // by source, ascending (in)
 	strongSends []*sendEdge // one per remote target of a strong out-edge
 	condSends   []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs  map[string]*atomic.Uint64
+}
+
+// in is the receive edge of the in-edges from src, or nil.
+func (s *vstate) in(src int) *recvEdge {
+	i, ok := slices.BinarySearchFunc(s.ins, src, func(e *recvEdge, src int) int { return cmp.Compare(e.src, src) })
+	if !ok {
+		return nil
+	}
+	return s.ins[i]
 }
 
 func (s *vstate) setOut(act uint64, out []byte) {
@@ -308,9 +319,13 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			}
 			mult[e.From]++
 		}
-		for _, src := range order {
+		slices.Sort(order)
+		res := make([]recvEdge, len(order)) // one allocation a vertex, not one an edge
+		ins := make([]*recvEdge, 0, len(order))
+		for i, src := range order {
 			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
-			re := &recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
+			re := &res[i]
+			*re = recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
 			cond := g.Vertices[src].Task.Kind.IsCondition()
 			switch {
 			case cond && direct:
@@ -330,11 +345,10 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 					re.task.Precede(entry[u])
 				}
 			}
-			if r.vs[u].ins == nil {
-				r.vs[u].ins = map[int]*recvEdge{}
-			}
-			r.vs[u].ins[src] = re
-			r.recv[edgeKey{uint32(src), uint32(u)}] = re
+			ins = append(ins, re)
+		}
+		if len(ins) > 0 {
+			r.vs[u].ins = ins
 		}
 	}
 	return nil

@@ -123,7 +123,7 @@ type Stats struct {
 	SignalsSent          uint64 // Signals handed to the Batcher
 	PicksRecorded        uint64 // condition picks of a successor on this node, recorded for a replay (Batcher.AddPick)
 	SignalsReceived      uint64 // Signals accepted (new, after fencing) and scheduled into a run
-	SignalsDuplicate     uint64 // Signals the Deduper dropped as seen before
+	SignalsDuplicate     uint64 // Signals dropped as seen before (by the dedup set, or their batch was taken whole before)
 	SignalsFenced        uint64 // Signals whose sender does not own their source in the generation in force
 	SignalsTakenOver     uint64 // Signals read back from the record for tasks taken over from lost nodes
 	SignalsDropped       uint64 // accepted Signals that fit no edge, run or buffer here
@@ -661,10 +661,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		r.markSwitch(a.Gen)
 	}
 	held := n.takeEarlyLocked(a.Run)
-	for i := range held {
-		e := &held[i]
-		r.take(e.from, e.seq, e.i, []transport.Signal{e.s})
-	}
+	r.takeEarly(held)
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
@@ -760,12 +757,12 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 			j++
 		}
 		if r := n.runs[run]; r != nil {
-			fresh += r.take(from, b.Seq, i, sigs[i:j])
+			fresh += r.take(from, b.Seq, i, sigs[i:j], i == 0 && j == len(sigs))
 			i = j
 			continue
 		}
 		for ; i < j; i++ {
-			n.early1(from, b.Seq, i, &sigs[i])
+			n.early1(from, b.Seq, i, len(sigs), &sigs[i])
 		}
 	}
 	return fresh
@@ -787,7 +784,7 @@ type earlyRef struct {
 // Assignment comes, or drops it (under n.mu). A Signal the buffer cannot
 // keep is counted as evicted, never lost: the run reads its record when it
 // starts.
-func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
+func (n *Node) early1(from string, seq uint64, i, size int, s *transport.Signal) {
 	if _, gone := n.ended[s.Run]; gone {
 		// The run ended here: its termination counted every Signal it was
 		// owed, so this is a copy (the record read at its start, or a batch
@@ -824,9 +821,29 @@ func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
 	}
 	c := *s
 	c.Output = clone(s.Output)
-	er.sigs = append(er.sigs, early{from, seq, i, c})
+	er.sigs = append(er.sigs, early{from, seq, i, size, c})
 	n.earlyN++
 	n.stats.early.Add(1)
+}
+
+// takeEarly decides the Signals kept before the run's Assignment (under
+// n.mu), each stretch of one batch at once: a whole batch as one (so that
+// its copy in the record is skipped), else from its first Signal kept.
+func (r *run) takeEarly(held []early) {
+	sigs := make([]transport.Signal, 0, len(held))
+	for i := 0; i < len(held); {
+		e := &held[i]
+		j := i + 1
+		for j < len(held) && held[j].from == e.from && held[j].seq == e.seq && held[j].i == held[j-1].i+1 {
+			j++
+		}
+		sigs = sigs[:0]
+		for k := i; k < j; k++ {
+			sigs = append(sigs, held[k].s)
+		}
+		r.take(e.from, e.seq, e.i, sigs, e.i == 0 && j-i == e.n)
+		i = j
+	}
 }
 
 // takeEarlyLocked removes run's early Signals from the buffer and returns

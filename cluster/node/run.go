@@ -45,8 +45,7 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs   []vstate              // per vertex of the run's graph
-	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
+	vs []vstate // per vertex of the run's graph
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
 	// nobody waits): a condition that runs again here waits for it before
@@ -69,8 +68,6 @@ type run struct {
 	done     chan struct{}
 }
 
-type edgeKey struct{ src, dst uint32 }
-
 // part is one local taskflow of a run, open on the executor.
 type part struct {
 	tf   *localexec.Taskflow
@@ -80,11 +77,11 @@ type part struct {
 }
 
 // early is a Signal kept until its run's Assignment comes: its sender,
-// batch number and place in the batch.
+// batch number, place in the batch and the batch's length.
 type early struct {
 	from string
 	seq  uint64
-	i    int
+	i, n int
 	s    transport.Signal
 }
 
@@ -116,7 +113,6 @@ func (r *run) lp() *runproto.Loops { return r.pt.Load().Loops }
 func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	r := &run{
 		n: n, id: a.Run,
-		recv:    map[edgeKey]*recvEdge{},
 		idleCh:  make(chan struct{}, 1),
 		probeCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
@@ -358,8 +354,18 @@ func (r *run) cleanup() {
 
 // take decides Signals of the run from the live subscription or a replay
 // of this node's subject (under n.mu): sigs are those at first, first+1, …
-// of batch seq of sender from. It returns how many were new.
-func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal) (fresh int) {
+// of batch seq of sender from, the whole batch when whole (a batch taken
+// whole before is skipped: runproto.Run.BatchAll). It returns how many were
+// new.
+func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal, whole bool) (fresh int) {
+	if whole {
+		acts, seen := r.sm.BatchAll(from, seq, sigs)
+		if seen {
+			r.n.stats.duplicate.Add(uint64(len(sigs)))
+			return 0
+		}
+		return r.apply(acts).fresh
+	}
 	return r.apply(r.sm.Batch(from, seq, first, sigs)).fresh
 }
 
@@ -490,7 +496,7 @@ func (r *run) decidable() {
 // edge's receive proxy. It returns the edge for the caller to release or
 // schedule, or nil when the Signal has no edge here.
 func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
-	e := r.recv[edgeKey{s.Src, s.Dst}]
+	e := r.vs[s.Dst].in(int(s.Src))
 	if e == nil || e.kind != s.Kind {
 		if !replayed { // a replayed Signal between two tasks now in one part has no proxy: the part's own edge does its work
 			r.n.stats.dropped.Add(1)

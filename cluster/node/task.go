@@ -33,7 +33,7 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	if len(vs.preds) > 0 {
 		c.Inputs = make(map[string][]byte, len(vs.preds))
 		for _, p := range vs.preds {
-			if e := vs.ins[p]; e != nil {
+			if e := vs.in(p); e != nil {
 				if out, ok := e.output(); ok {
 					c.Inputs[r.graph().Vertices[p].Name()] = out
 				}
@@ -135,10 +135,10 @@ func (r *run) ctxOf(v int, act uint64) []uint64 {
 	pred := r.graph().Vertices[v].Pred
 	srcs := make([]int, 0, len(pred))
 	ctxs := make([][]uint64, 0, len(pred))
-	ins := r.vs[v].ins
+	vs := &r.vs[v]
 	for _, e := range pred {
 		srcs = append(srcs, e.From)
-		if re := ins[e.From]; re != nil {
+		if re := vs.in(e.From); re != nil {
 			ctxs = append(ctxs, re.ctx())
 		} else {
 			ctxs = append(ctxs, r.vs[e.From].getCtx())
