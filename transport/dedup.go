@@ -62,7 +62,7 @@ type DedupStats struct {
 // the run.
 //
 // Memory: per run and edge, the accepted activations are kept as a sorted list of
-// closed intervals. Every activation of a strong edge is sent, so a strong edge
+// closed intervals (the first inline, edges' state in slabs). Every activation of a strong edge is sent, so a strong edge
 // costs one interval however many times a loop runs it; a condition edge costs one
 // interval per stretch of consecutive activations that chose it. EndRun drops the
 // run's state and leaves a tombstone (the last maxEndedRuns ended runs) so late
@@ -84,7 +84,66 @@ type interval struct{ lo, hi uint64 }
 
 type dedupRun struct {
 	gen   uint64
-	edges map[edgeID][]interval
+	edges map[edgeID]*edgeActs
+	slab  []edgeActs // where the next edges' state is carved from
+}
+
+// edgeActs is the accepted activations of one edge: one interval inline
+// (a strong edge's, however long a loop runs it), a list once they are
+// not one stretch.
+type edgeActs struct {
+	has  bool
+	one  interval   // while many is nil
+	many []interval // sorted, disjoint, non-adjacent
+}
+
+// insert adds act, reporting false when it was there.
+func (a *edgeActs) insert(act uint64) bool {
+	if a.many == nil {
+		switch {
+		case !a.has:
+			a.has, a.one = true, interval{act, act}
+			return true
+		case act >= a.one.lo && act <= a.one.hi:
+			return false
+		case act == a.one.hi+1:
+			a.one.hi = act
+			return true
+		case act+1 == a.one.lo:
+			a.one.lo = act
+			return true
+		}
+		a.many = []interval{a.one}
+	}
+	var fresh bool
+	a.many, fresh = insertAct(a.many, act)
+	return fresh
+}
+
+// intervals is how many intervals hold a's activations.
+func (a *edgeActs) intervals() int {
+	if a.many != nil {
+		return len(a.many)
+	}
+	if a.has {
+		return 1
+	}
+	return 0
+}
+
+// edge is e's state, made on first sight: carved from a slab, so that a run
+// of many edges does not allocate one object an edge.
+func (r *dedupRun) edge(e edgeID) *edgeActs {
+	if a := r.edges[e]; a != nil {
+		return a
+	}
+	if len(r.slab) == 0 {
+		r.slab = make([]edgeActs, min(256, 8+len(r.edges)))
+	}
+	a := &r.slab[0]
+	r.slab = r.slab[1:]
+	r.edges[e] = a
+	return a
 }
 
 // NewDeduper returns an empty Deduper.
@@ -95,7 +154,7 @@ func NewDeduper() *Deduper {
 func (d *Deduper) run(run string) *dedupRun {
 	r := d.runs[run]
 	if r == nil {
-		r = &dedupRun{edges: make(map[edgeID][]interval)}
+		r = &dedupRun{edges: make(map[edgeID]*edgeActs)}
 		d.runs[run] = r
 	}
 	return r
@@ -210,13 +269,10 @@ func (d *Deduper) admit(s *Signal) Verdict {
 
 // record enters s's key in r, reporting Duplicate when it was there.
 func (d *Deduper) record(r *dedupRun, s *Signal) Verdict {
-	e := edgeID{s.Src, s.Dst}
-	iv, fresh := insertAct(r.edges[e], s.Act)
-	if !fresh {
+	if !r.edge(edgeID{s.Src, s.Dst}).insert(s.Act) {
 		d.stats.Duplicate++
 		return Duplicate
 	}
-	r.edges[e] = iv
 	d.stats.Accepted++
 	return Accept
 }

@@ -460,6 +460,37 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 	return r.end()
 }
 
+// PeekBatch reads a Batch message's sender, batch number, number of Signals
+// and the Gen of its first Signal, without decoding the rest: a receiver
+// that took the batch before skips it (ok false: the message does not
+// start as a batch with a Signal does; Decode says why).
+func PeekBatch(data []byte, lim Limits) (from string, seq, gen uint64, n int, ok bool) {
+	var r reader
+	if r.init(data, lim, TypeBatch, batchFields) != nil {
+		return "", 0, 0, 0, false
+	}
+	var err error
+	if from, err = r.id("from"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if seq, err = r.uint("seq"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if n, err = r.arrayLen("signals", r.lim.MaxBatch); err != nil || n == 0 {
+		return "", 0, 0, 0, false
+	}
+	if r.fields("signal", signalFields) != nil {
+		return "", 0, 0, 0, false
+	}
+	if _, err := r.rawStr("run", MaxIDLen); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if gen, err = r.uint("gen"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	return from, seq, gen, n, true
+}
+
 // DecodeBatch decodes a Batch message. Outputs alias data.
 func DecodeBatch(data []byte, lim Limits) (Batch, error) {
 	var b Batch

@@ -334,3 +334,47 @@ func TestDecodeIntoReusedBatch(t *testing.T) {
 		t.Fatalf("%v %+v", err, b)
 	}
 }
+
+// PeekBatch reads what Decode reads of a batch's start, and refuses what is
+// not a batch with a Signal, cut anywhere.
+func TestPeekBatch(t *testing.T) {
+	bt := Batch{From: "node-1", Seq: 1 << 40}
+	for i := range 3 {
+		s := benchSignal(i)
+		s.Gen = uint64(7 + i)
+		bt.Signals = append(bt.Signals, s)
+	}
+	data := Encode(&bt)
+	from, seq, gen, n, ok := PeekBatch(data, Limits{})
+	if !ok || from != bt.From || seq != bt.Seq || gen != 7 || n != 3 {
+		t.Fatalf("PeekBatch = %q %d %d %d %v, want %q %d 7 3 true", from, seq, gen, n, ok, bt.From, bt.Seq)
+	}
+	if _, _, _, _, ok := PeekBatch(Encode(&Batch{From: "n", Seq: 1}), Limits{}); ok {
+		t.Fatal("an empty batch peeked")
+	}
+	sig := benchSignal(1)
+	if _, _, _, _, ok := PeekBatch(Encode(&sig), Limits{}); ok {
+		t.Fatal("a Signal peeked as a batch")
+	}
+	// Cut anywhere: a prefix too short to hold the first Signal's gen does
+	// not peek, a longer one peeks the same; neither panics.
+	first := -1
+	for cut := range len(data) {
+		f, s, g, k, ok := PeekBatch(data[:cut], Limits{})
+		if !ok {
+			if first >= 0 {
+				t.Fatalf("cut %d does not peek, cut %d did", cut, first)
+			}
+			continue
+		}
+		if first < 0 {
+			first = cut
+		}
+		if f != from || s != seq || g != gen || k != n {
+			t.Fatalf("cut %d peeks %q %d %d %d", cut, f, s, g, k)
+		}
+	}
+	if first < 0 || first > len(data)/2 {
+		t.Fatalf("the first prefix that peeks is %d bytes of %d: PeekBatch reads more than the batch's start", first, len(data))
+	}
+}

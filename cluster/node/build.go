@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -43,11 +42,20 @@ type vstate struct {
 
 // in is the receive edge of the in-edges from src, or nil.
 func (s *vstate) in(src int) *recvEdge {
-	i, ok := slices.BinarySearchFunc(s.ins, src, func(e *recvEdge, src int) int { return cmp.Compare(e.src, src) })
-	if !ok {
-		return nil
+	ins := s.ins
+	lo, hi := 0, len(ins)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ins[m].src < src {
+			lo = m + 1
+		} else {
+			hi = m
+		}
 	}
-	return s.ins[i]
+	if lo < len(ins) && ins[lo].src == src {
+		return ins[lo]
+	}
+	return nil
 }
 
 func (s *vstate) setOut(act uint64, out []byte) {

@@ -543,7 +543,17 @@ func (n *Node) replayRun(run string) {
 func (n *Node) replaySignals(run string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var got uint64
-	err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
+	seen := func(from string, seq, gen uint64, k int) bool { // taken whole already: not even decoded
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		r := n.runs[run]
+		if r == nil || !r.sm.SeenBatch(from, gen, seq) {
+			return false
+		}
+		n.stats.duplicate.Add(uint64(k))
+		return true
+	}
+	err := n.conn.ReplaySignalsSkipping(ctx, run, n.id, seen, func(_ string, b *transport.Batch) error {
 		got += uint64(n.take(b)) // fencing, dedup and counting as if live
 		return nil
 	})

@@ -737,6 +737,14 @@ func (r *Run) BatchAll(from string, seq uint64, sigs []transport.Signal) (acts [
 	return acts, false
 }
 
+// SeenBatch reports whether BatchAll took the batch (sender from, batch
+// number seq, its first Signal of generation gen) whole before: BatchAll
+// would skip it.
+func (r *Run) SeenBatch(from string, gen, seq uint64) bool {
+	_, ok := r.batches[batchID{from, gen, seq}]
+	return ok
+}
+
 // accept decides sigs (see Batch), appending to r.acts.
 func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signal) {
 	tab := r.tab.Load()
