@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/hetflow/hetflow/internal/htdg"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
@@ -178,10 +179,12 @@ func BenchmarkEdges(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		opts []BatchOption
+		fan  int // edges per source activation (AddAll; 0: Add one by one)
 	}{
-		{"batched", []BatchOption{WithMaxSignals(256)}},
-		{"batched-ack", []BatchOption{WithMaxSignals(256), WithAck()}},
-		{"unbatched", []BatchOption{WithMaxSignals(1)}},
+		{"batched", []BatchOption{WithMaxSignals(256)}, 0},
+		{"batched-ack", []BatchOption{WithMaxSignals(256), WithAck()}, 0},
+		{"unbatched", []BatchOption{WithMaxSignals(1)}, 0},
+		{"fan100", []BatchOption{WithMaxSignals(256)}, 100},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ts := testsupport.NATS(b)
@@ -207,14 +210,35 @@ func BenchmarkEdges(b *testing.B) {
 			must(b, err)
 			s := benchSignal(0)
 			s.Run = "r1"
+			var fan []Signal
+			var ptrs []*Signal
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := htdg.CPUTime()
 			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				s.Act = uint64(i + 1)
-				if err := bt.Add(ctx, "n2", &s); err != nil {
+			for i := 0; i < b.N; {
+				if tc.fan == 0 {
+					s.Act = uint64(i + 1)
+					if err := bt.Add(ctx, "n2", &s); err != nil {
+						b.Fatal(err)
+					}
+					i++
+					continue
+				}
+				k := min(tc.fan, b.N-i)
+				fan, ptrs = fan[:0], ptrs[:0]
+				for d := range k {
+					c := s
+					c.Act, c.Dst = uint64(i/tc.fan+1), uint32(d)
+					fan = append(fan, c)
+				}
+				for j := range fan {
+					ptrs = append(ptrs, &fan[j])
+				}
+				if err := bt.AddAll(ctx, "n2", ptrs); err != nil {
 					b.Fatal(err)
 				}
+				i += k
 			}
 			must(b, bt.Flush(ctx))
 			select {
@@ -223,8 +247,11 @@ func BenchmarkEdges(b *testing.B) {
 				b.Fatalf("delivered %d of %d; rx %+v", got.Load(), want, rx.Stats())
 			}
 			el := time.Since(start)
+			cpu := htdg.CPUTime() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/el.Seconds(), "edges/s")
+			// the process's CPU (sender, NATS server, receiver) per edge
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/edge")
 			must(b, bt.Close(ctx))
 		})
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -376,5 +377,69 @@ func TestPeekBatch(t *testing.T) {
 	}
 	if first < 0 || first > len(data)/2 {
 		t.Fatalf("the first prefix that peeks is %d bytes of %d: PeekBatch reads more than the batch's start", first, len(data))
+	}
+}
+
+// A fan entry (Version 6) decodes to one Signal per destination and is
+// smaller than the Signals one by one; one of fewer than two destinations,
+// one outside a batch, and one that would make a batch larger than
+// MaxBatch are refused.
+func TestFanEntries(t *testing.T) {
+	s := benchSignal(3)
+	batch := func(dsts ...[]uint32) []byte {
+		b := appendHeader(nil, TypeBatch, batchFields)
+		b = appendStr(b, "n1")
+		b = appendUint(b, 9)
+		b = appendArrayHeader(b, len(dsts))
+		for _, d := range dsts {
+			b = appendArrayHeader(b, signalFields)
+			b = s.appendFan(b, d)
+		}
+		return b
+	}
+	var flat Batch
+	flat.From, flat.Seq = "n1", 9
+	for d := range uint32(100) {
+		c := s
+		c.Dst = d
+		flat.Signals = append(flat.Signals, c)
+	}
+	dsts := make([]uint32, 100)
+	for i := range dsts {
+		dsts[i] = uint32(i)
+	}
+	fan := batch(dsts)
+	got, err := DecodeBatch(fan, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(flat) {
+		t.Fatalf("the fan decodes to\n%+v\nwant\n%+v", got, flat)
+	}
+	if len(fan)*5 > len(Encode(&flat)) {
+		t.Fatalf("a fan of 100 takes %d bytes, the Signals one by one %d", len(fan), len(Encode(&flat)))
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		lim  Limits
+	}{
+		{"a fan of one", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x91, 1}, 1), Limits{}},
+		{"a fan of none", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x90}, 1), Limits{}},
+		{"over MaxBatch", batch([]uint32{1, 2, 3}, []uint32{4, 5, 6}), Limits{MaxBatch: 5}},
+		{"outside a batch", s.appendFan(appendHeader(nil, TypeSignal, signalFields), []uint32{1, 2}), Limits{}},
+	} {
+		var err error
+		if c.name == "outside a batch" {
+			_, err = DecodeSignal(c.data, c.lim)
+		} else {
+			_, err = DecodeBatch(c.data, c.lim)
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", c.name, err)
+		}
+	}
+	if _, err := DecodeBatch(batch([]uint32{1, 2, 3}, []uint32{4, 5}), Limits{MaxBatch: 5}); err != nil {
+		t.Errorf("fans of 5 Signals in all, MaxBatch 5: %v", err)
 	}
 }

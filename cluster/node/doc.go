@@ -76,8 +76,9 @@
 // Local edges are localexec edges and never touch NATS. For an edge v→u
 // with u elsewhere and v not a condition (a strong edge), v's completion
 // itself hands a transport.Signal (Edge, with the output) per distinct
-// remote target to the Batcher, all of one node's in one AddAll (the
-// receiver puts back the multiplicity). For a condition, a send proxy task
+// remote target to the Batcher, all of one node's in one AddAll, which
+// writes them as one fan entry (the output once; the receiver's decoder
+// gives them back one by one and the receiver puts back the multiplicity). For a condition, a send proxy task
 // sits at the edge's own index among its successors, so indices keep their
 // meaning: the completion pushes the activation into the edge's FIFO (v may
 // run again before the proxy does), and the proxy, when the condition picks
