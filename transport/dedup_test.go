@@ -122,6 +122,7 @@ func TestInsertActMatchesSet(t *testing.T) {
 func TestEdgeActsMatchesSet(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 300; trial++ {
+		var r dedupRun
 		var a edgeActs
 		set := map[uint64]bool{}
 		next := uint64(1)
@@ -132,18 +133,18 @@ func TestEdgeActsMatchesSet(t *testing.T) {
 			} else {
 				next++
 			}
-			if fresh := a.insert(act); fresh == set[act] {
+			if fresh := r.insert(&a, act); fresh == set[act] {
 				t.Fatalf("trial %d: act %d fresh=%v but set has it=%v", trial, act, fresh, set[act])
 			}
 			set[act] = true
 		}
 		for act := uint64(1); act < next+5; act++ {
-			if a.insert(act) != !set[act] {
+			if r.insert(&a, act) != !set[act] {
 				t.Fatalf("trial %d: act %d: insert disagrees with the set", trial, act)
 			}
 			set[act] = true
 		}
-		if n := a.intervals(); n != 1 {
+		if n := r.intervals(&a); n != 1 {
 			t.Fatalf("trial %d: 1..%d in %d intervals", trial, next+4, n)
 		}
 	}
@@ -158,8 +159,8 @@ func TestStrongEdgeStaysOneInterval(t *testing.T) {
 			t.Fatal(act)
 		}
 	}
-	if n := d.runs["r"].edges[edgeID{1, 2}].intervals(); n != 1 {
-		t.Fatalf("%d intervals", n)
+	if r := d.runs["r"]; r.intervals(r.edge(edgeID{1, 2})) != 1 {
+		t.Fatalf("%d intervals", r.intervals(r.edge(edgeID{1, 2})))
 	}
 }
 
