@@ -159,10 +159,12 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 }
 
 func (b *Batcher) addAll(node string, sigs []*Signal) error {
+	known := "" // a run id checked already: a batch's Signals share one
 	for _, s := range sigs {
-		if err := s.Validate(); err != nil {
+		if err := s.validate(known); err != nil {
 			return err
 		}
+		known = s.Run
 		if len(s.Output) > b.c.limits.MaxOutput {
 			return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
 		}

@@ -35,7 +35,7 @@ type vstate struct {
 	// node ran reads the source's activation k for its activation k, while
 	// the source, in another part here, may be far ahead).
 	ins         []*recvEdge // by source, ascending (in)
-	strongSends []*sendEdge // one per remote target of a strong out-edge
+	strongSends []int       // the remote targets of its strong out-edges, each once
 	condSends   []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs  map[string]*atomic.Uint64
 }
@@ -154,9 +154,10 @@ func (q *fifo) pop() (item, bool) {
 	return it, true
 }
 
-// sendEdge is a cross-node out-edge src → dst. A condition's has a send
-// proxy task that pops the traversal and hands a Signal to the Batcher; a
-// strong edge's is sent by the producer's completion (sendStrong).
+// sendEdge is a condition's cross-node out-edge src → dst, with a send
+// proxy task that pops the traversal and hands a Signal to the Batcher (a
+// strong edge is sent by the producer's completion: sendStrong, by the
+// vertex's strongSends).
 type sendEdge struct {
 	src, dst int
 	kind     transport.SignalKind
@@ -303,7 +304,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			}
 			strong[u] = true
 			// no proxy task: complete sends the strong edges (sendStrong)
-			vs.strongSends = append(vs.strongSends, &sendEdge{src: v, dst: u, kind: transport.SignalEdge})
+			vs.strongSends = append(vs.strongSends, u)
 		}
 	}
 	// In-edges from other nodes: at the top level none but dst's join
@@ -331,7 +332,6 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		res := make([]recvEdge, len(order)) // one allocation a vertex, not one an edge
 		ins := make([]*recvEdge, 0, len(order))
 		for i, src := range order {
-			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
 			re := &res[i]
 			*re = recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
 			cond := g.Vertices[src].Task.Kind.IsCondition()
@@ -341,14 +341,14 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 				re.task = entry[u].External() // a pick runs it, whatever its counter
 			case cond:
 				re.kind = transport.SignalChoice
-				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
+				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(proxyName(g, src, u)).External()
 				re.task.Precede(entry[u])
 			case direct:
 				re.kind = transport.SignalEdge
 				re.task = entry[u].Await(re.mult)
 			default:
 				re.kind = transport.SignalEdge
-				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(name).External()
+				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(proxyName(g, src, u)).External()
 				for range re.mult {
 					re.task.Precede(entry[u])
 				}
@@ -360,6 +360,11 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		}
 	}
 	return nil
+}
+
+// proxyName names the proxy task of the edge src → dst.
+func proxyName(g *spec.Graph, src, dst int) string {
+	return g.Vertices[src].Path + ">" + g.Vertices[dst].Path
 }
 
 // task adds vertex v to tf and returns the task its in-edges enter and the

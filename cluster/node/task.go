@@ -448,20 +448,20 @@ func (r *run) completed(v int) {
 // one node, each resolved to the owner in force (a task moved off a lost
 // node is sent to its new one). A source with thousands of remote
 // successors costs one call, not a proxy task and a lock each.
-func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
+func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 	if r.ctx.Err() != nil {
 		return
 	}
 	tab := r.sm.Table() // one generation: its number and its owners
 	gen := tab.Gen
 	ctx := r.vs[v].getCtx()
-	sigs := make([]transport.Signal, len(ses))
-	ptrs := make([]*transport.Signal, len(ses))
-	for i := 0; i < len(ses); {
-		node := tab.NodeOf(ses[i].dst)
+	sigs := make([]transport.Signal, len(dsts))
+	ptrs := make([]*transport.Signal, len(dsts))
+	for i := 0; i < len(dsts); {
+		node := tab.NodeOf(dsts[i])
 		j := i
-		for ; j < len(ses) && tab.NodeOf(ses[j].dst) == node; j++ {
-			d := ses[j].dst
+		for ; j < len(dsts) && tab.NodeOf(dsts[j]) == node; j++ {
+			d := dsts[j]
 			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(d), Act: act, Kind: transport.SignalEdge, Output: out,
 				DstAct: r.lp().DstAct(v, act, ctx, d, true, 0), Ctx: ctx}
 			ptrs[j] = &sigs[j]
