@@ -771,9 +771,8 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 			i = j
 			continue
 		}
-		for ; i < j; i++ {
-			n.early1(from, b.Seq, i, len(sigs), &sigs[i])
-		}
+		n.earlyLocked(from, b.Seq, i, sigs[i:j], len(sigs))
+		i = j
 	}
 	return fresh
 }
@@ -790,50 +789,67 @@ type earlyRef struct {
 	seq uint64
 }
 
-// early1 keeps one Signal of a run not (or no longer) held here until its
-// Assignment comes, or drops it (under n.mu). A Signal the buffer cannot
-// keep is counted as evicted, never lost: the run reads its record when it
-// starts.
-func (n *Node) early1(from string, seq uint64, i, size int, s *transport.Signal) {
-	if _, gone := n.ended[s.Run]; gone {
+// earlyLocked keeps Signals of one run not (or no longer) held here until
+// its Assignment comes, or drops them (under n.mu): sigs are those at
+// first, first+1, … of batch seq (of size Signals) of sender from. A Signal
+// the buffer cannot keep is counted as evicted, never lost: the run reads
+// its record when it starts.
+func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.Signal, size int) {
+	run := sigs[0].Run
+	if _, gone := n.ended[run]; gone {
 		// The run ended here: its termination counted every Signal it was
-		// owed, so this is a copy (the record read at its start, or a batch
-		// sent again after a reconnect) with nothing left to do.
-		n.stats.late.Add(1)
+		// owed, so these are copies (the record read at its start, or a
+		// batch sent again after a reconnect) with nothing left to do.
+		n.stats.late.Add(uint64(len(sigs)))
 		return
 	}
 	if n.closed {
-		n.stats.dropped.Add(1)
+		n.stats.dropped.Add(uint64(len(sigs)))
 		return
 	}
 	now := n.now()
 	n.expireEarlyLocked(now)
-	er := n.early[s.Run]
-	if er == nil {
-		for len(n.early) >= maxEarlyRuns {
-			n.evictOldestLocked("the buffer holds its limit of runs")
+	var out []byte // the last Output kept: a fan's Signals share one
+	for k := range sigs {
+		s := &sigs[k]
+		er := n.early[run]
+		if er == nil {
+			for len(n.early) >= maxEarlyRuns {
+				n.evictOldestLocked("the buffer holds its limit of runs")
+			}
+			n.earlySeq++
+			er = &earlyRun{since: now, seq: n.earlySeq}
+			n.early[run] = er
+			n.earlyQ = append(n.earlyQ, earlyRef{run, er.seq})
 		}
-		n.earlySeq++
-		er = &earlyRun{since: now, seq: n.earlySeq}
-		n.early[s.Run] = er
-		n.earlyQ = append(n.earlyQ, earlyRef{s.Run, er.seq})
-	}
-	if len(er.sigs) >= maxEarlySignals {
-		n.stats.evicted.Add(1)
-		n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", s.Run, "from", from)
-		return
-	}
-	for n.earlyN >= maxEarlyTotal {
-		if n.evictOldestLocked("the buffer holds its limit of signals") == s.Run {
+		if len(er.sigs) >= maxEarlySignals {
+			n.stats.evicted.Add(1)
+			n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", run, "from", from)
+			continue
+		}
+		own := false
+		for n.earlyN >= maxEarlyTotal && !own {
+			own = n.evictOldestLocked("the buffer holds its limit of signals") == run
+		}
+		if own {
 			n.stats.evicted.Add(1) // its own run was the oldest
-			return
+			continue
 		}
+		c := *s
+		if k == 0 || !sameOutput(s.Output, sigs[k-1].Output) {
+			out = clone(s.Output)
+		}
+		c.Output = out
+		er.sigs = append(er.sigs, early{from, seq, first + k, size, c})
+		n.earlyN++
+		n.stats.early.Add(1)
 	}
-	c := *s
-	c.Output = clone(s.Output)
-	er.sigs = append(er.sigs, early{from, seq, i, size, c})
-	n.earlyN++
-	n.stats.early.Add(1)
+}
+
+// sameOutput reports whether a and b are one slice (a fan's Signals decode
+// to Signals sharing their Output).
+func sameOutput(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 && (a == nil) == (b == nil) || len(a) > 0 && &a[0] == &b[0])
 }
 
 // takeEarly decides the Signals kept before the run's Assignment (under
