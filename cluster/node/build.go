@@ -177,8 +177,8 @@ type recvEdge struct {
 	kind     transport.SignalKind
 	task     localexec.Task
 	direct   bool
-	mult     int // strong edges src → dst (direct: releases per Signal)
-	fifo     fifo
+	mult     int   // strong edges src → dst (direct: releases per Signal)
+	fifo     *fifo // a proxy's (not direct)
 
 	mu   sync.Mutex
 	has  bool
@@ -334,6 +334,9 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		for i, src := range order {
 			re := &res[i]
 			*re = recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
+			if !direct {
+				re.fifo = new(fifo)
+			}
 			cond := g.Vertices[src].Task.Kind.IsCondition()
 			switch {
 			case cond && direct:

@@ -455,8 +455,9 @@ func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 	tab := r.sm.Table() // one generation: its number and its owners
 	gen := tab.Gen
 	ctx := r.vs[v].getCtx()
-	sigs := make([]transport.Signal, len(dsts))
-	ptrs := make([]*transport.Signal, len(dsts))
+	sc := sendScratchPool.Get().(*sendScratch)
+	defer sc.put()
+	sigs, ptrs := sc.get(len(dsts))
 	for i := 0; i < len(dsts); {
 		node := tab.NodeOf(dsts[i])
 		j := i
@@ -475,6 +476,35 @@ func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 		r.sm.AddSent(j - i)
 		r.n.stats.sent.Add(uint64(j - i))
 		i = j
+	}
+}
+
+// sendScratch is the Signals a completion hands to the Batcher, which
+// encodes them at once and keeps none: reused from completion to
+// completion (any worker's).
+type sendScratch struct {
+	sigs []transport.Signal
+	ptrs []*transport.Signal
+}
+
+var sendScratchPool = sync.Pool{New: func() any { return new(sendScratch) }}
+
+// get returns room for n Signals and their pointers.
+func (sc *sendScratch) get(n int) ([]transport.Signal, []*transport.Signal) {
+	if cap(sc.sigs) < n {
+		sc.sigs = make([]transport.Signal, n)
+		sc.ptrs = make([]*transport.Signal, n)
+	}
+	return sc.sigs[:n], sc.ptrs[:n]
+}
+
+// put clears what the Signals referenced (outputs, contexts) and gives sc
+// back, unless it grew large.
+func (sc *sendScratch) put() {
+	clear(sc.sigs)
+	clear(sc.ptrs)
+	if cap(sc.sigs) <= 1<<12 {
+		sendScratchPool.Put(sc)
 	}
 }
 
