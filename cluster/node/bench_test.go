@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -247,7 +248,7 @@ func BenchmarkCrossNodeEdgeCost(b *testing.B) {
 					split[v] = 1
 				}
 			}
-			var cpuLocal, cpuSplit time.Duration
+			var cpuLocal, cpuSplit, exec time.Duration
 			b.ResetTimer()
 			for range b.N {
 				for _, own := range [][]uint32{local, split} {
@@ -259,15 +260,39 @@ func BenchmarkCrossNodeEdgeCost(b *testing.B) {
 					}
 					if &own[0] == &local[0] {
 						cpuLocal += d
-					} else {
-						cpuSplit += d
+						continue
 					}
+					cpuSplit += d
+					b.StopTimer()
+					exec += execWindow(ctx, b, c, out.run)
+					b.StartTimer()
 				}
 			}
 			edges := float64(f.edges * b.N)
+			// the split runs' first task start → last task end (without the
+			// run's start and its termination)
+			b.ReportMetric(edges/exec.Seconds(), "exec-edges/s")
 			b.ReportMetric(float64(cpuSplit.Nanoseconds())/edges, "cpu-ns/edge")
 			b.ReportMetric(float64(cpuLocal.Nanoseconds())/edges, "local-cpu-ns/edge")
 			b.ReportMetric(float64((cpuSplit-cpuLocal).Nanoseconds())/edges, "xcpu-ns/edge")
 		})
 	}
+}
+
+// execWindow is run's first task start → last task end, from its events.
+func execWindow(ctx context.Context, b *testing.B, c *cluster, run string) time.Duration {
+	var first, last time.Time
+	err := c.leader.conn.ReplayEvents(ctx, run, func(e *transport.TaskEvent) error {
+		if first.IsZero() || e.Start.Before(first) {
+			first = e.Start
+		}
+		if e.End.After(last) {
+			last = e.End
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return last.Sub(first)
 }
