@@ -456,8 +456,8 @@ func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 	gen := tab.Gen
 	ctx := r.vs[v].getCtx()
 	sc := sendScratchPool.Get().(*sendScratch)
-	defer sc.put()
 	sigs, ptrs := sc.get(len(dsts))
+	defer sc.put(len(dsts))
 	for i := 0; i < len(dsts); {
 		node := tab.NodeOf(dsts[i])
 		j := i
@@ -498,11 +498,11 @@ func (sc *sendScratch) get(n int) ([]transport.Signal, []*transport.Signal) {
 	return sc.sigs[:n], sc.ptrs[:n]
 }
 
-// put clears what the Signals referenced (outputs, contexts) and gives sc
-// back, unless it grew large.
-func (sc *sendScratch) put() {
-	clear(sc.sigs)
-	clear(sc.ptrs)
+// put clears what the n Signals got referenced (outputs, contexts) and
+// gives sc back, unless it grew large.
+func (sc *sendScratch) put(n int) {
+	clear(sc.sigs[:n])
+	clear(sc.ptrs[:n])
 	if cap(sc.sigs) <= 1<<12 {
 		sendScratchPool.Put(sc)
 	}
