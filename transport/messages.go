@@ -533,7 +533,8 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 	return r.end()
 }
 
-// PeekBatch reads a Batch message's sender, batch number, number of Signals
+// PeekBatch reads a Batch message's sender, batch number, number of entries
+// (a fan entry is one: Decode gives it back as a Signal per destination)
 // and the Gen of its first Signal, without decoding the rest: a receiver
 // that took the batch before skips it (ok false: the message does not
 // start as a batch with a Signal does; Decode says why).

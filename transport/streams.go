@@ -150,7 +150,7 @@ func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node
 
 // ReplaySignalsSkipping is ReplaySignals that does not decode the batches
 // skip names (by sender, batch number and the Gen of the first Signal:
-// PeekBatch; n is how many Signals the batch holds): a node reading its own
+// PeekBatch; n is how many entries the batch holds): a node reading its own
 // record back skips what it took already.
 func (c *Conn) ReplaySignalsSkipping(ctx context.Context, run, node string, skip func(from string, seq, gen uint64, n int) bool, fn func(node string, b *Batch) error) error {
 	filter, err := RunSignalsFilter(run)

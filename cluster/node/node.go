@@ -543,15 +543,18 @@ func (n *Node) replayRun(run string) {
 func (n *Node) replaySignals(run string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var got uint64
-	seen := func(from string, seq, gen uint64, k int) bool { // taken whole already: not even decoded
+	seen := func(from string, seq, gen uint64, _ int) bool { // taken whole already: not even decoded
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r := n.runs[run]
-		if r == nil || !r.sm.SeenBatch(from, gen, seq) {
+		if r == nil {
 			return false
 		}
-		n.stats.duplicate.Add(uint64(k))
-		return true
+		k, ok := r.sm.SeenBatch(from, gen, seq)
+		if ok {
+			n.stats.duplicate.Add(uint64(k))
+		}
+		return ok
 	}
 	err := n.conn.ReplaySignalsSkipping(ctx, run, n.id, seen, func(_ string, b *transport.Batch) error {
 		got += uint64(n.take(b)) // fencing, dedup and counting as if live

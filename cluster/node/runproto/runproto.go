@@ -227,7 +227,7 @@ type Run struct {
 
 	// batches are the batches taken whole (BatchAll) and decided for good:
 	// read again, from the record, they are skipped.
-	batches map[batchID]struct{}
+	batches map[batchID]int // → its Signals
 
 	acts []Action
 	ok   []*transport.Signal // scratch: the Signals that passed the fence
@@ -731,18 +731,18 @@ func (r *Run) BatchAll(from string, seq uint64, sigs []transport.Signal) (acts [
 		}
 	}
 	if r.batches == nil {
-		r.batches = map[batchID]struct{}{}
+		r.batches = map[batchID]int{}
 	}
-	r.batches[id] = struct{}{}
+	r.batches[id] = len(sigs)
 	return acts, false
 }
 
 // SeenBatch reports whether BatchAll took the batch (sender from, batch
-// number seq, its first Signal of generation gen) whole before: BatchAll
-// would skip it.
-func (r *Run) SeenBatch(from string, gen, seq uint64) bool {
-	_, ok := r.batches[batchID{from, gen, seq}]
-	return ok
+// number seq, its first Signal of generation gen) whole before — BatchAll
+// would skip it — and how many Signals it held.
+func (r *Run) SeenBatch(from string, gen, seq uint64) (signals int, ok bool) {
+	signals, ok = r.batches[batchID{from, gen, seq}]
+	return signals, ok
 }
 
 // accept decides sigs (see Batch), appending to r.acts.
