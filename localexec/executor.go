@@ -191,18 +191,18 @@ func (ex *Executor) submit(n *node) {
 	d.wake(nil)
 }
 
-// submitTasks makes ts visible from outside any worker: each stretch of
+// submitNodes makes ns visible from outside any worker: each stretch of
 // tasks of one domain is pushed under one lock, with one wake-up.
-func (ex *Executor) submitTasks(ts []Task) {
-	for i := 0; i < len(ts); {
-		d := ex.domainOf(ts[i].n)
+func (ex *Executor) submitNodes(ns []*node) {
+	for i := 0; i < len(ns); {
+		d := ex.domainOf(ns[i])
 		j := i + 1
-		for j < len(ts) && ex.domainOf(ts[j].n) == d {
+		for j < len(ns) && ex.domainOf(ns[j]) == d {
 			j++
 		}
 		d.shared.mu.Lock()
-		for _, t := range ts[i:j] {
-			d.shared.pushLocked(t.n)
+		for _, n := range ns[i:j] {
+			d.shared.pushLocked(n)
 		}
 		d.shared.mu.Unlock()
 		d.wake(nil)

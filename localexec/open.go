@@ -14,10 +14,11 @@ var ErrRunClosed = errors.New("localexec: open run closed")
 // OpenRun is a run that outside events drive: it does not end when its
 // tasks run out, only after Close (and once everything scheduled has
 // finished). Tasks marked External do not start with the run; Schedule runs
-// one, as a condition task's pick would, from any goroutine. hetflow's
-// cluster node runs its part of a distributed flow this way: proxies of
-// remote predecessors are external tasks scheduled when their messages
-// arrive.
+// one, as a condition task's pick would, from any goroutine; Release counts
+// the completion of a predecessor a task awaits from outside its graph
+// (Task.Await). hetflow's cluster node runs its part of a distributed flow
+// this way: a message from a remote predecessor releases its successor, a
+// remote condition's pick schedules it.
 type OpenRun struct {
 	*Future
 	t      *topology
@@ -25,6 +26,8 @@ type OpenRun struct {
 	start  bool    // the graph has been scheduled
 	closed bool    // Close was called
 	queue  []*node // scheduled before the start
+	rel    []*node // released before the start (Release)
+	ready  []*node // Release's scratch, under mu
 	onIdle func()
 	held   atomic.Bool // the hold is still in place
 }
@@ -69,9 +72,15 @@ func (o *OpenRun) Schedule(t Task) error {
 // it wakes wakes the next when it finds work, so parallelism is not lost. A
 // cluster node schedules the proxies of a whole batch of Signals this way.
 func (o *OpenRun) ScheduleAll(ts []Task) error {
+	return o.enqueue(ts, &o.queue, func(ns []*node, n *node) []*node { return append(ns, n) })
+}
+
+// enqueue hands ts to the run: before its start, to *before; after, each
+// through add (which appends the nodes it makes ready) to the workers.
+func (o *OpenRun) enqueue(ts []Task, before *[]*node, add func([]*node, *node) []*node) error {
 	for _, t := range ts {
 		if t.n == nil {
-			return errors.New("localexec: Schedule of an empty task")
+			return errors.New("localexec: Schedule or Release of an empty task")
 		}
 	}
 	o.mu.Lock()
@@ -81,17 +90,56 @@ func (o *OpenRun) ScheduleAll(ts []Task) error {
 	}
 	if !o.start {
 		for _, t := range ts {
-			o.queue = append(o.queue, t.n)
+			*before = append(*before, t.n)
 		}
 		o.mu.Unlock()
 		return nil
 	}
+	ns := o.ready[:0]
+	o.ready = nil // ours until submit gives it back
 	for _, t := range ts {
-		t.n.frame.pending.Add(1)
+		ns = add(ns, t.n)
+	}
+	for _, n := range ns {
+		n.frame.pending.Add(1)
 	}
 	o.mu.Unlock()
-	o.t.ex.submitTasks(ts)
+	return o.submit(ns)
+}
+
+// submit pushes ns to their domains' shared queues and keeps its storage
+// as the scratch of the next call (o.ready).
+func (o *OpenRun) submit(ns []*node) error {
+	o.t.ex.submitNodes(ns)
+	clear(ns)
+	if cap(ns) <= 1<<12 {
+		o.mu.Lock()
+		o.ready = ns[:0]
+		o.mu.Unlock()
+	}
 	return nil
+}
+
+// Release counts, for each of ts, the completion of one of the strong
+// predecessors it awaits from outside its graph (Task.Await), and runs the
+// tasks whose join counters that completes, as a predecessor in the graph
+// would (a task listed k times counts k completions). Before the run's
+// graph is scheduled, the releases are kept and counted once it is. Like
+// ScheduleAll it takes the run's lock once and wakes the workers once.
+func (o *OpenRun) Release(ts []Task) error {
+	return o.enqueue(ts, &o.rel, appendReleased)
+}
+
+// appendReleased counts one outside predecessor's completion into n and
+// appends n for each activation that releases.
+func appendReleased(ready []*node, n *node) []*node {
+	if n.nStrong == 1 {
+		return append(ready, n)
+	}
+	for k := n.releaseJoin(); k > 0; k-- {
+		ready = append(ready, n)
+	}
+	return ready
 }
 
 // Close lets the run end once everything scheduled has finished. It is
@@ -157,9 +205,23 @@ func (w *worker) startOpen(t *topology) *node {
 	} else {
 		o.held.Store(false)
 	}
+	rel := o.rel
+	o.rel = nil
 	next := w.scheduleGraphExtra(t.root, &t.tf.graph, true, extra)
 	for _, n := range queued {
 		w.push(n)
+	}
+	if !closed {
+		// Scheduling the graph reset the join counters: the releases count
+		// from here, and the hold keeps the frame pending meanwhile.
+		var ready []*node
+		for _, n := range rel {
+			ready = appendReleased(ready, n)
+		}
+		t.root.pending.Add(int64(len(ready)))
+		for _, n := range ready {
+			w.push(n)
+		}
 	}
 	o.mu.Unlock()
 	return next

@@ -145,3 +145,64 @@ func idleSignal() (chan struct{}, func()) {
 		}
 	}
 }
+
+// TestOpenRunRelease: a task that awaits outside predecessors (Await) runs
+// once per round of releases, with its predecessors in the graph; releases
+// before the run's start count once it starts; a task awaited once runs at
+// each release; a task released twice in one call counts twice.
+func TestOpenRunRelease(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	tf := NewTaskflow("part")
+	var join, one, only atomic.Int32
+	src := tf.Emplace(func() {}).Name("src")
+	j := tf.Emplace(func() { join.Add(1) }).Name("join").Await(2)
+	src.Precede(j) // three strong predecessors: src and two outside
+	o1 := tf.Emplace(func() { one.Add(1) }).Name("one").Await(1)
+	o2 := tf.Emplace(func() { only.Add(1) }).Name("only").Await(2)
+	idle, onIdle := idleSignal()
+	o, err := ex.RunOpen(tf, onIdle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// before the start (or just after: either way it counts)
+	if err := o.Release([]Task{j, o1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for one.Load() != 1 || !o.Idle() {
+		if time.Now().After(deadline) {
+			t.Fatalf("one ran %d times, want 1", one.Load())
+		}
+		awaitIdle(t, idle)
+	}
+	if join.Load() != 0 || only.Load() != 0 {
+		t.Fatalf("join %d only %d: want 0 0 (join awaits one more, only two)", join.Load(), only.Load())
+	}
+	if err := o.Release([]Task{j, o2, o1, o2}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for join.Load() != 1 || one.Load() != 2 || only.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("join %d one %d only %d: want 1 2 1", join.Load(), one.Load(), only.Load())
+		}
+		awaitIdle(t, idle)
+	}
+	o.Close()
+	if err := o.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release([]Task{o1}); !errors.Is(err, ErrRunClosed) {
+		t.Fatalf("release after close: %v", err)
+	}
+}
+
+// awaitIdle waits for the next idle notification of an open run.
+func awaitIdle(t *testing.T, idle <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no idle notification")
+	}
+}

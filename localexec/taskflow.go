@@ -438,6 +438,23 @@ func (t Task) External() Task {
 	return t
 }
 
+// Await gives t k strong predecessors outside its graph, which an open run
+// counts in with OpenRun.Release: t's join counter waits for them as for
+// its predecessors in the graph, and t is not a source (as External). A
+// cluster node counts a remote predecessor's completion into its successor
+// this way, without a proxy task. It returns t.
+func (t Task) Await(k int) Task {
+	if t.n != nil && k > 0 {
+		t.n.nStrong += int32(k)
+		t.n.nPreds += int32(k)
+		t.n.external = true
+		if t.g != nil {
+			t.g.version++
+		}
+	}
+	return t
+}
+
 // On places a GPU task on a device (default 0). It has no effect on other
 // kinds.
 func (t Task) On(device int) Task {

@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,6 +77,7 @@ type Batcher struct {
 
 	mu     sync.Mutex
 	dests  map[destKey]*dest
+	dsts   []uint32 // addAll's scratch
 	closed bool
 	seq    uint64
 	acks   []jetstream.PubAckFuture
@@ -88,7 +91,8 @@ type dest struct {
 	key     destKey
 	subject string
 	buf     []byte
-	n       int
+	n       int // entries in buf (a fan is one)
+	sigs    int // Signals in buf (a fan's count each)
 	timer   Timer
 	epoch   uint64
 }
@@ -155,10 +159,12 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 }
 
 func (b *Batcher) addAll(node string, sigs []*Signal) error {
+	known := "" // a run id checked already: a batch's Signals share one
 	for _, s := range sigs {
-		if err := s.Validate(); err != nil {
+		if err := s.validate(known); err != nil {
 			return err
 		}
+		known = s.Run
 		if len(s.Output) > b.c.limits.MaxOutput {
 			return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
 		}
@@ -169,7 +175,8 @@ func (b *Batcher) addAll(node string, sigs []*Signal) error {
 		return ErrClosed
 	}
 	var d *dest
-	for _, s := range sigs {
+	for i := 0; i < len(sigs); {
+		s := sigs[i]
 		if d == nil || d.key.run != s.Run {
 			key := destKey{s.Run, node}
 			if d = b.dests[key]; d == nil {
@@ -184,11 +191,44 @@ func (b *Batcher) addAll(node string, sigs []*Signal) error {
 				b.dests[key] = d
 			}
 		}
-		if err := b.addLocked(d, s); err != nil {
+		// A stretch of edges of one source activation (equal but for Dst)
+		// is one fan entry, up to what the batch has room for.
+		j := i + 1
+		for j < len(sigs) && j-i < b.o.maxSignals-d.sigs && fans(s, sigs[j]) {
+			j++
+		}
+		var dsts []uint32
+		if j-i > 1 {
+			dsts = b.dsts[:0]
+			for _, f := range sigs[i:j] {
+				dsts = append(dsts, f.Dst)
+			}
+			b.dsts = dsts
+		}
+		if err := b.addLocked(d, s, dsts); err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
+}
+
+// fans reports whether a and b can share a fan entry: Signals of strong
+// edges of one source activation, equal but for Dst.
+func fans(a, b *Signal) bool {
+	return a.Kind == SignalEdge && b.Kind == SignalEdge && a.Run == b.Run && a.Gen == b.Gen && a.Src == b.Src &&
+		a.Act == b.Act && a.DstAct == b.DstAct && sameBytes(a.Output, b.Output) && slices.Equal(a.Ctx, b.Ctx)
+}
+
+// sameBytes is bytes.Equal, at once for one slice.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return (a == nil) == (b == nil)
+	}
+	return bytes.Equal(a, b)
 }
 
 // AddPick records a condition's pick: s (a SignalChoice from the condition
@@ -215,14 +255,16 @@ func (b *Batcher) AddSwitched(ctx context.Context, run string, gen uint64) error
 	return b.addAll(PicksNode, []*Signal{{Run: run, Gen: gen, Act: 1, Kind: SignalSwitched}})
 }
 
-// addLocked queues s on d (b.mu held), flushing when the batch is full.
-func (b *Batcher) addLocked(d *dest, s *Signal) error {
+// addLocked queues s on d (b.mu held), flushing when the batch is full;
+// with dsts (two or more), as one fan entry for a Signal to each.
+func (b *Batcher) addLocked(d *dest, s *Signal, dsts []uint32) error {
 	if d.n == 0 {
 		d.header(b.from)
 	}
+	k := max(1, len(dsts))
 	mark := len(d.buf)
 	d.buf = appendArrayHeader(d.buf, signalFields)
-	d.buf = s.appendFields(d.buf)
+	d.buf = s.appendFan(d.buf, dsts)
 	if len(d.buf) > b.o.maxBytes && d.n > 0 {
 		// It does not fit beside what is queued: send those, start afresh with it.
 		enc := append([]byte(nil), d.buf[mark:]...)
@@ -243,7 +285,8 @@ func (b *Batcher) addLocked(d *dest, s *Signal) error {
 		return fmt.Errorf("%w: run %s edge %d->%d: signal of %d bytes exceeds the server's max payload %d", ErrOversized, s.Run, s.Src, s.Dst, size, mp)
 	}
 	d.n++
-	if d.n >= b.o.maxSignals || len(d.buf) >= b.o.maxBytes {
+	d.sigs += k
+	if d.sigs >= b.o.maxSignals || len(d.buf) >= b.o.maxBytes {
 		return b.flushDest(d)
 	}
 	if d.n == 1 && b.o.linger > 0 {
@@ -294,8 +337,8 @@ func (b *Batcher) flushDest(d *dest) error {
 	at := 3 + len(appendStr(nil, b.from)) // fixarray, type, version, from
 	binary.BigEndian.PutUint64(d.buf[at+1:], b.seq)
 	putArray32Count(d.buf, at+seqWidth, d.n)
-	n := d.n
-	d.n = 0
+	n, sigs := d.n, d.sigs
+	d.n, d.sigs = 0, 0
 	var err error
 	if b.o.ack {
 		data := append([]byte(nil), d.buf...)
@@ -311,15 +354,15 @@ func (b *Batcher) flushDest(d *dest) error {
 		if d.key.node == PicksNode {
 			// Kept for the next flush, which sends them before anything of
 			// the run: a branch never leaves without its pick.
-			d.n = n
+			d.n, d.sigs = n, sigs
 		} else {
 			d.buf = d.buf[:0]
 		}
-		return fmt.Errorf("transport: batch of %d signals to %s: %w", n, d.subject, err)
+		return fmt.Errorf("transport: batch of %d signals to %s: %w", sigs, d.subject, err)
 	}
 	d.buf = d.buf[:0]
 	b.c.stats.sentBatches.Add(1)
-	b.c.stats.sentSignals.Add(uint64(n))
+	b.c.stats.sentSignals.Add(uint64(sigs))
 	return nil
 }
 

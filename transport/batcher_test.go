@@ -141,6 +141,55 @@ func TestBatcherAddAll(t *testing.T) {
 	must(t, b.Close(ctx))
 }
 
+// A source activation's edges to one node travel as one fan entry (Version
+// 6), split where the batch is full, and decode to the Signals added, in
+// order; Signals that differ in more than Dst, and picks, are entries of
+// their own.
+func TestBatcherFans(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1", WithMaxSignals(8), WithClock(&fakeClock{}))
+	must(t, err)
+	ctx := testCtx(t)
+	out := []byte("out")
+	var want []Signal
+	for d := range 11 { // one activation of 1, to 11 tasks: a fan of 8, then one of 3
+		want = append(want, Signal{Run: "r1", Gen: 2, Src: 1, Dst: uint32(20 + d), Act: 5, Kind: SignalEdge, Output: out, DstAct: 5, Ctx: []uint64{4}})
+	}
+	want = append(want,
+		Signal{Run: "r1", Gen: 2, Src: 1, Dst: 40, Act: 5, Kind: SignalEdge, Output: out, DstAct: 6, Ctx: []uint64{4}}, // another DstAct
+		Signal{Run: "r1", Gen: 2, Src: 1, Dst: 41, Act: 5, Kind: SignalEdge, Output: []byte("other"), DstAct: 5, Ctx: []uint64{4}},
+		Signal{Run: "r1", Gen: 2, Src: 1, Dst: 42, Act: 5, Kind: SignalChoice, DstAct: 1},
+		Signal{Run: "r1", Gen: 2, Src: 1, Dst: 43, Act: 5, Kind: SignalChoice, DstAct: 1},
+		Signal{Run: "r1", Gen: 2, Src: 2, Dst: 44, Act: 1, Kind: SignalEdge, DstAct: 1},
+		Signal{Run: "r1", Gen: 2, Src: 2, Dst: 45, Act: 1, Kind: SignalEdge, DstAct: 1})
+	ptrs := make([]*Signal, len(want))
+	for i := range want {
+		ptrs[i] = &want[i]
+	}
+	must(t, b.AddAll(ctx, "n2", ptrs))
+	must(t, b.Flush(ctx))
+	got := r.settle(t, 3)
+	if fmt.Sprint(sizes(got)) != "[8 8 1]" {
+		t.Fatalf("batches of %v Signals, want [8 8 1]", sizes(got))
+	}
+	var all []Signal
+	for _, bt := range got {
+		all = append(all, bt.Signals...)
+	}
+	if len(all) != len(want) {
+		t.Fatalf("%d Signals, want %d", len(all), len(want))
+	}
+	for i := range want {
+		if fmt.Sprint(all[i]) != fmt.Sprint(want[i]) {
+			t.Fatalf("Signal %d: %+v, want %+v", i, all[i], want[i])
+		}
+	}
+	if st := r.tx.Stats(); st.SentSignals != uint64(len(want)) || st.SentBatches != 3 {
+		t.Fatalf("sent %d Signals in %d batches, want %d in 3", st.SentSignals, st.SentBatches, len(want))
+	}
+	must(t, b.Close(ctx))
+}
+
 func TestBatcherFlushesOnBytes(t *testing.T) {
 	r := newBatchRig(t)
 	b, err := r.tx.NewBatcher("n1", WithMaxBytes(1000), WithLinger(0))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/hetflow/hetflow/internal/htdg"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
@@ -149,6 +151,38 @@ func BenchmarkDedupAdmit(b *testing.B) {
 	}
 }
 
+// BenchmarkDedupManyEdges admits one activation each of 10,000 edges (a
+// receiver's first run of a dense part: 100 sources × 100 destinations) in
+// batches of 512, a fresh run each time; ns/op is per Signal. "fans": a
+// source's edges together, as its fan entry decodes; "shuffled": in a
+// random order.
+func BenchmarkDedupManyEdges(b *testing.B) {
+	const k = 100
+	for _, order := range []string{"fans", "shuffled"} {
+		b.Run(order, func(b *testing.B) {
+			sigs := make([]Signal, k*k)
+			ptrs := make([]*Signal, len(sigs))
+			for i := range sigs {
+				sigs[i] = Signal{Run: "r", Gen: 1, Src: uint32(i / k), Dst: uint32(k + i%k), Act: 1, Kind: SignalEdge}
+				ptrs[i] = &sigs[i]
+			}
+			if order == "shuffled" {
+				rng := rand.New(rand.NewPCG(1, 2))
+				rng.Shuffle(len(ptrs), func(i, j int) { ptrs[i], ptrs[j] = ptrs[j], ptrs[i] })
+			}
+			var vd []Verdict
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += len(sigs) {
+				d := NewDeduper()
+				for j := 0; j < len(ptrs); j += 512 {
+					vd = d.AdmitReplayedAll(ptrs[j:min(j+512, len(ptrs))], vd)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkEdges pushes b.N Signals from node n1 to node n2 through a real embedded
 // NATS server on loopback: Batcher on one connection, SubscribeSignals with a
 // Deduper on another, timed until the last one is delivered.
@@ -156,10 +190,12 @@ func BenchmarkEdges(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		opts []BatchOption
+		fan  int // edges per source activation (AddAll; 0: Add one by one)
 	}{
-		{"batched", []BatchOption{WithMaxSignals(256)}},
-		{"batched-ack", []BatchOption{WithMaxSignals(256), WithAck()}},
-		{"unbatched", []BatchOption{WithMaxSignals(1)}},
+		{"batched", []BatchOption{WithMaxSignals(256)}, 0},
+		{"batched-ack", []BatchOption{WithMaxSignals(256), WithAck()}, 0},
+		{"unbatched", []BatchOption{WithMaxSignals(1)}, 0},
+		{"fan100", []BatchOption{WithMaxSignals(256)}, 100},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ts := testsupport.NATS(b)
@@ -185,14 +221,35 @@ func BenchmarkEdges(b *testing.B) {
 			must(b, err)
 			s := benchSignal(0)
 			s.Run = "r1"
+			var fan []Signal
+			var ptrs []*Signal
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := htdg.CPUTime()
 			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				s.Act = uint64(i + 1)
-				if err := bt.Add(ctx, "n2", &s); err != nil {
+			for i := 0; i < b.N; {
+				if tc.fan == 0 {
+					s.Act = uint64(i + 1)
+					if err := bt.Add(ctx, "n2", &s); err != nil {
+						b.Fatal(err)
+					}
+					i++
+					continue
+				}
+				k := min(tc.fan, b.N-i)
+				fan, ptrs = fan[:0], ptrs[:0]
+				for d := range k {
+					c := s
+					c.Act, c.Dst = uint64(i/tc.fan+1), uint32(d)
+					fan = append(fan, c)
+				}
+				for j := range fan {
+					ptrs = append(ptrs, &fan[j])
+				}
+				if err := bt.AddAll(ctx, "n2", ptrs); err != nil {
 					b.Fatal(err)
 				}
+				i += k
 			}
 			must(b, bt.Flush(ctx))
 			select {
@@ -201,8 +258,11 @@ func BenchmarkEdges(b *testing.B) {
 				b.Fatalf("delivered %d of %d; rx %+v", got.Load(), want, rx.Stats())
 			}
 			el := time.Since(start)
+			cpu := htdg.CPUTime() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/el.Seconds(), "edges/s")
+			// the process's CPU (sender, NATS server, receiver) per edge
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/edge")
 			must(b, bt.Close(ctx))
 		})
 	}

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -62,7 +64,7 @@ type DedupStats struct {
 // the run.
 //
 // Memory: per run and edge, the accepted activations are kept as a sorted list of
-// closed intervals. Every activation of a strong edge is sent, so a strong edge
+// closed intervals (the first inline), under the edge's source, by destination. Every activation of a strong edge is sent, so a strong edge
 // costs one interval however many times a loop runs it; a condition edge costs one
 // interval per stretch of consecutive activations that chose it. EndRun drops the
 // run's state and leaves a tombstone (the last maxEndedRuns ended runs) so late
@@ -83,8 +85,90 @@ type edgeID struct{ src, dst uint32 }
 type interval struct{ lo, hi uint64 }
 
 type dedupRun struct {
-	gen   uint64
-	edges map[edgeID][]interval
+	gen    uint64
+	srcs   map[uint32]*srcActs // by source
+	last   *srcActs            // the source looked up last (a fan's Signals come together)
+	spills [][]interval        // the lists of edges whose activations are not one stretch
+}
+
+// srcActs is the accepted activations of one source's edges, by
+// destination, ascending: a source activation's edges arrive together and
+// in order, so a new edge is mostly appended, and no edge costs a map entry.
+type srcActs struct {
+	src  uint32
+	dsts []dstActs
+}
+
+type dstActs struct {
+	dst  uint32
+	acts edgeActs
+}
+
+// edgeActs is the accepted activations of one edge: one interval inline
+// (a strong edge's, however long a loop runs it), an index into its run's
+// spilled lists once they are not one stretch. It holds no pointer: a run's
+// edges cost the GC nothing to scan.
+type edgeActs struct {
+	has   bool
+	spill int32    // 1 + index in dedupRun.spills; 0: none
+	one   interval // while spill is 0
+}
+
+// insert adds act, reporting false when it was there.
+func (r *dedupRun) insert(a *edgeActs, act uint64) bool {
+	if a.spill == 0 {
+		switch {
+		case !a.has:
+			a.has, a.one = true, interval{act, act}
+			return true
+		case act >= a.one.lo && act <= a.one.hi:
+			return false
+		case act == a.one.hi+1:
+			a.one.hi = act
+			return true
+		case act+1 == a.one.lo:
+			a.one.lo = act
+			return true
+		}
+		r.spills = append(r.spills, []interval{a.one})
+		a.spill = int32(len(r.spills))
+	}
+	var fresh bool
+	r.spills[a.spill-1], fresh = insertAct(r.spills[a.spill-1], act)
+	return fresh
+}
+
+// intervals is how many intervals hold a's activations.
+func (r *dedupRun) intervals(a *edgeActs) int {
+	if a.spill != 0 {
+		return len(r.spills[a.spill-1])
+	}
+	if a.has {
+		return 1
+	}
+	return 0
+}
+
+// edge is e's state, made on first sight.
+func (r *dedupRun) edge(e edgeID) *edgeActs {
+	sa := r.last
+	if sa == nil || sa.src != e.src {
+		if sa = r.srcs[e.src]; sa == nil {
+			sa = &srcActs{src: e.src}
+			r.srcs[e.src] = sa
+		}
+		r.last = sa
+	}
+	ds := sa.dsts
+	if n := len(ds); n == 0 || ds[n-1].dst < e.dst { // in order: append
+		sa.dsts = append(ds, dstActs{dst: e.dst})
+		return &sa.dsts[n].acts
+	}
+	i, ok := slices.BinarySearchFunc(ds, e.dst, func(d dstActs, dst uint32) int { return cmp.Compare(d.dst, dst) })
+	if !ok {
+		sa.dsts = slices.Insert(ds, i, dstActs{dst: e.dst})
+	}
+	return &sa.dsts[i].acts
 }
 
 // NewDeduper returns an empty Deduper.
@@ -95,7 +179,7 @@ func NewDeduper() *Deduper {
 func (d *Deduper) run(run string) *dedupRun {
 	r := d.runs[run]
 	if r == nil {
-		r = &dedupRun{edges: make(map[edgeID][]interval)}
+		r = &dedupRun{srcs: make(map[uint32]*srcActs)}
 		d.runs[run] = r
 	}
 	return r
@@ -210,13 +294,10 @@ func (d *Deduper) admit(s *Signal) Verdict {
 
 // record enters s's key in r, reporting Duplicate when it was there.
 func (d *Deduper) record(r *dedupRun, s *Signal) Verdict {
-	e := edgeID{s.Src, s.Dst}
-	iv, fresh := insertAct(r.edges[e], s.Act)
-	if !fresh {
+	if !r.insert(r.edge(edgeID{s.Src, s.Dst}), s.Act) {
 		d.stats.Duplicate++
 		return Duplicate
 	}
-	r.edges[e] = iv
 	d.stats.Accepted++
 	return Accept
 }

@@ -117,6 +117,39 @@ func TestInsertActMatchesSet(t *testing.T) {
 	}
 }
 
+// edgeActs (one interval inline, a list after) agrees with a plain set on
+// random orders, mostly ascending as a live edge's are.
+func TestEdgeActsMatchesSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 300; trial++ {
+		var r dedupRun
+		var a edgeActs
+		set := map[uint64]bool{}
+		next := uint64(1)
+		for i := 0; i < 100; i++ {
+			act := next
+			if rng.IntN(4) == 0 {
+				act = 1 + rng.Uint64N(next+3)
+			} else {
+				next++
+			}
+			if fresh := r.insert(&a, act); fresh == set[act] {
+				t.Fatalf("trial %d: act %d fresh=%v but set has it=%v", trial, act, fresh, set[act])
+			}
+			set[act] = true
+		}
+		for act := uint64(1); act < next+5; act++ {
+			if r.insert(&a, act) != !set[act] {
+				t.Fatalf("trial %d: act %d: insert disagrees with the set", trial, act)
+			}
+			set[act] = true
+		}
+		if n := r.intervals(&a); n != 1 {
+			t.Fatalf("trial %d: 1..%d in %d intervals", trial, next+4, n)
+		}
+	}
+}
+
 // A strong edge around a loop costs one interval however long the loop runs.
 func TestStrongEdgeStaysOneInterval(t *testing.T) {
 	d := NewDeduper()
@@ -126,8 +159,8 @@ func TestStrongEdgeStaysOneInterval(t *testing.T) {
 			t.Fatal(act)
 		}
 	}
-	if n := len(d.runs["r"].edges[edgeID{1, 2}]); n != 1 {
-		t.Fatalf("%d intervals", n)
+	if r := d.runs["r"]; r.intervals(r.edge(edgeID{1, 2})) != 1 {
+		t.Fatalf("%d intervals", r.intervals(r.edge(edgeID{1, 2})))
 	}
 }
 

@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// Wire format (version 5). Every top-level message is one msgpack array whose first
+// Wire format (version 6). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 5, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 5, from, seq, [[run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 5, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 5, run, gen, [node, ...], [owner, ...], plan, [boot, ...]]
-//	Cancel      [5, 5, run, gen, reason]
-//	TermReport  [6, 5, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 5, kind, run, node, body]
-//	EventBatch  [8, 5, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
-//	Ack         [9, 5, run, gen, node, boot]
-//	Plan        [10, 5, tasks, [vertex, ...], [loop, ...]]   (plan.go)
-//	TaskReport  [11, 5, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
+//	Signal      [1, 6, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 6, from, seq, [[run, gen, src, dst | [dst, ...], act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 6, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 6, run, gen, [node, ...], [owner, ...], plan, [boot, ...]]
+//	Cancel      [5, 6, run, gen, reason]
+//	TermReport  [6, 6, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 6, kind, run, node, body]
+//	EventBatch  [8, 6, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 6, run, gen, node, boot]
+//	Plan        [10, 6, tasks, [vertex, ...], [loop, ...]]   (plan.go)
+//	TaskReport  [11, 6, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -41,6 +41,11 @@ import (
 // refuses a TaskReport as an unknown type (its status shows the tasks
 // unreported and its verdict check finds the sources unrun: never a
 // success).
+// Version 6 lets a batch entry name an array
+// of destinations in place of dst (a fan): as many Signals, equal but for
+// Dst, which the Batcher writes once for a source activation's edges to one
+// node and Decode gives back one by one, in order (a batch's Signals,
+// counted against Limits.MaxBatch, are the decoded ones).
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -67,7 +72,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 5
+const Version = 6
 
 func (t Type) String() string {
 	switch t {
@@ -176,10 +181,23 @@ func (r *reader) header(t Type) error {
 	if err != nil {
 		return err
 	}
-	if v != Version {
+	if v != Version && !(v >= oldestStored && v < Version && storedType(t)) {
 		return r.errf("unsupported version %d (this build reads version %d)", v, Version)
 	}
 	return nil
+}
+
+// oldestStored is the oldest version whose task events this build still
+// reads. The event stream keeps a run's TaskEvents, EventBatches and
+// TaskReports for days, and status and the record check fold them after an
+// upgrade; their layout is the same in versions 5 and 6 (version 6 changed
+// only a Batch's entries). Messages between live processes (Signals,
+// Batches, Assignments, ...) are still refused unless of this Version: the
+// processes of one run do not mix versions.
+const oldestStored = 5
+
+func storedType(t Type) bool {
+	return t == TypeTaskEvent || t == TypeEventBatch || t == TypeTaskReport
 }
 
 func appendHeader(b []byte, t Type, fields int) []byte {
@@ -291,9 +309,15 @@ func (*Signal) Type() Type { return TypeSignal }
 func (s *Signal) Key() SignalKey { return SignalKey{Src: s.Src, Dst: s.Dst, Act: s.Act} }
 
 // Validate checks what a decoder would check.
-func (s *Signal) Validate() error {
-	if err := ValidateID("run", s.Run); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidSignal, err)
+func (s *Signal) Validate() error { return s.validate("") }
+
+// validate is Validate; a run equal to known (checked already) is not
+// checked again.
+func (s *Signal) validate(known string) error {
+	if s.Run != known || known == "" {
+		if err := ValidateID("run", s.Run); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidSignal, err)
+		}
 	}
 	if s.Act == 0 {
 		return fmt.Errorf("%w: run %s edge %d->%d: activation 0 (activations count from 1)", ErrInvalidSignal, s.Run, s.Src, s.Dst)
@@ -304,11 +328,24 @@ func (s *Signal) Validate() error {
 	return nil
 }
 
-func (s *Signal) appendFields(b []byte) []byte {
+func (s *Signal) appendFields(b []byte) []byte { return s.appendFan(b, nil) }
+
+// appendFan writes s's fields with, when dsts holds two or more, the array of
+// dsts in place of Dst: one entry of a batch for as many Signals, equal but
+// for Dst (a fan; Version 6). Decoding a batch gives the Signals back, in
+// the order of dsts.
+func (s *Signal) appendFan(b []byte, dsts []uint32) []byte {
 	b = appendStr(b, s.Run)
 	b = appendUint(b, s.Gen)
 	b = appendUint(b, uint64(s.Src))
-	b = appendUint(b, uint64(s.Dst))
+	if len(dsts) > 1 {
+		b = appendArrayHeader(b, len(dsts))
+		for _, d := range dsts {
+			b = appendUint(b, uint64(d))
+		}
+	} else {
+		b = appendUint(b, uint64(s.Dst))
+	}
 	b = appendUint(b, s.Act)
 	b = append(b, byte(s.Kind))
 	b = appendBin(b, s.Output)
@@ -328,8 +365,10 @@ func (s *Signal) AppendWire(b []byte) []byte {
 }
 
 // decodeFields reads the nine Signal fields. prevRun lets a batch share one run
-// string across its signals instead of allocating one each.
-func (s *Signal) decodeFields(r *reader, prevRun string) error {
+// string across its signals instead of allocating one each. fan, in a
+// batch, takes the destinations of a fan entry (appendFan; Dst is then the
+// first); nil refuses one.
+func (s *Signal) decodeFields(r *reader, prevRun string, fan *[]uint32) error {
 	run, err := r.rawStr("run", MaxIDLen)
 	if err != nil {
 		return err
@@ -348,7 +387,29 @@ func (s *Signal) decodeFields(r *reader, prevRun string) error {
 	if s.Src, err = r.uint32("src"); err != nil {
 		return err
 	}
-	if s.Dst, err = r.uint32("dst"); err != nil {
+	if fan != nil {
+		*fan = (*fan)[:0]
+	}
+	if r.off < len(r.b) && isArrayHeader(r.b[r.off]) {
+		if fan == nil {
+			return r.errf("dst: a fan of destinations outside a batch")
+		}
+		n, err := r.arrayLen("dsts", r.lim.MaxBatch)
+		if err != nil {
+			return err
+		}
+		if n < 2 {
+			return r.errf("dsts: a fan of %d destinations (at least 2)", n)
+		}
+		for range n {
+			d, err := r.uint32("dst")
+			if err != nil {
+				return err
+			}
+			*fan = append(*fan, d)
+		}
+		s.Dst = (*fan)[0]
+	} else if s.Dst, err = r.uint32("dst"); err != nil {
 		return err
 	}
 	if s.Act, err = r.uint("act"); err != nil {
@@ -393,7 +454,7 @@ func (s *Signal) Decode(data []byte, lim Limits) error {
 	if err := r.init(data, lim, TypeSignal, signalFields); err != nil {
 		return err
 	}
-	if err := s.decodeFields(&r, ""); err != nil {
+	if err := s.decodeFields(&r, "", nil); err != nil {
 		return err
 	}
 	return r.end()
@@ -458,16 +519,74 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 		bt.Signals = make([]Signal, n)
 	}
 	prev := ""
-	for i := range bt.Signals {
+	var fan []uint32
+	k := 0 // Signals decoded: a fan entry gives several
+	for i := range n {
 		if err := r.fields("signal", signalFields); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
-		if err := bt.Signals[i].decodeFields(&r, prev); err != nil {
+		if k >= len(bt.Signals) {
+			bt.Signals = append(bt.Signals, Signal{})
+			bt.Signals = bt.Signals[:cap(bt.Signals)]
+		}
+		s := &bt.Signals[k]
+		if err := s.decodeFields(&r, prev, &fan); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
-		prev = bt.Signals[i].Run
+		prev = s.Run
+		k++
+		if len(fan) == 0 {
+			continue
+		}
+		if k-1+len(fan) > r.lim.MaxBatch {
+			return r.oversized("signals", k-1+len(fan), r.lim.MaxBatch)
+		}
+		one := *s
+		for _, d := range fan[1:] {
+			if k >= len(bt.Signals) {
+				bt.Signals = append(bt.Signals, Signal{})
+				bt.Signals = bt.Signals[:cap(bt.Signals)]
+			}
+			bt.Signals[k] = one
+			bt.Signals[k].Dst = d
+			k++
+		}
 	}
+	clear(bt.Signals[k:])
+	bt.Signals = bt.Signals[:k]
 	return r.end()
+}
+
+// PeekBatch reads a Batch message's sender, batch number, number of entries
+// (a fan entry is one: Decode gives it back as a Signal per destination)
+// and the Gen of its first Signal, without decoding the rest: a receiver
+// that took the batch before skips it (ok false: the message does not
+// start as a batch with a Signal does; Decode says why).
+func PeekBatch(data []byte, lim Limits) (from string, seq, gen uint64, n int, ok bool) {
+	var r reader
+	if r.init(data, lim, TypeBatch, batchFields) != nil {
+		return "", 0, 0, 0, false
+	}
+	var err error
+	if from, err = r.id("from"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if seq, err = r.uint("seq"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if n, err = r.arrayLen("signals", r.lim.MaxBatch); err != nil || n == 0 {
+		return "", 0, 0, 0, false
+	}
+	if r.fields("signal", signalFields) != nil {
+		return "", 0, 0, 0, false
+	}
+	if _, err := r.rawStr("run", MaxIDLen); err != nil {
+		return "", 0, 0, 0, false
+	}
+	if gen, err = r.uint("gen"); err != nil {
+		return "", 0, 0, 0, false
+	}
+	return from, seq, gen, n, true
 }
 
 // DecodeBatch decodes a Batch message. Outputs alias data.

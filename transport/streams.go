@@ -175,6 +175,14 @@ func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
 // Dst it now owns; Deduper.AdmitReplayed drops what it already had (Admit would
 // fence the history, which was sent under older generations).
 func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node string, b *Batch) error) error {
+	return c.ReplaySignalsSkipping(ctx, run, node, nil, fn)
+}
+
+// ReplaySignalsSkipping is ReplaySignals that does not decode the batches
+// skip names (by sender, batch number and the Gen of the first Signal:
+// PeekBatch; n is how many entries the batch holds): a node reading its own
+// record back skips what it took already.
+func (c *Conn) ReplaySignalsSkipping(ctx context.Context, run, node string, skip func(from string, seq, gen uint64, n int) bool, fn func(node string, b *Batch) error) error {
 	filter, err := RunSignalsFilter(run)
 	if err != nil {
 		return err
@@ -186,7 +194,12 @@ func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node
 	}
 	var b Batch
 	return c.replay(ctx, StreamRecord, filter, func(m jetstream.Msg) error {
-		_, to, _, _ := parseSignalSubject(m.Subject())
+		_, to, sender, _ := parseSignalSubject(m.Subject())
+		if skip != nil {
+			if from, seq, gen, n, ok := PeekBatch(m.Data(), c.limits); ok && from == sender && skip(from, seq, gen, n) {
+				return nil
+			}
+		}
 		if !c.decodeBatch(&b, m.Data(), m.Subject()) {
 			return nil
 		}

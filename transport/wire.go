@@ -60,6 +60,9 @@ func appendArrayHeader(b []byte, n int) []byte {
 	}
 }
 
+// isArrayHeader reports whether c starts a msgpack array.
+func isArrayHeader(c byte) bool { return c&0xf0 == 0x90 || c == mpArray16 || c == mpArray32 }
+
 // appendArray32Header writes a fixed-width array header whose count can be patched
 // later with putArray32Count (used for batches whose length is unknown up front).
 func appendArray32Header(b []byte) []byte {

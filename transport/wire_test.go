@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -339,5 +340,157 @@ func TestDecodeIntoReusedBatch(t *testing.T) {
 	}
 	if err := b.Decode(small, Limits{}); err != nil || len(b.Signals) != 1 || b.Signals[0].Run != "b" || b.From != "m" {
 		t.Fatalf("%v %+v", err, b)
+	}
+}
+
+// PeekBatch reads what Decode reads of a batch's start, and refuses what is
+// not a batch with a Signal, cut anywhere.
+func TestPeekBatch(t *testing.T) {
+	bt := Batch{From: "node-1", Seq: 1 << 40}
+	for i := range 3 {
+		s := benchSignal(i)
+		s.Gen = uint64(7 + i)
+		bt.Signals = append(bt.Signals, s)
+	}
+	data := Encode(&bt)
+	from, seq, gen, n, ok := PeekBatch(data, Limits{})
+	if !ok || from != bt.From || seq != bt.Seq || gen != 7 || n != 3 {
+		t.Fatalf("PeekBatch = %q %d %d %d %v, want %q %d 7 3 true", from, seq, gen, n, ok, bt.From, bt.Seq)
+	}
+	if _, _, _, _, ok := PeekBatch(Encode(&Batch{From: "n", Seq: 1}), Limits{}); ok {
+		t.Fatal("an empty batch peeked")
+	}
+	sig := benchSignal(1)
+	if _, _, _, _, ok := PeekBatch(Encode(&sig), Limits{}); ok {
+		t.Fatal("a Signal peeked as a batch")
+	}
+	// Cut anywhere: a prefix too short to hold the first Signal's gen does
+	// not peek, a longer one peeks the same; neither panics.
+	first := -1
+	for cut := range len(data) {
+		f, s, g, k, ok := PeekBatch(data[:cut], Limits{})
+		if !ok {
+			if first >= 0 {
+				t.Fatalf("cut %d does not peek, cut %d did", cut, first)
+			}
+			continue
+		}
+		if first < 0 {
+			first = cut
+		}
+		if f != from || s != seq || g != gen || k != n {
+			t.Fatalf("cut %d peeks %q %d %d %d", cut, f, s, g, k)
+		}
+	}
+	if first < 0 || first > len(data)/2 {
+		t.Fatalf("the first prefix that peeks is %d bytes of %d: PeekBatch reads more than the batch's start", first, len(data))
+	}
+}
+
+// A fan entry (Version 6) decodes to one Signal per destination and is
+// smaller than the Signals one by one; one of fewer than two destinations,
+// one outside a batch, and one that would make a batch larger than
+// MaxBatch are refused.
+func TestFanEntries(t *testing.T) {
+	s := benchSignal(3)
+	batch := func(dsts ...[]uint32) []byte {
+		b := appendHeader(nil, TypeBatch, batchFields)
+		b = appendStr(b, "n1")
+		b = appendUint(b, 9)
+		b = appendArrayHeader(b, len(dsts))
+		for _, d := range dsts {
+			b = appendArrayHeader(b, signalFields)
+			b = s.appendFan(b, d)
+		}
+		return b
+	}
+	var flat Batch
+	flat.From, flat.Seq = "n1", 9
+	for d := range uint32(100) {
+		c := s
+		c.Dst = d
+		flat.Signals = append(flat.Signals, c)
+	}
+	dsts := make([]uint32, 100)
+	for i := range dsts {
+		dsts[i] = uint32(i)
+	}
+	fan := batch(dsts)
+	got, err := DecodeBatch(fan, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(flat) {
+		t.Fatalf("the fan decodes to\n%+v\nwant\n%+v", got, flat)
+	}
+	if len(fan)*5 > len(Encode(&flat)) {
+		t.Fatalf("a fan of 100 takes %d bytes, the Signals one by one %d", len(fan), len(Encode(&flat)))
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		lim  Limits
+	}{
+		{"a fan of one", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x91, 1}, 1), Limits{}},
+		{"a fan of none", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x90}, 1), Limits{}},
+		{"over MaxBatch", batch([]uint32{1, 2, 3}, []uint32{4, 5, 6}), Limits{MaxBatch: 5}},
+		{"outside a batch", s.appendFan(appendHeader(nil, TypeSignal, signalFields), []uint32{1, 2}), Limits{}},
+	} {
+		var err error
+		if c.name == "outside a batch" {
+			_, err = DecodeSignal(c.data, c.lim)
+		} else {
+			_, err = DecodeBatch(c.data, c.lim)
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", c.name, err)
+		}
+	}
+	if _, err := DecodeBatch(batch([]uint32{1, 2, 3}, []uint32{4, 5}), Limits{MaxBatch: 5}); err != nil {
+		t.Errorf("fans of 5 Signals in all, MaxBatch 5: %v", err)
+	}
+}
+
+// TestStoredEventsOfVersion5: the task events an earlier build stored (the
+// event stream keeps them for days) are still read after the bump to
+// version 6, whose change touched only a Batch's entries; a message between
+// live processes of version 5 is still refused.
+func TestStoredEventsOfVersion5(t *testing.T) {
+	asV5 := func(b []byte) []byte {
+		b = append([]byte(nil), b...)
+		if b[2] != Version { // [fixarray, type, version, ...]
+			t.Fatalf("version byte %d, want %d", b[2], Version)
+		}
+		b[2] = 5
+		return b
+	}
+	ev := TaskEvent{Run: "r1", Gen: 2, Task: 7, Name: "a", Node: "n1", State: TaskDone, Act: 3, Executions: 3}
+	count := func(data []byte) int {
+		n := 0
+		if err := EachEvent(data, Limits{}, func(e *TaskEvent) error {
+			if e.Run != "r1" || e.Task != 7 || e.Act != 3 {
+				t.Errorf("event %+v", *e)
+			}
+			n++
+			return nil
+		}); err != nil {
+			t.Fatalf("a stored version 5 message: %v", err)
+		}
+		return n
+	}
+	if n := count(asV5(ev.AppendWire(nil))); n != 1 {
+		t.Errorf("TaskEvent: %d events, want 1", n)
+	}
+	if n := count(asV5((&EventBatch{Events: []TaskEvent{ev, ev}}).AppendWire(nil))); n != 2 {
+		t.Errorf("EventBatch: %d events, want 2", n)
+	}
+	rep := TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: []TaskDelta{{Task: 7, State: TaskDone, Act: 3, Executions: 3}}}
+	if n := count(asV5(rep.AppendWire(nil))); n != 1 {
+		t.Errorf("TaskReport: %d events, want 1", n)
+	}
+	var s Signal
+	err := s.Decode(asV5((&Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1}).AppendWire(nil)), Limits{})
+	if !errors.Is(err, ErrMalformed) {
+		t.Errorf("a version 5 Signal: %v, want ErrMalformed", err)
 	}
 }

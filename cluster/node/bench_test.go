@@ -1,8 +1,10 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,4 +197,106 @@ func (o *hopObserver) hops() []time.Duration {
 	}
 	slices.Sort(lat)
 	return lat
+}
+
+// denseFlow is a flow "dense": k noop tasks a0…a(k-1), and k noop tasks
+// b0…b(k-1), each after every aN (k² edges).
+func denseFlow(k int) string {
+	var b strings.Builder
+	b.WriteString("name: dense\ntasks:\n")
+	for i := range k {
+		fmt.Fprintf(&b, "  - {name: a%d, func: noop}\n", i)
+	}
+	var preds strings.Builder
+	for i := range k {
+		if i > 0 {
+			preds.WriteString(", ")
+		}
+		fmt.Fprintf(&preds, "a%d", i)
+	}
+	for i := range k {
+		fmt.Fprintf(&b, "  - {name: b%d, func: noop, succeed: [%s]}\n", i, preds.String())
+	}
+	return b.String()
+}
+
+// BenchmarkCrossNodeEdgeCost measures the CPU a cross-node edge costs
+// beyond a local one: each iteration runs the same flow twice, all on n0
+// (local) and split over n0 and n1 (split), and xcpu-ns/edge is the
+// process's CPU time (both nodes, the NATS server, the stand-in leader:
+// sender, NATS and receiver) of the split runs less that of the local runs,
+// per cross-node edge. The two flows: "fan", src → 2000 tasks on n1 → sink
+// (4000 cross-node edges, each of its own source activation on the way
+// back), and "dense", 100 tasks on n0 each before all 100 tasks on n1
+// (10,000 cross-node edges, 100 from each source activation).
+func BenchmarkCrossNodeEdgeCost(b *testing.B) {
+	const width, k = 2000, 100
+	flows := []struct {
+		name   string
+		text   string
+		remote func(name string) bool // the tasks on n1 when split
+		edges  int                    // cross-node edges when split
+	}{
+		{"fan", string(flowgen.FanInOut(width)), func(s string) bool { return strings.HasPrefix(s, "w") }, 2 * width},
+		{"dense", denseFlow(k), func(s string) bool { return strings.HasPrefix(s, "b") }, k * k},
+	}
+	for _, f := range flows {
+		b.Run(f.name, func(b *testing.B) {
+			c := newCluster(b, nodeSpec{}, nodeSpec{})
+			ctx := testCtx(b, 10*time.Minute)
+			file, g := parseFlow(b, f.text)
+			local := make([]uint32, len(g.Vertices))
+			split := make([]uint32, len(g.Vertices))
+			for v := range g.Vertices {
+				if f.remote(g.Vertices[v].Path) {
+					split[v] = 1
+				}
+			}
+			var cpuLocal, cpuSplit, exec time.Duration
+			b.ResetTimer()
+			for range b.N {
+				for _, own := range [][]uint32{local, split} {
+					cpu0 := htdg.CPUTime()
+					out := c.runFlow(ctx, file, own, runOpts{})
+					d := htdg.CPUTime() - cpu0
+					if out.failed != nil {
+						b.Fatalf("failed: %+v", out.failed)
+					}
+					if &own[0] == &local[0] {
+						cpuLocal += d
+						continue
+					}
+					cpuSplit += d
+					b.StopTimer()
+					exec += execWindow(ctx, b, c, out.run)
+					b.StartTimer()
+				}
+			}
+			edges := float64(f.edges * b.N)
+			// the split runs' first task start → last task end (without the
+			// run's start and its termination)
+			b.ReportMetric(edges/exec.Seconds(), "exec-edges/s")
+			b.ReportMetric(float64(cpuSplit.Nanoseconds())/edges, "cpu-ns/edge")
+			b.ReportMetric(float64(cpuLocal.Nanoseconds())/edges, "local-cpu-ns/edge")
+			b.ReportMetric(float64((cpuSplit-cpuLocal).Nanoseconds())/edges, "xcpu-ns/edge")
+		})
+	}
+}
+
+// execWindow is run's first task start → last task end, from its events.
+func execWindow(ctx context.Context, b *testing.B, c *cluster, run string) time.Duration {
+	var first, last time.Time
+	err := c.leader.conn.ReplayEvents(ctx, run, func(e *transport.TaskEvent) error {
+		if first.IsZero() || e.Start.Before(first) {
+			first = e.Start
+		}
+		if e.End.After(last) {
+			last = e.End
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return last.Sub(first)
 }

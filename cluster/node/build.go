@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,10 +34,28 @@ type vstate struct {
 	// the source's latest on this node (a part that runs again what a lost
 	// node ran reads the source's activation k for its activation k, while
 	// the source, in another part here, may be far ahead).
-	ins         map[int]*recvEdge
-	strongSends []*sendEdge // one per remote target of a strong out-edge
+	ins         []*recvEdge // by source, ascending (in)
+	strongSends []int       // the remote targets of its strong out-edges, each once
 	condSends   []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs  map[string]*atomic.Uint64
+}
+
+// in is the receive edge of the in-edges from src, or nil.
+func (s *vstate) in(src int) *recvEdge {
+	ins := s.ins
+	lo, hi := 0, len(ins)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ins[m].src < src {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(ins) && ins[lo].src == src {
+		return ins[lo]
+	}
+	return nil
 }
 
 func (s *vstate) setOut(act uint64, out []byte) {
@@ -135,9 +154,10 @@ func (q *fifo) pop() (item, bool) {
 	return it, true
 }
 
-// sendEdge is a cross-node out-edge src → dst. A condition's has a send
-// proxy task that pops the traversal and hands a Signal to the Batcher; a
-// strong edge's is sent by the producer's completion (sendStrong).
+// sendEdge is a condition's cross-node out-edge src → dst, with a send
+// proxy task that pops the traversal and hands a Signal to the Batcher (a
+// strong edge is sent by the producer's completion: sendStrong, by the
+// vertex's strongSends).
 type sendEdge struct {
 	src, dst int
 	kind     transport.SignalKind
@@ -145,14 +165,20 @@ type sendEdge struct {
 	picks    atomic.Uint64 // a condition's: times it picked this edge
 }
 
-// recvEdge is a cross-node in-edge src → dst: an External proxy task that
-// an accepted Signal schedules.
+// recvEdge is a cross-node in-edge src → dst. At the top level of a part a
+// delivered Signal fills its input slot (last) and, for a strong edge,
+// counts into dst's join counter (task, which awaits mult such
+// completions: localexec's Task.Await and OpenRun.Release), for a pick,
+// runs dst (task): no proxy task. Inside a module instance (direct false)
+// it is an External proxy task that an accepted Signal schedules.
 type recvEdge struct {
 	src, dst int
 	p        *part
 	kind     transport.SignalKind
 	task     localexec.Task
-	fifo     fifo
+	direct   bool
+	mult     int   // strong edges src → dst (direct: releases per Signal)
+	fifo     *fifo // a proxy's (not direct)
 
 	mu   sync.Mutex
 	has  bool
@@ -278,10 +304,13 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			}
 			strong[u] = true
 			// no proxy task: complete sends the strong edges (sendStrong)
-			vs.strongSends = append(vs.strongSends, &sendEdge{src: v, dst: u, kind: transport.SignalEdge})
+			vs.strongSends = append(vs.strongSends, u)
 		}
 	}
-	// In-edges from other nodes: one External proxy per (src, dst).
+	// In-edges from other nodes: at the top level none but dst's join
+	// counter and input slot; in a module instance one External proxy per
+	// (src, dst).
+	direct := scope < 0
 	mult := map[int]int{} // one vertex's remote in-edges by source, cleared for the next
 	var order []int
 	for _, u := range ids {
@@ -299,32 +328,46 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			}
 			mult[e.From]++
 		}
-		for _, src := range order {
-			name := g.Vertices[src].Path + ">" + g.Vertices[u].Path
-			re := &recvEdge{src: src, dst: u, p: p}
-			if g.Vertices[src].Task.Kind.IsCondition() {
+		slices.Sort(order)
+		res := make([]recvEdge, len(order)) // one allocation a vertex, not one an edge
+		ins := make([]*recvEdge, 0, len(order))
+		for i, src := range order {
+			re := &res[i]
+			*re = recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
+			if !direct {
+				re.fifo = new(fifo)
+			}
+			cond := g.Vertices[src].Task.Kind.IsCondition()
+			switch {
+			case cond && direct:
 				re.kind = transport.SignalChoice
-				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(name).External()
+				re.task = entry[u].External() // a pick runs it, whatever its counter
+			case cond:
+				re.kind = transport.SignalChoice
+				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(proxyName(g, src, u)).External()
 				re.task.Precede(entry[u])
-				if r.vs[u].ins == nil {
-					r.vs[u].ins = map[int]*recvEdge{}
-				}
-				r.vs[u].ins[src] = re
-			} else {
+			case direct:
 				re.kind = transport.SignalEdge
-				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(name).External()
-				if r.vs[u].ins == nil {
-					r.vs[u].ins = map[int]*recvEdge{}
-				}
-				r.vs[u].ins[src] = re
-				for range mult[src] {
+				re.task = entry[u].Await(re.mult)
+			default:
+				re.kind = transport.SignalEdge
+				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(proxyName(g, src, u)).External()
+				for range re.mult {
 					re.task.Precede(entry[u])
 				}
 			}
-			r.recv[edgeKey{uint32(src), uint32(u)}] = re
+			ins = append(ins, re)
+		}
+		if len(ins) > 0 {
+			r.vs[u].ins = ins
 		}
 	}
 	return nil
+}
+
+// proxyName names the proxy task of the edge src → dst.
+func proxyName(g *spec.Graph, src, dst int) string {
+	return g.Vertices[src].Path + ">" + g.Vertices[dst].Path
 }
 
 // task adds vertex v to tf and returns the task its in-edges enter and the

@@ -76,27 +76,32 @@
 // Local edges are localexec edges and never touch NATS. For an edge v→u
 // with u elsewhere and v not a condition (a strong edge), v's completion
 // itself hands a transport.Signal (Edge, with the output) per distinct
-// remote target to the Batcher, all of one node's in one AddAll (the
-// receiver puts back the multiplicity). For a condition, a send proxy task
+// remote target to the Batcher, all of one node's in one AddAll, which
+// writes them as one fan entry (the output once; the receiver's decoder
+// gives them back one by one and the receiver puts back the multiplicity). For a condition, a send proxy task
 // sits at the edge's own index among its successors, so indices keep their
 // meaning: the completion pushes the activation into the edge's FIFO (v may
 // run again before the proxy does), and the proxy, when the condition picks
 // it, pops it and hands a Choice Signal to the Batcher. For an edge v→u with
-// v elsewhere, an External receive proxy precedes u: static (strong edge)
-// or a condition returning 0 (weak edge). A batch's Signals are fenced one
+// v elsewhere there is no task: u awaits the k strong edges v→u from
+// outside its graph (localexec Task.Await), and a delivered Signal fills
+// the edge's input slot and counts k completions into u's join counter
+// (OpenRun.Release), or, from a condition, runs u as a pick does. Inside
+// a module instance an External receive proxy precedes u instead: static
+// (strong edge) or a condition returning 0 (weak edge). A batch's Signals are fenced one
 // by one — refused unless the sender owns the source in the generation in
 // force; one of a newer generation waits for that generation's Assignment —
 // and the rest go to the run's dedup set together; they are counted (duplicates
-// too, see Recovery), the new ones pushed to their edges' FIFOs and the
-// proxies scheduled with one OpenRun.ScheduleAll; a proxy records v's
-// output for u's Inputs. Each Signal says which activation of u it starts
+// too, see Recovery), and the new ones delivered: a part's releases with
+// one OpenRun.Release, its picks and proxies with one ScheduleAll; the
+// edge's slot (or its proxy) records v's output for u's Inputs. Each Signal says which activation of u it starts
 // (DstAct, with v's loop context: runproto.Loops); one whose causal past
 // has not happened here (u's previous activation, or a local task's
 // activation its context names, not completed) waits in the run's
 // runproto.Run and is let in by that completion (complete counts it:
 // vstate.done, runproto's Config.Done and Completed); a free join's
 // (runproto.FreeJoins, Config.Free: predecessors not all in its loop) do
-// not wait for u's previous activation: its proxies feed its join counter
+// not wait for u's previous activation: its Signals feed its join counter
 // as they come, as on one node.
 // Signals of a run whose Assignment has not arrived yet are kept and
 // delivered when it does; the buffer is bounded in runs (256), in Signals

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,5 +105,36 @@ func TestEarlyBufferEvictsRunsThatNeverCome(t *testing.T) {
 	}
 	if runs, sigs := n1.earlyRuns(); runs != 0 || sigs != 0 {
 		t.Fatalf("early buffer holds %d runs, %d signals after the run", runs, sigs)
+	}
+}
+
+// A batch's Signals for a run not held here are kept up to the per-run
+// limit, the rest counted as evicted; the Signals of a fan entry, which
+// decode to one Output, keep one copy of it (not the batch's bytes).
+func TestEarlyBufferKeepsABatch(t *testing.T) {
+	n := &Node{now: time.Now, early: map[string]*earlyRun{}, ended: map[string]uint64{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{EarlyTTL: time.Hour}}
+	out := []byte("out")
+	sigs := make([]transport.Signal, maxEarlySignals+10)
+	for i := range sigs {
+		sigs[i] = transport.Signal{Run: "r1", Gen: 1, Src: 0, Dst: uint32(i + 1), Act: 1, Kind: transport.SignalEdge, Output: out}
+	}
+	sigs[2].Output = []byte("out") // equal, another slice: its own copy
+	n.earlyLocked("n0", 7, 0, sigs, len(sigs))
+	er := n.early["r1"]
+	if er == nil || len(er.sigs) != maxEarlySignals || n.earlyN != maxEarlySignals {
+		t.Fatalf("kept %d Signals, want the per-run limit %d", n.earlyN, maxEarlySignals)
+	}
+	if e, k := n.stats.evicted.Load(), n.stats.early.Load(); e != 10 || k != maxEarlySignals {
+		t.Fatalf("evicted %d, early %d: want 10, %d", e, k, maxEarlySignals)
+	}
+	for i, e := range er.sigs[:4] {
+		if e.from != "n0" || e.seq != 7 || e.i != i || e.n != len(sigs) || string(e.s.Output) != "out" {
+			t.Fatalf("kept %d: %+v", i, e)
+		}
+	}
+	o := func(i int) *byte { return &er.sigs[i].s.Output[0] }
+	if o(0) == &out[0] || o(0) != o(1) || o(2) == o(1) || o(3) == o(1) || o(3) != o(4) {
+		t.Fatal("a run of one Output is not kept as one copy of it")
 	}
 }

@@ -124,7 +124,7 @@ type Stats struct {
 	SignalsSent          uint64 // Signals handed to the Batcher
 	PicksRecorded        uint64 // condition picks of a successor on this node, recorded for a replay (Batcher.AddPick)
 	SignalsReceived      uint64 // Signals accepted (new, after fencing) and scheduled into a run
-	SignalsDuplicate     uint64 // Signals the Deduper dropped as seen before
+	SignalsDuplicate     uint64 // Signals dropped as seen before (by the dedup set, or their batch was taken whole before)
 	SignalsFenced        uint64 // Signals whose sender does not own their source in the generation in force
 	SignalsTakenOver     uint64 // Signals read back from the record for tasks taken over from lost nodes
 	SignalsDropped       uint64 // accepted Signals that fit no edge, run or buffer here
@@ -202,7 +202,7 @@ type Node struct {
 // acceptScratch is the storage run.apply reuses for every batch, so that
 // accepting a batch does not allocate (under Node.mu).
 type acceptScratch struct {
-	tasks []localexec.Task
+	q deliveries
 }
 
 type runGen struct {
@@ -543,7 +543,20 @@ func (n *Node) replayRun(run string) {
 func (n *Node) replaySignals(run string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var got uint64
-	err := n.conn.ReplaySignals(ctx, run, n.id, func(_ string, b *transport.Batch) error {
+	seen := func(from string, seq, gen uint64, _ int) bool { // taken whole already: not even decoded
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		r := n.runs[run]
+		if r == nil {
+			return false
+		}
+		k, ok := r.sm.SeenBatch(from, gen, seq)
+		if ok {
+			n.stats.duplicate.Add(uint64(k))
+		}
+		return ok
+	}
+	err := n.conn.ReplaySignalsSkipping(ctx, run, n.id, seen, func(_ string, b *transport.Batch) error {
 		got += uint64(n.take(b)) // fencing, dedup and counting as if live
 		return nil
 	})
@@ -661,10 +674,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		r.markSwitch(a.Gen)
 	}
 	held := n.takeEarlyLocked(a.Run)
-	for i := range held {
-		e := &held[i]
-		r.take(e.from, e.seq, e.i, []transport.Signal{e.s})
-	}
+	r.takeEarly(held)
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
@@ -760,13 +770,12 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 			j++
 		}
 		if r := n.runs[run]; r != nil {
-			fresh += r.take(from, b.Seq, i, sigs[i:j])
+			fresh += r.take(from, b.Seq, i, sigs[i:j], i == 0 && j == len(sigs))
 			i = j
 			continue
 		}
-		for ; i < j; i++ {
-			n.early1(from, b.Seq, i, &sigs[i])
-		}
+		n.earlyLocked(from, b.Seq, i, sigs[i:j], len(sigs))
+		i = j
 	}
 	return fresh
 }
@@ -783,50 +792,87 @@ type earlyRef struct {
 	seq uint64
 }
 
-// early1 keeps one Signal of a run not (or no longer) held here until its
-// Assignment comes, or drops it (under n.mu). A Signal the buffer cannot
-// keep is counted as evicted, never lost: the run reads its record when it
-// starts.
-func (n *Node) early1(from string, seq uint64, i int, s *transport.Signal) {
-	if _, gone := n.ended[s.Run]; gone {
+// earlyLocked keeps Signals of one run not (or no longer) held here until
+// its Assignment comes, or drops them (under n.mu): sigs are those at
+// first, first+1, … of batch seq (of size Signals) of sender from. A Signal
+// the buffer cannot keep is counted as evicted, never lost: the run reads
+// its record when it starts.
+func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.Signal, size int) {
+	run := sigs[0].Run
+	if _, gone := n.ended[run]; gone {
 		// The run ended here: its termination counted every Signal it was
-		// owed, so this is a copy (the record read at its start, or a batch
-		// sent again after a reconnect) with nothing left to do.
-		n.stats.late.Add(1)
+		// owed, so these are copies (the record read at its start, or a
+		// batch sent again after a reconnect) with nothing left to do.
+		n.stats.late.Add(uint64(len(sigs)))
 		return
 	}
 	if n.closed {
-		n.stats.dropped.Add(1)
+		n.stats.dropped.Add(uint64(len(sigs)))
 		return
 	}
 	now := n.now()
 	n.expireEarlyLocked(now)
-	er := n.early[s.Run]
-	if er == nil {
-		for len(n.early) >= maxEarlyRuns {
-			n.evictOldestLocked("the buffer holds its limit of runs")
+	var out []byte // the last Output kept: a fan's Signals share one
+	for k := range sigs {
+		s := &sigs[k]
+		er := n.early[run]
+		if er == nil {
+			for len(n.early) >= maxEarlyRuns {
+				n.evictOldestLocked("the buffer holds its limit of runs")
+			}
+			n.earlySeq++
+			er = &earlyRun{since: now, seq: n.earlySeq}
+			n.early[run] = er
+			n.earlyQ = append(n.earlyQ, earlyRef{run, er.seq})
 		}
-		n.earlySeq++
-		er = &earlyRun{since: now, seq: n.earlySeq}
-		n.early[s.Run] = er
-		n.earlyQ = append(n.earlyQ, earlyRef{s.Run, er.seq})
-	}
-	if len(er.sigs) >= maxEarlySignals {
-		n.stats.evicted.Add(1)
-		n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", s.Run, "from", from)
-		return
-	}
-	for n.earlyN >= maxEarlyTotal {
-		if n.evictOldestLocked("the buffer holds its limit of signals") == s.Run {
+		if len(er.sigs) >= maxEarlySignals {
+			n.stats.evicted.Add(1)
+			n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", run, "from", from)
+			continue
+		}
+		own := false
+		for n.earlyN >= maxEarlyTotal && !own {
+			own = n.evictOldestLocked("the buffer holds its limit of signals") == run
+		}
+		if own {
 			n.stats.evicted.Add(1) // its own run was the oldest
-			return
+			continue
 		}
+		c := *s
+		if k == 0 || !sameOutput(s.Output, sigs[k-1].Output) {
+			out = clone(s.Output)
+		}
+		c.Output = out
+		er.sigs = append(er.sigs, early{from, seq, first + k, size, c})
+		n.earlyN++
+		n.stats.early.Add(1)
 	}
-	c := *s
-	c.Output = clone(s.Output)
-	er.sigs = append(er.sigs, early{from, seq, i, c})
-	n.earlyN++
-	n.stats.early.Add(1)
+}
+
+// sameOutput reports whether a and b are one slice (a fan's Signals decode
+// to Signals sharing their Output).
+func sameOutput(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 && (a == nil) == (b == nil) || len(a) > 0 && &a[0] == &b[0])
+}
+
+// takeEarly decides the Signals kept before the run's Assignment (under
+// n.mu), each stretch of one batch at once: a whole batch as one (so that
+// its copy in the record is skipped), else from its first Signal kept.
+func (r *run) takeEarly(held []early) {
+	sigs := make([]transport.Signal, 0, len(held))
+	for i := 0; i < len(held); {
+		e := &held[i]
+		j := i + 1
+		for j < len(held) && held[j].from == e.from && held[j].seq == e.seq && held[j].i == held[j-1].i+1 {
+			j++
+		}
+		sigs = sigs[:0]
+		for k := i; k < j; k++ {
+			sigs = append(sigs, held[k].s)
+		}
+		r.take(e.from, e.seq, e.i, sigs, e.i == 0 && j-i == e.n)
+		i = j
+	}
 }
 
 // takeEarlyLocked removes run's early Signals from the buffer and returns

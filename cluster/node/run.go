@@ -45,8 +45,7 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs   []vstate              // per vertex of the run's graph
-	recv map[edgeKey]*recvEdge // proxies of remote predecessors, by (src, dst)
+	vs []vstate // per vertex of the run's graph
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
 	// nobody waits): a condition that runs again here waits for it before
@@ -69,8 +68,6 @@ type run struct {
 	done     chan struct{}
 }
 
-type edgeKey struct{ src, dst uint32 }
-
 // part is one local taskflow of a run, open on the executor.
 type part struct {
 	tf   *localexec.Taskflow
@@ -80,11 +77,11 @@ type part struct {
 }
 
 // early is a Signal kept until its run's Assignment comes: its sender,
-// batch number and place in the batch.
+// batch number, place in the batch and the batch's length.
 type early struct {
 	from string
 	seq  uint64
-	i    int
+	i, n int
 	s    transport.Signal
 }
 
@@ -116,7 +113,6 @@ func (r *run) lp() *runproto.Loops { return r.pt.Load().Loops }
 func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	r := &run{
 		n: n, id: a.Run,
-		recv:    map[edgeKey]*recvEdge{},
 		idleCh:  make(chan struct{}, 1),
 		probeCh: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
@@ -359,8 +355,18 @@ func (r *run) cleanup() {
 
 // take decides Signals of the run from the live subscription or a replay
 // of this node's subject (under n.mu): sigs are those at first, first+1, …
-// of batch seq of sender from. It returns how many were new.
-func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal) (fresh int) {
+// of batch seq of sender from, the whole batch when whole (a batch taken
+// whole before is skipped: runproto.Run.BatchAll). It returns how many were
+// new.
+func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal, whole bool) (fresh int) {
+	if whole {
+		acts, seen := r.sm.BatchAll(from, seq, sigs)
+		if seen {
+			r.n.stats.duplicate.Add(uint64(len(sigs)))
+			return 0
+		}
+		return r.apply(acts).fresh
+	}
 	return r.apply(r.sm.Batch(from, seq, first, sigs)).fresh
 }
 
@@ -380,8 +386,7 @@ type applied struct {
 // batch). What needs I/O (a follow, a report) is left to the caller.
 func (r *run) apply(acts []runproto.Action) (res applied) {
 	n := r.n
-	tasks := n.scratch.tasks[:0]
-	var open *localexec.OpenRun
+	q := &n.scratch.q
 	for i := range acts {
 		a := &acts[i]
 		switch a.Kind {
@@ -409,17 +414,23 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 				continue
 			}
 			res.fresh++
-			if o := e.p.open.Load(); o != open && open != nil {
-				r.schedule(open, tasks) // another part: schedule what the last one got
-				tasks = tasks[:0]
+			if o := e.p.open.Load(); o != q.open {
+				r.schedule(q) // another part: schedule what the last one got
+				q.open = o
 			}
-			open = e.p.open.Load()
-			tasks = append(tasks, e.task)
+			switch {
+			case !e.direct:
+				q.sched = append(q.sched, e.task)
+			case e.kind == transport.SignalChoice:
+				q.sched = append(q.sched, e.task)
+			default:
+				for range e.mult {
+					q.rel = append(q.rel, e.task)
+				}
+				q.strong++
+			}
 		case runproto.Open:
-			if open != nil { // the Signals before it go to the parts they were for
-				r.schedule(open, tasks)
-				tasks, open = tasks[:0], nil
-			}
+			r.schedule(q) // the Signals before it go to the parts they were for
 			res.err = r.open(a.In)
 		case runproto.Switch:
 			r.markSwitch(a.Table.Gen)
@@ -429,12 +440,18 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 			res.report = true
 		}
 	}
-	if open != nil {
-		r.schedule(open, tasks)
-	}
-	clear(tasks) // keep no task of an ended run alive
-	n.scratch.tasks = tasks[:0]
+	r.schedule(q)
 	return res
+}
+
+// deliveries are the delivered Signals of one part that apply has not
+// handed to the part's open run yet: tasks to run (proxies, picked tasks)
+// and tasks to release (their join counters count a remote predecessor's
+// completion).
+type deliveries struct {
+	open       *localexec.OpenRun
+	sched, rel []localexec.Task
+	strong     int // Signals released (rel: one per parallel edge of the Signal's edge)
 }
 
 // markSwitch records in the run's record that this node took generation
@@ -475,11 +492,12 @@ func (r *run) decidable() {
 	}
 }
 
-// proxy queues one new Signal on its edge's receive proxy (under n.mu) and
-// returns the proxy for the caller to schedule, or nil when the Signal has
-// no edge here.
+// proxy takes one new Signal for its edge (under n.mu): at the top level of
+// a part it fills the edge's input slot, else it queues the Signal on the
+// edge's receive proxy. It returns the edge for the caller to release or
+// schedule, or nil when the Signal has no edge here.
 func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
-	e := r.recv[edgeKey{s.Src, s.Dst}]
+	e := r.vs[s.Dst].in(int(s.Src))
 	if e == nil || e.kind != s.Kind {
 		if !replayed { // a replayed Signal between two tasks now in one part has no proxy: the part's own edge does its work
 			r.n.stats.dropped.Add(1)
@@ -487,16 +505,39 @@ func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
 		}
 		return nil
 	}
-	e.fifo.push(item{act: s.Act, out: clone(s.Output), ctx: s.Ctx})
+	it := item{act: s.Act, out: clone(s.Output), ctx: s.Ctx}
+	if !e.direct {
+		e.fifo.push(it)
+		return e
+	}
+	if e.kind == transport.SignalEdge {
+		r.vs[e.src].setOut(it.act, it.out)
+	}
+	e.setLast(it)
 	return e
 }
 
-// schedule runs the proxies of delivered Signals on one part's open run.
-func (r *run) schedule(open *localexec.OpenRun, tasks []localexec.Task) {
-	if len(tasks) == 0 || open.ScheduleAll(tasks) != nil {
-		return // the run is closing
+// schedule hands the deliveries of q to their part's open run and empties
+// q: the proxies and picked tasks run, the released tasks count a
+// completion each.
+func (r *run) schedule(q *deliveries) {
+	n := 0
+	if q.open != nil && (len(q.sched) > 0 || len(q.rel) > 0) {
+		if len(q.sched) > 0 && q.open.ScheduleAll(q.sched) == nil {
+			n += len(q.sched)
+		}
+		if len(q.rel) > 0 && q.open.Release(q.rel) == nil {
+			n += q.strong
+		}
+		// otherwise the run is closing
 	}
-	r.n.stats.received.Add(uint64(len(tasks)))
+	if n > 0 {
+		r.n.stats.received.Add(uint64(n))
+	}
+	clear(q.sched) // keep no task of an ended run alive
+	clear(q.rel)
+	q.sched, q.rel = q.sched[:0], q.rel[:0]
+	q.open, q.strong = nil, 0
 }
 
 // fail reports a task's final failure once: a failed TaskEvent, a fail

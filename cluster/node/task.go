@@ -33,7 +33,7 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	if len(vs.preds) > 0 {
 		c.Inputs = make(map[string][]byte, len(vs.preds))
 		for _, p := range vs.preds {
-			if e := vs.ins[p]; e != nil {
+			if e := vs.in(p); e != nil {
 				if out, ok := e.output(); ok {
 					c.Inputs[r.graph().Vertices[p].Name()] = out
 				}
@@ -138,10 +138,10 @@ func (r *run) ctxOf(v int, act uint64) []uint64 {
 	pred := r.graph().Vertices[v].Pred
 	srcs := make([]int, 0, len(pred))
 	ctxs := make([][]uint64, 0, len(pred))
-	ins := r.vs[v].ins
+	vs := &r.vs[v]
 	for _, e := range pred {
 		srcs = append(srcs, e.From)
-		if re := ins[e.From]; re != nil {
+		if re := vs.in(e.From); re != nil {
 			ctxs = append(ctxs, re.ctx())
 		} else {
 			ctxs = append(ctxs, r.vs[e.From].getCtx())
@@ -451,20 +451,21 @@ func (r *run) completed(v int) {
 // one node, each resolved to the owner in force (a task moved off a lost
 // node is sent to its new one). A source with thousands of remote
 // successors costs one call, not a proxy task and a lock each.
-func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
+func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 	if r.ctx.Err() != nil {
 		return
 	}
 	tab := r.sm.Table() // one generation: its number and its owners
 	gen := tab.Gen
 	ctx := r.vs[v].getCtx()
-	sigs := make([]transport.Signal, len(ses))
-	ptrs := make([]*transport.Signal, len(ses))
-	for i := 0; i < len(ses); {
-		node := tab.NodeOf(ses[i].dst)
+	sc := sendScratchPool.Get().(*sendScratch)
+	sigs, ptrs := sc.get(len(dsts))
+	defer sc.put(len(dsts))
+	for i := 0; i < len(dsts); {
+		node := tab.NodeOf(dsts[i])
 		j := i
-		for ; j < len(ses) && tab.NodeOf(ses[j].dst) == node; j++ {
-			d := ses[j].dst
+		for ; j < len(dsts) && tab.NodeOf(dsts[j]) == node; j++ {
+			d := dsts[j]
 			sigs[j] = transport.Signal{Run: r.id, Gen: gen, Src: uint32(v), Dst: uint32(d), Act: act, Kind: transport.SignalEdge, Output: out,
 				DstAct: r.lp().DstAct(v, act, ctx, d, true, 0), Ctx: ctx}
 			ptrs[j] = &sigs[j]
@@ -478,6 +479,35 @@ func (r *run) sendStrong(v int, act uint64, out []byte, ses []*sendEdge) {
 		r.sm.AddSent(j - i)
 		r.n.stats.sent.Add(uint64(j - i))
 		i = j
+	}
+}
+
+// sendScratch is the Signals a completion hands to the Batcher, which
+// encodes them at once and keeps none: reused from completion to
+// completion (any worker's).
+type sendScratch struct {
+	sigs []transport.Signal
+	ptrs []*transport.Signal
+}
+
+var sendScratchPool = sync.Pool{New: func() any { return new(sendScratch) }}
+
+// get returns room for n Signals and their pointers.
+func (sc *sendScratch) get(n int) ([]transport.Signal, []*transport.Signal) {
+	if cap(sc.sigs) < n {
+		sc.sigs = make([]transport.Signal, n)
+		sc.ptrs = make([]*transport.Signal, n)
+	}
+	return sc.sigs[:n], sc.ptrs[:n]
+}
+
+// put clears what the n Signals got referenced (outputs, contexts) and
+// gives sc back, unless it grew large.
+func (sc *sendScratch) put(n int) {
+	clear(sc.sigs[:n])
+	clear(sc.ptrs[:n])
+	if cap(sc.sigs) <= 1<<12 {
+		sendScratchPool.Put(sc)
 	}
 }
 

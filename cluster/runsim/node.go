@@ -187,10 +187,27 @@ func (p *proc) assign(a *transport.Assignment) {
 	h.flush()
 	early := p.early[a.Run]
 	delete(p.early, a.Run)
-	for _, s := range early {
-		acts := h.r.Batch(s.from, s.seq, s.i, []transport.Signal{s.s})
+	for i := 0; i < len(early); {
+		// each stretch of one batch at once; a whole batch as one, which
+		// the run remembers (cluster/node takeEarly)
+		s := early[i]
+		j := i + 1
+		for j < len(early) && early[j].b == s.b && early[j].i == early[j-1].i+1 {
+			j++
+		}
+		sigs := make([]transport.Signal, 0, j-i)
+		for _, e := range early[i:j] {
+			sigs = append(sigs, e.s)
+		}
+		var acts []runproto.Action
+		if s.i == 0 && j-i == len(s.b.Signals) {
+			acts, _ = h.r.BatchAll(s.from, s.seq, sigs)
+		} else {
+			acts = h.r.Batch(s.from, s.seq, s.i, sigs)
+		}
 		h.noteAccepted(s.b, acts)
 		h.apply(acts)
+		i = j
 	}
 	if w.opt.ReadRecordAtStart {
 		// What core NATS lost before this node held the run (it was
@@ -306,7 +323,7 @@ func (p *proc) take(b *transport.Batch) {
 // take hands a batch addressed to this node to runproto, noting whether it
 // accepted any of it (world.accepted).
 func (h *hold) take(b *transport.Batch) {
-	acts := h.r.Batch(b.From, b.Seq, 0, b.Signals)
+	acts, _ := h.r.BatchAll(b.From, b.Seq, b.Signals)
 	h.noteAccepted(b, acts)
 	h.apply(acts)
 }

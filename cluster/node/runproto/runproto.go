@@ -225,6 +225,10 @@ type Run struct {
 	taken   map[pos]struct{}
 	stopped bool
 
+	// batches are the batches taken whole (BatchAll) and decided for good:
+	// read again, from the record, they are skipped.
+	batches map[batchID]int // → its Signals
+
 	acts []Action
 	ok   []*transport.Signal // scratch: the Signals that passed the fence
 	ids  []PhysID
@@ -686,6 +690,61 @@ func (r *Run) Batch(from string, seq uint64, first int, sigs []transport.Signal)
 	return r.acts
 }
 
+// batchID names a batch as its sender published it: sender, the generation
+// of its first Signal (as PhysID, it keeps a restarted sender's numbers
+// apart) and batch number.
+type batchID struct {
+	from     string
+	gen, seq uint64
+}
+
+// holdFull is the reason of a Drop for a full hold buffer: the one verdict
+// a later reading of the batch may change.
+const holdFull = "hold buffer full"
+
+// BatchAll is Batch for a whole batch (every Signal of batch seq of sender
+// from, first 0), which the run remembers: the same batch taken whole again
+// — the node reads its record back after an outage and when a run starts,
+// and finds there what the live subscription delivered already — is
+// skipped, no action and nothing counted. Reading it again would decide
+// each of its Signals as before: a duplicate (counted or not as Batch
+// says: a Signal of a source that never moved is not, one of a moved source
+// once per physical Signal, which it was), fenced (a sender does not regain
+// a source), dropped, held again (a copy that would be a duplicate), or
+// waiting already. The exception is a Signal dropped for a full hold
+// buffer, which a later reading may hold: a batch with one is not
+// remembered. A batch taken in pieces (Signals kept before the run's
+// Assignment, some evicted) goes through Batch and is not remembered.
+// seen reports a batch skipped.
+func (r *Run) BatchAll(from string, seq uint64, sigs []transport.Signal) (acts []Action, seen bool) {
+	if len(sigs) == 0 || r.stopped {
+		return r.Batch(from, seq, 0, sigs), false
+	}
+	id := batchID{from, sigs[0].Gen, seq}
+	if _, ok := r.batches[id]; ok {
+		return r.reset(), true
+	}
+	acts = r.Batch(from, seq, 0, sigs)
+	for i := range acts {
+		if acts[i].Kind == Drop && acts[i].Reason == holdFull {
+			return acts, false
+		}
+	}
+	if r.batches == nil {
+		r.batches = map[batchID]int{}
+	}
+	r.batches[id] = len(sigs)
+	return acts, false
+}
+
+// SeenBatch reports whether BatchAll took the batch (sender from, batch
+// number seq, its first Signal of generation gen) whole before — BatchAll
+// would skip it — and how many Signals it held.
+func (r *Run) SeenBatch(from string, gen, seq uint64) (signals int, ok bool) {
+	signals, ok = r.batches[batchID{from, gen, seq}]
+	return signals, ok
+}
+
 // accept decides sigs (see Batch), appending to r.acts.
 func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signal) {
 	tab := r.tab.Load()
@@ -701,7 +760,7 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 			continue
 		case s.Gen > r.gen:
 			if len(r.held) >= r.maxHeld {
-				r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "hold buffer full"})
+				r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: holdFull})
 				continue
 			}
 			c := *s

@@ -30,6 +30,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	                                                    owner: vertex v's node; free: the free joins (Config.Free)
 //	assign gen=G nodes=… owner=…                        the run's Assignment
 //	batch from=N seq=S [first=I]                        a batch from the live subscription
+//	whole from=N seq=S                                  a whole batch (BatchAll: one taken whole before is skipped)
 //	follow to=N from=M seq=S [bseq=B]                   a batch of the record at stream position S, addressed to N
 //	                                                    (B: the batch's own number, default S)
 //	startfollow | caught id=F | probe W | tick | sent K | stop | fail
@@ -229,6 +230,12 @@ func (sc *scenario) do(input []string) []string {
 		return append([]string{fmt.Sprintf("moved from=%d kept=%d taken=%d given=%d", mv.Prev, mv.Kept, mv.Taken, mv.Given)}, show(acts)...)
 	case "batch":
 		return show(r.Batch(m["from"], sc.num(m, "seq"), int(sc.num(m, "first")), sc.signals(input[1:])))
+	case "whole":
+		acts, seen := r.BatchAll(m["from"], sc.num(m, "seq"), sc.signals(input[1:]))
+		if seen {
+			return []string{"seen: skipped"}
+		}
+		return show(acts)
 	case "follow":
 		bseq := sc.num(m, "seq")
 		if _, ok := m["bseq"]; ok {
