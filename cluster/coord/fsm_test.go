@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -217,5 +218,59 @@ func TestFSMKeepsExactParams(t *testing.T) {
 	check(g, "restored")
 	if err := g.ApplyJSON([]byte(`{"op":"config"} {}`)); err == nil {
 		t.Error("a command with data after it was applied")
+	}
+}
+
+// A flow_put entry is framed, its text apart (EncodeCommand); one written
+// as JSON, as before the framing, applies as it did; and an entry whose
+// frame is damaged, or whose text is not its id's, changes nothing.
+func TestFlowPutEntries(t *testing.T) {
+	text := []byte("{\n  \"name\": \"a\",\n  \"tasks\": []\n}\n")
+	sf := StoredFlow{ID: FlowID(text), Name: "a", Path: "a.json", Text: text, Tasks: 1, Bytes: 9, Stored: time.Unix(5, 0).UTC()}
+	put := &Command{Op: OpFlowPut, Flow: &sf}
+	framed, err := EncodeCommand(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(put) // the JSON entry of earlier versions
+	if err != nil {
+		t.Fatal(err)
+	}
+	if framed[0] != framedFlowPut || bytes.Contains(framed, []byte(`"text":"`)) || !bytes.HasSuffix(framed, text) {
+		t.Fatalf("framed entry %q: want the frame byte, no text in the JSON, the text at the end", framed)
+	}
+	for name, entry := range map[string][]byte{"framed": framed, "json": old} {
+		f := NewFSM()
+		if err := f.ApplyEntry(entry); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, ok := f.Flow(sf.ID)
+		if !ok || !bytes.Equal(got.Text, text) || got.Name != "a" || got.Path != "a.json" || got.Tasks != 1 || got.Bytes != 9 || !got.Stored.Equal(sf.Stored) {
+			t.Fatalf("%s: stored %+v, want %+v", name, got, sf)
+		}
+	}
+	// Other commands stay JSON.
+	if b, _ := EncodeCommand(&Command{Op: OpConfig, Config: &Settings{Retention: time.Hour}}); b[0] != '{' {
+		t.Fatalf("a config entry is %q, want JSON", b)
+	}
+	other := bytes.Clone(text)
+	other[len(other)-2] = ' '
+	wrongText := bytes.Clone(framed)
+	copy(wrongText[len(wrongText)-len(other):], other)
+	bad := map[string][]byte{
+		"wrong text":  wrongText,
+		"no text":     framed[:len(framed)-len(text)],
+		"long length": append([]byte{framedFlowPut, 0xff, 0x7f}, framed[3:]...),
+		"no length":   {framedFlowPut},
+		"not a put":   append(append([]byte{framedFlowPut, 15}, `{"op":"config"}`...), 'x'),
+	}
+	for name, entry := range bad {
+		f := NewFSM()
+		if err := f.ApplyEntry(entry); err == nil || !errors.Is(err, ErrCommand) {
+			t.Errorf("%s: applied (%v), want an ErrCommand", name, err)
+		}
+		if len(f.Flows()) != 0 {
+			t.Errorf("%s: the registry holds %d flows", name, len(f.Flows()))
+		}
 	}
 }

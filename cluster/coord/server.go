@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -610,7 +609,7 @@ func (s *Server) WaitLeader(ctx context.Context) error {
 
 // apply commits one command through raft and returns the FSM's answer.
 func (s *Server) apply(c *Command) error {
-	b, err := json.Marshal(c)
+	b, err := EncodeCommand(c)
 	if err != nil {
 		return fmt.Errorf("coord: encode %s: %w", c.Op, err)
 	}
