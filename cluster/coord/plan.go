@@ -293,8 +293,11 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			b.Pin(v, i)
 		}
 	}
-	for _, e := range g.Edges() {
-		b.AddEdge(e.From, e.To, 1+outputBytes(g.Vertices[e.From].Task)/1024)
+	for v := range g.Vertices {
+		w := 1 + outputBytes(g.Vertices[v].Task)/1024
+		for _, e := range g.Vertices[v].Succ {
+			b.AddEdge(e.From, e.To, w)
+		}
 	}
 	pg, err := b.Build()
 	if err != nil {
@@ -339,9 +342,11 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 func groupLevels(g *spec.Graph, uf union) []int {
 	nv := len(g.Vertices)
 	succ := make([][]int, nv) // between the groups' representatives
-	for _, e := range g.Edges() {
-		if a, b := uf.find(e.From), uf.find(e.To); a != b {
-			succ[a] = append(succ[a], b)
+	for v := range g.Vertices {
+		for _, e := range g.Vertices[v].Succ {
+			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+				succ[a] = append(succ[a], b)
+			}
 		}
 	}
 	order, ok := topo.Order(succ)
