@@ -168,6 +168,9 @@ type Server struct {
 	// called as each is made (tests)
 	submitsMade, submitsJoined atomic.Int64
 	submitHook                 func()
+	// runs whose flow was validated, expanded and placed for them (not
+	// taken from flowCaches.placed)
+	placements atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.
