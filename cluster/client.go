@@ -421,9 +421,13 @@ func (c *Client) Flows(ctx context.Context) ([]proto.FlowInfo, error) {
 
 // Status returns a run's status.
 func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error) {
-	var st proto.RunStatus
+	var st struct {
+		proto.RunStatus
+		Tasks taskTable `json:"tasks,omitempty"` // read by hand (taskTable)
+	}
 	err := c.do(ctx, http.MethodGet, runPath(id), nil, &st)
-	return st, err
+	st.RunStatus.Tasks = st.Tasks
+	return st.RunStatus, err
 }
 
 // FollowWait is how long one look of Follow lets the coordinator hold
