@@ -3,11 +3,14 @@ package coord
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,4 +276,98 @@ func TestFlowPutEntries(t *testing.T) {
 			t.Errorf("%s: the registry holds %d flows", name, len(f.Flows()))
 		}
 	}
+}
+
+// A run_submit entry is framed, its assignment packed (EncodeCommand):
+// it decodes to the command its JSON decodes to, and applies; a damaged
+// packing is refused.
+func TestRunSubmitEntries(t *testing.T) {
+	text := []byte("{\n  \"name\": \"a\"\n}\n")
+	sf := StoredFlow{ID: FlowID(text), Name: "a", Path: "a.json", Text: text}
+	assign := make([]string, 1000)
+	for v := range assign {
+		assign[v] = []string{"n1", "n2", "node-three"}[v*7%3]
+	}
+	run := &Run{ID: "r1", FlowID: sf.ID, FlowName: "a", Params: map[string]any{"n": json.Number("9007199254740993")}, State: proto.RunRunning,
+		Submitted: time.Unix(1, 0).UTC(), Gen: 1, Assignment: assign, Boots: map[string]string{"n1": "b1"}}
+	sub := &Command{Op: OpRunSubmit, Run: run}
+	framed, err := EncodeCommand(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if framed[0] != framedRunSubmit || len(framed) > len(old)/3 {
+		t.Fatalf("framed run_submit of %d bytes (JSON %d): want the frame byte and a packed assignment", len(framed), len(old))
+	}
+	got, err := DecodeCommand(framed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeCommand(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("framed entry decodes to %+v, its JSON to %+v", got.Run, want.Run)
+	}
+	for name, entry := range map[string][]byte{"framed": framed, "json": old} {
+		f := NewFSM()
+		put, _ := EncodeCommand(&Command{Op: OpFlowPut, Flow: &sf})
+		if err := f.ApplyEntry(put); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.ApplyEntry(entry); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r, ok := f.Run("r1"); !ok || !slices.Equal(r.Assignment, assign) || !slices.Equal(r.Nodes, []string{"n1", "n2", "node-three"}) {
+			t.Fatalf("%s: run %+v", name, r)
+		}
+	}
+	head := framed[:len(framed)-len(packAssignment(assign))]
+	bad := map[string][]byte{
+		"cut short":      framed[:len(framed)-1],
+		"a byte after":   append(slices.Clone(framed), 0),
+		"no such node":   append(slices.Clone(head), 1, 2, 'n', '1', 1, 1),
+		"too many ids":   append(slices.Clone(head), 0xff, 0xff, 0x03),
+		"too many tasks": append(slices.Clone(head), 1, 2, 'n', '1', 0xff, 0x7f, 0),
+		"a long id":      append(slices.Clone(head), 1, 9, 'n', '1', 1, 0),
+		"no assignment":  head,
+		"not a run":      append(append([]byte{framedRunSubmit, 15}, `{"op":"config"}`...), 1, 2, 'n', '1', 1, 0),
+	}
+	for name, entry := range bad {
+		if _, err := DecodeCommand(entry); !errors.Is(err, ErrCommand) {
+			t.Errorf("%s: decoded (%v), want an ErrCommand", name, err)
+		}
+	}
+}
+
+// FuzzDecodeCommand: any entry decodes or is refused as an ErrCommand,
+// never a panic; a run_submit's decoded assignment packs back to the bytes
+// it came from.
+func FuzzDecodeCommand(f *testing.F) {
+	f.Add(append(append([]byte{framedRunSubmit, 28}, `{"op":"run_submit","run":{}}`...), 1, 2, 'n', '1', 1, 0))
+	f.Add([]byte(`{"op":"config","config":{"retention":1}}`))
+	f.Add(append([]byte{framedFlowPut, 2}, "{}x"...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCommand(b)
+		if err != nil {
+			if !errors.Is(err, ErrCommand) {
+				t.Fatalf("error %v is not an ErrCommand", err)
+			}
+			return
+		}
+		if len(b) > 0 && b[0] == framedRunSubmit {
+			n, k := binary.Uvarint(b[1:])
+			if bulk := b[1+k+int(n):]; !bytes.Equal(packAssignment(c.Run.Assignment), bulk) {
+				// the same assignment may pack shorter (ids listed once, in order)
+				back, err := unpackAssignment(packAssignment(c.Run.Assignment))
+				if err != nil || !slices.Equal(back, c.Run.Assignment) {
+					t.Fatalf("assignment %v does not round trip: %v", c.Run.Assignment, err)
+				}
+			}
+		}
+	})
 }
