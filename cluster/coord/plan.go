@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"time"
 
@@ -255,7 +256,7 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			uf.join(grp[0], v)
 		}
 	}
-	size := map[int]int{}
+	size := make([]int, nv) // by group representative: its vertices
 	for v := range g.Vertices {
 		size[uf.find(v)]++
 	}
@@ -341,12 +342,32 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 // still form a cycle (not expected: every cycle of a flow is a loop group).
 func groupLevels(g *spec.Graph, uf union) []int {
 	nv := len(g.Vertices)
-	succ := make([][]int, nv) // between the groups' representatives
+	// The edges between the groups' representatives, each one's laid out
+	// in one array (in the order appending them gave): counted, then placed.
+	off := make([]int, nv+1)
 	for v := range g.Vertices {
 		for _, e := range g.Vertices[v].Succ {
 			if a, b := uf.find(e.From), uf.find(e.To); a != b {
-				succ[a] = append(succ[a], b)
+				off[a+1]++
 			}
+		}
+	}
+	for a := range nv {
+		off[a+1] += off[a]
+	}
+	to, at := make([]int, off[nv]), slices.Clone(off[:nv])
+	for v := range g.Vertices {
+		for _, e := range g.Vertices[v].Succ {
+			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+				to[at[a]] = b
+				at[a]++
+			}
+		}
+	}
+	succ := make([][]int, nv)
+	for a := range nv {
+		if off[a] < off[a+1] {
+			succ[a] = to[off[a]:off[a+1]:off[a+1]]
 		}
 	}
 	order, ok := topo.Order(succ)
@@ -371,7 +392,7 @@ func groupLevels(g *spec.Graph, uf union) []int {
 // most of its cost (the first such member's on a tie). A group whose members
 // are pinned to different nodes stays as placed; a member that needs a GPU
 // the target lacks stays too (the GPU node was its only choice).
-func wholeLoops(g *spec.Graph, uf union, size map[int]int, assign []int, pin []string, gpu []bool, cost []int64, index map[string]int, nodes []Node) {
+func wholeLoops(g *spec.Graph, uf union, size []int, assign []int, pin []string, gpu []bool, cost []int64, index map[string]int, nodes []Node) {
 	members := map[int][]int{}
 	for v := range g.Vertices {
 		if r := uf.find(v); size[r] > 1 {
