@@ -344,17 +344,9 @@ func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]
 			fc.loops.Put(key, rl, max(len(g.Vertices), 1))
 		}
 	}
-	idx := make(map[string]uint32, len(r.Nodes))
-	for i, n := range r.Nodes {
-		idx[n] = uint32(i)
-	}
-	owner := make([]uint32, len(r.Assignment))
-	for v, n := range r.Assignment {
-		i, ok := idx[n]
-		if !ok {
-			return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, v, n)
-		}
-		owner[v] = i
+	owner, bad := owners(r.Nodes, r.Assignment)
+	if bad >= 0 {
+		return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, bad, r.Assignment[bad])
 	}
 	ps, err := runproto.Compile(g, rl.loops, rl.free, r.Nodes, owner)
 	if err != nil {

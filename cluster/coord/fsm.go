@@ -302,10 +302,10 @@ func DecodeCommand(data []byte) (*Command, error) {
 func packAssignment(assign []string) []byte {
 	idx := map[string]uint64{}
 	var ids []string
-	for _, n := range assign {
-		if _, ok := idx[n]; !ok {
-			idx[n] = uint64(len(ids))
-			ids = append(ids, n)
+	for lo := range nodeRuns(assign) {
+		if _, ok := idx[assign[lo]]; !ok {
+			idx[assign[lo]] = uint64(len(ids))
+			ids = append(ids, assign[lo])
 		}
 	}
 	b := binary.AppendUvarint(make([]byte, 0, 16+len(assign)+8*len(ids)), uint64(len(ids)))
@@ -314,8 +314,11 @@ func packAssignment(assign []string) []byte {
 		b = append(b, n...)
 	}
 	b = binary.AppendUvarint(b, uint64(len(assign)))
-	for _, n := range assign {
-		b = binary.AppendUvarint(b, idx[n])
+	for lo, hi := range nodeRuns(assign) {
+		i := idx[assign[lo]]
+		for range hi - lo {
+			b = binary.AppendUvarint(b, i)
+		}
 	}
 	return b
 }
@@ -559,9 +562,10 @@ func nodesOf(assign []string) ([]string, error) {
 	}
 	seen := map[string]bool{}
 	var nodes []string
-	for i, n := range assign {
+	for lo := range nodeRuns(assign) {
+		n := assign[lo]
 		if n == "" {
-			return nil, fmt.Errorf("task %d has no node", i)
+			return nil, fmt.Errorf("task %d has no node", lo)
 		}
 		if !seen[n] {
 			seen[n] = true

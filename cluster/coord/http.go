@@ -631,8 +631,8 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 		boots[n.ID] = n.Boot
 	}
 	used := map[string]string{}
-	for _, n := range assign {
-		used[n] = boots[n]
+	for lo := range nodeRuns(assign) {
+		used[assign[lo]] = boots[assign[lo]]
 	}
 	run := &Run{ID: id, FlowID: flowID, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"slices"
 	"sort"
 	"time"
@@ -571,4 +572,44 @@ func (u union) join(a, b int) {
 	if ra, rb := u.find(a), u.find(b); ra != rb {
 		u[max(ra, rb)] = min(ra, rb)
 	}
+}
+
+// nodeRuns yields each maximal run assign[lo:hi] of consecutive tasks on
+// one node. A placement keeps tasks together (a 100K-task assignment is a
+// handful of runs where the cost model keeps a flow on one node), so what
+// is looked up a node is looked up a run, not a task: a map lookup a task
+// was milliseconds of every run's submit, apply and plans.
+func nodeRuns(assign []string) iter.Seq2[int, int] {
+	return func(yield func(lo, hi int) bool) {
+		for lo := 0; lo < len(assign); {
+			hi := lo + 1
+			for hi < len(assign) && assign[hi] == assign[lo] {
+				hi++
+			}
+			if !yield(lo, hi) {
+				return
+			}
+			lo = hi
+		}
+	}
+}
+
+// owners gives each task of assign its node's place in nodes; bad is the
+// first task whose node is not among them (its owner is 0), -1 if none.
+func owners(nodes, assign []string) (owner []uint32, bad int) {
+	idx := make(map[string]uint32, len(nodes))
+	for i, n := range nodes {
+		idx[n] = uint32(i)
+	}
+	owner, bad = make([]uint32, len(assign)), -1
+	for lo, hi := range nodeRuns(assign) {
+		i, ok := idx[assign[lo]]
+		if !ok && bad < 0 {
+			bad = lo
+		}
+		for v := lo; v < hi; v++ {
+			owner[v] = i
+		}
+	}
+	return owner, bad
 }
