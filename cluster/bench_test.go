@@ -12,9 +12,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hetflow/hetflow/cluster"
 	"github.com/hetflow/hetflow/cluster/devcluster"
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/flowgen"
+	"github.com/hetflow/hetflow/internal/htdg"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -152,4 +156,145 @@ func BenchmarkAssignmentCopies(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/float64(len(copies)), "assignments/node")
 	b.ReportMetric(float64(bytes)/float64(len(copies))/1e6, "MB/node")
+}
+
+// BenchmarkRunAgainVsLocal100K measures the issue's run-again target ("the
+// same flow run again (registered): at most 2× one localexec run of its
+// graph plus one hop") on an in-process dev cluster of three nodes (2
+// workers each, as coordinator dev): the 100 × 1,000 layered no-op DAG
+// (internal/flowgen.Layered, JSON) is registered and run once to warm
+// every cache; then each op is one run of it by flow id, from
+// Client.RunFlow to the client seeing its verdict (a long poll of the
+// run's summary: the verdict, not its 100K-row table). Beside it, in the
+// same process: one run of the same graph (expanded from the same file) as
+// one localexec taskflow of empty tasks on 2 workers (the node the cost
+// model places the whole DAG on has 2), built once and run again; and one
+// hop, a NATS request/reply round trip through the cluster's server.
+//
+// Metrics: run-again-ms and run-again-cpu-ms (the whole process: client,
+// coordinator, NATS server and nodes), localexec-ms and localexec-cpu-ms,
+// hop-us (medians of wall, means of CPU), and x-target: run-again wall
+// over (localexec wall + hop); the target is x-target <= 2.
+func BenchmarkRunAgainVsLocal100K(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	text := flowgen.Layered(100, 1000, 1, true)
+
+	// localexec: the same graph, built once.
+	f, err := spec.ParseJSON("layered.json", text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tf := localexec.NewTaskflow("layered")
+	tasks := make([]localexec.Task, len(g.Vertices))
+	for v := range g.Vertices {
+		tasks[v] = tf.Emplace(func() {})
+	}
+	for v := range g.Vertices {
+		for _, e := range g.Vertices[v].Succ {
+			tasks[v].Precede(tasks[e.To])
+		}
+	}
+	ex := localexec.NewExecutor(localexec.WithWorkers(2))
+	defer ex.Close()
+	local := func() (wall, cpu time.Duration) {
+		cpu0, t0 := htdg.CPUTime(), time.Now()
+		if err := ex.Run(tf).Wait(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), htdg.CPUTime() - cpu0
+	}
+	local() // warm
+
+	d, err := devcluster.Start(ctx, devcluster.Config{Nodes: 3, SimGPUs: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	c := d.Client()
+	c.Poll = time.Millisecond
+	ref, err := c.RegisterFlow(ctx, "layered.json", text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runAgain := func() (wall, cpu time.Duration) {
+		cpu0, t0 := htdg.CPUTime(), time.Now()
+		id, err := c.RunFlow(ctx, ref.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := verdict(ctx, b, c, id)
+		wall, cpu = time.Since(t0), htdg.CPUTime()-cpu0
+		if p.State != proto.RunSucceeded || p.Counts.Done != len(g.Vertices) {
+			b.Fatalf("run %s: %s, %d of %d tasks done", id, p.State, p.Counts.Done, len(g.Vertices))
+		}
+		return wall, cpu
+	}
+	runAgain() // the first run: placed, planned, built on the node
+
+	// One hop: a request and its reply through the cluster's NATS server.
+	nc, err := transport.Connect(ctx, d.NATSURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.Subscribe("bench.hop", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	var hops []time.Duration
+	for range 200 {
+		t0 := time.Now()
+		if _, err := nc.Request(ctx, "bench.hop", []byte("x")); err != nil {
+			b.Fatal(err)
+		}
+		hops = append(hops, time.Since(t0))
+	}
+
+	var again, againCPU, loc, locCPU []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		w, c := runAgain()
+		again, againCPU = append(again, w), append(againCPU, c)
+		w, c = local()
+		loc, locCPU = append(loc, w), append(locCPU, c)
+	}
+	b.StopTimer()
+	med := func(xs []time.Duration) time.Duration { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
+	mean := func(xs []time.Duration) time.Duration {
+		var s time.Duration
+		for _, x := range xs {
+			s += x
+		}
+		return s / time.Duration(len(xs))
+	}
+	hop := med(hops)
+	b.ReportMetric(float64(med(again).Microseconds())/1e3, "run-again-ms")
+	b.ReportMetric(float64(mean(againCPU).Microseconds())/1e3, "run-again-cpu-ms")
+	b.ReportMetric(float64(med(loc).Microseconds())/1e3, "localexec-ms")
+	b.ReportMetric(float64(mean(locCPU).Microseconds())/1e3, "localexec-cpu-ms")
+	b.ReportMetric(float64(hop.Nanoseconds())/1e3, "hop-us")
+	b.ReportMetric(float64(med(again))/float64(med(loc)+hop), "x-target")
+	b.ReportMetric(0, "ns/op") // the op is two runs of different things: see the metrics
+}
+
+// verdict follows run id by long polls of its summary until it is
+// finished, and returns that summary.
+func verdict(ctx context.Context, b *testing.B, c *cluster.Client, id string) proto.RunProgress {
+	version := ""
+	for {
+		p, err := c.Progress(ctx, id, version, cluster.FollowWait)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if proto.Finished(p.State) {
+			return p
+		}
+		version = p.Version
+	}
 }

@@ -279,7 +279,13 @@ func (c *Client) once(ctx context.Context, server, method, path string, body *re
 		return &retryable{fmt.Errorf("%s: %w", server, err)}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	// Sized by Content-Length, up to 32 MB (a 100K-task status is 7.7 MB):
+	// one buffer, not one doubled again and again; ReadFrom wants MinRead
+	// bytes free to see the end.
+	const maxAnswer = 256 << 20
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), 32<<20)+bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer))
+	data := buf.Bytes()
 	if err != nil {
 		return &retryable{fmt.Errorf("%s: read answer: %w", server, err)}
 	}
@@ -421,9 +427,13 @@ func (c *Client) Flows(ctx context.Context) ([]proto.FlowInfo, error) {
 
 // Status returns a run's status.
 func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error) {
-	var st proto.RunStatus
+	var st struct {
+		proto.RunStatus
+		Tasks taskTable `json:"tasks,omitempty"` // read by hand (taskTable)
+	}
 	err := c.do(ctx, http.MethodGet, runPath(id), nil, &st)
-	return st, err
+	st.RunStatus.Tasks = st.Tasks
+	return st.RunStatus, err
 }
 
 // FollowWait is how long one look of Follow lets the coordinator hold

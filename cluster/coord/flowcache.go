@@ -2,11 +2,13 @@ package coord
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/hetflow/hetflow/cluster/node/runproto"
+	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/wlru"
 	"github.com/hetflow/hetflow/transport"
@@ -16,14 +18,37 @@ import (
 // once for all the runs of that flow: the submit of a flow submitted before
 // (same file name, text and parameters) and the status of every run of a
 // flow run before do not parse it again (issue "run a flow at the speed of
-// its graph"). What is cached is read-only: a submit compiles and pins its
-// own graph from the cached file, and a reassign expands its own.
+// its graph"). A run of a flow again, with the same parameters, on the
+// same live nodes offering the same catalogs (placedKey), takes the
+// compiled graph and the placement of the run before, and the nodes'
+// plans compiled for it: it is neither validated, expanded, placed nor
+// compiled into plans again. What is cached is read-only: a submit that
+// misses compiles and pins its own graph from the cached file, and a
+// reassign expands its own.
 //
-// Both caches are bounded by the tasks they hold (maxCachedTasks each).
+// Every cache is bounded by the tasks it holds (maxCachedTasks each).
 type flowCaches struct {
-	bound  *wlru.Cache[[32]byte, *boundFlow]  // by submitKey, and by runKey
-	graphs *wlru.Cache[[32]byte, *spec.Graph] // by runKey(Run.FlowID, Run.Params)
-	loops  *wlru.Cache[[32]byte, *runLoops]   // by runKey(Run.FlowID, Run.Params)
+	bound    *wlru.Cache[[32]byte, *boundFlow]  // by submitKey, and by runKey
+	graphs   *wlru.Cache[[32]byte, *spec.Graph] // by runKey(Run.FlowID, Run.Params)
+	loops    *wlru.Cache[[32]byte, *runLoops]   // by runKey(Run.FlowID, Run.Params)
+	placed   *wlru.Cache[[32]byte, *placedRun]  // by placedKey
+	compiled *wlru.Cache[[32]byte, *runPlans]   // by plansKey
+}
+
+// placedRun is a flow bound to parameters, compiled (validated against
+// the live nodes' catalogs and resources, expanded) and placed on those
+// nodes: what a run of it again on the same nodes, with the same catalogs,
+// takes as it is (Server.start) instead of validating, expanding and
+// placing the flow again. g is read-only (placeByFunction's pins are in
+// it); assign is the first such run's placement.
+type placedRun struct {
+	g      *spec.Graph
+	assign []string
+}
+
+// runPlans are the encoded plans of each node's part of a run (plans).
+type runPlans struct {
+	byNode map[string][]byte
 }
 
 // runLoops is what the run protocol derives from a run's whole graph
@@ -41,7 +66,31 @@ const maxCachedTasks = 200_000
 
 func newFlowCaches() flowCaches {
 	return flowCaches{wlru.New[[32]byte, *boundFlow](maxCachedTasks), wlru.New[[32]byte, *spec.Graph](maxCachedTasks),
-		wlru.New[[32]byte, *runLoops](maxCachedTasks)}
+		wlru.New[[32]byte, *runLoops](maxCachedTasks), wlru.New[[32]byte, *placedRun](maxCachedTasks),
+		wlru.New[[32]byte, *runPlans](maxCachedTasks)}
+}
+
+// placedKey names what a run's compile and placement depend on: the flow
+// and its parameter values (runKey), and each live node (alive, as the
+// FSM lists them, by id) with its capacity and the catalog it offers
+// (catalogs[i] is alive[i]'s: its hash, or the coordinator's own for a
+// node that advertises none). ok is false when the answer must not be
+// cached: a catalog that could not be read, or no node alive.
+func placedKey(flow [32]byte, alive []Node, catalogs []proto.NodeFuncs) (key [32]byte, ok bool) {
+	if len(alive) == 0 || len(catalogs) != len(alive) {
+		return key, false
+	}
+	h := sha256.New()
+	h.Write(flow[:])
+	for i, n := range alive {
+		nf := catalogs[i]
+		if nf.Error != "" || nf.Node != n.ID {
+			return key, false
+		}
+		fmt.Fprintf(h, "%d:%s %d %d %d:%s %t;", len(n.ID), n.ID, n.CPUs, n.GPUs, len(nf.Hash), nf.Hash, nf.Builtin)
+	}
+	h.Sum(key[:0])
+	return key, true
 }
 
 // boundFlow is a flow file parsed, its parameters bound (spec.File.Bind),
@@ -266,12 +315,23 @@ func (fc flowCaches) putGraph(id string, values map[string]any, g *spec.Graph) {
 // (LeaderConfig.Plans): its graph (from text, Server.runFlow, unless
 // cached) and loops from the caches, then runproto.Compile over its
 // assignment.
+//
+// The plans depend on the flow, its parameters, the run's nodes and its
+// assignment alone (not on the run's id or generation): a run of a flow
+// again on the same placement (a placedRun) takes the plans compiled for
+// the one before.
 func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]byte, error) {
+	key, kerr := runKey(r.FlowID, r.Params)
+	pkey := plansKey(key, r)
+	if kerr == nil {
+		if p, ok := fc.compiled.Get(pkey); ok {
+			return p.byNode, nil
+		}
+	}
 	g, err := fc.graph(r, text)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: its flow: %w", r.ID, err)
 	}
-	key, kerr := runKey(r.FlowID, r.Params)
 	var rl *runLoops
 	ok := false
 	if kerr == nil {
@@ -284,17 +344,9 @@ func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]
 			fc.loops.Put(key, rl, max(len(g.Vertices), 1))
 		}
 	}
-	idx := make(map[string]uint32, len(r.Nodes))
-	for i, n := range r.Nodes {
-		idx[n] = uint32(i)
-	}
-	owner := make([]uint32, len(r.Assignment))
-	for v, n := range r.Assignment {
-		i, ok := idx[n]
-		if !ok {
-			return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, v, n)
-		}
-		owner[v] = i
+	owner, bad := owners(r.Nodes, r.Assignment)
+	if bad >= 0 {
+		return nil, fmt.Errorf("run %s: task %d is assigned to %s, not a node of the run", r.ID, bad, r.Assignment[bad])
 	}
 	ps, err := runproto.Compile(g, rl.loops, rl.free, r.Nodes, owner)
 	if err != nil {
@@ -304,5 +356,28 @@ func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]
 	for i, p := range ps {
 		out[r.Nodes[i]] = transport.Encode(p)
 	}
+	if kerr == nil {
+		fc.compiled.Put(pkey, &runPlans{out}, max(len(r.Assignment), 1))
+	}
 	return out, nil
+}
+
+// plansKey names run r's plans: its flow bound (flow, runKey), its nodes
+// and its assignment.
+func plansKey(flow [32]byte, r Run) [32]byte {
+	h := sha256.New()
+	h.Write(flow[:])
+	fmt.Fprintf(h, "%d;", len(r.Nodes))
+	for _, n := range r.Nodes {
+		fmt.Fprintf(h, "%d:%s;", len(n), n)
+	}
+	b := make([]byte, 0, 4*len(r.Assignment))
+	for _, n := range r.Assignment {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+	}
+	h.Write(b)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/flowgen"
 )
 
 // A flow submitted again (same name, text and parameters) is not parsed
@@ -176,5 +178,112 @@ func TestBigIntParamExact(t *testing.T) {
 	// Another value under that id is still another run's.
 	if _, err := s.SubmitParams(id2, "p.yaml", []byte(flow), map[string]any{"seed": big - 1}); err == nil || !strings.Contains(err.Error(), "taken by another flow") {
 		t.Fatalf("the id with another seed: %v", err)
+	}
+}
+
+// placedKey changes with anything a run's validation and placement read
+// from the live cluster: a node more or less, its capacity, the catalog it
+// offers; and an unread catalog, or no node, is not cached at all.
+func TestPlacedKey(t *testing.T) {
+	flow := [32]byte{1}
+	alive := []Node{{ID: "n1", CPUs: 2}, {ID: "n2", CPUs: 2, GPUs: 1}}
+	cats := []proto.NodeFuncs{{Node: "n1", Hash: "h1"}, {Node: "n2", Hash: "h2"}}
+	base, ok := placedKey(flow, alive, cats)
+	if !ok {
+		t.Fatal("two nodes with catalogs: not cacheable")
+	}
+	if again, _ := placedKey(flow, slices.Clone(alive), slices.Clone(cats)); again != base {
+		t.Fatal("the same cluster gives another key")
+	}
+	mod := func(f func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs)) ([32]byte, bool) {
+		a, c := f(slices.Clone(alive), slices.Clone(cats))
+		return placedKey(flow, a, c)
+	}
+	for name, f := range map[string]func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs){
+		"a node less": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) { return a[:1], c[:1] },
+		"a node more": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) {
+			return append(a, Node{ID: "n3", CPUs: 1}), append(c, proto.NodeFuncs{Node: "n3", Hash: "h1"})
+		},
+		"another catalog": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) { c[1].Hash = "h3"; return a, c },
+		"builtin catalog": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) {
+			c[1].Hash, c[1].Builtin = "", true
+			return a, c
+		},
+		"more CPUs": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) { a[0].CPUs = 3; return a, c },
+		"no GPU":    func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) { a[1].GPUs = 0; return a, c },
+		"another node's id": func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) {
+			a[1].ID, c[1].Node = "n9", "n9"
+			return a, c
+		},
+	} {
+		if k, ok := mod(f); !ok || k == base {
+			t.Errorf("%s: key %x (cacheable %v), the same as before", name, k[:4], ok)
+		}
+	}
+	if k, _ := placedKey([32]byte{2}, alive, cats); k == base {
+		t.Error("another flow: the same key")
+	}
+	if _, ok := mod(func(a []Node, c []proto.NodeFuncs) ([]Node, []proto.NodeFuncs) { c[0].Error = "no answer"; return a, c }); ok {
+		t.Error("an unread catalog is cacheable")
+	}
+	if _, ok := placedKey(flow, nil, nil); ok {
+		t.Error("no node alive is cacheable")
+	}
+}
+
+// A flow run again on the same live nodes is neither validated, expanded
+// nor placed again, and its nodes' plans are not compiled again: it takes
+// the run before's graph, placement and plans. A node joining changes the
+// cluster: the next run is placed afresh.
+func TestRunAgainTakesThePlacement(t *testing.T) {
+	s, _ := fuzzServer(t)
+	sf, _, err := s.Register("l.yaml", flowgen.Layered(4, 50, 1, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []Run
+	for range 3 {
+		id, err := s.RunFlow("", sf.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := s.run(id)
+		runs = append(runs, r)
+	}
+	if n := s.placements.Load(); n != 1 {
+		t.Fatalf("3 runs of one flow on one cluster placed %d times, want 1", n)
+	}
+	p1, err := s.plans(runs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.plans(runs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(runs[1].Assignment, runs[0].Assignment) || len(p1["n1"]) == 0 || &p1["n1"][0] != &p2["n1"][0] {
+		t.Fatal("a run again did not take the placement and plans of the run before")
+	}
+	// Another node alive: placed again (and the plans of another
+	// assignment are compiled for it).
+	if err := s.apply(&Command{Op: OpNodeUpsert, Node: &Node{ID: "n2", State: proto.NodeAlive, CPUs: 2, Updated: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.RunFlow("", sf.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.placements.Load(); n != 2 {
+		t.Fatalf("a run after a node joined placed %d times in all, want 2", n)
+	}
+	r, _ := s.run(id)
+	r.Nodes, r.Assignment = []string{"n1", "n2"}, slices.Clone(r.Assignment)
+	r.Assignment[0] = "n2"
+	p3, err := s.plans(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p3) != 2 || len(p3["n2"]) == 0 {
+		t.Fatalf("plans of another assignment: %d nodes", len(p3))
 	}
 }

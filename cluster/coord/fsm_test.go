@@ -3,10 +3,14 @@ package coord
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,4 +222,152 @@ func TestFSMKeepsExactParams(t *testing.T) {
 	if err := g.ApplyJSON([]byte(`{"op":"config"} {}`)); err == nil {
 		t.Error("a command with data after it was applied")
 	}
+}
+
+// A flow_put entry is framed, its text apart (EncodeCommand); one written
+// as JSON, as before the framing, applies as it did; and an entry whose
+// frame is damaged, or whose text is not its id's, changes nothing.
+func TestFlowPutEntries(t *testing.T) {
+	text := []byte("{\n  \"name\": \"a\",\n  \"tasks\": []\n}\n")
+	sf := StoredFlow{ID: FlowID(text), Name: "a", Path: "a.json", Text: text, Tasks: 1, Bytes: 9, Stored: time.Unix(5, 0).UTC()}
+	put := &Command{Op: OpFlowPut, Flow: &sf}
+	framed, err := EncodeCommand(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(put) // the JSON entry of earlier versions
+	if err != nil {
+		t.Fatal(err)
+	}
+	if framed[0] != framedFlowPut || bytes.Contains(framed, []byte(`"text":"`)) || !bytes.HasSuffix(framed, text) {
+		t.Fatalf("framed entry %q: want the frame byte, no text in the JSON, the text at the end", framed)
+	}
+	for name, entry := range map[string][]byte{"framed": framed, "json": old} {
+		f := NewFSM()
+		if err := f.ApplyEntry(entry); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, ok := f.Flow(sf.ID)
+		if !ok || !bytes.Equal(got.Text, text) || got.Name != "a" || got.Path != "a.json" || got.Tasks != 1 || got.Bytes != 9 || !got.Stored.Equal(sf.Stored) {
+			t.Fatalf("%s: stored %+v, want %+v", name, got, sf)
+		}
+	}
+	// Other commands stay JSON.
+	if b, _ := EncodeCommand(&Command{Op: OpConfig, Config: &Settings{Retention: time.Hour}}); b[0] != '{' {
+		t.Fatalf("a config entry is %q, want JSON", b)
+	}
+	other := bytes.Clone(text)
+	other[len(other)-2] = ' '
+	wrongText := bytes.Clone(framed)
+	copy(wrongText[len(wrongText)-len(other):], other)
+	bad := map[string][]byte{
+		"wrong text":  wrongText,
+		"no text":     framed[:len(framed)-len(text)],
+		"long length": append([]byte{framedFlowPut, 0xff, 0x7f}, framed[3:]...),
+		"no length":   {framedFlowPut},
+		"not a put":   append(append([]byte{framedFlowPut, 15}, `{"op":"config"}`...), 'x'),
+	}
+	for name, entry := range bad {
+		f := NewFSM()
+		if err := f.ApplyEntry(entry); err == nil || !errors.Is(err, ErrCommand) {
+			t.Errorf("%s: applied (%v), want an ErrCommand", name, err)
+		}
+		if len(f.Flows()) != 0 {
+			t.Errorf("%s: the registry holds %d flows", name, len(f.Flows()))
+		}
+	}
+}
+
+// A run_submit entry is framed, its assignment packed (EncodeCommand):
+// it decodes to the command its JSON decodes to, and applies; a damaged
+// packing is refused.
+func TestRunSubmitEntries(t *testing.T) {
+	text := []byte("{\n  \"name\": \"a\"\n}\n")
+	sf := StoredFlow{ID: FlowID(text), Name: "a", Path: "a.json", Text: text}
+	assign := make([]string, 1000)
+	for v := range assign {
+		assign[v] = []string{"n1", "n2", "node-three"}[v*7%3]
+	}
+	run := &Run{ID: "r1", FlowID: sf.ID, FlowName: "a", Params: map[string]any{"n": json.Number("9007199254740993")}, State: proto.RunRunning,
+		Submitted: time.Unix(1, 0).UTC(), Gen: 1, Assignment: assign, Boots: map[string]string{"n1": "b1"}}
+	sub := &Command{Op: OpRunSubmit, Run: run}
+	framed, err := EncodeCommand(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := json.Marshal(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if framed[0] != framedRunSubmit || len(framed) > len(old)/3 {
+		t.Fatalf("framed run_submit of %d bytes (JSON %d): want the frame byte and a packed assignment", len(framed), len(old))
+	}
+	got, err := DecodeCommand(framed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeCommand(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("framed entry decodes to %+v, its JSON to %+v", got.Run, want.Run)
+	}
+	for name, entry := range map[string][]byte{"framed": framed, "json": old} {
+		f := NewFSM()
+		put, _ := EncodeCommand(&Command{Op: OpFlowPut, Flow: &sf})
+		if err := f.ApplyEntry(put); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.ApplyEntry(entry); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r, ok := f.Run("r1"); !ok || !slices.Equal(r.Assignment, assign) || !slices.Equal(r.Nodes, []string{"n1", "n2", "node-three"}) {
+			t.Fatalf("%s: run %+v", name, r)
+		}
+	}
+	head := framed[:len(framed)-len(packAssignment(assign))]
+	bad := map[string][]byte{
+		"cut short":      framed[:len(framed)-1],
+		"a byte after":   append(slices.Clone(framed), 0),
+		"no such node":   append(slices.Clone(head), 1, 2, 'n', '1', 1, 1),
+		"too many ids":   append(slices.Clone(head), 0xff, 0xff, 0x03),
+		"too many tasks": append(slices.Clone(head), 1, 2, 'n', '1', 0xff, 0x7f, 0),
+		"a long id":      append(slices.Clone(head), 1, 9, 'n', '1', 1, 0),
+		"no assignment":  head,
+		"not a run":      append(append([]byte{framedRunSubmit, 15}, `{"op":"config"}`...), 1, 2, 'n', '1', 1, 0),
+	}
+	for name, entry := range bad {
+		if _, err := DecodeCommand(entry); !errors.Is(err, ErrCommand) {
+			t.Errorf("%s: decoded (%v), want an ErrCommand", name, err)
+		}
+	}
+}
+
+// FuzzDecodeCommand: any entry decodes or is refused as an ErrCommand,
+// never a panic; a run_submit's decoded assignment packs back to the bytes
+// it came from.
+func FuzzDecodeCommand(f *testing.F) {
+	f.Add(append(append([]byte{framedRunSubmit, 28}, `{"op":"run_submit","run":{}}`...), 1, 2, 'n', '1', 1, 0))
+	f.Add([]byte(`{"op":"config","config":{"retention":1}}`))
+	f.Add(append([]byte{framedFlowPut, 2}, "{}x"...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCommand(b)
+		if err != nil {
+			if !errors.Is(err, ErrCommand) {
+				t.Fatalf("error %v is not an ErrCommand", err)
+			}
+			return
+		}
+		if len(b) > 0 && b[0] == framedRunSubmit {
+			n, k := binary.Uvarint(b[1:])
+			if bulk := b[1+k+int(n):]; !bytes.Equal(packAssignment(c.Run.Assignment), bulk) {
+				// the same assignment may pack shorter (ids listed once, in order)
+				back, err := unpackAssignment(packAssignment(c.Run.Assignment))
+				if err != nil || !slices.Equal(back, c.Run.Assignment) {
+					t.Fatalf("assignment %v does not round trip: %v", c.Run.Assignment, err)
+				}
+			}
+		}
+	})
 }

@@ -570,9 +570,25 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 		}
 		return "", &InvalidError{Problems: []string{fmt.Sprintf("%s: flow %q expands to %s tasks, over this cluster's limit of %d a run (coordinator --max-tasks)", path, f.Root().Name, what, s.cfg.MaxTasks)}}
 	}
-	// Validated once, and expanded from what was validated.
-	g, err := f.Compile(opts)
-	if err != nil {
+	// A run of this flow with these values on these nodes, offering these
+	// catalogs, was validated, expanded and placed before: its graph and
+	// placement stand for this one (flowCaches.placed). Otherwise it is
+	// validated once, and expanded from what was validated.
+	flowID := bf.stored.ID
+	var pkey [32]byte
+	cacheable := false
+	if rk, err := runKey(flowID, values); err == nil {
+		pkey, cacheable = placedKey(rk, alive, catalogs)
+	}
+	var placed *placedRun
+	if cacheable {
+		placed, _ = s.flows.placed.Get(pkey)
+	}
+	var g *spec.Graph
+	var err error
+	if placed != nil {
+		g = placed.g
+	} else if g, err = f.Compile(opts); err != nil {
 		if len(unread) > 0 {
 			// Not the flow's fault, perhaps: the functions of a live node
 			// it may need are unknown for now. Say so, as a refusal to try
@@ -589,27 +605,34 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 			return "", invalid(fmt.Errorf("%s: the flow's canonical JSON is %d bytes, over the limit of %d", path, len(b), spec.MaxFileSize))
 		}
 	}
-	flowID := bf.stored.ID
 	now := time.Now()
 	if id == "" {
 		id = proto.NewRunID(now)
 	} else if done, err := s.submitted(id, flowID, values); done || err != nil {
 		return id, err
 	}
-	if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
-		return "", err
-	}
-	assign, err := PlanWith(g, alive, Seed(id), s.cfg.Placement)
-	if err != nil {
-		return "", invalid(err)
+	var assign []string
+	if placed != nil {
+		assign = placed.assign
+	} else {
+		if alive, err = placeByFunction(g, alive, offered, Seed(id)); err != nil {
+			return "", err
+		}
+		if assign, err = PlanWith(g, alive, Seed(id), s.cfg.Placement); err != nil {
+			return "", invalid(err)
+		}
+		s.placements.Add(1)
+		if cacheable {
+			s.flows.placed.Put(pkey, &placedRun{g: g, assign: assign}, max(len(g.Vertices), 1))
+		}
 	}
 	boots := map[string]string{}
 	for _, n := range alive {
 		boots[n.ID] = n.Boot
 	}
 	used := map[string]string{}
-	for _, n := range assign {
-		used[n] = boots[n]
+	for lo := range nodeRuns(assign) {
+		used[assign[lo]] = boots[assign[lo]]
 	}
 	run := &Run{ID: id, FlowID: flowID, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}

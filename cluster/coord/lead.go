@@ -368,14 +368,7 @@ func (l *Leader) reconcile(now time.Time) {
 // Assignment goes out to every node of the run now, and again (Tick,
 // resend) only to a node that has neither acknowledged nor reported it.
 func (l *Leader) track(now time.Time, r Run) {
-	idx := map[string]uint32{}
-	for i, n := range r.Nodes {
-		idx[n] = uint32(i)
-	}
-	owner := make([]uint32, len(r.Assignment))
-	for v, n := range r.Assignment {
-		owner[v] = idx[n]
-	}
+	owner, _ := owners(r.Nodes, r.Assignment) // the FSM made Nodes of Assignment
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
 		asg: map[string]*transport.Assignment{}}
 	l.runs[r.ID] = t

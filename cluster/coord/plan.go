@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
+	"slices"
 	"sort"
 	"time"
 
@@ -255,7 +257,7 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			uf.join(grp[0], v)
 		}
 	}
-	size := map[int]int{}
+	size := make([]int, nv) // by group representative: its vertices
 	for v := range g.Vertices {
 		size[uf.find(v)]++
 	}
@@ -293,8 +295,11 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			b.Pin(v, i)
 		}
 	}
-	for _, e := range g.Edges() {
-		b.AddEdge(e.From, e.To, 1+outputBytes(g.Vertices[e.From].Task)/1024)
+	for v := range g.Vertices {
+		w := 1 + outputBytes(g.Vertices[v].Task)/1024
+		for _, e := range g.Vertices[v].Succ {
+			b.AddEdge(e.From, e.To, w)
+		}
 	}
 	pg, err := b.Build()
 	if err != nil {
@@ -338,10 +343,32 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 // still form a cycle (not expected: every cycle of a flow is a loop group).
 func groupLevels(g *spec.Graph, uf union) []int {
 	nv := len(g.Vertices)
-	succ := make([][]int, nv) // between the groups' representatives
-	for _, e := range g.Edges() {
-		if a, b := uf.find(e.From), uf.find(e.To); a != b {
-			succ[a] = append(succ[a], b)
+	// The edges between the groups' representatives, each one's laid out
+	// in one array (in the order appending them gave): counted, then placed.
+	off := make([]int, nv+1)
+	for v := range g.Vertices {
+		for _, e := range g.Vertices[v].Succ {
+			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+				off[a+1]++
+			}
+		}
+	}
+	for a := range nv {
+		off[a+1] += off[a]
+	}
+	to, at := make([]int, off[nv]), slices.Clone(off[:nv])
+	for v := range g.Vertices {
+		for _, e := range g.Vertices[v].Succ {
+			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+				to[at[a]] = b
+				at[a]++
+			}
+		}
+	}
+	succ := make([][]int, nv)
+	for a := range nv {
+		if off[a] < off[a+1] {
+			succ[a] = to[off[a]:off[a+1]:off[a+1]]
 		}
 	}
 	order, ok := topo.Order(succ)
@@ -366,7 +393,7 @@ func groupLevels(g *spec.Graph, uf union) []int {
 // most of its cost (the first such member's on a tie). A group whose members
 // are pinned to different nodes stays as placed; a member that needs a GPU
 // the target lacks stays too (the GPU node was its only choice).
-func wholeLoops(g *spec.Graph, uf union, size map[int]int, assign []int, pin []string, gpu []bool, cost []int64, index map[string]int, nodes []Node) {
+func wholeLoops(g *spec.Graph, uf union, size []int, assign []int, pin []string, gpu []bool, cost []int64, index map[string]int, nodes []Node) {
 	members := map[int][]int{}
 	for v := range g.Vertices {
 		if r := uf.find(v); size[r] > 1 {
@@ -545,4 +572,44 @@ func (u union) join(a, b int) {
 	if ra, rb := u.find(a), u.find(b); ra != rb {
 		u[max(ra, rb)] = min(ra, rb)
 	}
+}
+
+// nodeRuns yields each maximal run assign[lo:hi] of consecutive tasks on
+// one node. A placement keeps tasks together (a 100K-task assignment is a
+// handful of runs where the cost model keeps a flow on one node), so what
+// is looked up a node is looked up a run, not a task: a map lookup a task
+// was milliseconds of every run's submit, apply and plans.
+func nodeRuns(assign []string) iter.Seq2[int, int] {
+	return func(yield func(lo, hi int) bool) {
+		for lo := 0; lo < len(assign); {
+			hi := lo + 1
+			for hi < len(assign) && assign[hi] == assign[lo] {
+				hi++
+			}
+			if !yield(lo, hi) {
+				return
+			}
+			lo = hi
+		}
+	}
+}
+
+// owners gives each task of assign its node's place in nodes; bad is the
+// first task whose node is not among them (its owner is 0), -1 if none.
+func owners(nodes, assign []string) (owner []uint32, bad int) {
+	idx := make(map[string]uint32, len(nodes))
+	for i, n := range nodes {
+		idx[n] = uint32(i)
+	}
+	owner, bad = make([]uint32, len(assign)), -1
+	for lo, hi := range nodeRuns(assign) {
+		i, ok := idx[assign[lo]]
+		if !ok && bad < 0 {
+			bad = lo
+		}
+		for v := lo; v < hi; v++ {
+			owner[v] = i
+		}
+	}
+	return owner, bad
 }

@@ -558,3 +558,27 @@ tasks:
 		}
 	}
 }
+
+// owners maps an assignment to the nodes' places run by run as a lookup a
+// task would, and names the first task of a node not among them.
+func TestOwners(t *testing.T) {
+	nodes := []string{"a", "b", "c"}
+	assign := []string{"b", "b", "a", "c", "c", "c", "a", "b"}
+	owner, bad := owners(nodes, assign)
+	if want := []uint32{1, 1, 0, 2, 2, 2, 0, 1}; !slices.Equal(owner, want) || bad != -1 {
+		t.Fatalf("owners %v (bad %d), want %v", owner, bad, want)
+	}
+	if _, bad := owners(nodes, []string{"a", "x", "x", "y"}); bad != 1 {
+		t.Fatalf("first task of no node: %d, want 1", bad)
+	}
+	var runs [][2]int
+	for lo, hi := range nodeRuns(assign) {
+		runs = append(runs, [2]int{lo, hi})
+	}
+	if fmt.Sprint(runs) != "[[0 2] [2 3] [3 6] [6 7] [7 8]]" {
+		t.Fatalf("runs %v", runs)
+	}
+	for range nodeRuns(nil) {
+		t.Fatal("a run of an empty assignment")
+	}
+}

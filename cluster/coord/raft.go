@@ -23,7 +23,7 @@ func (r *raftFSM) Apply(l *raft.Log) any {
 		return nil
 	}
 	r.mu.Lock()
-	err := r.f.ApplyJSON(l.Data)
+	err := r.f.ApplyEntry(l.Data)
 	r.mu.Unlock()
 	if r.changed != nil {
 		r.changed()

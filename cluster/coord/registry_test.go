@@ -38,8 +38,8 @@ func logBytes(t testing.TB, s *Server) (count, size map[string]int) {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		var c Command
-		if err := json.Unmarshal(l.Data, &c); err != nil {
+		c, err := DecodeCommand(l.Data)
+		if err != nil {
 			t.Fatalf("log entry %d: %v", i, err)
 		}
 		count[c.Op]++

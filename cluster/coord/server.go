@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,6 +168,9 @@ type Server struct {
 	// called as each is made (tests)
 	submitsMade, submitsJoined atomic.Int64
 	submitHook                 func()
+	// runs whose flow was validated, expanded and placed for them (not
+	// taken from flowCaches.placed)
+	placements atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.
@@ -610,7 +612,7 @@ func (s *Server) WaitLeader(ctx context.Context) error {
 
 // apply commits one command through raft and returns the FSM's answer.
 func (s *Server) apply(c *Command) error {
-	b, err := json.Marshal(c)
+	b, err := EncodeCommand(c)
 	if err != nil {
 		return fmt.Errorf("coord: encode %s: %w", c.Op, err)
 	}

@@ -111,3 +111,19 @@ func BenchmarkCompileFanIn(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMarshalJSON100K: the canonical JSON of the 100 × 1,000 layered
+// DAG (internal/flowgen.Layered), what a coordinator writes for each flow
+// it is given (the registry's text and id).
+func BenchmarkMarshalJSON100K(b *testing.B) {
+	f, err := spec.ParseJSON("layered.json", flowgen.Layered(100, 1000, 1, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := spec.Marshal(f, spec.FormatJSON); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

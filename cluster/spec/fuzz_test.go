@@ -1,6 +1,8 @@
 package spec_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -57,6 +59,9 @@ func fuzzOne(t *testing.T, data []byte, format spec.Format) {
 		if err != nil {
 			t.Fatalf("marshal %v: %v", out, err)
 		}
+		if out == spec.FormatJSON {
+			checkIndented(t, text)
+		}
 		back, err := spec.ParseFormat("fuzz", text, out)
 		if err != nil {
 			t.Fatalf("reparse %v: %v\n%s", out, err, text)
@@ -77,5 +82,25 @@ func FuzzParseJSON(f *testing.F) {
 	seeds(f, ".json")
 	f.Add([]byte(`{"flows":[{"name":"a","tasks":[{"name":"x","func":"noop","args":{"k":[1,2.5,"s",null,{"z":true}]}}]}]}`))
 	f.Add([]byte(`{"name":"p","params":{"n":{"type":"int","default":3},"f":{"type":"float","default":1e3},"s":{"type":"string"}},"tasks":[{"name":"x","func":"spin","args":{"us":"${n}","t":"a ${f} $${s}"}}]}`))
+	// strings encoding/json escapes (or, for <>&, does not here) and empty collections in args
+	f.Add([]byte(`{"name":"e \u00e9\u2028<>&","timeout":"1m","tasks":[{"name":"x\"y\\z\t","func":"noop","args":{"":{},"a":[],"b":[{}],"c":"\u0001\u007f\ud800"},"retries":2,"domain":"gpu","device":1,"node":"n1"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { defer watchdog(data)(); fuzzOne(t, data, spec.FormatJSON) })
+}
+
+// checkIndented fails unless text, canonical JSON, is laid out as
+// json.Indent lays it out with two spaces (and a final newline): the
+// layout the flow registry's ids hash, whoever writes it.
+func checkIndented(t *testing.T, text []byte) {
+	t.Helper()
+	var compact, want bytes.Buffer
+	if err := json.Compact(&compact, text); err != nil {
+		t.Fatalf("canonical JSON is not JSON: %v\n%s", err, text)
+	}
+	if err := json.Indent(&want, compact.Bytes(), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	want.WriteByte('\n')
+	if !bytes.Equal(text, want.Bytes()) {
+		t.Fatalf("canonical JSON is not laid out as json.Indent lays it out:\n%s\nwant\n%s", text, want.Bytes())
+	}
 }

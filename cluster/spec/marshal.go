@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -245,113 +246,160 @@ func FormatDuration(d time.Duration) string {
 
 // --- JSON ---
 
-// JSON writes the file as indented JSON.
+// JSON writes the file as indented JSON: the layout json.Indent gives
+// with two spaces (the flow registry names a flow by the SHA-256 of these
+// bytes, so the layout is fixed), written directly rather than compact and
+// then indented, and without an encoder a string: a 100K-task flow's
+// canonical JSON took a fifth of a second that way.
 func (f *File) JSON() ([]byte, error) {
-	var b bytes.Buffer
+	w := &jsonWriter{b: make([]byte, 0, 160*f.taskCount()+256)} // about what a task of a DAG takes
 	if len(f.Flows) == 1 {
-		if err := flowJSON(&b, &f.Flows[0]); err != nil {
+		if err := w.flow(&f.Flows[0]); err != nil {
 			return nil, err
 		}
 	} else {
-		b.WriteString(`{"flows":[`)
+		w.open('{')
+		w.key("flows")
+		w.open('[')
 		for i := range f.Flows {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if err := flowJSON(&b, &f.Flows[i]); err != nil {
+			w.elem()
+			if err := w.flow(&f.Flows[i]); err != nil {
 				return nil, err
 			}
 		}
-		b.WriteString("]}")
+		w.close(']')
+		w.close('}')
 	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
+	w.b = append(w.b, '\n')
+	return w.b, nil
 }
 
+func (f *File) taskCount() int {
+	n := 0
+	for i := range f.Flows {
+		n += len(f.Flows[i].Tasks)
+	}
+	return n
+}
+
+// jsonWriter appends indented JSON: each element of a non-empty object or
+// array on a line of its own, indented two spaces a level; an empty one
+// as {} or []; ": " after a key.
 type jsonWriter struct {
-	b     *bytes.Buffer
-	first bool
+	b     []byte
+	depth int
+	empty bool // the innermost object or array open has no element yet
+}
+
+func (w *jsonWriter) open(c byte) {
+	w.b = append(w.b, c)
+	w.depth++
+	w.empty = true
+}
+
+func (w *jsonWriter) close(c byte) {
+	w.depth--
+	if !w.empty {
+		w.newline()
+	}
+	w.b = append(w.b, c)
+	w.empty = false // it is an element of the one around it
+}
+
+// elem starts an element of the innermost object or array.
+func (w *jsonWriter) elem() {
+	if !w.empty {
+		w.b = append(w.b, ',')
+	}
+	w.empty = false
+	w.newline()
+}
+
+func (w *jsonWriter) newline() {
+	w.b = append(w.b, '\n')
+	for range w.depth {
+		w.b = append(w.b, ' ', ' ')
+	}
 }
 
 func (w *jsonWriter) key(k string) {
-	if !w.first {
-		w.b.WriteByte(',')
+	w.elem()
+	w.str(k)
+	w.b = append(w.b, ':', ' ')
+}
+
+// str appends s as a JSON string, as encoding/json writes it without HTML
+// escaping.
+func (w *jsonWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s) // a string always encodes
+			w.b = append(w.b, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
+			return
+		}
 	}
-	w.first = false
-	jsonString(w.b, k)
-	w.b.WriteByte(':')
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
 }
 
-func jsonString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	b.Truncate(b.Len() - 1)
-}
-
-func flowJSON(b *bytes.Buffer, fl *Flow) error {
-	w := &jsonWriter{b: b, first: true}
-	b.WriteByte('{')
+func (w *jsonWriter) flow(fl *Flow) error {
+	w.open('{')
 	w.key("name")
-	jsonString(b, fl.Name)
+	w.str(fl.Name)
 	if fl.Timeout != 0 {
 		w.key("timeout")
-		jsonString(b, FormatDuration(fl.Timeout))
+		w.str(FormatDuration(fl.Timeout))
 	}
 	if len(fl.Params) > 0 {
 		w.key("params")
-		b.WriteByte('{')
-		for i, p := range fl.Params {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			jsonString(b, p.Name)
-			b.WriteString(`:{"type":`)
-			jsonString(b, string(p.Type))
+		w.open('{')
+		for _, p := range fl.Params {
+			w.key(p.Name)
+			w.open('{')
+			w.key("type")
+			w.str(string(p.Type))
 			if p.Default != nil {
-				b.WriteString(`,"default":`)
-				if err := valueJSON(b, p.Default, 0); err != nil {
+				w.key("default")
+				if err := w.value(p.Default, 0); err != nil {
 					return err
 				}
 			}
-			b.WriteByte('}')
+			w.close('}')
 		}
-		b.WriteByte('}')
+		w.close('}')
 	}
 	w.key("tasks")
-	b.WriteByte('[')
+	w.open('[')
 	for i := range fl.Tasks {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		if err := taskJSON(b, &fl.Tasks[i]); err != nil {
+		w.elem()
+		if err := w.task(&fl.Tasks[i]); err != nil {
 			return err
 		}
 	}
-	b.WriteString("]}")
+	w.close(']')
+	w.close('}')
 	return nil
 }
 
-func taskJSON(b *bytes.Buffer, t *Task) error {
-	w := &jsonWriter{b: b, first: true}
-	b.WriteByte('{')
+func (w *jsonWriter) task(t *Task) error {
+	w.open('{')
 	str := func(k, v string) {
 		if v != "" {
 			w.key(k)
-			jsonString(b, v)
+			w.str(v)
 		}
 	}
 	w.key("name")
-	jsonString(b, t.Name)
+	w.str(t.Name)
 	str("kind", string(t.Kind))
 	str("func", t.Func)
 	if len(t.Args) > 0 {
 		w.key("args")
-		if err := valueJSON(b, t.Args, 0); err != nil {
+		if err := w.value(t.Args, 0); err != nil {
 			return fmt.Errorf("spec: task %q args: %w", t.Name, err)
 		}
 	}
@@ -360,14 +408,12 @@ func taskJSON(b *bytes.Buffer, t *Task) error {
 			return
 		}
 		w.key(k)
-		b.WriteByte('[')
-		for i, s := range l {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			jsonString(b, s)
+		w.open('[')
+		for _, s := range l {
+			w.elem()
+			w.str(s)
 		}
-		b.WriteByte(']')
+		w.close(']')
 	}
 	list("succeed", t.Succeed)
 	list("precede", t.Precede)
@@ -375,65 +421,59 @@ func taskJSON(b *bytes.Buffer, t *Task) error {
 	str("domain", string(t.Domain))
 	if t.Device != nil {
 		w.key("device")
-		b.WriteString(strconv.Itoa(*t.Device))
+		w.b = strconv.AppendInt(w.b, int64(*t.Device), 10)
 	}
 	str("node", t.Node)
 	if t.Retries != 0 {
 		w.key("retries")
-		b.WriteString(strconv.Itoa(t.Retries))
+		w.b = strconv.AppendInt(w.b, int64(t.Retries), 10)
 	}
 	if t.Timeout != 0 {
 		str("timeout", FormatDuration(t.Timeout))
 	}
-	b.WriteByte('}')
+	w.close('}')
 	return nil
 }
 
-func valueJSON(b *bytes.Buffer, v any, depth int) error {
+func (w *jsonWriter) value(v any, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("nested deeper than %d levels", maxDepth)
 	}
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
+		w.b = append(w.b, "null"...)
 	case bool:
-		b.WriteString(strconv.FormatBool(x))
+		w.b = strconv.AppendBool(w.b, x)
 	case string:
-		jsonString(b, x)
+		w.str(x)
 	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if err := valueJSON(b, e, depth+1); err != nil {
+		w.open('[')
+		for _, e := range x {
+			w.elem()
+			if err := w.value(e, depth+1); err != nil {
 				return err
 			}
 		}
-		b.WriteByte(']')
+		w.close(']')
 	case map[string]any:
-		b.WriteByte('{')
-		for i, k := range sortedKeys(x) {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			jsonString(b, k)
-			b.WriteByte(':')
-			if err := valueJSON(b, x[k], depth+1); err != nil {
+		w.open('{')
+		for _, k := range sortedKeys(x) {
+			w.key(k)
+			if err := w.value(x[k], depth+1); err != nil {
 				return err
 			}
 		}
-		b.WriteByte('}')
+		w.close('}')
 	default:
 		if s, _, ok := number(v); ok {
-			b.WriteString(s)
+			w.b = append(w.b, s...)
 			return nil
 		}
 		nv, err := normalize(v, depth)
 		if err != nil {
 			return err
 		}
-		return valueJSON(b, nv, depth+1)
+		return w.value(nv, depth+1)
 	}
 	return nil
 }

@@ -60,3 +60,26 @@ func TestShowOutput(t *testing.T) {
 		t.Errorf("not hex: %s", got)
 	}
 }
+
+// PrintStatus's rows are what its format string printed them as (they are
+// appended by hand): names padded by runes, long ones not cut, outputs.
+func TestPrintStatusRows(t *testing.T) {
+	st := proto.RunStatus{ID: "r1", Flow: "f", State: proto.RunSucceeded, Tasks: []proto.TaskStatus{
+		{Name: "a", Node: "n1", State: "done", Activations: 1, Executions: 1},
+		{Name: "modül/ünïcode", Node: "node-with-a-long-id", State: "failed", Activations: 123456, Executions: 7, Output: hex.EncodeToString([]byte("6 words\n"))},
+		{Name: strings.Repeat("x", 30), State: "pending"},
+	}}
+	var got strings.Builder
+	PrintStatus(&got, st)
+	want := "run r1  flow f  succeeded\n"
+	for _, ts := range st.Tasks {
+		out := ""
+		if ts.Output != "" {
+			out = "  output " + ShowOutput(ts.Output)
+		}
+		want += fmt.Sprintf("  %-24s %-9s node %-6s activations %-5d executions %-5d%s\n", ts.Name, ts.State, ts.Node, ts.Activations, ts.Executions, out)
+	}
+	if got.String() != want {
+		t.Fatalf("PrintStatus wrote\n%q\nwant\n%q", got.String(), want)
+	}
+}
