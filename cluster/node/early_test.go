@@ -138,3 +138,43 @@ func TestEarlyBufferKeepsABatch(t *testing.T) {
 		t.Fatal("a run of one Output is not kept as one copy of it")
 	}
 }
+
+// A fan entry's first Signal that is not kept (its own run was the oldest
+// in a full buffer, so it was evicted) must not leave the next Signal of the
+// fan without a copy of their Output: kept with none, it would be taken at
+// the Assignment ahead of the record's true copy, which dedup then drops.
+func TestEarlyBufferFanAfterItsOwnEviction(t *testing.T) {
+	n := &Node{now: time.Now, early: map[string]*earlyRun{}, ended: map[string]uint64{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: Config{EarlyTTL: time.Hour}}
+	fill := func(run string, count int) {
+		sigs := make([]transport.Signal, count)
+		for i := range sigs {
+			sigs[i] = transport.Signal{Run: run, Gen: 1, Src: 0, Dst: uint32(i + 1), Act: 1, Kind: transport.SignalEdge}
+		}
+		n.earlyLocked("n0", 1, 0, sigs, count)
+	}
+	fill("r1", 1) // the oldest run
+	runs := 1
+	for left := maxEarlyTotal - 1; left > 0; left -= maxEarlySignals {
+		fill(fmt.Sprintf("f%d", runs), min(left, maxEarlySignals))
+		runs++
+	}
+	if n.earlyN != maxEarlyTotal {
+		t.Fatalf("buffer holds %d Signals, want it full (%d)", n.earlyN, maxEarlyTotal)
+	}
+	out := []byte("the producer's output")
+	fan := []transport.Signal{
+		{Run: "r1", Gen: 1, Src: 5, Dst: 6, Act: 1, Kind: transport.SignalEdge, Output: out},
+		{Run: "r1", Gen: 1, Src: 5, Dst: 7, Act: 1, Kind: transport.SignalEdge, Output: out},
+	}
+	n.earlyLocked("n0", 2, 0, fan, len(fan))
+	er := n.early["r1"]
+	if er == nil {
+		t.Fatal("no Signal of r1's fan kept")
+	}
+	for _, e := range er.sigs {
+		if string(e.s.Output) != string(out) {
+			t.Errorf("kept Signal %d→%d with output %q, want %q", e.s.Src, e.s.Dst, e.s.Output, out)
+		}
+	}
+}

@@ -812,7 +812,11 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 	}
 	now := n.now()
 	n.expireEarlyLocked(now)
-	var out []byte // the last Output kept: a fan's Signals share one
+	// out is the copy of the Output of the last Signal kept, src that
+	// Output as decoded: a fan's Signals share one, and a Signal not kept
+	// (continue, below) must not make the next one take another's copy.
+	var out, src []byte
+	copied := false
 	for k := range sigs {
 		s := &sigs[k]
 		er := n.early[run]
@@ -839,8 +843,8 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 			continue
 		}
 		c := *s
-		if k == 0 || !sameOutput(s.Output, sigs[k-1].Output) {
-			out = clone(s.Output)
+		if !copied || !sameOutput(s.Output, src) {
+			out, src, copied = clone(s.Output), s.Output, true
 		}
 		c.Output = out
 		er.sigs = append(er.sigs, early{from, seq, first + k, size, c})
