@@ -92,11 +92,17 @@ type dedupRun struct {
 }
 
 // srcActs is the accepted activations of one source's edges, by
-// destination, ascending: a source activation's edges arrive together and
-// in order, so a new edge is mostly appended, and no edge costs a map entry.
+// destination: a source activation's edges arrive together and mostly in
+// ascending order, so a new edge is appended and found by binary search,
+// and no edge costs a map entry. The first destination out of order (a
+// flow that lists its successors descending, a peer's own order) turns the
+// source to an index by destination (at), built once, so no order of
+// arrival costs more than a map insert an edge (a sorted insert would move
+// every edge after it: O(n²) for a descending fan).
 type srcActs struct {
 	src  uint32
-	dsts []dstActs
+	dsts []dstActs        // ascending while at is nil; in arrival order after
+	at   map[uint32]int32 // dst → its place in dsts, once out of order
 }
 
 type dstActs struct {
@@ -160,15 +166,30 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 		r.last = sa
 	}
 	ds := sa.dsts
+	if sa.at != nil {
+		i, ok := sa.at[e.dst]
+		if !ok {
+			i = int32(len(ds))
+			sa.at[e.dst] = i
+			sa.dsts = append(ds, dstActs{dst: e.dst})
+		}
+		return &sa.dsts[i].acts
+	}
 	if n := len(ds); n == 0 || ds[n-1].dst < e.dst { // in order: append
 		sa.dsts = append(ds, dstActs{dst: e.dst})
 		return &sa.dsts[n].acts
 	}
 	i, ok := slices.BinarySearchFunc(ds, e.dst, func(d dstActs, dst uint32) int { return cmp.Compare(d.dst, dst) })
-	if !ok {
-		sa.dsts = slices.Insert(ds, i, dstActs{dst: e.dst})
+	if ok {
+		return &sa.dsts[i].acts
 	}
-	return &sa.dsts[i].acts
+	sa.at = make(map[uint32]int32, len(ds)+1)
+	for j := range ds {
+		sa.at[ds[j].dst] = int32(j)
+	}
+	sa.at[e.dst] = int32(len(ds))
+	sa.dsts = append(ds, dstActs{dst: e.dst})
+	return &sa.dsts[len(ds)].acts
 }
 
 // NewDeduper returns an empty Deduper.
