@@ -188,7 +188,8 @@
 // subflow children by name); what changed goes to JetStream as one
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
 // on every flush (before each TermReport) and at once on a failure or a
-// task still running RunningAfter after it began. A
+// task still running RunningAfter after it began (the run's loop scans
+// the activations in flight every scanEvery: flight.go). A
 // task changed several times between two reports is sent once, with its
 // latest values. A vertex is named by its index only (the coordinator maps
 // it to its path), a subflow child by "parent/child" with the parent's

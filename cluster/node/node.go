@@ -93,7 +93,8 @@ type Config struct {
 	Membership Membership
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
-	// Now stamps events and ages the early buffer (nil: time.Now).
+	// Now stamps events, times how long an activation has run (running
+	// events) and ages the early buffer (nil: time.Now).
 	Now func() time.Time
 	// EarlyTTL is how long Signals that came before their run's Assignment
 	// are kept for it (0: DefaultEarlyTTL); the run's record supplies them

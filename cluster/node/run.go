@@ -45,7 +45,8 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs []vstate // per vertex of the run's graph
+	vs      []vstate // per vertex of the run's graph
+	flights flights  // the vertex activations in flight (flight.go)
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
 	// nobody waits): a condition that runs again here waits for it before
@@ -129,6 +130,7 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.pt.Store(pt)
 	r.vs = make([]vstate, len(pt.G.Vertices))
+	r.flights = newFlights(len(pt.G.Vertices))
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
 		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
@@ -213,7 +215,8 @@ func (r *run) requestStop(reason string) {
 }
 
 // loop is the run's goroutine: it acknowledges the Assignment, reports on
-// idleness, probes and every heartbeat, and tears the run down on Cancel.
+// idleness, probes and every heartbeat, scans the activations in flight
+// for long ones (flight.go), and tears the run down on Cancel.
 func (r *run) loop() {
 	defer r.n.wg.Done()
 	defer close(r.done)
@@ -221,6 +224,8 @@ func (r *run) loop() {
 	r.report()
 	tick := time.NewTicker(r.n.cfg.Heartbeat)
 	defer tick.Stop()
+	scan := time.NewTicker(scanEvery)
+	defer scan.Stop()
 	finished := open.Done()
 	beats := 0
 	for {
@@ -236,6 +241,10 @@ func (r *run) loop() {
 			beats++
 			r.remark(beats)
 			r.report()
+		case <-scan.C:
+			if !r.partsIdle() { // read without n.mu: an activation that begins meanwhile is seen by the next scan
+				r.scanFlights(r.n.now())
+			}
 		case <-finished:
 			finished = nil
 			r.openEnded(open.Wait())
