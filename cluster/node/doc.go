@@ -36,7 +36,8 @@
 // The node ignores an Assignment it already runs (same Run and Gen) or has
 // released; one of a newer generation for a run it holds is a reassignment
 // (see Recovery). It builds one localexec taskflow from the vertices it
-// owns:
+// owns (or takes the one an earlier run of the same plan built and left
+// reset: reuse.go, Stats.BuildsReused):
 //
 //   - static → Emplace, condition → EmplaceCondition, multicondition →
 //     EmplaceMultiCondition, each running the registry function;
