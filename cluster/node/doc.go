@@ -190,7 +190,8 @@
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
 // on every flush (before each TermReport) and at once on a failure or a
 // task still running RunningAfter after it began (the run's loop scans
-// the activations in flight every scanEvery: flight.go). A
+// the activations in flight every scanEvery, less often in runs of more
+// than scanSlots vertices: flight.go). A
 // task changed several times between two reports is sent once, with its
 // latest values. A vertex is named by its index only (the coordinator maps
 // it to its path), a subflow child by "parent/child" with the parent's

@@ -9,9 +9,10 @@ import (
 
 // flights is a run's table of the vertex activations in flight here: a
 // slot per vertex of the run's graph, holding the activation that runs
-// and when it began. The run's loop scans it every scanEvery and publishes
-// one running event for each activation still running RunningAfter after
-// it began (so within RunningAfter+scanEvery). An activation costs two
+// and when it began. The run's loop scans it every scanPeriod while the
+// run is not idle and publishes one running event for each activation
+// still running RunningAfter after it began (so within
+// RunningAfter+scanPeriod). An activation costs two
 // atomic stores and a load, not a timer of its own (a time.AfterFunc made
 // and stopped per activation was a fifth of a no-op task's cost here).
 //
@@ -33,8 +34,19 @@ type flight struct {
 // reported marks a slot whose running event is recorded.
 const reported = 1 << 63
 
-// scanEvery is how often a run's loop scans its flights.
-const scanEvery = RunningAfter / 2
+// scanEvery is how often a run's loop scans the flights of a run of up to
+// scanSlots vertices; a larger run's are scanned as much less often, so a
+// busy run spends at most one scan of scanSlots slots (80–120 µs here) each
+// scanEvery however large it is.
+const (
+	scanEvery = RunningAfter / 2
+	scanSlots = 100_000
+)
+
+// scanPeriod is how often the run's loop scans f.
+func (f *flights) scanPeriod() time.Duration {
+	return scanEvery * time.Duration(max(1, (len(f.slot)+scanSlots-1)/scanSlots))
+}
 
 func newFlights(vertices int) flights { return flights{slot: make([]flight, vertices)} }
 

@@ -69,3 +69,27 @@ func TestRunningEvents(t *testing.T) {
 		t.Fatalf("%d children recorded, want 2: %v", children, seen)
 	}
 }
+
+// TestScanPeriod: a run of up to scanSlots vertices is scanned every
+// scanEvery, a larger one as much less often as it is larger.
+func TestScanPeriod(t *testing.T) {
+	for _, c := range []struct {
+		slots int
+		want  time.Duration
+	}{{1, scanEvery}, {scanSlots, scanEvery}, {scanSlots + 1, 2 * scanEvery}, {1 << 20, 11 * scanEvery}} {
+		f := newFlights(c.slots)
+		if got := f.scanPeriod(); got != c.want {
+			t.Errorf("%d slots: every %v, want %v", c.slots, got, c.want)
+		}
+	}
+}
+
+// BenchmarkScanFlights100K is one scan of scanSlots slots with nothing in
+// flight (what a busy run's loop spends every scanEvery at most).
+func BenchmarkScanFlights100K(b *testing.B) {
+	r := &run{flights: newFlights(scanSlots)}
+	now := time.Now()
+	for b.Loop() {
+		r.scanFlights(now)
+	}
+}

@@ -224,7 +224,7 @@ func (r *run) loop() {
 	r.report()
 	tick := time.NewTicker(r.n.cfg.Heartbeat)
 	defer tick.Stop()
-	scan := time.NewTicker(scanEvery)
+	scan := time.NewTicker(r.flights.scanPeriod())
 	defer scan.Stop()
 	finished := open.Done()
 	beats := 0
