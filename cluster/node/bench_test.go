@@ -300,3 +300,35 @@ func execWindow(ctx context.Context, b *testing.B, c *cluster, run string) time.
 	}
 	return last.Sub(first)
 }
+
+// BenchmarkNodeNoopRunAgain measures a node's cost per task of a static
+// graph it has run before: a layered DAG of 20×1,000 noop tasks
+// (flowgen.Layered) on one node, run b.N times with the same plan (the
+// node's graph cache holds it after the first). Metrics, per task of a
+// run: cpu-ns/task (the whole process: node, NATS server, JetStream
+// storing the task reports, the harness's stand-in leader, which marshals
+// the flow once a run) and wall-ns/task.
+func BenchmarkNodeNoopRunAgain(b *testing.B) {
+	const layers, width = 20, 1000
+	c := newCluster(b, nodeSpec{})
+	ctx := testCtx(b, 10*time.Minute)
+	file, g := parseFlow(b, string(flowgen.Layered(layers, width, 1, false)))
+	own := make([]uint32, len(g.Vertices))
+	one := func() {
+		out := c.runFlow(ctx, file, own, runOpts{noFold: true})
+		if out.failed != nil {
+			b.Fatalf("failed: %+v", out.failed)
+		}
+	}
+	one() // the first run: compiled and built
+	b.ResetTimer()
+	cpu0 := htdg.CPUTime()
+	for range b.N {
+		one()
+	}
+	cpu := htdg.CPUTime() - cpu0
+	b.StopTimer()
+	tasks := float64(b.N * len(g.Vertices))
+	b.ReportMetric(float64(cpu.Nanoseconds())/tasks, "cpu-ns/task")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/tasks, "wall-ns/task")
+}

@@ -173,7 +173,7 @@ type sendEdge struct {
 // it is an External proxy task that an accepted Signal schedules.
 type recvEdge struct {
 	src, dst int
-	p        *part
+	b        *built
 	kind     transport.SignalKind
 	task     localexec.Task
 	direct   bool
@@ -206,8 +206,20 @@ func (e *recvEdge) ctx() []uint64 {
 // build checks that this node can run the vertices of in (a part: the ones
 // assigned here, or those taken over from lost nodes) and builds their
 // taskflow: the top-level scope, module instances as nested taskflows.
+//
+// The first part of a run takes the build an earlier run of the same plan
+// and placement left (reuse.go) when there is one, else builds its own and
+// the run's vertex table with it.
 func (r *run) build(in []bool) (*part, error) {
 	g := r.graph()
+	first := r.vs == nil
+	if first {
+		if b := r.n.builds.take(r.pt.Load(), in); b != nil {
+			r.n.stats.buildsReused.Add(1)
+			return r.adopt(b), nil
+		}
+		r.vs = make([]vstate, len(g.Vertices))
+	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
 	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
@@ -247,10 +259,16 @@ func (r *run) build(in []bool) (*part, error) {
 			}
 		}
 	}
-	p := &part{tf: localexec.NewTaskflow(r.id), in: in}
-	p.tfs = append(p.tfs, p.tf)
-	if err := r.buildScope(p, p.tf, -1); err != nil {
+	b := &built{tf: localexec.NewTaskflow(r.id), in: in, pt: r.pt.Load()}
+	p := &part{built: b, run: r}
+	b.cur = p
+	b.tfs = append(b.tfs, b.tf)
+	jobs := len(r.jobs)
+	if err := r.buildScope(p, b.tf, -1); err != nil {
 		return nil, err
+	}
+	if first {
+		b.vs, b.nLocal, b.gpu = r.vs, r.nLocal, len(r.jobs) > jobs
 	}
 	return p, nil
 }
@@ -260,6 +278,7 @@ func (r *run) build(in []bool) (*part, error) {
 // the edges to and from other nodes and other parts.
 func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 	g := r.graph()
+	b := p.built // the closures run the part that holds b now (b.run), not r: a later run may reuse it
 	local := func(v int) bool { return p.in[v] }
 	ids := g.Scope(scope)
 	entry := make(map[int]localexec.Task, len(ids))
@@ -295,7 +314,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			}
 			if weak {
 				se := &sendEdge{src: v, dst: u, kind: transport.SignalChoice}
-				exit[v].Precede(tf.Emplace(func() { r.send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
+				exit[v].Precede(tf.Emplace(func() { b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 				vs.condSends[k] = se
 				continue
 			}
@@ -333,7 +352,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		ins := make([]*recvEdge, 0, len(order))
 		for i, src := range order {
 			re := &res[i]
-			*re = recvEdge{src: src, dst: u, p: p, direct: direct, mult: mult[src]}
+			*re = recvEdge{src: src, dst: u, b: p.built, direct: direct, mult: mult[src]}
 			if !direct {
 				re.fifo = new(fifo)
 			}
@@ -344,14 +363,14 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 				re.task = entry[u].External() // a pick runs it, whatever its counter
 			case cond:
 				re.kind = transport.SignalChoice
-				re.task = tf.EmplaceCondition(func() int { return r.recvChoice(re) }).Name(proxyName(g, src, u)).External()
+				re.task = tf.EmplaceCondition(func() int { return b.run().recvChoice(re) }).Name(proxyName(g, src, u)).External()
 				re.task.Precede(entry[u])
 			case direct:
 				re.kind = transport.SignalEdge
 				re.task = entry[u].Await(re.mult)
 			default:
 				re.kind = transport.SignalEdge
-				re.task = tf.Emplace(func() { r.recvEdge(re) }).Name(proxyName(g, src, u)).External()
+				re.task = tf.Emplace(func() { b.run().recvEdge(re) }).Name(proxyName(g, src, u)).External()
 				for range re.mult {
 					re.task.Precede(entry[u])
 				}
@@ -375,30 +394,31 @@ func proxyName(g *spec.Graph, src, dst int) string {
 func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
 	vx := &r.graph().Vertices[v]
 	path := vx.Path
+	b := p.built
 	switch vx.Task.Kind.Or() {
 	case spec.KindModule:
 		inner := localexec.NewTaskflow(path)
-		p.tfs = append(p.tfs, inner)
+		b.tfs = append(b.tfs, inner)
 		if err := r.buildScope(p, inner, v); err != nil {
 			return entry, exit, err
 		}
 		entry = tf.ComposedOf(inner).Name(path)
-		exit = tf.Emplace(func() { r.moduleDone(v) }).Name(path + "#done")
+		exit = tf.Emplace(func() { b.run().moduleDone(v) }).Name(path + "#done")
 		entry.Precede(exit)
 		return entry, exit, nil
 	case spec.KindSubflow:
-		t := tf.EmplaceSubflow(func(sf *localexec.Subflow) { r.runSubflow(v, sf) }).Name(path)
+		t := tf.EmplaceSubflow(func(sf *localexec.Subflow) { b.run().runSubflow(v, sf) }).Name(path)
 		return t, t, nil
 	case spec.KindCondition:
-		t := tf.EmplaceCondition(func() int { return r.runCondition(v) }).Name(path)
+		t := tf.EmplaceCondition(func() int { return b.run().runCondition(v) }).Name(path)
 		return t, t, nil
 	case spec.KindMultiCondition:
-		t := tf.EmplaceMultiCondition(func() []int { return r.runMulti(v) }).Name(path)
+		t := tf.EmplaceMultiCondition(func() []int { return b.run().runMulti(v) }).Name(path)
 		return t, t, nil
 	}
 	if vx.Task.Domain.Or() == spec.DomainGPU {
-		if b := r.n.gpuGraph(vx.Task.Func); b != nil {
-			w, err := b(funcs.Args(vx.Task.Args))
+		if gb := r.n.gpuGraph(vx.Task.Func); gb != nil {
+			w, err := gb(funcs.Args(vx.Task.Args))
 			if err != nil {
 				return entry, exit, &assignError{path, err}
 			}
@@ -409,11 +429,11 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexe
 				dev = *vx.Task.Device
 			}
 			entry = tf.EmplaceGPU(job.build).On(dev).Name(path)
-			exit = tf.Emplace(func() { r.gpuDone(v, job) }).Name(path + "#done")
+			exit = tf.Emplace(func() { b.run().gpuDone(v, job) }).Name(path + "#done")
 			entry.Precede(exit)
 			return entry, exit, nil
 		}
 	}
-	t := tf.Emplace(func() { r.runStatic(v) }).Name(path)
+	t := tf.Emplace(func() { b.run().runStatic(v) }).Name(path)
 	return t, t, nil
 }

@@ -36,7 +36,8 @@
 // The node ignores an Assignment it already runs (same Run and Gen) or has
 // released; one of a newer generation for a run it holds is a reassignment
 // (see Recovery). It builds one localexec taskflow from the vertices it
-// owns:
+// owns (or takes the one an earlier run of the same plan built and left
+// reset: reuse.go, Stats.BuildsReused):
 //
 //   - static → Emplace, condition → EmplaceCondition, multicondition →
 //     EmplaceMultiCondition, each running the registry function;
@@ -188,7 +189,9 @@
 // subflow children by name); what changed goes to JetStream as one
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
 // on every flush (before each TermReport) and at once on a failure or a
-// task still running RunningAfter after it began. A
+// task still running RunningAfter after it began (the run's loop scans
+// the activations in flight every scanEvery, less often in runs of more
+// than scanSlots vertices: flight.go). A
 // task changed several times between two reports is sent once, with its
 // latest values. A vertex is named by its index only (the coordinator maps
 // it to its path), a subflow child by "parent/child" with the parent's

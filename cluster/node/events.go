@@ -111,6 +111,30 @@ func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
 		p.mu.Unlock()
 		return
 	}
+	first := p.recordLocked(&ev)
+	p.mu.Unlock()
+	p.nudgeFor(&ev, first)
+}
+
+// emitFlight records the running event ev of the activation act that slot
+// holds (flights.scan), unless slot holds it no more: slot is marked
+// reported under p.mu, so the event is recorded before the activation's
+// final one (the activation clears its slot before that is recorded) or
+// not at all.
+func (p *eventPub) emitFlight(slot *atomic.Uint64, act uint64, ev transport.TaskEvent) {
+	p.mu.Lock()
+	if !slot.CompareAndSwap(act, act|reported) {
+		p.mu.Unlock()
+		return
+	}
+	first := p.recordLocked(&ev)
+	p.mu.Unlock()
+	p.nudgeFor(&ev, first)
+}
+
+// recordLocked records ev in its run's table (under p.mu) and reports
+// whether it is the first change since the last publish.
+func (p *eventPub) recordLocked(ev *transport.TaskEvent) (first bool) {
 	t := p.last
 	if t == nil || t.run != ev.Run || t.node != ev.Node {
 		t = p.tabs[ev.Run]
@@ -162,12 +186,17 @@ func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
 			t.payload[ev.Task] = cur
 		}
 	}
-	first := len(p.changed) == 0
+	first = len(p.changed) == 0
 	if !t.listed {
 		t.listed = true
 		p.changed = append(p.changed, t)
 	}
-	p.mu.Unlock()
+	return first
+}
+
+// nudgeFor wakes the publisher for a change recorded: at once for a
+// failure or a running task, else after the linger when it is the first.
+func (p *eventPub) nudgeFor(ev *transport.TaskEvent, first bool) {
 	if ev.State == transport.TaskFailed || ev.State == transport.TaskRunning {
 		// A failure goes at once, and so does a task still running
 		// RunningAfter after it began (a long one: no hot path), so that

@@ -93,7 +93,8 @@ type Config struct {
 	Membership Membership
 	// Logger receives the node's log (nil: discarded).
 	Logger *slog.Logger
-	// Now stamps events and ages the early buffer (nil: time.Now).
+	// Now stamps events, times how long an activation has run (running
+	// events) and ages the early buffer (nil: time.Now).
 	Now func() time.Time
 	// EarlyTTL is how long Signals that came before their run's Assignment
 	// are kept for it (0: DefaultEarlyTTL); the run's record supplies them
@@ -120,6 +121,7 @@ type Stats struct {
 	AssignmentsOtherBoot uint64
 	PlansCached          int    // compiled plans held for the next run with the same plan
 	PlansReused          uint64 // Assignments whose plan was compiled already (not decoded again)
+	BuildsReused         uint64 // runs that took the taskflow an earlier run of their plan built (reuse.go)
 	TasksExecuted        uint64 // function executions, retries included
 	SignalsSent          uint64 // Signals handed to the Batcher
 	PicksRecorded        uint64 // condition picks of a successor on this node, recorded for a replay (Batcher.AddPick)
@@ -152,6 +154,7 @@ type counters struct {
 	late                             atomic.Uint64
 	picks                            atomic.Uint64 // Stats.PicksRecorded
 	takenOver, duplicate             atomic.Uint64
+	buildsReused                     atomic.Uint64 // Stats.BuildsReused
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -164,6 +167,7 @@ type Node struct {
 	conn    *transport.Conn
 	reg     *funcs.Registry
 	graphs  graphCache // compiled plans by hash, shared by runs with one plan
+	builds  buildCache // taskflows of ended runs, for the next run of their plan (reuse.go)
 	ex      *localexec.Executor
 	batcher *transport.Batcher
 	events  *eventPub
@@ -269,6 +273,7 @@ func New(cfg Config) (*Node, error) {
 		conn:    cfg.Conn,
 		reg:     cfg.Registry,
 		graphs:  newGraphCache(maxCachedVertices),
+		builds:  newBuildCache(maxBuiltVertices),
 		ex:      ex,
 		batcher: b,
 		log:     cfg.Logger.With("node", cfg.ID),
@@ -444,6 +449,7 @@ func (n *Node) Stats() Stats {
 		RunsActive:           active,
 		PlansCached:          cached,
 		PlansReused:          reused,
+		BuildsReused:         n.stats.buildsReused.Load(),
 		Assignments:          n.stats.assignments.Load(),
 		AssignmentCopies:     n.stats.assignmentCopies.Load(),
 		Refused:              n.stats.refused.Load(),
@@ -658,7 +664,7 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	if err != nil {
 		n.mu.Unlock()
-		r.cleanup()
+		r.cleanup(nil)
 		n.refuse(a, err)
 		return
 	}

@@ -45,7 +45,8 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs []vstate // per vertex of the run's graph
+	vs      []vstate // per vertex of the run's graph (made, or taken from an earlier run, by the first build)
+	flights flights  // the vertex activations in flight (flight.go)
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
 	// nobody waits): a condition that runs again here waits for it before
@@ -68,11 +69,12 @@ type run struct {
 	done     chan struct{}
 }
 
-// part is one local taskflow of a run, open on the executor.
+// part is one local taskflow of a run, open on the executor: a built
+// taskflow (built.go's reuse: the first part of a run of a plan run here
+// before may be the build of an earlier run) and this run's open run of it.
 type part struct {
-	tf   *localexec.Taskflow
-	tfs  []*localexec.Taskflow // tf and its modules' taskflows, cleared when the run ends
-	in   []bool                // the vertices it runs
+	*built
+	run  *run
 	open atomic.Pointer[localexec.OpenRun]
 }
 
@@ -128,7 +130,7 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 		return r, err
 	}
 	r.pt.Store(pt)
-	r.vs = make([]vstate, len(pt.G.Vertices))
+	r.flights = newFlights(len(pt.G.Vertices))
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
 		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
@@ -213,7 +215,8 @@ func (r *run) requestStop(reason string) {
 }
 
 // loop is the run's goroutine: it acknowledges the Assignment, reports on
-// idleness, probes and every heartbeat, and tears the run down on Cancel.
+// idleness, probes and every heartbeat, scans the activations in flight
+// for long ones (flight.go), and tears the run down on Cancel.
 func (r *run) loop() {
 	defer r.n.wg.Done()
 	defer close(r.done)
@@ -221,6 +224,8 @@ func (r *run) loop() {
 	r.report()
 	tick := time.NewTicker(r.n.cfg.Heartbeat)
 	defer tick.Stop()
+	scan := time.NewTicker(r.flights.scanPeriod())
+	defer scan.Stop()
 	finished := open.Done()
 	beats := 0
 	for {
@@ -236,6 +241,10 @@ func (r *run) loop() {
 			beats++
 			r.remark(beats)
 			r.report()
+		case <-scan.C:
+			if !r.partsIdle() { // read without n.mu: an activation that begins meanwhile is seen by the next scan
+				r.scanFlights(r.n.now())
+			}
 		case <-finished:
 			finished = nil
 			r.openEnded(open.Wait())
@@ -304,6 +313,8 @@ func (r *run) openEnded(err error) {
 // teardown cancels what still runs, waits for it and forgets the run.
 func (r *run) teardown() {
 	r.n.mu.Lock() // no part is added, no follow started, after this
+	// every part idle: nothing is cut short, the build may serve the next run (reuse.go)
+	idle := r.partsIdle()
 	r.stopping.Store(true)
 	r.sm.Stop()
 	f := r.follow
@@ -319,7 +330,8 @@ func (r *run) teardown() {
 		<-open.Done()
 	}
 	r.pwg.Wait()
-	r.cleanup()
+	keep := r.keepable(idle)
+	r.cleanup(keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.n.events.flush(ctx)
@@ -335,18 +347,25 @@ func (r *run) teardown() {
 	n.markEndedLocked(r.id, r.sm.Gen())
 	n.checkDrainedLocked()
 	n.mu.Unlock()
+	if keep != nil {
+		n.builds.put(keep) // no Signal reaches the run now: it is not in n.runs
+	}
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
 
 // cleanup frees what the run's GPU tasks hold: their device memory, and
-// their GPU graphs (clearing the part's taskflows, which no longer run).
-func (r *run) cleanup() {
+// their GPU graphs (clearing the part's taskflows, which no longer run),
+// but keep's, kept for the next run of the plan.
+func (r *run) cleanup(keep *built) {
 	r.cancel()
 	for _, j := range r.jobs {
 		j.free()
 	}
 	r.jobs = nil
 	for _, p := range r.parts() {
+		if p.built == keep {
+			continue
+		}
 		for _, tf := range p.tfs {
 			tf.Clear()
 		}
@@ -414,7 +433,7 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 				continue
 			}
 			res.fresh++
-			if o := e.p.open.Load(); o != q.open {
+			if o := e.b.cur.open.Load(); o != q.open {
 				r.schedule(q) // another part: schedule what the last one got
 				q.open = o
 			}

@@ -49,9 +49,16 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 
 // invoke runs fn for c: up to 1+retries executions on application errors
 // (panics are not retried), each under the per-activation timeout.
-func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64) (funcs.Result, error) {
-	w := r.watch(v, c.Path, c.Activation, execs)
-	defer w.stop()
+// A vertex's activation (child false) is watched through the run's flight
+// table (flight.go) when its slot is free, a subflow child's (or a
+// vertex's whose slot another activation holds) by a timer of its own.
+func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start time.Time, child bool) (funcs.Result, error) {
+	if child || !r.flights.begin(v, c.Activation, start) {
+		w := r.watch(v, c.Path, c.Activation, execs)
+		defer w.stop()
+	} else {
+		defer r.flights.end(v)
+	}
 	for attempt := 0; ; attempt++ {
 		if r.ctx.Err() != nil {
 			return funcs.Result{}, errStopped
@@ -78,7 +85,8 @@ func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *fu
 const RunningAfter = 50 * time.Millisecond
 
 // runningWatch publishes one running event for an activation still running
-// RunningAfter after it began. stop orders itself with that event through
+// RunningAfter after it began, by a timer of its own: a subflow child's (a
+// vertex's activations are watched by the run's flight table, flight.go). stop orders itself with that event through
 // the event publisher's lock: once stop returns, the event is either in the
 // batch already (before the activation's done or failed event) or never.
 type runningWatch struct {
@@ -166,7 +174,7 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 		return funcs.Result{}, 0, start, false
 	}
 	t := &r.graph().Vertices[v].Task
-	res, err := r.invoke(v, t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs)
+	res, err := r.invoke(v, t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs, start, false)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, "", act, r.vs[v].execs.Load(), start, err)
@@ -372,7 +380,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		outs.mu.Unlock()
 	}
 	execs := r.vs[v].childCounter(path)
-	res, err := r.invoke(v, ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs)
+	res, err := r.invoke(v, ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, path, act, execs.Load(), start, err)

@@ -1,0 +1,152 @@
+package node
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/hetflow/hetflow/cluster/node/runproto"
+	"github.com/hetflow/hetflow/internal/wlru"
+	"github.com/hetflow/hetflow/localexec"
+)
+
+// A run of a plan run here before reuses the taskflow that run built, and
+// the run's vertex table with it (vstate: each vertex's predecessors, its
+// receive and send edges), rather than building them again: building was
+// as costly as running a no-op task. localexec runs one taskflow again and
+// again (each run resets its join counters), so what a build holds of a run
+// is only in the vertex table, and that is reset before the build is kept:
+// counters, outputs, states, loop contexts and the edges' last traversals
+// and queues. The taskflow's closures run the run that holds the build now
+// (built.run), so nothing of the earlier run is reached from the next one.
+//
+// A build is kept only when the run that made it ends cleanly: one part
+// (no tasks taken over from lost nodes: a later part changes the vertex
+// table), no GPU task (a GPU job holds its run's device memory), no
+// failure, and every part idle when the run was released (nothing cut
+// short). A run takes a kept build only for its first part, and only one
+// for the same compiled plan (runproto.Part, from the graph cache) and the
+// same vertices; a recovery's parts are built as before. Two runs of one
+// plan at once: the second builds its own, and one of them is kept.
+
+// built is a part's taskflow and what was built with it.
+type built struct {
+	cur    *part // the part that runs it (set before the part opens)
+	tf     *localexec.Taskflow
+	tfs    []*localexec.Taskflow // tf and its modules' taskflows, cleared when the run ends unless kept
+	in     []bool                // the vertices it runs
+	pt     *runproto.Part        // the compiled plan it was built from
+	vs     []vstate              // the run's vertex table (a run's first part only)
+	nLocal int                   // its vertices (a first part's)
+	gpu    bool                  // it has GPU tasks: never kept
+}
+
+// run is the run the build runs for now (any worker of its open run).
+func (b *built) run() *run { return b.cur.run }
+
+// maxBuiltVertices bounds the vertices of the builds a node keeps (a few
+// hundred bytes a vertex: about 60 MB).
+const maxBuiltVertices = 200_000
+
+// buildCache keeps at most one idle build per compiled plan, least
+// recently used first out.
+type buildCache struct {
+	c *wlru.Cache[*runproto.Part, *buildSlot]
+}
+
+type buildSlot struct {
+	mu sync.Mutex
+	b  *built // nil: taken, or none yet
+}
+
+func newBuildCache(maxVertices int) buildCache {
+	return buildCache{wlru.New[*runproto.Part, *buildSlot](maxVertices)}
+}
+
+// take hands the kept build of pt over the vertices in to the caller, who
+// owns it from then on, or returns nil.
+func (bc buildCache) take(pt *runproto.Part, in []bool) *built {
+	s, ok := bc.c.Get(pt)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.b
+	if b == nil || !slices.Equal(b.in, in) {
+		return nil
+	}
+	s.b = nil
+	return b
+}
+
+// put keeps b, reset, for the next run of its plan (replacing the one kept).
+func (bc buildCache) put(b *built) {
+	b.cur = nil
+	for i := range b.vs {
+		b.vs[i].reset()
+	}
+	bc.c.Put(b.pt, &buildSlot{}, max(len(b.vs), 1)) // a slot held already stays
+	if s, ok := bc.c.Get(b.pt); ok {
+		s.mu.Lock()
+		s.b = b
+		s.mu.Unlock()
+	}
+}
+
+// adopt makes b, a build an earlier run left, the run's first part.
+func (r *run) adopt(b *built) *part {
+	r.vs, r.nLocal = b.vs, b.nLocal
+	b.tf.SetName(r.id)
+	p := &part{built: b, run: r}
+	b.cur = p
+	return p
+}
+
+// keepable is the run's build to keep once it has ended (see above), or
+// nil; idle says whether every part was idle when the run was released.
+func (r *run) keepable(idle bool) *built {
+	ps := r.parts()
+	if !idle || len(ps) != 1 || r.failed.Load() || len(r.jobs) > 0 {
+		return nil
+	}
+	if b := ps[0].built; b.vs != nil && !b.gpu {
+		return b
+	}
+	return nil
+}
+
+// reset clears what a run left in a vertex's state, keeping what its build
+// made (predecessors, edges).
+func (s *vstate) reset() {
+	s.acts.Store(0)
+	s.execs.Store(0)
+	s.done.Store(0)
+	s.mu.Lock()
+	s.ran, s.outAct, s.out, s.state, s.ctx, s.childExecs = false, 0, nil, nil, nil, nil
+	s.mu.Unlock()
+	for _, e := range s.ins {
+		e.reset()
+	}
+	for _, se := range s.condSends {
+		if se != nil {
+			se.fifo.reset()
+			se.picks.Store(0)
+		}
+	}
+}
+
+func (e *recvEdge) reset() {
+	e.mu.Lock()
+	e.has, e.last = false, item{}
+	e.mu.Unlock()
+	if e.fifo != nil {
+		e.fifo.reset()
+	}
+}
+
+func (q *fifo) reset() {
+	q.mu.Lock()
+	clear(q.items)
+	q.items, q.head = q.items[:0], 0
+	q.mu.Unlock()
+}
