@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -74,23 +75,41 @@ func composeExec(dir string, env []string, d time.Duration, name string, args ..
 	return out.String(), nil
 }
 
-// composeFreePorts returns n distinct free loopback ports.
+// composeFreePorts returns n distinct free loopback ports for the
+// coordinators' published HTTP ports, chosen below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default): a port the
+// kernel handed out (127.0.0.1:0) is free only until any outgoing
+// connection on the machine — another package's tests run beside this one
+// — takes it as its local port, and docker binds it seconds later. One such
+// race failed a CI run ("bind: address already in use"); composeUp also
+// retries with fresh ports when it happens.
 func composeFreePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var ps []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ps) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free loopback ports in 20000-32767", n)
+		}
+		p := 20000 + rand.IntN(12768)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		ls = append(ls, l)
-		ps = append(ps, l.Addr().(*net.TCPAddr).Port)
+		ps = append(ps, p)
 	}
 	for _, l := range ls {
 		l.Close()
 	}
 	return ps
+}
+
+// composePortTaken reports whether compose up failed because a published
+// port was taken between choosing it and docker binding it.
+func composePortTaken(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "address already in use") || strings.Contains(msg, "port is already allocated")
 }
 
 // composeSinks maps each task that reported an output to that output.
@@ -279,14 +298,19 @@ func composeUp(t *testing.T, which string, add ...composeAdd) *composeEnv {
 	t.Logf("built CLI and images in %v", time.Since(t0).Round(time.Millisecond))
 
 	subnet := subnetOf()
-	ports := composeFreePorts(t, 3)
-	env := []string{
-		"HETFLOW_NET=" + subnet,
-		"HETFLOW_C1_PORT=" + strconv.Itoa(ports[0]),
-		"HETFLOW_C2_PORT=" + strconv.Itoa(ports[1]),
-		"HETFLOW_C3_PORT=" + strconv.Itoa(ports[2]),
-		"HETFLOW_COMPOSE=" + which,
+	var ports []int
+	var env []string
+	pick := func() {
+		ports = composeFreePorts(t, 3)
+		env = []string{
+			"HETFLOW_NET=" + subnet,
+			"HETFLOW_C1_PORT=" + strconv.Itoa(ports[0]),
+			"HETFLOW_C2_PORT=" + strconv.Itoa(ports[1]),
+			"HETFLOW_C3_PORT=" + strconv.Itoa(ports[2]),
+			"HETFLOW_COMPOSE=" + which,
+		}
 	}
+	pick()
 	e := &composeEnv{root: root}
 	e.compose = func(d time.Duration, args ...string) (string, error) {
 		pre := append(append([]string{"scripts/compose.sh"}, files...), "-p", composeProject)
@@ -310,8 +334,19 @@ func composeUp(t *testing.T, which string, add ...composeAdd) *composeEnv {
 		}
 	})
 	t1 := time.Now()
-	if _, err := e.compose(3*time.Minute, "up", "-d"); err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		_, err := e.compose(3*time.Minute, "up", "-d")
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !composePortTaken(err) {
+			t.Fatal(err)
+		}
+		t.Logf("compose up, attempt %d: a published port was taken meanwhile; again with other ports: %v", attempt, err)
+		if _, err := e.compose(2*time.Minute, "down", "-v", "--remove-orphans"); err != nil {
+			t.Fatal(err)
+		}
+		pick()
 	}
 
 	token := filepath.Join(root, "build", "docker", "token")
