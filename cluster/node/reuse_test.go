@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,72 @@ func TestBusyRunLeavesNoBuild(t *testing.T) {
 	c.release(ctx, out.run, "cancelled")
 	if n, _, _ := c.nodes[0].builds.c.Stats(); n != 0 {
 		t.Fatalf("%d builds kept after a busy run", n)
+	}
+}
+
+// partialFlow: a loop whose body runs on n1 (a quarter second a turn) and
+// whose condition, with a join half released by side, is on n0; cancelled
+// while n1 sleeps, n0 is idle with the loop part-way, a receive edge filled
+// and the join counting one of its two predecessors.
+const partialFlow = `
+name: partial
+tasks:
+  - {name: init, func: hash}
+  - {name: body, func: sleep, args: {ms: 250}, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body], precede: [body, after]}
+  - {name: after, func: hash}
+  - {name: side, func: hash, succeed: [init]}
+  - {name: join, func: hash, succeed: [after, side]}
+`
+
+// TestReuseAfterAnIdleCancel: a run cancelled while its node was idle
+// part-way (a loop counting, a join half released, an input filled) leaves
+// its build for the next run, and nothing of it shows there: every later
+// run of the plan gives what a run on fresh builds gave.
+func TestReuseAfterAnIdleCancel(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 120*time.Second)
+	file, g := parseFlow(t, partialFlow)
+	body := byName(g, "body")
+	own := placement(g, 2, nil, func(v int) int {
+		if v == body {
+			return 1
+		}
+		return 0
+	})
+	first := c.runFlow(ctx, file, own, runOpts{})
+	if first.failed != nil {
+		t.Fatalf("the first run failed: %+v", first.failed)
+	}
+	if b := first.tasks["body"]; b == nil || b.acts != 4 {
+		t.Fatalf("the first run: body %v, want 4 activations", b)
+	}
+	// Cancel once the second turn of body runs on n1: by then n0 ran init,
+	// side and cond once, and waits. n0 keeps the build only if it was idle
+	// at the cancel, which it is but for microseconds a turn: a cancel that
+	// caught it busy is tried again.
+	kept := false
+	for try := 0; try < 5 && !kept; try++ {
+		out := c.runFlow(ctx, file, own, runOpts{stopAfter: 400 * time.Millisecond, noRelease: true})
+		if out.failed != nil {
+			t.Fatalf("the cancelled run failed: %+v", out.failed)
+		}
+		c.release(ctx, out.run, "cancelled")
+		n, _, _ := c.nodes[0].builds.c.Stats()
+		kept = n > 0
+	}
+	if !kept {
+		t.Fatal("n0 kept no build of a run cancelled while it waited, in 5 tries")
+	}
+	reused := c.nodes[0].Stats().BuildsReused
+	for i := range 3 {
+		got := c.runFlow(ctx, file, own, runOpts{})
+		if got.failed != nil {
+			t.Fatalf("run %d after the cancel failed: %+v", i+1, got.failed)
+		}
+		compare(t, fmt.Sprintf("run %d after the cancel", i+1), first.tasks, got.tasks)
+		if r := c.nodes[0].Stats().BuildsReused; r != reused+uint64(i)+1 {
+			t.Fatalf("run %d after the cancel: n0 reused %d builds in all, want %d", i+1, r, reused+uint64(i)+1)
+		}
 	}
 }
