@@ -406,6 +406,11 @@ type applied struct {
 func (r *run) apply(acts []runproto.Action) (res applied) {
 	n := r.n
 	q := &n.scratch.q
+	// One copy of a delivered Output for the Signals that share it (a fan
+	// entry decodes to Signals with one Output), as a local producer's
+	// successors share its output.
+	var src, out []byte
+	copied := false
 	for i := range acts {
 		a := &acts[i]
 		switch a.Kind {
@@ -428,7 +433,10 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 			if a.Replayed {
 				n.stats.takenOver.Add(1)
 			}
-			e := r.proxy(a.Sig, a.Replayed)
+			if !copied || !sameOutput(a.Sig.Output, src) {
+				src, out, copied = a.Sig.Output, clone(a.Sig.Output), true
+			}
+			e := r.proxy(a.Sig, a.Replayed, out)
 			if e == nil {
 				continue
 			}
@@ -513,9 +521,10 @@ func (r *run) decidable() {
 
 // proxy takes one new Signal for its edge (under n.mu): at the top level of
 // a part it fills the edge's input slot, else it queues the Signal on the
-// edge's receive proxy. It returns the edge for the caller to release or
+// edge's receive proxy. out is the node's own copy of s.Output (s's bytes
+// are the message's). It returns the edge for the caller to release or
 // schedule, or nil when the Signal has no edge here.
-func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
+func (r *run) proxy(s *transport.Signal, replayed bool, out []byte) *recvEdge {
 	e := r.vs[s.Dst].in(int(s.Src))
 	if e == nil || e.kind != s.Kind {
 		if !replayed { // a replayed Signal between two tasks now in one part has no proxy: the part's own edge does its work
@@ -524,7 +533,7 @@ func (r *run) proxy(s *transport.Signal, replayed bool) *recvEdge {
 		}
 		return nil
 	}
-	it := item{act: s.Act, out: clone(s.Output), ctx: s.Ctx}
+	it := item{act: s.Act, out: out, ctx: s.Ctx}
 	if !e.direct {
 		e.fifo.push(it)
 		return e
