@@ -818,11 +818,7 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 	}
 	now := n.now()
 	n.expireEarlyLocked(now)
-	// out is the copy of the Output of the last Signal kept, src that
-	// Output as decoded: a fan's Signals share one, and a Signal not kept
-	// (continue, below) must not make the next one take another's copy.
-	var out, src []byte
-	copied := false
+	var outs outputCopy // a Signal not kept (continue, below) takes no copy
 	for k := range sigs {
 		s := &sigs[k]
 		er := n.early[run]
@@ -849,14 +845,27 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 			continue
 		}
 		c := *s
-		if !copied || !sameOutput(s.Output, src) {
-			out, src, copied = clone(s.Output), s.Output, true
-		}
-		c.Output = out
+		c.Output = outs.of(s.Output)
 		er.sigs = append(er.sigs, early{from, seq, first + k, size, c})
 		n.earlyN++
 		n.stats.early.Add(1)
 	}
+}
+
+// outputCopy keeps the node's own copy of a decoded Signal's Output, one
+// for the Signals that share it: a fan entry decodes to Signals sharing
+// their Output, as a local producer's successors share its output.
+type outputCopy struct {
+	src, out []byte // the Output as decoded, and its copy
+	ok       bool
+}
+
+// of is the copy of b, made unless b is the Output copied last.
+func (c *outputCopy) of(b []byte) []byte {
+	if !c.ok || !sameOutput(b, c.src) {
+		c.src, c.out, c.ok = b, clone(b), true
+	}
+	return c.out
 }
 
 // sameOutput reports whether a and b are one slice (a fan's Signals decode

@@ -406,11 +406,7 @@ type applied struct {
 func (r *run) apply(acts []runproto.Action) (res applied) {
 	n := r.n
 	q := &n.scratch.q
-	// One copy of a delivered Output for the Signals that share it (a fan
-	// entry decodes to Signals with one Output), as a local producer's
-	// successors share its output.
-	var src, out []byte
-	copied := false
+	var outs outputCopy
 	for i := range acts {
 		a := &acts[i]
 		switch a.Kind {
@@ -433,10 +429,7 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 			if a.Replayed {
 				n.stats.takenOver.Add(1)
 			}
-			if !copied || !sameOutput(a.Sig.Output, src) {
-				src, out, copied = a.Sig.Output, clone(a.Sig.Output), true
-			}
-			e := r.proxy(a.Sig, a.Replayed, out)
+			e := r.proxy(a.Sig, a.Replayed, outs.of(a.Sig.Output))
 			if e == nil {
 				continue
 			}
