@@ -2,7 +2,6 @@ package coord
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -322,8 +321,9 @@ func (fc flowCaches) putGraph(id string, values map[string]any, g *spec.Graph) {
 // the one before.
 func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]byte, error) {
 	key, kerr := runKey(r.FlowID, r.Params)
-	pkey := plansKey(key, r)
+	var pkey [32]byte
 	if kerr == nil {
+		pkey = plansKey(key, r)
 		if p, ok := fc.compiled.Get(pkey); ok {
 			return p.byNode, nil
 		}
@@ -371,12 +371,7 @@ func plansKey(flow [32]byte, r Run) [32]byte {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(h, "%d:%s;", len(n), n)
 	}
-	b := make([]byte, 0, 4*len(r.Assignment))
-	for _, n := range r.Assignment {
-		b = binary.AppendUvarint(b, uint64(len(n)))
-		b = append(b, n...)
-	}
-	h.Write(b)
+	h.Write(packAssignment(r.Assignment)) // as the raft entry has it: one index a task
 	var k [32]byte
 	h.Sum(k[:0])
 	return k
