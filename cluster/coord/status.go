@@ -30,7 +30,7 @@ import (
 // that it costs what changed: a version, bumped by every event that changed
 // what a task shows (and by Touch); for each task the version that last
 // changed it, and a journal of the tasks changed since the last change of
-// the whole table (Changed); and the tallies of RunProgress, kept as tasks
+// the whole table (changed); and the tallies of RunProgress, kept as tasks
 // change.
 type Fold struct {
 	vert   []*taskAgg          // the vertices' tasks, by index (nil: no event yet)
@@ -40,7 +40,7 @@ type Fold struct {
 	ntasks int                 // tasks with an event
 
 	ver     uint64   // bumped by every Add that changed a task's row, and by Touch
-	floor   uint64   // Changed answers for versions ≥ floor: at floor the whole table changed
+	floor   uint64   // changed answers for versions ≥ floor: at floor the whole table changed
 	journal []change // tasks changed after floor, in version order; superseded entries are dropped now and then
 	n       foldCounts
 }
@@ -92,17 +92,12 @@ func (f *Fold) newAgg() *taskAgg {
 	return a
 }
 
-// agg is the aggregate of the task named name in g (nil: no event yet).
-func (f *Fold) agg(g *spec.Graph, name string) *taskAgg {
-	if g != nil {
-		if v, ok := g.Lookup(name); ok {
-			if v < len(f.vert) {
-				return f.vert[v]
-			}
-			return nil
-		}
+// vertAgg is the aggregate of vertex v (nil: no event yet).
+func (f *Fold) vertAgg(v int) *taskAgg {
+	if v < len(f.vert) {
+		return f.vert[v]
 	}
-	return f.tasks[name]
+	return nil
 }
 
 func final(s transport.TaskState) bool {
@@ -222,19 +217,10 @@ func (f *Fold) Touch() {
 	f.floor, f.journal = f.ver, nil
 }
 
-// Changed lists the tasks whose rows changed after version since, in the
-// order they last changed; ok is false when that cannot be said row by row
-// (since is before the last change of the whole table: Touch, or a new row)
-// and the whole table is what changed.
-func (f *Fold) Changed(since uint64) (names []string, ok bool) {
-	cs, ok := f.changed(since)
-	for _, c := range cs {
-		names = append(names, c.name)
-	}
-	return names, ok
-}
-
-// changed is Changed with each task's aggregate.
+// changed lists the tasks whose rows changed after version since, with
+// their aggregates, in the order they last changed; ok is false when that
+// cannot be said row by row (since is before the last change of the whole
+// table: Touch, or a new row) and the whole table is what changed.
 func (f *Fold) changed(since uint64) (cs []change, ok bool) {
 	if since < f.floor || since > f.ver {
 		return nil, false
@@ -293,11 +279,7 @@ func (f *Fold) rows(g *spec.Graph, fn func(name string, a *taskAgg, sink bool)) 
 	}
 	if g != nil {
 		for i, v := range g.Vertices {
-			var a *taskAgg
-			if i < len(f.vert) {
-				a = f.vert[i]
-			}
-			fn(v.Path, a, len(v.Succ) == 0)
+			fn(v.Path, f.vertAgg(i), len(v.Succ) == 0)
 			if done == nil {
 				continue
 			}

@@ -46,10 +46,7 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		return nil, nil
 	}
 	acts := func(v int) (*taskAgg, uint64) {
-		var a *taskAgg
-		if v < len(f.vert) {
-			a = f.vert[v]
-		}
+		a := f.vertAgg(v)
 		if a == nil {
 			return nil, 0
 		}
