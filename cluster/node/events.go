@@ -175,7 +175,7 @@ func (p *eventPub) recordLocked(ev *transport.TaskEvent) (first bool) {
 				pay.out = ev.Output
 			}
 			pay.err = ev.Error
-		} else if cur, ok := t.payload[ev.Task]; ok || (setOut && len(ev.Output) > 0) || ev.Error != "" {
+		} else if cur, ok := t.payload[ev.Task]; ok || len(ev.Output) > 0 || ev.Error != "" {
 			if setOut {
 				cur.out = ev.Output
 			}
@@ -273,19 +273,34 @@ func (p *eventPub) forget(run string) {
 	defer p.mu.Unlock()
 	if t := p.tabs[run]; t != nil {
 		t.forget = true
-		p.dropLocked()
+		p.dropLocked(t)
 	}
 }
 
-// dropLocked drops the forgotten tables with nothing left to send (under
-// p.mu; the queue holds reports, not tables, so only t.listed matters).
-func (p *eventPub) dropLocked() {
-	for run, t := range p.tabs {
-		if t.forget && !t.listed {
-			delete(p.tabs, run)
-			if p.last == t {
-				p.last = nil
-			}
+// cutAllLocked cuts every changed table into the queue and takes the
+// queue (under p.mu); a forgotten table with nothing left goes.
+func (p *eventPub) cutAllLocked() []*transport.TaskReport {
+	for _, t := range p.changed {
+		p.cutLocked(t)
+		t.listed = false
+		p.dropLocked(t)
+	}
+	clear(p.changed)
+	p.changed = p.changed[:0]
+	q := p.queue
+	p.queue = nil
+	return q
+}
+
+// dropLocked drops t if it is forgotten and has nothing left to send
+// (under p.mu; the queue holds reports, not tables, so only t.listed
+// matters). A table becomes droppable only where forget marks it or
+// publish unlists it, and both call this.
+func (p *eventPub) dropLocked(t *taskTable) {
+	if t.forget && !t.listed && p.tabs[t.run] == t {
+		delete(p.tabs, t.run)
+		if p.last == t {
+			p.last = nil
 		}
 	}
 }
@@ -375,15 +390,7 @@ func (p *eventPub) loop() {
 // as lost.
 func (p *eventPub) publish(final bool) error {
 	p.mu.Lock()
-	for _, t := range p.changed {
-		p.cutLocked(t)
-		t.listed = false
-	}
-	clear(p.changed)
-	p.changed = p.changed[:0]
-	q := p.queue
-	p.queue = nil
-	p.dropLocked()
+	q := p.cutAllLocked()
 	p.mu.Unlock()
 	if len(q) == 0 {
 		return nil

@@ -20,14 +20,7 @@ import (
 func (p *eventPub) cut() []*transport.TaskReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, t := range p.changed {
-		p.cutLocked(t)
-		t.listed = false
-	}
-	p.changed = p.changed[:0]
-	q := p.queue
-	p.queue = nil
-	return q
+	return p.cutAllLocked()
 }
 
 func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
@@ -88,9 +81,6 @@ func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
 		t.Fatal("a table with changes not sent was dropped")
 	}
 	p.cut()
-	p.mu.Lock()
-	p.dropLocked()
-	p.mu.Unlock()
 	if p.tabs["q"] != nil {
 		t.Fatal("a forgotten table with nothing to send was kept")
 	}
