@@ -160,7 +160,6 @@ func (q *fifo) pop() (item, bool) {
 // vertex's strongSends).
 type sendEdge struct {
 	src, dst int
-	kind     transport.SignalKind
 	fifo     fifo
 	picks    atomic.Uint64 // a condition's: times it picked this edge
 }
@@ -313,7 +312,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 				continue
 			}
 			if weak {
-				se := &sendEdge{src: v, dst: u, kind: transport.SignalChoice}
+				se := &sendEdge{src: v, dst: u}
 				exit[v].Precede(tf.Emplace(func() { b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 				vs.condSends[k] = se
 				continue

@@ -439,9 +439,7 @@ func (r *run) apply(acts []runproto.Action) (res applied) {
 				q.open = o
 			}
 			switch {
-			case !e.direct:
-				q.sched = append(q.sched, e.task)
-			case e.kind == transport.SignalChoice:
+			case !e.direct || e.kind == transport.SignalChoice:
 				q.sched = append(q.sched, e.task)
 			default:
 				for range e.mult {

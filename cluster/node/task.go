@@ -529,7 +529,7 @@ func (r *run) send(se *sendEdge) {
 	tab := r.sm.Table() // one generation: its number and its owners
 	s := transport.Signal{
 		Run: r.id, Gen: tab.Gen, Src: uint32(se.src), Dst: uint32(se.dst),
-		Act: it.act, Kind: se.kind, Output: it.out, DstAct: it.dstAct, Ctx: it.ctx,
+		Act: it.act, Kind: transport.SignalChoice, Output: it.out, DstAct: it.dstAct, Ctx: it.ctx,
 	}
 	node := tab.NodeOf(se.dst) // the owner in force: a task moved off a lost node is sent to its new one
 	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
