@@ -216,19 +216,11 @@ func (r *reader) id(what string) (string, error) {
 	return string(s), nil
 }
 
-func appendTime(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(b, 0)
-	}
-	return appendInt(b, t.UnixNano())
-}
+func appendTime(b []byte, t time.Time) []byte { return appendInt(b, UnixNanos(t)) }
 
 func (r *reader) time(what string) (time.Time, error) {
 	n, err := r.int(what)
-	if err != nil || n == 0 {
-		return time.Time{}, err
-	}
-	return time.Unix(0, n), nil
+	return unixTime(n), err
 }
 
 // ---- Signal ----

@@ -60,23 +60,22 @@ func reportBase(ds []TaskDelta) int64 {
 
 // AppendWire implements Message.
 func (tr *TaskReport) AppendWire(b []byte) []byte {
-	base := reportBase(tr.Tasks)
-	b = appendReportHead(b, tr.Run, tr.Gen, tr.Node, base, len(tr.Tasks))
-	for i := range tr.Tasks {
-		b = tr.Tasks[i].appendFields(b, base)
-	}
-	return b
+	return appendReport(b, tr.Run, tr.Gen, tr.Node, tr.Tasks)
 }
 
-// appendReportHead writes a TaskReport up to its deltas, of which there
-// are n.
-func appendReportHead(b []byte, run string, gen uint64, node string, base int64, n int) []byte {
+// appendReport writes a TaskReport of run's deltas ds.
+func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta) []byte {
+	base := reportBase(ds)
 	b = appendHeader(b, TypeTaskReport, taskReportFields)
 	b = appendStr(b, run)
 	b = appendUint(b, gen)
 	b = appendStr(b, node)
 	b = appendInt(b, base)
-	return appendArrayHeader(b, n)
+	b = appendArrayHeader(b, len(ds))
+	for i := range ds {
+		b = ds[i].appendFields(b, base)
+	}
+	return b
 }
 
 func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
@@ -226,11 +225,7 @@ func appendReports(tr *TaskReport, fn func([]byte) error) error {
 		}
 		part := ds[:n]
 		ds = ds[n:]
-		base := reportBase(part)
-		b := appendReportHead(make([]byte, 0, head+size), tr.Run, tr.Gen, tr.Node, base, len(part))
-		for i := range part {
-			b = part[i].appendFields(b, base)
-		}
+		b := appendReport(make([]byte, 0, head+size), tr.Run, tr.Gen, tr.Node, part)
 		if err := fn(b); err != nil {
 			return err
 		}
