@@ -220,15 +220,10 @@ func fans(a, b *Signal) bool {
 		a.Act == b.Act && a.DstAct == b.DstAct && sameBytes(a.Output, b.Output) && slices.Equal(a.Ctx, b.Ctx)
 }
 
-// sameBytes is bytes.Equal, at once for one slice.
+// sameBytes is bytes.Equal (at once for one slice: the runtime's compare
+// checks the pointers first), nil apart from empty.
 func sameBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 || &a[0] == &b[0] {
-		return (a == nil) == (b == nil)
-	}
-	return bytes.Equal(a, b)
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
 }
 
 // AddPick records a condition's pick: s (a SignalChoice from the condition

@@ -517,11 +517,7 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 		if err := r.fields("signal", signalFields); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
-		if k >= len(bt.Signals) {
-			bt.Signals = append(bt.Signals, Signal{})
-			bt.Signals = bt.Signals[:cap(bt.Signals)]
-		}
-		s := &bt.Signals[k]
+		s := bt.slot(k)
 		if err := s.decodeFields(&r, prev, &fan); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
@@ -535,18 +531,25 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 		}
 		one := *s
 		for _, d := range fan[1:] {
-			if k >= len(bt.Signals) {
-				bt.Signals = append(bt.Signals, Signal{})
-				bt.Signals = bt.Signals[:cap(bt.Signals)]
-			}
-			bt.Signals[k] = one
-			bt.Signals[k].Dst = d
+			s := bt.slot(k)
+			*s = one
+			s.Dst = d
 			k++
 		}
 	}
 	clear(bt.Signals[k:])
 	bt.Signals = bt.Signals[:k]
 	return r.end()
+}
+
+// slot is bt.Signals[k], the slice grown to its capacity to hold it (Decode
+// reuses what an earlier decode left).
+func (bt *Batch) slot(k int) *Signal {
+	if k >= len(bt.Signals) {
+		bt.Signals = append(bt.Signals, Signal{})
+		bt.Signals = bt.Signals[:cap(bt.Signals)]
+	}
+	return &bt.Signals[k]
 }
 
 // PeekBatch reads a Batch message's sender, batch number, number of entries
