@@ -298,16 +298,14 @@ func (fc flowCaches) graph(r Run, text func(Run) ([]byte, error)) (*spec.Graph, 
 	return g, nil
 }
 
-// putGraph keeps g, a submit's graph of the run it makes of flow id with
-// the parameter values values (compiled from the file the flow's canonical
+// putGraph keeps g, a submit's graph of the run it makes of a flow with
+// parameter values, under their runKey (compiled from the file the flow's canonical
 // JSON was marshalled from, which parses back to the same flows: spec's
 // fuzz tests hold Marshal to that), for the run's plans and status: the
 // leader does not parse and expand it again. The submit's function pins
 // (placeByFunction) are in g; neither reads them.
-func (fc flowCaches) putGraph(id string, values map[string]any, g *spec.Graph) {
-	if key, err := runKey(id, values); err == nil {
-		fc.graphs.Put(key, g, max(len(g.Vertices), 1))
-	}
+func (fc flowCaches) putGraph(key [32]byte, g *spec.Graph) {
+	fc.graphs.Put(key, g, max(len(g.Vertices), 1))
 }
 
 // plans compiles the plan of each node's part of run r's generation

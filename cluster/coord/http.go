@@ -577,7 +577,8 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 	flowID := bf.stored.ID
 	var pkey [32]byte
 	cacheable := false
-	if rk, err := runKey(flowID, values); err == nil {
+	rk, rkErr := runKey(flowID, values)
+	if rkErr == nil {
 		pkey, cacheable = placedKey(rk, alive, catalogs)
 	}
 	var placed *placedRun
@@ -640,7 +641,9 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 		if err := s.putFlow(bf.stored, false, now); err != nil {
 			return "", err
 		}
-		s.flows.putGraph(flowID, values, g) // the leader compiles the nodes' plans from it
+		if rkErr == nil {
+			s.flows.putGraph(rk, g) // the leader compiles the nodes' plans from it
+		}
 		err := s.apply(&Command{Op: OpRunSubmit, Run: run})
 		if err == nil {
 			return id, nil

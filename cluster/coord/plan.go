@@ -343,12 +343,16 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 // still form a cycle (not expected: every cycle of a flow is a loop group).
 func groupLevels(g *spec.Graph, uf union) []int {
 	nv := len(g.Vertices)
+	rep := make([]int, nv) // each vertex's group's representative
+	for v := range nv {
+		rep[v] = uf.find(v)
+	}
 	// The edges between the groups' representatives, each one's laid out
 	// in one array (in the order appending them gave): counted, then placed.
 	off := make([]int, nv+1)
 	for v := range g.Vertices {
 		for _, e := range g.Vertices[v].Succ {
-			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+			if a, b := rep[e.From], rep[e.To]; a != b {
 				off[a+1]++
 			}
 		}
@@ -359,7 +363,7 @@ func groupLevels(g *spec.Graph, uf union) []int {
 	to, at := make([]int, off[nv]), slices.Clone(off[:nv])
 	for v := range g.Vertices {
 		for _, e := range g.Vertices[v].Succ {
-			if a, b := uf.find(e.From), uf.find(e.To); a != b {
+			if a, b := rep[e.From], rep[e.To]; a != b {
 				to[at[a]] = b
 				at[a]++
 			}
@@ -382,7 +386,7 @@ func groupLevels(g *spec.Graph, uf union) []int {
 		}
 	}
 	for v := range nv {
-		level[v] = level[uf.find(v)]
+		level[v] = level[rep[v]]
 	}
 	return level
 }
