@@ -372,6 +372,18 @@ func (g *Graph) Descendants(module int) []int {
 	return out
 }
 
+// hasWeak reports whether any edge is weak (out of a condition task).
+func (g *Graph) hasWeak() bool {
+	for i := range g.Vertices {
+		for _, e := range g.Vertices[i].Succ {
+			if e.Weak {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Cycles returns the strongly connected components of the graph (over all
 // edges, strong and weak) that hold a cycle, sorted ascending and ordered by
 // their smallest vertex: disjoint, each inside one scope (LoopGroups adds
@@ -381,13 +393,7 @@ func (g *Graph) Descendants(module int) []int {
 // of a valid flow goes through a condition task (Validate refuses a cycle
 // of strong edges), so it is not searched (a DAG of 100K tasks took 60 ms).
 func (g *Graph) Cycles() [][]int {
-	weak := false
-	for i := range g.Vertices {
-		for _, e := range g.Vertices[i].Succ {
-			weak = weak || e.Weak
-		}
-	}
-	if !weak {
+	if !g.hasWeak() {
 		return nil
 	}
 	// The successors laid out once (Successors makes a slice a call, and

@@ -179,9 +179,9 @@ func PrintStatus(w io.Writer, st proto.RunStatus) {
 		row = append(row, " node "...)
 		row = appendPadded(row, t.Node, 6)
 		row = append(row, " activations "...)
-		row = appendPadded(row, strconv.FormatUint(t.Activations, 10), 5)
+		row = appendUintPadded(row, t.Activations, 5)
 		row = append(row, " executions "...)
-		row = appendPadded(row, strconv.FormatUint(t.Executions, 10), 5)
+		row = appendUintPadded(row, t.Executions, 5)
 		if t.Output != "" {
 			row = append(row, "  output "...)
 			row = append(row, ShowOutput(t.Output)...)
@@ -193,6 +193,16 @@ func PrintStatus(w io.Writer, st proto.RunStatus) {
 }
 
 // appendPadded appends s, then spaces up to width runes (fmt's %-Ns).
+// appendUintPadded is appendPadded of n in decimal (ASCII: a byte a rune).
+func appendUintPadded(b []byte, n uint64, width int) []byte {
+	start := len(b)
+	b = strconv.AppendUint(b, n, 10)
+	for len(b)-start < width {
+		b = append(b, ' ')
+	}
+	return b
+}
+
 func appendPadded(b []byte, s string, width int) []byte {
 	b = append(b, s...)
 	for n := utf8.RuneCountInString(s); n < width; n++ {
