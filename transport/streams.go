@@ -180,9 +180,9 @@ func (c *Conn) ReplaySignals(ctx context.Context, run, node string, fn func(node
 
 // ReplaySignalsSkipping is ReplaySignals that does not decode the batches
 // skip names (by sender, batch number and the Gen of the first Signal:
-// PeekBatch; n is how many entries the batch holds): a node reading its own
+// PeekBatch): a node reading its own
 // record back skips what it took already.
-func (c *Conn) ReplaySignalsSkipping(ctx context.Context, run, node string, skip func(from string, seq, gen uint64, n int) bool, fn func(node string, b *Batch) error) error {
+func (c *Conn) ReplaySignalsSkipping(ctx context.Context, run, node string, skip func(from string, seq, gen uint64) bool, fn func(node string, b *Batch) error) error {
 	filter, err := RunSignalsFilter(run)
 	if err != nil {
 		return err
@@ -196,7 +196,7 @@ func (c *Conn) ReplaySignalsSkipping(ctx context.Context, run, node string, skip
 	return c.replay(ctx, StreamRecord, filter, func(m jetstream.Msg) error {
 		_, to, sender, _ := parseSignalSubject(m.Subject())
 		if skip != nil {
-			if from, seq, gen, n, ok := PeekBatch(m.Data(), c.limits); ok && from == sender && skip(from, seq, gen, n) {
+			if from, seq, gen, _, ok := PeekBatch(m.Data(), c.limits); ok && from == sender && skip(from, seq, gen) {
 				return nil
 			}
 		}

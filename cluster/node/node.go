@@ -549,7 +549,7 @@ func (n *Node) replayRun(run string) {
 func (n *Node) replaySignals(run string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var got uint64
-	seen := func(from string, seq, gen uint64, _ int) bool { // taken whole already: not even decoded
+	seen := func(from string, seq, gen uint64) bool { // taken whole already: not even decoded
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r := n.runs[run]
