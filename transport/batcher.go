@@ -77,6 +77,7 @@ type Batcher struct {
 
 	mu     sync.Mutex
 	dests  map[destKey]*dest
+	last   *dest    // the destination added to last (a node's completions mostly go to one): dests' entry
 	dsts   []uint32 // addAll's scratch
 	closed bool
 	seq    uint64
@@ -179,16 +180,19 @@ func (b *Batcher) addAll(node string, sigs []*Signal) error {
 		s := sigs[i]
 		if d == nil || d.key.run != s.Run {
 			key := destKey{s.Run, node}
-			if d = b.dests[key]; d == nil {
-				subj, err := SignalSubject(s.Run, node, b.from)
-				if node == PicksNode {
-					subj, err = picksSubject(s.Run, b.from)
+			if d = b.last; d == nil || d.key != key { // else found without hashing the run and node
+				if d = b.dests[key]; d == nil {
+					subj, err := SignalSubject(s.Run, node, b.from)
+					if node == PicksNode {
+						subj, err = picksSubject(s.Run, b.from)
+					}
+					if err != nil {
+						return err
+					}
+					d = &dest{key: key, subject: subj}
+					b.dests[key] = d
 				}
-				if err != nil {
-					return err
-				}
-				d = &dest{key: key, subject: subj}
-				b.dests[key] = d
+				b.last = d
 			}
 		}
 		// A stretch of edges of one source activation (equal but for Dst)
@@ -411,6 +415,9 @@ func (b *Batcher) Forget(run string) error {
 		if k.run == run {
 			errs = append(errs, b.flushDest(d))
 			delete(b.dests, k)
+			if b.last == d {
+				b.last = nil
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -290,6 +290,26 @@ func TestBatcherPerDestination(t *testing.T) {
 	testsupport.Eventually(t, 15*time.Second, "n3's signals", func() bool { return col.count() == 4 })
 }
 
+// A run forgotten and then sent to again gets a fresh destination, one
+// that Flush publishes: the destination the Batcher added to last (found
+// without the map) is not one Forget dropped.
+func TestBatcherAddAfterForget(t *testing.T) {
+	r := newBatchRig(t)
+	b, err := r.tx.NewBatcher("n1", WithLinger(0))
+	must(t, err)
+	ctx := testCtx(t)
+	sigs := sigN("r1", 2)
+	must(t, b.Add(ctx, "n2", &sigs[0]))
+	must(t, b.Forget("r1")) // flushes the first
+	must(t, b.Add(ctx, "n2", &sigs[1]))
+	must(t, b.Flush(ctx))
+	got := r.settle(t, 2)
+	if fmt.Sprint(sizes(got)) != "[1 1]" {
+		t.Fatalf("batches %v, want the Signal before Forget and the one after", sizes(got))
+	}
+	must(t, b.Close(ctx))
+}
+
 func TestBatcherRejects(t *testing.T) {
 	r := newBatchRig(t, func(o *natsembed.Options) { o.MaxPayload = 4096 })
 	b, err := r.tx.NewBatcher("n1", WithLinger(0))

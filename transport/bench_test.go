@@ -155,15 +155,19 @@ func BenchmarkDedupAdmit(b *testing.B) {
 // receiver's first run of a dense part: 100 sources × 100 destinations) in
 // batches of 512, a fresh run each time; ns/op is per Signal. "fans": a
 // source's edges together, as its fan entry decodes; "shuffled": in a
-// random order.
+// random order; "fanin": 10,000 sources of one edge each to one
+// destination (a fan-in, each Signal from a source activation of its own).
 func BenchmarkDedupManyEdges(b *testing.B) {
 	const k = 100
-	for _, order := range []string{"fans", "shuffled"} {
+	for _, order := range []string{"fans", "shuffled", "fanin"} {
 		b.Run(order, func(b *testing.B) {
 			sigs := make([]Signal, k*k)
 			ptrs := make([]*Signal, len(sigs))
 			for i := range sigs {
 				sigs[i] = Signal{Run: "r", Gen: 1, Src: uint32(i / k), Dst: uint32(k + i%k), Act: 1, Kind: SignalEdge}
+				if order == "fanin" {
+					sigs[i].Src, sigs[i].Dst = uint32(i), k*k
+				}
 				ptrs[i] = &sigs[i]
 			}
 			if order == "shuffled" {

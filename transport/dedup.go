@@ -64,7 +64,9 @@ type DedupStats struct {
 // the run.
 //
 // Memory: per run and edge, the accepted activations are kept as a sorted list of
-// closed intervals (the first inline), under the edge's source, by destination. Every activation of a strong edge is sent, so a strong edge
+// closed intervals (the first inline), under the edge's source (a source's
+// state in a chunk of 16 sources made on first sight, no allocation or map
+// entry a source), by destination. Every activation of a strong edge is sent, so a strong edge
 // costs one interval however many times a loop runs it; a condition edge costs one
 // interval per stretch of consecutive activations that chose it. EndRun drops the
 // run's state and leaves a tombstone (the last maxEndedRuns ended runs) so late
@@ -85,11 +87,25 @@ type edgeID struct{ src, dst uint32 }
 type interval struct{ lo, hi uint64 }
 
 type dedupRun struct {
-	gen    uint64
-	srcs   map[uint32]*srcActs // by source
-	last   *srcActs            // the source looked up last (a fan's Signals come together)
-	spills [][]interval        // the lists of edges whose activations are not one stretch
+	gen uint64
+	// By source: a source below maxChunked in chunks of srcChunk made on
+	// first sight (a source costs no allocation of its own and no map
+	// entry: a fan-in's Signals each come from a source of their own), one
+	// beyond in srcs.
+	chunks []*[srcChunk]srcActs
+	srcs   map[uint32]*srcActs
+	last   *srcActs     // the source looked up last (a fan's Signals come together)
+	spills [][]interval // the lists of edges whose activations are not one stretch
 }
+
+// srcChunk is how many sources' states a chunk of dedupRun.chunks holds;
+// maxChunked bounds the sources kept in chunks (a source number is a vertex
+// index: a larger one is a graph of over 16M tasks or a bogus Signal, kept
+// in the map so that it does not grow the chunk index).
+const (
+	srcChunk   = 16
+	maxChunked = 1 << 24
+)
 
 // srcActs is the accepted activations of one source's edges, by
 // destination: a source activation's edges arrive together and mostly in
@@ -103,6 +119,10 @@ type srcActs struct {
 	src  uint32
 	dsts []dstActs        // ascending while at is nil; in arrival order after
 	at   map[uint32]int32 // dst → its place in dsts, once out of order
+	// one is dsts' first storage: most sources that reach a node have
+	// one edge to it. A srcActs is never copied once used (chunks and the
+	// map hold it in place), so dsts may point into it.
+	one [1]dstActs
 }
 
 type dstActs struct {
@@ -159,13 +179,13 @@ func (r *dedupRun) intervals(a *edgeActs) int {
 func (r *dedupRun) edge(e edgeID) *edgeActs {
 	sa := r.last
 	if sa == nil || sa.src != e.src {
-		if sa = r.srcs[e.src]; sa == nil {
-			sa = &srcActs{src: e.src}
-			r.srcs[e.src] = sa
-		}
+		sa = r.source(e.src)
 		r.last = sa
 	}
 	ds := sa.dsts
+	if ds == nil {
+		ds = sa.one[:0]
+	}
 	if sa.at != nil {
 		i, ok := sa.at[e.dst]
 		if !ok {
@@ -192,6 +212,31 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 	return &sa.dsts[len(ds)].acts
 }
 
+// source is src's state, made on first sight.
+func (r *dedupRun) source(src uint32) *srcActs {
+	if src >= maxChunked {
+		sa := r.srcs[src]
+		if sa == nil {
+			if r.srcs == nil {
+				r.srcs = make(map[uint32]*srcActs)
+			}
+			sa = &srcActs{src: src}
+			r.srcs[src] = sa
+		}
+		return sa
+	}
+	c := int(src / srcChunk)
+	if c >= len(r.chunks) {
+		r.chunks = append(r.chunks, make([]*[srcChunk]srcActs, c+1-len(r.chunks))...)
+	}
+	if r.chunks[c] == nil {
+		r.chunks[c] = new([srcChunk]srcActs)
+	}
+	sa := &r.chunks[c][src%srcChunk]
+	sa.src = src
+	return sa
+}
+
 // NewDeduper returns an empty Deduper.
 func NewDeduper() *Deduper {
 	return &Deduper{runs: make(map[string]*dedupRun), ended: make(map[string]struct{})}
@@ -200,7 +245,7 @@ func NewDeduper() *Deduper {
 func (d *Deduper) run(run string) *dedupRun {
 	r := d.runs[run]
 	if r == nil {
-		r = &dedupRun{srcs: make(map[uint32]*srcActs)}
+		r = &dedupRun{}
 		d.runs[run] = r
 	}
 	return r

@@ -275,6 +275,40 @@ func TestDedupAnyDestinationOrder(t *testing.T) {
 	}
 }
 
+// TestDedupAnySource: a source is found wherever its number lies — the
+// same chunk as another, a chunk of its own far from the rest, beyond the
+// chunked range (maxChunked and up to the largest uint32) — and a source
+// whose first edge is kept inline keeps its verdicts when more edges follow
+// (its destinations outgrow the inline one): each (edge, activation) is
+// accepted once, the verdicts match a set's.
+func TestDedupAnySource(t *testing.T) {
+	srcs := []uint32{0, 1, srcChunk/2 + 1, srcChunk - 1, srcChunk, 5 * srcChunk, 1 << 20, maxChunked - 1, maxChunked, maxChunked + 1, 1<<32 - 1}
+	rng := rand.New(rand.NewPCG(3, 4))
+	d := NewDeduper()
+	seen := map[[3]uint64]bool{}
+	for range 5000 {
+		src := srcs[rng.IntN(len(srcs))]
+		dst := uint32(rng.IntN(6))
+		if rng.IntN(2) == 0 {
+			dst = uint32(rng.IntN(2)) // mostly one or two destinations a source
+		}
+		act := uint64(1 + rng.IntN(8))
+		key := [3]uint64{uint64(src), uint64(dst), act}
+		want := Accept
+		if seen[key] {
+			want = Duplicate
+		}
+		s := Signal{Run: "r", Gen: 1, Src: src, Dst: dst, Act: act, Kind: SignalEdge}
+		if got := d.Admit(&s); got != want {
+			t.Fatalf("%d→%d act %d: %v, want %v", src, dst, act, got, want)
+		}
+		seen[key] = true
+	}
+	if st := d.Stats(); st.Accepted != uint64(len(seen)) {
+		t.Errorf("accepted %d, %d distinct keys", st.Accepted, len(seen))
+	}
+}
+
 // BenchmarkDedupDescendingFan: a source whose edges arrive in descending
 // order of destination costs per edge what an ascending one does (it moved
 // every edge after each insert before: O(n²)).

@@ -104,8 +104,9 @@
 // (runproto.FreeJoins, Config.Free: predecessors not all in its loop) do
 // not wait for u's previous activation: its Signals feed its join counter
 // as they come, as on one node.
-// Signals of a run whose Assignment has not arrived yet are kept and
-// delivered when it does; the buffer is bounded in runs (256), in Signals
+// Signals of a run whose Assignment has not arrived yet are kept (a batch's
+// as one stretch, taken whole when its run starts) and delivered when it
+// does; the buffer is bounded in runs (256), in Signals
 // per run and in all, and in time (Config.EarlyTTL, read from Config.Now):
 // a run that has not started within the TTL, or the oldest when the buffer
 // is full, is evicted and its Signals counted (Stats.SignalsEvicted). None

@@ -23,6 +23,26 @@ func newFakeClock() *fakeClock {
 
 func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// keptSignal is one Signal of an early run with where it came from.
+type keptSignal struct {
+	from string
+	seq  uint64
+	i, n int
+	s    transport.Signal
+}
+
+// signals lists what er keeps, one by one, in arrival order.
+func (er *earlyRun) signals() []keptSignal {
+	var out []keptSignal
+	for _, e := range er.held {
+		for k, s := range e.sigs {
+			out = append(out, keptSignal{e.from, e.seq, e.i + k, e.n, s})
+		}
+	}
+	return out
+}
+
 func (n *Node) earlyRuns() (runs, sigs int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -122,18 +142,19 @@ func TestEarlyBufferKeepsABatch(t *testing.T) {
 	sigs[2].Output = []byte("out") // equal, another slice: its own copy
 	n.earlyLocked("n0", 7, 0, sigs, len(sigs))
 	er := n.early["r1"]
-	if er == nil || len(er.sigs) != maxEarlySignals || n.earlyN != maxEarlySignals {
+	if er == nil || len(er.signals()) != maxEarlySignals || er.n != maxEarlySignals || n.earlyN != maxEarlySignals {
 		t.Fatalf("kept %d Signals, want the per-run limit %d", n.earlyN, maxEarlySignals)
 	}
 	if e, k := n.stats.evicted.Load(), n.stats.early.Load(); e != 10 || k != maxEarlySignals {
 		t.Fatalf("evicted %d, early %d: want 10, %d", e, k, maxEarlySignals)
 	}
-	for i, e := range er.sigs[:4] {
+	kept := er.signals()
+	for i, e := range kept[:4] {
 		if e.from != "n0" || e.seq != 7 || e.i != i || e.n != len(sigs) || string(e.s.Output) != "out" {
 			t.Fatalf("kept %d: %+v", i, e)
 		}
 	}
-	o := func(i int) *byte { return &er.sigs[i].s.Output[0] }
+	o := func(i int) *byte { return &er.held[0].sigs[i].Output[0] }
 	if o(0) == &out[0] || o(0) != o(1) || o(2) == o(1) || o(3) == o(1) || o(3) != o(4) {
 		t.Fatal("a run of one Output is not kept as one copy of it")
 	}
@@ -172,7 +193,7 @@ func TestEarlyBufferFanAfterItsOwnEviction(t *testing.T) {
 	if er == nil {
 		t.Fatal("no Signal of r1's fan kept")
 	}
-	for _, e := range er.sigs {
+	for _, e := range er.signals() {
 		if string(e.s.Output) != string(out) {
 			t.Errorf("kept Signal %d→%d with output %q, want %q", e.s.Src, e.s.Dst, e.s.Output, out)
 		}

@@ -685,7 +685,7 @@ func (n *Node) assign(a *transport.Assignment) {
 	go r.loop()
 	n.mu.Unlock()
 	n.stats.assignments.Add(1)
-	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", len(held))
+	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", earlyCount(held))
 	// Signals of this run published to this node before it held the run
 	// and lost by core NATS (while it reconnected, or as a slow consumer)
 	// are in the record: read them back once, as after a reconnect
@@ -790,7 +790,8 @@ func (n *Node) take(b *transport.Batch) (fresh int) {
 type earlyRun struct {
 	since time.Time // its first early Signal
 	seq   uint64    // its entry in earlyQ
-	sigs  []early
+	held  []early   // a stretch of one batch each, in arrival order
+	n     int       // Signals in held
 }
 
 type earlyRef struct {
@@ -819,21 +820,24 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 	now := n.now()
 	n.expireEarlyLocked(now)
 	var outs outputCopy // a Signal not kept (continue, below) takes no copy
+	var er *earlyRun
+	var cur *early // the stretch the Signals kept go to, in er.held
+	evicted := 0
 	for k := range sigs {
 		s := &sigs[k]
-		er := n.early[run]
 		if er == nil {
-			for len(n.early) >= maxEarlyRuns {
-				n.evictOldestLocked("the buffer holds its limit of runs")
+			if er = n.early[run]; er == nil {
+				for len(n.early) >= maxEarlyRuns {
+					n.evictOldestLocked("the buffer holds its limit of runs")
+				}
+				n.earlySeq++
+				er = &earlyRun{since: now, seq: n.earlySeq}
+				n.early[run] = er
+				n.earlyQ = append(n.earlyQ, earlyRef{run, er.seq})
 			}
-			n.earlySeq++
-			er = &earlyRun{since: now, seq: n.earlySeq}
-			n.early[run] = er
-			n.earlyQ = append(n.earlyQ, earlyRef{run, er.seq})
 		}
-		if len(er.sigs) >= maxEarlySignals {
-			n.stats.evicted.Add(1)
-			n.log.Debug("signal before its assignment not kept: its run holds its limit", "run", run, "from", from)
+		if er.n >= maxEarlySignals {
+			evicted++ // and every Signal after it: er keeps its count
 			continue
 		}
 		own := false
@@ -841,14 +845,27 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 			own = n.evictOldestLocked("the buffer holds its limit of signals") == run
 		}
 		if own {
-			n.stats.evicted.Add(1) // its own run was the oldest
+			evicted++ // its own run was the oldest
+			er, cur = nil, nil
 			continue
+		}
+		if cur == nil {
+			room := min(len(sigs)-k, maxEarlySignals-er.n)
+			er.held = append(er.held, early{from: from, seq: seq, i: first + k, n: size, sigs: make([]transport.Signal, 0, room)})
+			cur = &er.held[len(er.held)-1]
 		}
 		c := *s
 		c.Output = outs.of(s.Output)
-		er.sigs = append(er.sigs, early{from, seq, first + k, size, c})
+		cur.sigs = append(cur.sigs, c)
+		er.n++
 		n.earlyN++
-		n.stats.early.Add(1)
+	}
+	if kept := len(sigs) - evicted; kept > 0 {
+		n.stats.early.Add(uint64(kept))
+	}
+	if evicted > 0 {
+		n.stats.evicted.Add(uint64(evicted))
+		n.log.Debug("signals before their assignment not kept: their run holds its limit, or was evicted", "run", run, "from", from, "signals", evicted)
 	}
 }
 
@@ -878,19 +895,10 @@ func sameOutput(a, b []byte) bool {
 // n.mu), each stretch of one batch at once: a whole batch as one (so that
 // its copy in the record is skipped), else from its first Signal kept.
 func (r *run) takeEarly(held []early) {
-	sigs := make([]transport.Signal, 0, len(held))
-	for i := 0; i < len(held); {
+	for i := range held {
 		e := &held[i]
-		j := i + 1
-		for j < len(held) && held[j].from == e.from && held[j].seq == e.seq && held[j].i == held[j-1].i+1 {
-			j++
-		}
-		sigs = sigs[:0]
-		for k := i; k < j; k++ {
-			sigs = append(sigs, held[k].s)
-		}
-		r.take(e.from, e.seq, e.i, sigs, e.i == 0 && j-i == e.n)
-		i = j
+		r.take(e.from, e.seq, e.i, e.sigs, e.i == 0 && len(e.sigs) == e.n)
+		clear(e.sigs) // their outputs and contexts go with them
 	}
 }
 
@@ -902,7 +910,7 @@ func (n *Node) takeEarlyLocked(run string) []early {
 		return nil
 	}
 	delete(n.early, run)
-	n.earlyN -= len(er.sigs)
+	n.earlyN -= er.n
 	if len(n.earlyQ) > 2*maxEarlyRuns+64 { // many stale entries: keep the live ones
 		q := n.earlyQ[:0]
 		for _, ref := range n.earlyQ {
@@ -913,7 +921,7 @@ func (n *Node) takeEarlyLocked(run string) []early {
 		clear(n.earlyQ[len(q):])
 		n.earlyQ = q
 	}
-	return er.sigs
+	return er.held
 }
 
 // oldestEarlyLocked drops stale entries from the head of earlyQ and returns
@@ -952,10 +960,19 @@ func (n *Node) evictOldestLocked(why string) string {
 }
 
 func (n *Node) evictLocked(run, why string) {
-	sigs := n.takeEarlyLocked(run)
-	n.stats.evicted.Add(uint64(len(sigs)))
+	held := n.takeEarlyLocked(run)
+	k := earlyCount(held)
+	n.stats.evicted.Add(uint64(k))
 	n.log.Debug("signals before their assignment evicted; the run's record supplies them if it starts here",
-		"run", run, "signals", len(sigs), "why", why)
+		"run", run, "signals", k, "why", why)
+}
+
+// earlyCount is how many Signals held keeps.
+func earlyCount(held []early) (k int) {
+	for i := range held {
+		k += len(held[i].sigs)
+	}
+	return k
 }
 
 // sendFail tells the leader that task (a path; "" for the whole

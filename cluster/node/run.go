@@ -78,13 +78,14 @@ type part struct {
 	open atomic.Pointer[localexec.OpenRun]
 }
 
-// early is a Signal kept until its run's Assignment comes: its sender,
-// batch number, place in the batch and the batch's length.
+// early is Signals kept until their run's Assignment comes, a stretch of
+// one batch: its sender, batch number, the place of the first in the batch
+// and the batch's length.
 type early struct {
 	from string
 	seq  uint64
 	i, n int
-	s    transport.Signal
+	sigs []transport.Signal
 }
 
 // assignError is a refusal that names the task at fault.
