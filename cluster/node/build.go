@@ -66,19 +66,20 @@ type vstate struct {
 type vflags uint8
 
 const (
-	vBuilt    vflags = 1 << iota // the fields callInfo sets are set
-	vNoInputs                    // its function reads neither Inputs nor State (funcs.Entry.NoInputs)
-	vHasCtx                      // it has a loop context (runproto.Loops.HasCtx)
-	vSink                        // no successor: its done event carries its output
+	vBuilt     vflags = 1 << iota // the fields callInfo sets are set
+	vNoInputs                     // its function reads neither Inputs nor State (funcs.Entry.NoInputs)
+	vHasCtx                       // it has a loop context (runproto.Loops.HasCtx)
+	vSink                         // no successor: its done event carries its output
+	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
 )
 
 // callInfo copies what v's activations read of it into vs, once: a vertex
 // built in a later part again keeps what is set (its activations may run).
 // bodies are the functions bound so far by this build, by name and domain
 // (one funcs.Bound for all the tasks of a function).
-func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) {
+func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) bool {
 	if vs.flags&vBuilt != 0 {
-		return
+		return false
 	}
 	vx := &r.graph().Vertices[v]
 	t := &vx.Task
@@ -107,6 +108,25 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) {
 		f |= vSink
 	}
 	vs.flags = f
+	return true
+}
+
+// readers marks v, whose callInfo its part's build has just set (no
+// activation of it runs yet), vNoReaders when no successor reads its
+// output from its vstate: every strong successor is built here with a
+// function that reads no Inputs. A successor not built yet counts as a
+// reader; one built in a later part reads v through an in-edge of its
+// own, not v's vstate.
+func (r *run) readers(v int) {
+	for _, e := range r.graph().Vertices[v].Succ {
+		if e.Weak {
+			continue // a pick: no Inputs
+		}
+		if f := r.vs[e.To].flags; f&vBuilt == 0 || f&vNoInputs == 0 {
+			return
+		}
+	}
+	r.vs[v].flags |= vNoReaders
 }
 
 // in is the receive edge of the in-edges from src, or nil.
@@ -292,6 +312,7 @@ func (r *run) build(in []bool) (*part, error) {
 	devs := len(r.n.ex.Devices())
 	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
 	bodies := map[[2]string]*funcs.Bound{}
+	var fresh []int // the vertices callInfo set
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
 		if int(tab.Owner[v]) >= len(tab.Nodes) {
@@ -320,7 +341,9 @@ func (r *run) build(in []bool) (*part, error) {
 				return nil, &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
 			}
 		}
-		r.callInfo(v, &r.vs[v], bodies)
+		if r.callInfo(v, &r.vs[v], bodies) {
+			fresh = append(fresh, v)
+		}
 		clear(seen)
 		for _, e := range vx.Pred {
 			if p := e.From; !e.Weak && !seen[p] {
@@ -328,6 +351,9 @@ func (r *run) build(in []bool) (*part, error) {
 				r.vs[v].preds = append(r.vs[v].preds, p)
 			}
 		}
+	}
+	for _, v := range fresh {
+		r.readers(v)
 	}
 	b := &built{tf: localexec.NewTaskflow(r.id), in: in, pt: r.pt.Load()}
 	p := &part{built: b, run: r}

@@ -52,6 +52,10 @@ type eventPub struct {
 	// each was a fault and a miss).
 	spare      []taskRow
 	spareDirty []atomic.Uint64
+	// deltas are the Tasks of reports stored (PublishReports encodes them
+	// and keeps nothing), cleared, for the next cuts: a cut of a large run
+	// allocates no slice of deltas a report.
+	deltas [][]transport.TaskDelta
 
 	kick     chan struct{}
 	full     chan struct{}
@@ -451,7 +455,7 @@ func (p *eventPub) cutLocked(t *taskTable) {
 			row.unlock(f &^ rowDirty)
 			tr := rep(gen)
 			if tr.Tasks == nil {
-				tr.Tasks = make([]transport.TaskDelta, 0, n)
+				tr.Tasks = p.takeDeltasLocked(n)
 			}
 			tr.Tasks = append(tr.Tasks, d)
 		}
@@ -465,6 +469,45 @@ func (p *eventPub) cutLocked(t *taskTable) {
 	clear(t.dirtyN)
 	t.dirtyN = t.dirtyN[:0]
 	p.queue = append(p.queue, reps...)
+}
+
+// maxSpareDeltas bounds the delta slices kept for the next cuts (and
+// maxSpareDelta their length: 100K deltas, 10 MB).
+const (
+	maxSpareDeltas = 4
+	maxSpareDelta  = 100_000
+)
+
+// takeDeltasLocked returns an empty slice for n deltas (under p.mu): a
+// kept one when one is large enough.
+func (p *eventPub) takeDeltasLocked(n int) []transport.TaskDelta {
+	for i, d := range p.deltas {
+		if cap(d) >= n {
+			p.deltas = slices.Delete(p.deltas, i, i+1)
+			return d
+		}
+	}
+	return make([]transport.TaskDelta, 0, n)
+}
+
+// keepDeltas keeps the Tasks of reports stored for the next cuts.
+func (p *eventPub) keepDeltas(q []*transport.TaskReport) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, tr := range q {
+		d := tr.Tasks
+		tr.Tasks = nil
+		if cap(d) > maxSpareDelta || cap(d) == 0 {
+			continue
+		}
+		clear(d) // keep no output alive
+		d = d[:0]
+		if len(p.deltas) < maxSpareDeltas {
+			p.deltas = append(p.deltas, d)
+		} else if i := slices.IndexFunc(p.deltas, func(k []transport.TaskDelta) bool { return cap(k) < cap(d) }); i >= 0 {
+			p.deltas[i] = d // the larger ones serve more cuts
+		}
+	}
 }
 
 // forget drops t once everything recorded in it is sent (the run has
@@ -611,6 +654,7 @@ func (p *eventPub) publish(final bool) error {
 	if err == nil {
 		p.published.Add(uint64(deltas))
 		p.reports.Add(uint64(len(q)))
+		p.keepDeltas(q)
 		return nil
 	}
 	if final {

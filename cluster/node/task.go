@@ -435,11 +435,13 @@ func (r *run) gpuDone(v int, job *gpuJob) {
 }
 
 // complete records activation act of v: its output (for local successors'
-// Inputs), sends the traversals of its strong cross-node edges, and emits a
+// Inputs; not when none reads it: vNoReaders), sends the traversals of its strong cross-node edges, and emits a
 // done event.
 func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	vs := &r.vs[v]
-	vs.setOut(act, out)
+	if vs.flags&vNoReaders == 0 {
+		vs.setOut(act, out)
+	}
 	if len(vs.strongSends) > 0 {
 		r.sendStrong(v, act, out, vs.strongSends)
 	}
