@@ -18,7 +18,8 @@
 //
 // # Calling
 //
-// The node runs a task's function with Registry.Invoke(ctx, name, call):
+// The node runs a task's function with Registry.Invoke(ctx, name, call), or
+// the same through the function bound once (Registry.Bind, Bound.Invoke):
 //
 //   - ctx is cancelled when the run is cancelled or times out (and carries
 //     the task's per-activation timeout);
@@ -38,6 +39,13 @@
 //   - Call.Activation counts the task's activations in the run (1 first);
 //     Call.Attempt counts re-executions of one activation;
 //   - Call.State is the Result.State of the task's previous activation.
+//
+// A function whose bodies read neither Call.Inputs nor Call.State may say
+// so with Entry.NoInputs: the node then leaves both nil (and gathers no
+// map of its predecessors' outputs for each activation). The built-ins
+// that read neither (all but hash, loop and exec) are so registered. A
+// node binds each task's function once when it builds the task
+// (Registry.Bind, a Bound) rather than looking it up at every call.
 //
 // A function returns a Result: Output bytes (static), Choice (condition),
 // Choices (multicondition) or Children (subflow), and optional State.

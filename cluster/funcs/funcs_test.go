@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -429,5 +430,60 @@ func TestOutputLimit(t *testing.T) {
 	_, err = reg.Invoke(context.Background(), "blob", &funcs.Call{Task: "b", Args: funcs.Args{"n": int64(funcs.MaxOutput + 1)}})
 	if !errors.Is(err, funcs.ErrBadResult) || !strings.Contains(err.Error(), "over the limit of 8388608 (8 MiB)") {
 		t.Errorf("blob of MaxOutput+1 bytes: %v", err)
+	}
+}
+
+// The built-ins that read Inputs or State are not registered NoInputs
+// (the node would hand them neither); the others are.
+func TestNoInputsBuiltins(t *testing.T) {
+	reg := funcs.Default()
+	if err := reg.EnableExec([]string{"/bin/true"}); err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]bool{funcs.Hash: true, funcs.Loop: true, "exec": true}
+	for _, name := range reg.Names() {
+		e, _ := reg.Lookup(name)
+		if e.NoInputs == reads[name] {
+			t.Errorf("%s: NoInputs %v, but it reads Inputs or State: %v", name, e.NoInputs, reads[name])
+		}
+	}
+}
+
+// A bound body does what Invoke by name does: the same result, the same
+// errors, the kind's fields dropped; Bind refuses what Invoke would.
+func TestBindInvokesAsInvoke(t *testing.T) {
+	reg := funcs.Default()
+	ctx := context.Background()
+	in := map[string][]byte{"a": []byte("x")}
+	for _, c := range []struct {
+		name string
+		call funcs.Call
+	}{
+		{funcs.Hash, funcs.Call{Task: "h", Inputs: in}},
+		{funcs.Noop, funcs.Call{Task: "n"}},
+		{funcs.Noop, funcs.Call{Task: "bad", Args: funcs.Args{"x": 1}}},
+		{funcs.Loop, funcs.Call{Task: "l", Args: funcs.Args{"n": int64(2)}}},
+		{funcs.Fail, funcs.Call{Task: "f"}},
+	} {
+		b, err := reg.Bind(c.name, spec.DomainCPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := reg.Lookup(c.name)
+		if b.NoInputs() != e.NoInputs {
+			t.Errorf("%s: bound NoInputs %v, entry %v", c.name, b.NoInputs(), e.NoInputs)
+		}
+		c1, c2 := c.call, c.call
+		r1, err1 := reg.Invoke(ctx, c.name, &c1)
+		r2, err2 := b.Invoke(ctx, &c2)
+		if !reflect.DeepEqual(r1, r2) || fmt.Sprint(err1) != fmt.Sprint(err2) {
+			t.Errorf("%s: Invoke %+v %v, bound %+v %v", c.name, r1, err1, r2, err2)
+		}
+	}
+	if _, err := reg.Bind("nope", spec.DomainCPU); !errors.Is(err, funcs.ErrUnknown) {
+		t.Errorf("bind of an unknown function: %v", err)
+	}
+	if _, err := reg.Bind(funcs.Noop, spec.DomainGPU); !errors.Is(err, funcs.ErrNoGPU) {
+		t.Errorf("bind of a CPU function for gpu: %v", err)
 	}
 }

@@ -44,7 +44,8 @@ type Call struct {
 	Args Args
 	// Inputs maps each strong predecessor's declared name to the output of its
 	// latest activation at the time this task runs (nil for a predecessor
-	// without output; absent for one that has not run).
+	// without output; absent for one that has not run). Nil for a function
+	// registered with Entry.NoInputs.
 	Inputs map[string][]byte
 	// Activation counts how many times the graph asked this task to run in
 	// this run, this one included: 1 for the first. Loop iterations and
@@ -58,6 +59,7 @@ type Call struct {
 	Device int
 	// State is the Result.State the task's previous activation in this run
 	// returned (nil on the first activation, or when it returned none).
+	// Nil for a function registered with Entry.NoInputs.
 	State []byte
 }
 
@@ -123,6 +125,12 @@ type Entry struct {
 	// Check, when set, stays the full check where the code is (a coordinator
 	// built with it, validate and dev of the node's own binary).
 	Args []Arg
+	// NoInputs declares that the function's bodies read neither
+	// Call.Inputs nor Call.State: the node then leaves both nil rather
+	// than gather them for every activation (a map of its predecessors'
+	// outputs), and keeps no Result.State of it. Leave it false for a
+	// function that reads either; set it only where neither is read.
+	NoInputs bool
 }
 
 // Registry maps function names to entries. It is safe for concurrent use;
@@ -288,6 +296,40 @@ func (r *Registry) Invoke(ctx context.Context, name string, c *Call) (Result, er
 	if err != nil {
 		return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
 	}
+	return r.invoke(ctx, fn, kind, c)
+}
+
+// Bound is a function's body for one domain, looked up once (Bind) and
+// invoked as Registry.Invoke would, without a lookup per call: a node binds
+// each task's function when it builds the task. A body registered or
+// replaced (SetGPU, SetGPUGraph) after the bind is not seen by it: register
+// at start-up.
+type Bound struct {
+	r        *Registry
+	fn       Func
+	kind     spec.Kind
+	noInputs bool
+}
+
+// Bind looks up the body of name for domain ("" is cpu), as Invoke does.
+func (r *Registry) Bind(name string, domain spec.Domain) (*Bound, error) {
+	fn, kind, err := r.Body(name, domain)
+	if err != nil {
+		return nil, err
+	}
+	e, _ := r.Lookup(name)
+	return &Bound{r: r, fn: fn, kind: kind, noInputs: e.NoInputs}, nil
+}
+
+// NoInputs is the function's Entry.NoInputs.
+func (b *Bound) NoInputs() bool { return b.noInputs }
+
+// Invoke runs the bound body for c as Registry.Invoke runs it.
+func (b *Bound) Invoke(ctx context.Context, c *Call) (Result, error) {
+	return b.r.invoke(ctx, b.fn, b.kind, c)
+}
+
+func (r *Registry) invoke(ctx context.Context, fn Func, kind spec.Kind, c *Call) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("task %q: %w", c.Task, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -15,17 +16,39 @@ import (
 // vstate is what the node keeps about one vertex of a run: counters and the
 // last activation's state for local vertices, the latest output for every
 // vertex whose output a local task reads.
+//
+// What every activation touches comes first, side by side (a run's vertex
+// table is larger than a core's caches: each cache line an activation
+// reads is a miss).
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
 	done  atomic.Uint64 // activations completed (local vertices; runproto.Config.Done)
+	// body is the vertex's function bound at build (funcs.Registry.Bind; a
+	// reused build keeps it): nil where the bind failed (Invoke by name
+	// then fails the task with why) or the vertex runs no function.
+	body *funcs.Bound
+
+	// What an activation reads of its vertex, copied from the graph by the
+	// build of the first part that runs it (callInfo; the same in every
+	// part: a vertex's data is the plan's): the graph's vertex spans five
+	// cache lines, these two.
+	name, path string
+	args       funcs.Args
+	domain     spec.Domain // defaulted
+	timeout    time.Duration
+	retries    int32
+	device     int32
+	flags      vflags
 
 	mu     sync.Mutex
 	ran    bool   // an activation's output is recorded
 	outAct uint64 // the activation out belongs to
 	out    []byte
-	state  []byte   // Result.State of the last activation
-	ctx    []uint64 // the loop context of the latest activation (runproto.Loops)
+
+	strongSends []int    // the remote targets of its strong out-edges, each once
+	state       []byte   // Result.State of the last activation
+	ctx         []uint64 // the loop context of the latest activation (runproto.Loops)
 
 	preds []int // strong predecessors (distinct), for Inputs
 	// ins are the receive proxies of its in-edges from other nodes or
@@ -34,10 +57,76 @@ type vstate struct {
 	// the source's latest on this node (a part that runs again what a lost
 	// node ran reads the source's activation k for its activation k, while
 	// the source, in another part here, may be far ahead).
-	ins         []*recvEdge // by source, ascending (in)
-	strongSends []int       // the remote targets of its strong out-edges, each once
-	condSends   []*sendEdge // conditions: per out-edge index, nil where local
-	childExecs  map[string]*atomic.Uint64
+	ins        []*recvEdge // by source, ascending (in)
+	condSends  []*sendEdge // conditions: per out-edge index, nil where local
+	childExecs map[string]*atomic.Uint64
+}
+
+// vflags are what a vertex's activations test of it (vstate.flags).
+type vflags uint8
+
+const (
+	vBuilt     vflags = 1 << iota // the fields callInfo sets are set
+	vNoInputs                     // its function reads neither Inputs nor State (funcs.Entry.NoInputs)
+	vHasCtx                       // it has a loop context (runproto.Loops.HasCtx)
+	vSink                         // no successor: its done event carries its output
+	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
+)
+
+// callInfo copies what v's activations read of it into vs, once: a vertex
+// built in a later part again keeps what is set (its activations may run).
+// bodies are the functions bound so far by this build, by name and domain
+// (one funcs.Bound for all the tasks of a function).
+func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) bool {
+	if vs.flags&vBuilt != 0 {
+		return false
+	}
+	vx := &r.graph().Vertices[v]
+	t := &vx.Task
+	vs.name, vs.path, vs.args, vs.domain = t.Name, vx.Path, funcs.Args(t.Args), t.Domain.Or()
+	vs.timeout, vs.retries = t.Timeout, int32(t.Retries)
+	if t.Device != nil {
+		vs.device = int32(*t.Device)
+	}
+	f := vBuilt
+	if t.Kind.Or() != spec.KindModule && t.Func != "" {
+		key := [2]string{t.Func, string(vs.domain)}
+		b, ok := bodies[key]
+		if !ok {
+			b, _ = r.n.reg.Bind(t.Func, vs.domain) // an error: Invoke by name reports it
+			bodies[key] = b
+		}
+		vs.body = b
+		if b != nil && b.NoInputs() {
+			f |= vNoInputs
+		}
+	}
+	if r.lp().HasCtx(v) {
+		f |= vHasCtx
+	}
+	if len(vx.Succ) == 0 {
+		f |= vSink
+	}
+	vs.flags = f
+	return true
+}
+
+// readers marks v, whose callInfo its part's build has just set (no
+// activation of it runs yet), vNoReaders when no successor reads its
+// output from its vstate: every strong successor is built here with a
+// function that reads no Inputs. A successor not built yet counts as a
+// reader; one built in a later part reads v through an in-edge of its
+// own, not v's vstate.
+func (r *run) readers(v int) {
+	for _, e := range r.graph().Vertices[v].Succ {
+		if e.Weak {
+			continue // a pick: no Inputs
+		}
+		if f := r.vs[e.To].flags; f&vBuilt == 0 || f&vNoInputs == 0 {
+			return
+		}
+	}
+	r.vs[v].flags |= vNoReaders
 }
 
 // in is the receive edge of the in-edges from src, or nil.
@@ -222,6 +311,8 @@ func (r *run) build(in []bool) (*part, error) {
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
 	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
+	bodies := map[[2]string]*funcs.Bound{}
+	var fresh []int // the vertices callInfo set
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
 		if int(tab.Owner[v]) >= len(tab.Nodes) {
@@ -250,6 +341,9 @@ func (r *run) build(in []bool) (*part, error) {
 				return nil, &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
 			}
 		}
+		if r.callInfo(v, &r.vs[v], bodies) {
+			fresh = append(fresh, v)
+		}
 		clear(seen)
 		for _, e := range vx.Pred {
 			if p := e.From; !e.Weak && !seen[p] {
@@ -257,6 +351,9 @@ func (r *run) build(in []bool) (*part, error) {
 				r.vs[v].preds = append(r.vs[v].preds, p)
 			}
 		}
+	}
+	for _, v := range fresh {
+		r.readers(v)
 	}
 	b := &built{tf: localexec.NewTaskflow(r.id), in: in, pt: r.pt.Load()}
 	p := &part{built: b, run: r}

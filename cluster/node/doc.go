@@ -65,7 +65,9 @@
 // ones from memory, those of other nodes and parts from the traversal last
 // delivered on the edge), computes its loop context (runproto.Loops), hands
 // over the previous
-// activation's Result.State, and calls the function under the run's context
+// activation's Result.State (neither Inputs nor State for a function
+// registered NoInputs: funcs.Entry), and calls the function (bound once
+// per vertex at build, funcs.Bound) under the run's context
 // (cancelled on Cancel) and the task's `timeout:`, again on an error up to
 // `retries:` times (panics are recovered and not retried). Then it records
 // the output and state and records the task done in the run's table (Output only for tasks
@@ -194,7 +196,10 @@
 // the activations in flight every scanEvery, less often in runs of more
 // than scanSlots vertices: flight.go). A
 // task changed several times between two reports is sent once, with its
-// latest values. A vertex is named by its index only (the coordinator maps
+// latest values. The worker that ends an activation writes its vertex's
+// row under the row's own lock and marks it in the table's dirty bitmap
+// (no node-wide lock per task; events.go says how a cut misses nothing).
+// A vertex is named by its index only (the coordinator maps
 // it to its path), a subflow child by "parent/child" with the parent's
 // index; Act is the activation, Executions the function's executions of
 // that task on this node in this run (retries count).

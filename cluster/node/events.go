@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math/bits"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,14 +15,28 @@ import (
 )
 
 // eventPub keeps the node's per-task state of each run in arrays (a row per
-// vertex: state, activations, executions, times; the output of a sink and
-// the error of a failure beside) and publishes what changed as TaskReports:
-// every EventLinger after a first change, when flushed (the run's reports
-// to the leader flush it, so at idle, on every heartbeat and at the run's
-// end), and at once when a task fails or is still running RunningAfter
-// after it began. A task changed several times
-// between two reports is sent once, with its latest values; no per-task
-// message is made on the way.
+// vertex: state, activations, executions, times, the generation it was
+// recorded under; the output of a sink and the error of a failure beside)
+// and publishes what changed as TaskReports: every EventLinger after a
+// first change, when flushed (the run's reports to the leader flush it, so
+// at idle, on every heartbeat and at the run's end), and at once when a
+// task fails or is still running RunningAfter after it began. A task
+// changed several times between two reports is sent once, with its latest
+// values; no per-task message is made on the way.
+//
+// A vertex's row is written by the worker that ends its activation
+// (record), under the row's own lock word, not the publisher's: the row is
+// marked dirty, and its first change since the last cut sets its bit in
+// the table's dirty bitmap and, the table's first since the last cut, lists
+// the table for the publisher (under p.mu, once a cut). A cut (under p.mu)
+// unlists the table first, then swaps the bitmap's words and reads each
+// row marked (under its lock), so a change either is in the cut or lists
+// the table again: what was recorded before a flush is in the reports that
+// flush stores (the report before every TermReport holds every change
+// before it). A report is of one generation: a row changed under another
+// generation than the one it waits to be sent under cuts the table first
+// (under p.mu), and a cut makes one report per generation, the older
+// first. Subflow children's rows (by name) are recorded under p.mu.
 type eventPub struct {
 	conn   *transport.Conn
 	linger time.Duration
@@ -26,9 +44,18 @@ type eventPub struct {
 
 	mu      sync.Mutex
 	tabs    map[string]*taskTable // by run
-	last    *taskTable            // the table of the latest emit (most emits are of the same run)
 	changed []*taskTable          // tables with changes not yet cut, in order of their first
 	queue   []*transport.TaskReport
+	// spare is the rows of the last run's table dropped (everything in it
+	// sent), for the next run of as many vertices: a run again of a plan
+	// writes rows already in memory, not fresh pages (the first write of
+	// each was a fault and a miss).
+	spare      []taskRow
+	spareDirty []atomic.Uint64
+	// deltas are the Tasks of reports stored (PublishReports encodes them
+	// and keeps nothing), cleared, for the next cuts: a cut of a large run
+	// allocates no slice of deltas a report.
+	deltas [][]transport.TaskDelta
 
 	kick     chan struct{}
 	full     chan struct{}
@@ -46,24 +73,54 @@ type eventPub struct {
 // name for the subflow children (that are no vertex).
 type taskTable struct {
 	run, node string
-	gen       uint64 // of the changes not yet cut
-	rows      []taskRow
-	payload   map[uint32]rowPayload // output or error, of the rows that have one
-	named     map[string]*namedRow
-	dirty     []uint32    // vertices changed since the last cut, in order
-	dirtyN    []*namedRow // children changed since the last cut
-	listed    bool        // in eventPub.changed
-	forget    bool        // the run has ended here: dropped once everything is sent
+	rows      []taskRow       // by vertex; a run's table is made for its graph (open) and never grows
+	dirty     []atomic.Uint64 // bitmap of the rows changed since the last cut
+	fixed     bool            // made by open: rows may be written without p.mu, so they never move
+	gen       atomic.Uint64   // the generation of the latest change (set under p.mu)
+	listed    atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
+
+	payMu   sync.Mutex            // payload (taken with a row's lock held)
+	payload map[uint32]rowPayload // output or error, of the rows that have one
+
+	// under p.mu:
+	named  map[string]*namedRow
+	dirtyN []*namedRow // children changed since the last cut
+	forget bool        // the run has ended here: dropped once everything is sent
 }
 
 // taskRow is a vertex's latest values (no pointers: a run's rows cost the
-// garbage collector nothing to scan).
+// garbage collector nothing to scan), and its slot in the run's flight
+// table (flight.go): 64 bytes, a cache line (a run's rows are a large
+// allocation: page-aligned).
 type taskRow struct {
+	fl         flight
+	lk         atomic.Uint32 // rowLocked | rowDirty | rowPay
+	state      transport.TaskState
 	act, execs uint64
 	start, end int64
-	state      transport.TaskState
-	dirty      bool
+	gen        uint64 // the generation of the latest change
 }
+
+// The bits of taskRow.lk.
+const (
+	rowLocked = 1 << iota
+	rowDirty  // changed since the last cut
+	rowPay    // has a payload (taskTable.payload)
+)
+
+// lock takes the row's lock word and returns its flags.
+func (r *taskRow) lock() uint32 {
+	for {
+		f := r.lk.Load()
+		if f&rowLocked == 0 && r.lk.CompareAndSwap(f, f|rowLocked) {
+			return f
+		}
+		runtime.Gosched() // held by a cut or another writer of the row: a few instructions
+	}
+}
+
+// unlock releases the row with flags f.
+func (r *taskRow) unlock(f uint32) { r.lk.Store(f &^ rowLocked) }
 
 type rowPayload struct {
 	out []byte
@@ -71,8 +128,10 @@ type rowPayload struct {
 }
 
 type namedRow struct {
-	task uint32
-	name string
+	task  uint32
+	name  string
+	gen   uint64
+	dirty bool
 	taskRow
 	rowPayload
 }
@@ -99,105 +158,244 @@ func (p *eventPub) close() {
 	}
 }
 
-func (p *eventPub) emit(ev transport.TaskEvent) { p.emitUnless(nil, ev) }
+// open returns the table of run for a run object of vertices vertices: a
+// fresh one, whose rows its workers write without p.mu (record). A table
+// the run left when it ended here before (forgotten) is cut first: what it
+// still has goes ahead of the new one's.
+func (p *eventPub) open(run, node string, vertices int) *taskTable {
+	var t *taskTable
+	p.mu.Lock()
+	if len(p.spare) == vertices {
+		t = &taskTable{run: run, node: node, rows: p.spare, dirty: p.spareDirty}
+		p.spare, p.spareDirty = nil, nil
+	}
+	p.mu.Unlock()
+	if t != nil {
+		clear(t.rows) // its last cut left no bit in t.dirty
+	} else {
+		t = newTable(run, node, vertices)
+	}
+	t.fixed = true
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.tabs[run]; old != nil {
+		p.cutLocked(old)
+	}
+	p.tabs[run] = t
+	return t
+}
 
-// emitUnless records ev in its run's table unless stopped (when not nil)
-// is set; stopped is set under p.mu (see runningWatch), so a change
-// recorded here precedes what follows the stop. ev.Name is "" for a vertex
-// (ev.Task), else a subflow child's "parent/child".
-func (p *eventPub) emitUnless(stopped *atomic.Bool, ev transport.TaskEvent) {
+func newTable(run, node string, vertices int) *taskTable {
+	return &taskTable{run: run, node: node, rows: make([]taskRow, vertices), dirty: make([]atomic.Uint64, (vertices+63)/64)}
+}
+
+// tableLocked is the table ev is recorded in (under p.mu): its run's, or a
+// new one, when the run has none or an ended one (emit without open:
+// tests), grown to hold ev's vertex when it is not a run's.
+func (p *eventPub) tableLocked(ev *transport.TaskEvent) *taskTable {
+	t := p.tabs[ev.Run]
+	if t == nil || t.node != ev.Node || t.forget {
+		if t != nil {
+			p.cutLocked(t) // what the old one still has goes first
+		}
+		t = newTable(ev.Run, ev.Node, 64)
+		p.tabs[ev.Run] = t
+	}
+	if v := int(ev.Task); ev.Name == "" && v >= len(t.rows) {
+		if t.fixed {
+			panic(fmt.Sprintf("node: task %d of run %s outside its table of %d", v, ev.Run, len(t.rows)))
+		}
+		n := max(2*len(t.rows), v+1)
+		rows := make([]taskRow, n)
+		for i := range t.rows {
+			rows[i].lk.Store(t.rows[i].lk.Load())
+			rows[i].state, rows[i].act, rows[i].execs = t.rows[i].state, t.rows[i].act, t.rows[i].execs
+			rows[i].start, rows[i].end, rows[i].gen = t.rows[i].start, t.rows[i].end, t.rows[i].gen
+		}
+		dirty := make([]atomic.Uint64, (n+63)/64)
+		for i := range t.dirty {
+			dirty[i].Store(t.dirty[i].Load())
+		}
+		t.rows, t.dirty = rows, dirty
+	}
+	return t
+}
+
+// emit records ev in its run's table, found by the run's id (under p.mu).
+// ev.Name is "" for a vertex (ev.Task), else a subflow child's
+// "parent/child".
+func (p *eventPub) emit(ev transport.TaskEvent) { p.emitTo(nil, nil, ev) }
+
+// emitTo records ev in t (nil: its run's table by id) unless stopped (when
+// not nil) is set; stopped is set under p.mu (see runningWatch), so a
+// change recorded here precedes what follows the stop.
+func (p *eventPub) emitTo(t *taskTable, stopped *atomic.Bool, ev transport.TaskEvent) {
 	p.mu.Lock()
 	if stopped != nil && stopped.Load() {
 		p.mu.Unlock()
 		return
 	}
-	first := p.recordLocked(&ev)
+	if t == nil {
+		t = p.tableLocked(&ev)
+	}
+	first := p.recordLocked(t, &ev)
 	p.mu.Unlock()
-	p.nudgeFor(&ev, first)
+	p.nudgeFor(ev.State, first)
 }
 
 // emitFlight records the running event ev of the activation act that slot
-// holds (flights.scan), unless slot holds it no more: slot is marked
+// holds (flights.scan) in t, unless slot holds it no more: slot is marked
 // reported under p.mu, so the event is recorded before the activation's
-// final one (the activation clears its slot before that is recorded) or
-// not at all.
-func (p *eventPub) emitFlight(slot *atomic.Uint64, act uint64, ev transport.TaskEvent) {
+// final one (the activation that finds its slot marked when it clears it
+// takes p.mu before it records anything: flights.end) or not at all.
+func (p *eventPub) emitFlight(t *taskTable, slot *atomic.Uint64, act uint64, ev transport.TaskEvent) {
 	p.mu.Lock()
 	if !slot.CompareAndSwap(act, act|reported) {
 		p.mu.Unlock()
 		return
 	}
-	first := p.recordLocked(&ev)
+	first := p.recordLocked(t, &ev)
 	p.mu.Unlock()
-	p.nudgeFor(&ev, first)
+	p.nudgeFor(ev.State, first)
 }
 
-// recordLocked records ev in its run's table (under p.mu) and reports
-// whether it is the first change since the last publish.
-func (p *eventPub) recordLocked(ev *transport.TaskEvent) (first bool) {
-	t := p.last
-	if t == nil || t.run != ev.Run || t.node != ev.Node {
-		t = p.tabs[ev.Run]
-		if t == nil || t.node != ev.Node {
-			t = &taskTable{run: ev.Run, node: ev.Node, gen: ev.Gen}
-			p.tabs[ev.Run] = t
+// barrier waits for what is being recorded under p.mu.
+func (p *eventPub) barrier() {
+	p.mu.Lock()
+	//nolint:staticcheck // an empty critical section: ordering only
+	p.mu.Unlock()
+}
+
+// recordLocked records ev in t (under p.mu) and reports whether it is the
+// first change since the last publish.
+func (p *eventPub) recordLocked(t *taskTable, ev *transport.TaskEvent) (first bool) {
+	if ev.Name == "" {
+		return p.record(t, true, ev.Gen, ev.Task, ev.State, ev.Act, ev.Executions, ev.Output, ev.Error,
+			transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End))
+	}
+	nr := t.named[ev.Name]
+	if nr == nil {
+		if t.named == nil {
+			t.named = map[string]*namedRow{}
 		}
-		p.last = t
+		nr = &namedRow{task: ev.Task, name: ev.Name}
+		t.named[ev.Name] = nr
 	}
-	if t.forget {
-		// The run ended here and is held again (a new run object counts
-		// from zero): a fresh table, after what the old one still has.
-		p.cutLocked(t)
-		t = &taskTable{run: ev.Run, node: ev.Node, gen: ev.Gen}
-		p.tabs[ev.Run], p.last = t, t
+	if t.gen.Load() != ev.Gen || (nr.dirty && nr.gen != ev.Gen) {
+		p.cutLocked(t) // a report is of one generation: what changed under the last goes first
+		t.gen.Store(ev.Gen)
 	}
-	if ev.Gen != t.gen {
-		// A report is of one generation: what changed under the last goes first.
-		p.cutLocked(t)
-		t.gen = ev.Gen
+	if !nr.dirty {
+		nr.dirty = true
+		t.dirtyN = append(t.dirtyN, nr)
 	}
-	row, pay := t.row(ev.Task, ev.Name)
-	if ev.Act < row.act {
-		// An earlier activation that ended after a later one began (or
-		// ended): the row keeps the later one, as the status fold would
-		// have (an event of an older activation counts only its
-		// executions); what it must not do is replace the later one.
-		row.execs = max(row.execs, ev.Executions)
+	nr.gen = ev.Gen
+	if ev.Act < nr.act {
+		nr.execs = max(nr.execs, ev.Executions)
 	} else {
-		row.state, row.act, row.execs = ev.State, ev.Act, ev.Executions
-		row.start, row.end = transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)
-		// The output stays until an event says another (a done one, or one
-		// with an output), as in the status fold: a report of a sink that
-		// ran and then failed still shows what it gave.
-		setOut := len(ev.Output) > 0 || ev.State == transport.TaskDone
-		if pay != nil {
-			if setOut {
-				pay.out = ev.Output
-			}
-			pay.err = ev.Error
-		} else if cur, ok := t.payload[ev.Task]; ok || len(ev.Output) > 0 || ev.Error != "" {
-			if setOut {
-				cur.out = ev.Output
-			}
-			cur.err = ev.Error
-			if t.payload == nil {
-				t.payload = map[uint32]rowPayload{}
-			}
-			t.payload[ev.Task] = cur
+		nr.state, nr.act, nr.execs = ev.State, ev.Act, ev.Executions
+		nr.start, nr.end = transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)
+		if len(ev.Output) > 0 || ev.State == transport.TaskDone {
+			nr.out = ev.Output
 		}
+		nr.err = ev.Error
 	}
+	return p.listLocked(t)
+}
+
+// listLocked lists t as changed (under p.mu) and reports whether it is the
+// first change since the last publish.
+func (p *eventPub) listLocked(t *taskTable) (first bool) {
 	first = len(p.changed) == 0
-	if !t.listed {
-		t.listed = true
+	if t.listed.CompareAndSwap(false, true) {
 		p.changed = append(p.changed, t)
 	}
 	return first
 }
 
+// record writes a change of vertex v into its row of t, under the row's
+// lock (locked: the caller holds p.mu), and reports whether it is the
+// first change since the last publish.
+func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool) {
+	if t.gen.Load() != gen {
+		// A report is of one generation: what changed under the last goes
+		// first (a generation change: no hot path).
+		if !locked {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			locked = true
+		}
+		if t.gen.Load() != gen {
+			p.cutLocked(t)
+			t.gen.Store(gen)
+		}
+	}
+	row := &t.rows[v]
+	f := row.lock()
+	for f&rowDirty != 0 && row.gen != gen {
+		// The row waits to be sent under another generation (a writer that
+		// read the generation in force before it changed): cut it first.
+		row.unlock(f)
+		if !locked {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			locked = true
+		}
+		p.cutLocked(t)
+		f = row.lock()
+	}
+	if act < row.act {
+		// An earlier activation that ended after a later one began (or
+		// ended): the row keeps the later one, as the status fold would
+		// have (an event of an older activation counts only its
+		// executions); what it must not do is replace the later one.
+		row.execs = max(row.execs, execs)
+	} else {
+		row.state, row.act, row.execs, row.start, row.end = st, act, execs, start, end
+		// The output stays until an event says another (a done one, or one
+		// with an output), as in the status fold: a report of a sink that
+		// ran and then failed still shows what it gave.
+		if f&rowPay != 0 || len(out) > 0 || errText != "" {
+			t.payMu.Lock()
+			cur := t.payload[v]
+			if len(out) > 0 || st == transport.TaskDone {
+				cur.out = out
+			}
+			cur.err = errText
+			if t.payload == nil {
+				t.payload = map[uint32]rowPayload{}
+			}
+			t.payload[v] = cur
+			t.payMu.Unlock()
+			f |= rowPay
+		}
+	}
+	row.gen = gen
+	was := f
+	row.unlock(f | rowDirty)
+	if was&rowDirty != 0 {
+		return false // its bit is set already, or is being cut
+	}
+	w := &t.dirty[v/64]
+	if bit := uint64(1) << (v % 64); w.Load()&bit == 0 {
+		w.Or(bit)
+	}
+	if t.listed.Load() {
+		return false
+	}
+	if locked {
+		return p.listLocked(t)
+	}
+	p.mu.Lock()
+	first = p.listLocked(t)
+	p.mu.Unlock()
+	return first
+}
+
 // nudgeFor wakes the publisher for a change recorded: at once for a
 // failure or a running task, else after the linger when it is the first.
-func (p *eventPub) nudgeFor(ev *transport.TaskEvent, first bool) {
-	if ev.State == transport.TaskFailed || ev.State == transport.TaskRunning {
+func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
+	if st == transport.TaskFailed || st == transport.TaskRunning {
 		// A failure goes at once, and so does a task still running
 		// RunningAfter after it began (a long one: no hot path), so that
 		// the record the leader checks a verdict against shows it running
@@ -208,81 +406,125 @@ func (p *eventPub) nudgeFor(ev *transport.TaskEvent, first bool) {
 	}
 }
 
-// row returns the row of vertex v (name "") or of child name, marked
-// changed; pay is the child's payload (nil for a vertex: its payload is
-// in t.payload).
-func (t *taskTable) row(v uint32, name string) (row *taskRow, pay *rowPayload) {
-	if name != "" {
-		nr := t.named[name]
-		if nr == nil {
-			if t.named == nil {
-				t.named = map[string]*namedRow{}
-			}
-			nr = &namedRow{task: v, name: name}
-			t.named[name] = nr
-		}
-		if !nr.dirty {
-			nr.dirty = true
-			t.dirtyN = append(t.dirtyN, nr)
-		}
-		return &nr.taskRow, &nr.rowPayload
-	}
-	if int(v) >= len(t.rows) {
-		n := max(2*len(t.rows), int(v)+1, 64)
-		rows := make([]taskRow, n)
-		copy(rows, t.rows)
-		t.rows = rows
-	}
-	row = &t.rows[v]
-	if !row.dirty {
-		row.dirty = true
-		t.dirty = append(t.dirty, v)
-	}
-	return row, nil
-}
-
-// cutLocked moves t's changes into a report on the queue (under p.mu).
+// cutLocked moves t's changes into reports on the queue (under p.mu), one
+// per generation, the older first. t is unlisted before its rows are read:
+// a change a cut misses lists it again.
 func (p *eventPub) cutLocked(t *taskTable) {
-	n := len(t.dirty) + len(t.dirtyN)
+	var reps []*transport.TaskReport // by generation, ascending; almost always one
+	rep := func(gen uint64) *transport.TaskReport {
+		for i, tr := range reps {
+			if tr.Gen == gen {
+				return tr
+			}
+			if tr.Gen > gen {
+				reps = slices.Insert(reps, i, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
+				return reps[i]
+			}
+		}
+		reps = append(reps, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
+		return reps[len(reps)-1]
+	}
+	n := len(t.dirtyN)
+	for i := range t.dirty {
+		n += bits.OnesCount64(t.dirty[i].Load())
+	}
 	if n == 0 {
 		return
 	}
-	tr := &transport.TaskReport{Run: t.run, Gen: t.gen, Node: t.node, Tasks: make([]transport.TaskDelta, 0, n)}
-	for _, v := range t.dirty {
-		row := &t.rows[v]
-		row.dirty = false
-		d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
-		if pay, ok := t.payload[v]; ok {
-			d.Output, d.Error = pay.out, pay.err
+	for i := range t.dirty {
+		w := &t.dirty[i]
+		if w.Load() == 0 {
+			continue
 		}
-		tr.Tasks = append(tr.Tasks, d)
+		for b := w.Swap(0); b != 0; b &= b - 1 {
+			v := uint32(i*64 + bits.TrailingZeros64(b))
+			row := &t.rows[v]
+			f := row.lock()
+			if f&rowDirty == 0 {
+				row.unlock(f) // cut already with an earlier bit
+				continue
+			}
+			d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
+			if f&rowPay != 0 {
+				t.payMu.Lock()
+				pay := t.payload[v]
+				t.payMu.Unlock()
+				d.Output, d.Error = pay.out, pay.err
+			}
+			gen := row.gen
+			row.unlock(f &^ rowDirty)
+			tr := rep(gen)
+			if tr.Tasks == nil {
+				tr.Tasks = p.takeDeltasLocked(n)
+			}
+			tr.Tasks = append(tr.Tasks, d)
+		}
 	}
 	for _, nr := range t.dirtyN {
 		nr.dirty = false
+		tr := rep(nr.gen)
 		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: nr.task, Name: nr.name, State: nr.state, Act: nr.act,
 			Executions: nr.execs, Output: nr.out, Error: nr.err, Start: nr.start, End: nr.end})
 	}
-	t.dirty, t.dirtyN = t.dirty[:0], t.dirtyN[:0]
-	p.queue = append(p.queue, tr)
+	clear(t.dirtyN)
+	t.dirtyN = t.dirtyN[:0]
+	p.queue = append(p.queue, reps...)
 }
 
-// forget drops run's table once everything recorded in it is sent (the
-// run has ended on this node; its last changes may still be on the way).
-func (p *eventPub) forget(run string) {
+// maxSpareDeltas bounds the delta slices kept for the next cuts (and
+// maxSpareDelta their length: 100K deltas, 10 MB).
+const (
+	maxSpareDeltas = 4
+	maxSpareDelta  = 100_000
+)
+
+// takeDeltasLocked returns an empty slice for n deltas (under p.mu): a
+// kept one when one is large enough.
+func (p *eventPub) takeDeltasLocked(n int) []transport.TaskDelta {
+	for i, d := range p.deltas {
+		if cap(d) >= n {
+			p.deltas = slices.Delete(p.deltas, i, i+1)
+			return d
+		}
+	}
+	return make([]transport.TaskDelta, 0, n)
+}
+
+// keepDeltas keeps the Tasks of reports stored for the next cuts.
+func (p *eventPub) keepDeltas(q []*transport.TaskReport) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.tabs[run]; t != nil {
-		t.forget = true
-		p.dropLocked(t)
+	for _, tr := range q {
+		d := tr.Tasks
+		tr.Tasks = nil
+		if cap(d) > maxSpareDelta || cap(d) == 0 {
+			continue
+		}
+		clear(d) // keep no output alive
+		d = d[:0]
+		if len(p.deltas) < maxSpareDeltas {
+			p.deltas = append(p.deltas, d)
+		} else if i := slices.IndexFunc(p.deltas, func(k []transport.TaskDelta) bool { return cap(k) < cap(d) }); i >= 0 {
+			p.deltas[i] = d // the larger ones serve more cuts
+		}
 	}
+}
+
+// forget drops t once everything recorded in it is sent (the run has
+// ended on this node; its last changes may still be on the way).
+func (p *eventPub) forget(t *taskTable) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.forget = true
+	p.dropLocked(t)
 }
 
 // cutAllLocked cuts every changed table into the queue and takes the
 // queue (under p.mu); a forgotten table with nothing left goes.
 func (p *eventPub) cutAllLocked() []*transport.TaskReport {
 	for _, t := range p.changed {
+		t.listed.Store(false) // before its rows are read: a change the cut misses lists it again
 		p.cutLocked(t)
-		t.listed = false
 		p.dropLocked(t)
 	}
 	clear(p.changed)
@@ -296,11 +538,18 @@ func (p *eventPub) cutAllLocked() []*transport.TaskReport {
 // (under p.mu; the queue holds reports, not tables, so only t.listed
 // matters). A table becomes droppable only where forget marks it or
 // publish unlists it, and both call this.
+//
+// A run's table dropped leaves its rows for the next run's (spare): its
+// run has ended (no worker writes them, its loop scans them no more), and
+// all it had is cut into reports, which copy what they send. Its rows are
+// taken from it, so that a write that came after all the same would fail
+// loudly rather than change another run's table.
 func (p *eventPub) dropLocked(t *taskTable) {
-	if t.forget && !t.listed && p.tabs[t.run] == t {
+	if t.forget && !t.listed.Load() && p.tabs[t.run] == t {
 		delete(p.tabs, t.run)
-		if p.last == t {
-			p.last = nil
+		if t.fixed && len(t.dirtyN) == 0 {
+			p.spare, p.spareDirty = t.rows, t.dirty
+			t.rows, t.dirty = nil, nil
 		}
 	}
 }
@@ -405,6 +654,7 @@ func (p *eventPub) publish(final bool) error {
 	if err == nil {
 		p.published.Add(uint64(deltas))
 		p.reports.Add(uint64(len(q)))
+		p.keepDeltas(q)
 		return nil
 	}
 	if final {

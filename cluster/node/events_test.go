@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
 	p.emit(ev("r", 2, 2, "", done, 3, nil))
 	want = []*transport.TaskReport{
 		{Run: "r", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{d(2, "", done, 2, nil)}},
-		{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{d(5, "", done, 1, []byte("s")), d(2, "", done, 3, nil)}},
+		{Run: "r", Gen: 2, Node: "n1", Tasks: []transport.TaskDelta{d(2, "", done, 3, nil), d(5, "", done, 1, []byte("s"))}}, // by vertex
 	}
 	if got := p.cut(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("second cut:\n got %v\nwant %v", got, want)
@@ -76,7 +77,7 @@ func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
 	}
 	// A forgotten run's table goes once nothing of it waits.
 	p.emit(ev("q", 1, 7, "", done, 2, nil))
-	p.forget("q")
+	p.forget(p.tabs["q"])
 	if p.tabs["q"] == nil {
 		t.Fatal("a table with changes not sent was dropped")
 	}
@@ -250,4 +251,83 @@ func BenchmarkEventTable100K(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/task")
 	b.ReportMetric(float64(bytes)/n, "B/task")
+}
+
+// Workers write their vertices' rows without the publisher's lock while
+// the publisher cuts at random moments: every change is in a report, so
+// the reports, read in order, end at each vertex's last activation, and a
+// flush after the writers are done leaves nothing behind.
+func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
+	const workers, per, acts = 4, 500, 20
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	tab := p.open("r", "n1", workers*per)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	latest := map[uint32]uint64{}
+	var reports []*transport.TaskReport
+	cutter := make(chan struct{})
+	go func() {
+		defer close(cutter)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			reports = append(reports, p.cut()...)
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for a := uint64(1); a <= acts; a++ {
+				for i := range per {
+					v := uint32(w*per + i)
+					first := p.record(tab, false, 1, v, transport.TaskDone, a, a, nil, "", 1, 2)
+					p.nudgeFor(transport.TaskDone, first)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-cutter
+	reports = append(reports, p.cut()...)
+	for _, tr := range reports {
+		if tr.Gen != 1 || tr.Run != "r" {
+			t.Fatalf("report of run %s gen %d", tr.Run, tr.Gen)
+		}
+		for _, d := range tr.Tasks {
+			if d.Act < latest[d.Task] {
+				t.Fatalf("task %d: activation %d reported after %d", d.Task, d.Act, latest[d.Task])
+			}
+			latest[d.Task] = d.Act
+			if d.Executions != d.Act {
+				t.Fatalf("task %d: activation %d with %d executions", d.Task, d.Act, d.Executions)
+			}
+		}
+	}
+	for v := range uint32(workers * per) {
+		if latest[v] != acts {
+			t.Fatalf("task %d: the reports end at activation %d, want %d", v, latest[v], acts)
+		}
+	}
+	if got := p.cut(); len(got) != 0 {
+		t.Fatalf("a cut after everything was cut made %d reports", len(got))
+	}
+	// A forgotten table with nothing left goes, and leaves its rows to the
+	// next run's table of as many vertices, cleared; the old table holds
+	// none of them any more.
+	p.forget(tab)
+	if p.tabs["r"] != nil {
+		t.Fatal("a forgotten table with nothing to send was kept")
+	}
+	next := p.open("s", "n1", workers*per)
+	if tab.rows != nil {
+		t.Fatal("the dropped table still holds its rows")
+	}
+	for v := range next.rows {
+		if r := &next.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 {
+			t.Fatalf("row %d of a new table: %+v", v, r)
+		}
+	}
 }

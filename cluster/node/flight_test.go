@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/transport"
 )
@@ -77,7 +78,7 @@ func TestScanPeriod(t *testing.T) {
 		slots int
 		want  time.Duration
 	}{{1, scanEvery}, {scanSlots, scanEvery}, {scanSlots + 1, 2 * scanEvery}, {1 << 20, 11 * scanEvery}} {
-		f := newFlights(c.slots)
+		f := newFlights(make([]taskRow, c.slots))
 		if got := f.scanPeriod(); got != c.want {
 			t.Errorf("%d slots: every %v, want %v", c.slots, got, c.want)
 		}
@@ -87,9 +88,16 @@ func TestScanPeriod(t *testing.T) {
 // BenchmarkScanFlights100K is one scan of scanSlots slots with nothing in
 // flight (what a busy run's loop spends every scanEvery at most).
 func BenchmarkScanFlights100K(b *testing.B) {
-	r := &run{flights: newFlights(scanSlots)}
+	r := &run{flights: newFlights(make([]taskRow, scanSlots))}
 	now := time.Now()
 	for b.Loop() {
 		r.scanFlights(now)
+	}
+}
+
+// A task row, flight slot included, is one cache line.
+func TestTaskRowIsACacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(taskRow{}); n != 64 {
+		t.Fatalf("a task row is %d bytes, want 64", n)
 	}
 }

@@ -146,7 +146,8 @@ type Stats struct {
 }
 
 type counters struct {
-	assignments, refused, tasks      atomic.Uint64
+	tasks                            spread // Stats.TasksExecuted: added to by every activation
+	assignments, refused             atomic.Uint64
 	otherBoot                        atomic.Uint64 // Stats.AssignmentsOtherBoot
 	assignmentCopies                 atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
@@ -155,6 +156,26 @@ type counters struct {
 	picks                            atomic.Uint64 // Stats.PicksRecorded
 	takenOver, duplicate             atomic.Uint64
 	buildsReused                     atomic.Uint64 // Stats.BuildsReused
+}
+
+// spread is a counter every worker adds to at once: a cell of its own
+// cache line per shard, the shard picked by the caller (the vertex), so
+// that activations of neighbouring vertices running at once do not add to
+// one line. Load sums the cells (each only grows, so neither does the sum).
+type spread struct {
+	cells [16]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}
+}
+
+func (c *spread) Add(shard int, d uint64) { c.cells[shard&15].n.Add(d) }
+
+func (c *spread) Load() (sum uint64) {
+	for i := range c.cells {
+		sum += c.cells[i].n.Load()
+	}
+	return sum
 }
 
 // Node is a hetflow node agent: it takes Assignments from the leader, runs
@@ -665,6 +686,9 @@ func (n *Node) assign(a *transport.Assignment) {
 	if err != nil {
 		n.mu.Unlock()
 		r.cleanup(nil)
+		if r.tab != nil {
+			n.events.forget(r.tab)
+		}
 		n.refuse(a, err)
 		return
 	}

@@ -2,10 +2,13 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +277,70 @@ func TestDoWhileAcrossNodes(t *testing.T) {
 	s0, s1 := c.nodes[0].Stats(), c.nodes[1].Stats()
 	if s0.SignalsSent != 100 || s1.SignalsSent != 100 || s0.SignalsReceived != 100 || s1.SignalsReceived != 100 {
 		t.Fatalf("signals: n0 %+v, n1 %+v", s0, s1)
+	}
+}
+
+// A function that may read Inputs gets them (a predecessor without output
+// as nil), whatever its predecessors are; one registered NoInputs gets
+// neither Inputs nor State, in a first run and in one that reuses its
+// build.
+func TestInputsAndStateOnlyForFunctionsThatReadThem(t *testing.T) {
+	type seen struct {
+		inputs map[string][]byte
+		state  []byte
+	}
+	var mu sync.Mutex
+	got := map[string][]seen{}
+	body := func(_ context.Context, c *funcs.Call) (funcs.Result, error) {
+		mu.Lock()
+		got[c.Task] = append(got[c.Task], seen{c.Inputs, c.State})
+		mu.Unlock()
+		return funcs.Result{Output: []byte("o-" + c.Task), State: []byte(fmt.Sprint(c.Activation))}, nil
+	}
+	reg := funcs.Default()
+	reg.MustRegister(funcs.Entry{Name: "reads", CPU: body})
+	reg.MustRegister(funcs.Entry{Name: "blind", CPU: body, NoInputs: true})
+	c := newCluster(t, nodeSpec{reg: reg})
+	ctx := testCtx(t, 60*time.Second)
+	file, err := spec.Parse("inputs.yaml", []byte(`
+name: inputs
+tasks:
+  - {name: a, func: noop}
+  - {name: b, func: reads}
+  - {name: r, func: reads, succeed: [a, b]}
+  - {name: x, func: blind, succeed: [a, b]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := file.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run reuses the first's build
+		mu.Lock()
+		clear(got)
+		mu.Unlock()
+		if out := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{}); out.failed != nil {
+			t.Fatalf("failed: %+v", out.failed)
+		}
+		mu.Lock()
+		r, x := got["r"], got["x"]
+		mu.Unlock()
+		if len(r) != 1 || len(x) != 1 {
+			t.Fatalf("r ran %d times, x %d", len(r), len(x))
+		}
+		if want := map[string][]byte{"a": nil, "b": []byte("o-b")}; !reflect.DeepEqual(r[0].inputs, want) {
+			t.Fatalf("r's inputs %q, want %q", r[0].inputs, want)
+		}
+		if _, ok := r[0].inputs["a"]; !ok {
+			t.Fatal("r's inputs lack a, a predecessor that ran without output")
+		}
+		if x[0].inputs != nil || x[0].state != nil {
+			t.Fatalf("x, registered NoInputs, got inputs %q and state %q", x[0].inputs, x[0].state)
+		}
 	}
 }

@@ -116,14 +116,15 @@ func (r *run) keepable(idle bool) *built {
 }
 
 // reset clears what a run left in a vertex's state, keeping what its build
-// made (predecessors, edges).
+// made (predecessors, edges). Only put calls it, once the run has ended
+// (its open runs done, no Signal delivered to it: it is no longer in
+// n.runs), so nothing else touches s: no lock (a lock a vertex was most of
+// a kept build's reset).
 func (s *vstate) reset() {
 	s.acts.Store(0)
 	s.execs.Store(0)
 	s.done.Store(0)
-	s.mu.Lock()
 	s.ran, s.outAct, s.out, s.state, s.ctx, s.childExecs = false, 0, nil, nil, nil, nil
-	s.mu.Unlock()
 	for _, e := range s.ins {
 		e.reset()
 	}

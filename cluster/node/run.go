@@ -45,8 +45,9 @@ type run struct {
 	// lost nodes (under n.mu).
 	follow *transport.Follow
 
-	vs      []vstate // per vertex of the run's graph (made, or taken from an earlier run, by the first build)
-	flights flights  // the vertex activations in flight (flight.go)
+	vs      []vstate   // per vertex of the run's graph (made, or taken from an earlier run, by the first build)
+	tab     *taskTable // the run's task table (events.go)
+	flights flights    // the vertex activations in flight (flight.go)
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
 	// nobody waits): a condition that runs again here waits for it before
@@ -131,7 +132,8 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 		return r, err
 	}
 	r.pt.Store(pt)
-	r.flights = newFlights(len(pt.G.Vertices))
+	r.tab = n.events.open(a.Run, n.id, len(pt.G.Vertices))
+	r.flights = newFlights(r.tab.rows)
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
 		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
@@ -336,7 +338,7 @@ func (r *run) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.n.events.flush(ctx)
-	r.n.events.forget(r.id)
+	r.n.events.forget(r.tab)
 	if err := r.n.batcher.Forget(r.id); err != nil && !errors.Is(err, transport.ErrClosed) {
 		r.n.log.Warn("forgetting the run's batches", "run", r.id, "err", err)
 	}
@@ -587,15 +589,21 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 	}
 }
 
+// event records a change of v (name "" or its path) or of its subflow
+// child name in the run's task table: a vertex's in its row, by the worker
+// (eventPub.record), a child's under the publisher's lock.
 func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start time.Time) {
 	end := r.n.now()
 	if start.IsZero() {
 		start = end
 	}
-	if name == r.graph().Vertices[v].Path {
-		name = "" // the vertex: its index names it
+	p := r.n.events
+	if name == "" || name == r.graph().Vertices[v].Path {
+		first := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, transport.UnixNanos(start), transport.UnixNanos(end))
+		p.nudgeFor(st, first)
+		return
 	}
-	r.n.events.emit(transport.TaskEvent{
+	p.emitTo(r.tab, nil, transport.TaskEvent{
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
 		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
 	})

@@ -19,17 +19,18 @@ import (
 // errStopped: the run is being cancelled; the wrapper gives up quietly.
 var errStopped = errors.New("node: run stopped")
 
-// call prepares activation act of vertex v.
+// call prepares activation act of vertex v: without Inputs and State for a
+// function that reads neither (funcs.Entry.NoInputs).
 func (r *run) call(v int, act uint64) *funcs.Call {
-	vx := &r.graph().Vertices[v]
 	vs := &r.vs[v]
 	c := &funcs.Call{
-		Run: r.id, Task: vx.Name(), Path: vx.Path, Args: funcs.Args(vx.Task.Args),
-		Activation: act, Domain: vx.Task.Domain.Or(), State: vs.getState(),
+		Run: r.id, Task: vs.name, Path: vs.path, Args: vs.args,
+		Activation: act, Domain: vs.domain, Device: int(vs.device),
 	}
-	if vx.Task.Device != nil {
-		c.Device = *vx.Task.Device
+	if vs.flags&vNoInputs != 0 {
+		return c
 	}
+	c.State = vs.getState()
 	if len(vs.preds) > 0 {
 		c.Inputs = make(map[string][]byte, len(vs.preds))
 		for _, p := range vs.preds {
@@ -52,12 +53,13 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 // A vertex's activation (child false) is watched through the run's flight
 // table (flight.go) when its slot is free, a subflow child's (or a
 // vertex's whose slot another activation holds) by a timer of its own.
-func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start time.Time, child bool) (funcs.Result, error) {
+// body is fn bound (nil: looked up by name at each execution).
+func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start time.Time, child bool) (funcs.Result, error) {
 	if child || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
 		defer w.stop()
 	} else {
-		defer r.flights.end(v)
+		defer r.endFlight(v)
 	}
 	for attempt := 0; ; attempt++ {
 		if r.ctx.Err() != nil {
@@ -65,8 +67,8 @@ func (r *run) invoke(v int, fn string, retries int, timeout time.Duration, c *fu
 		}
 		c.Attempt = attempt
 		execs.Add(1)
-		r.n.stats.tasks.Add(1)
-		res, err := r.execute(fn, timeout, c)
+		r.n.stats.tasks.Add(v, 1)
+		res, err := r.execute(fn, body, timeout, c)
 		if err == nil {
 			return res, nil
 		}
@@ -102,7 +104,7 @@ func (r *run) watch(v int, path string, act uint64, execs *atomic.Uint64) *runni
 		path = "" // the vertex: its index names it
 	}
 	w.t = time.AfterFunc(RunningAfter, func() {
-		w.p.emitUnless(&w.stopped, transport.TaskEvent{
+		w.p.emitTo(r.tab, &w.stopped, transport.TaskEvent{
 			Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,
 			Act: act, Executions: execs.Load(), Start: start, End: r.n.now(),
 		})
@@ -117,7 +119,7 @@ func (w *runningWatch) stop() {
 	w.p.mu.Unlock()
 }
 
-func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
+func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
 	ctx := r.ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -129,7 +131,11 @@ func (r *run) execute(fn string, timeout time.Duration, c *funcs.Call) (res func
 			res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
 		}
 	}()
-	res, err = r.n.reg.Invoke(ctx, fn, c)
+	if body != nil {
+		res, err = body.Invoke(ctx, c)
+	} else {
+		res, err = r.n.reg.Invoke(ctx, fn, c)
+	}
 	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = fmt.Errorf("%w after %s: %w", ErrTimeout, spec.FormatDuration(timeout), err)
 	}
@@ -163,8 +169,11 @@ func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 	if r.ctx.Err() != nil {
 		return 0, time.Time{}, false
 	}
-	act = r.vs[v].acts.Add(1)
-	r.vs[v].setCtx(r.ctxOf(v, act))
+	vs := &r.vs[v]
+	act = vs.acts.Add(1)
+	if vs.flags&vHasCtx != 0 { // else its context stays nil
+		vs.setCtx(r.ctxOf(v, act))
+	}
 	return act, r.n.now(), true
 }
 
@@ -173,15 +182,21 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	if !ok {
 		return funcs.Result{}, 0, start, false
 	}
-	t := &r.graph().Vertices[v].Task
-	res, err := r.invoke(v, t.Func, t.Retries, t.Timeout, r.call(v, act), &r.vs[v].execs, start, false)
+	vs := &r.vs[v]
+	fn := ""
+	if vs.body == nil {
+		fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
+	}
+	res, err := r.invoke(v, fn, vs.body, int(vs.retries), vs.timeout, r.call(v, act), &vs.execs, start, false)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
-			r.fail(v, "", act, r.vs[v].execs.Load(), start, err)
+			r.fail(v, "", act, vs.execs.Load(), start, err)
 		}
 		return res, act, start, false
 	}
-	r.vs[v].setState(res.State)
+	if vs.flags&vNoInputs == 0 {
+		vs.setState(res.State) // none is kept of a function that reads none
+	}
 	return res, act, start, true
 }
 
@@ -380,7 +395,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		outs.mu.Unlock()
 	}
 	execs := r.vs[v].childCounter(path)
-	res, err := r.invoke(v, ch.Func, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true)
+	res, err := r.invoke(v, ch.Func, nil, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, path, act, execs.Load(), start, err)
@@ -415,25 +430,26 @@ func (r *run) gpuDone(v int, job *gpuJob) {
 		return
 	}
 	r.vs[v].execs.Add(1)
-	r.n.stats.tasks.Add(1)
+	r.n.stats.tasks.Add(v, 1)
 	r.complete(v, act, job.output(), start)
 }
 
 // complete records activation act of v: its output (for local successors'
-// Inputs), sends the traversals of its strong cross-node edges, and emits a
+// Inputs; not when none reads it: vNoReaders), sends the traversals of its strong cross-node edges, and emits a
 // done event.
 func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	vs := &r.vs[v]
-	vs.setOut(act, out)
+	if vs.flags&vNoReaders == 0 {
+		vs.setOut(act, out)
+	}
 	if len(vs.strongSends) > 0 {
 		r.sendStrong(v, act, out, vs.strongSends)
 	}
-	vx := &r.graph().Vertices[v]
 	var evOut []byte
-	if len(vx.Succ) == 0 {
+	if vs.flags&vSink != 0 {
 		evOut = out
 	}
-	r.event(v, vx.Path, transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
+	r.event(v, "", transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
 	r.completed(v)
 }
 

@@ -410,7 +410,7 @@ func (h *hold) taskEvent(j job, st transport.TaskState) {
 	}
 	// Name left empty: a TaskReport names a vertex by its index. An
 	// earlier activation ending after a later one began leaves the later
-	// one in the row (cluster/node's eventPub.emitUnless), its executions
+	// one in the row (cluster/node's eventPub.record), its executions
 	// counted.
 	if old, ok := h.tab[v]; ok && j.act < old.Act {
 		old.Executions = max(old.Executions, execs)
