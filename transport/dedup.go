@@ -65,8 +65,8 @@ type DedupStats struct {
 //
 // Memory: per run and edge, the accepted activations are kept as a sorted list of
 // closed intervals (the first inline), under the edge's source (a source's
-// state in a chunk of 16 sources made on first sight, no allocation or map
-// entry a source), by destination. Every activation of a strong edge is sent, so a strong edge
+// state in a chunk of 16 sources made on first sight: dense sources cost no
+// allocation or map entry of their own; a far one costs a map entry), by destination. Every activation of a strong edge is sent, so a strong edge
 // costs one interval however many times a loop runs it; a condition edge costs one
 // interval per stretch of consecutive activations that chose it. EndRun drops the
 // run's state and leaves a tombstone (the last maxEndedRuns ended runs) so late
@@ -88,10 +88,10 @@ type interval struct{ lo, hi uint64 }
 
 type dedupRun struct {
 	gen uint64
-	// By source: a source below maxChunked in chunks of srcChunk made on
+	// By source: a source near the others in chunks of srcChunk made on
 	// first sight (a source costs no allocation of its own and no map
-	// entry: a fan-in's Signals each come from a source of their own), one
-	// beyond in srcs.
+	// entry: a fan-in's Signals each come from a source of their own), a
+	// far one in srcs (source).
 	chunks []*[srcChunk]srcActs
 	srcs   map[uint32]*srcActs
 	last   *srcActs     // the source looked up last (a fan's Signals come together)
@@ -212,20 +212,28 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 	return &sa.dsts[len(ds)].acts
 }
 
-// source is src's state, made on first sight.
+// source is src's state, made on first sight. A source is kept in a chunk
+// when its chunk is within reach of the index's growth (at most twice the
+// index and 64 chunks more), in the map otherwise: a far source number (a
+// huge graph, or a bogus Signal on the public Deduper) costs a map entry, not
+// an index of up to 2²⁰ chunk pointers. A source once in the map stays
+// there (its state never moves: dsts may point into it), so the map, when
+// it holds anything, is asked first.
 func (r *dedupRun) source(src uint32) *srcActs {
-	if src >= maxChunked {
-		sa := r.srcs[src]
-		if sa == nil {
-			if r.srcs == nil {
-				r.srcs = make(map[uint32]*srcActs)
-			}
-			sa = &srcActs{src: src}
-			r.srcs[src] = sa
+	if len(r.srcs) > 0 {
+		if sa := r.srcs[src]; sa != nil {
+			return sa
 		}
-		return sa
 	}
 	c := int(src / srcChunk)
+	if src >= maxChunked || c >= 2*len(r.chunks)+64 {
+		if r.srcs == nil {
+			r.srcs = make(map[uint32]*srcActs)
+		}
+		sa := &srcActs{src: src}
+		r.srcs[src] = sa
+		return sa
+	}
 	if c >= len(r.chunks) {
 		r.chunks = append(r.chunks, make([]*[srcChunk]srcActs, c+1-len(r.chunks))...)
 	}
