@@ -221,7 +221,8 @@ func (r *run) build(in []bool) (*part, error) {
 	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
-	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
+	seen := map[int]bool{} // one vertex's strong predecessors, when it has many; cleared for the next
+	var preds []int        // the backing array of the vertices' preds, a chunk at a time
 	for v := range g.Vertices {
 		vx := &g.Vertices[v]
 		if int(tab.Owner[v]) >= len(tab.Nodes) {
@@ -250,12 +251,22 @@ func (r *run) build(in []bool) (*part, error) {
 				return nil, &assignError{vx.Path, fmt.Errorf("needs GPU device %d; node %s has %d", dev, r.n.id, devs)}
 			}
 		}
-		clear(seen)
+		if cap(preds)-len(preds) < len(vx.Pred) {
+			preds = make([]int, 0, max(len(vx.Pred), 4096))
+		}
+		at := len(preds)
+		if len(seen) > 0 {
+			clear(seen)
+		}
 		for _, e := range vx.Pred {
-			if p := e.From; !e.Weak && !seen[p] {
-				seen[p] = true
-				r.vs[v].preds = append(r.vs[v].preds, p)
+			if p := e.From; !e.Weak && !hasPred(preds[at:], p, seen) {
+				preds = append(preds, p)
 			}
+		}
+		if got := preds[at:len(preds):len(preds)]; len(got) > 0 && r.vs[v].preds == nil {
+			r.vs[v].preds = got
+		} else if len(got) > 0 {
+			r.vs[v].preds = append(r.vs[v].preds, got...)
 		}
 	}
 	b := &built{tf: localexec.NewTaskflow(r.id), in: in, pt: r.pt.Load()}
@@ -270,6 +281,24 @@ func (r *run) build(in []bool) (*part, error) {
 		b.vs, b.nLocal, b.gpu = r.vs, r.nLocal, len(r.jobs) > jobs
 	}
 	return p, nil
+}
+
+// hasPred reports whether p is among a vertex's strong predecessors found
+// so far (got): by a scan of a few, by seen (which it fills) past 8.
+func hasPred(got []int, p int, seen map[int]bool) bool {
+	if len(got) <= 8 && len(seen) == 0 {
+		return slices.Contains(got, p)
+	}
+	if len(seen) == 0 {
+		for _, q := range got {
+			seen[q] = true
+		}
+	}
+	if seen[p] {
+		return true
+	}
+	seen[p] = true
+	return false
 }
 
 // buildScope adds the part's vertices of one scope to tf, with a task (or an
