@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/flowgen"
 )
 
 // TestSubmitBodyIsMarshal: a submit's body is the bytes json.Marshal makes
@@ -44,4 +46,30 @@ func TestSubmitBodyIsMarshal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkSubmitBody100K is a submit's request body for the 100 × 1,000
+// layered DAG's JSON file: as json.Marshal made it (the text copied into
+// the request's string first) and as submitBody makes it.
+func BenchmarkSubmitBody100K(b *testing.B) {
+	text := flowgen.Layered(100, 1000, 1, true)
+	req := proto.SubmitRequest{Path: "layered.json", ID: proto.NewRunID(time.Now())}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := req
+			r.Flow = string(text)
+			if _, err := json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("body", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := submitBody(req, text); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
