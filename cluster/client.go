@@ -183,7 +183,9 @@ func (c *Client) doWait(ctx context.Context, method, path string, body, out any,
 		return fmt.Errorf("%w: no server given", ErrUnreachable)
 	}
 	var payload []byte
-	if body != nil {
+	if enc, ok := body.(encodedBody); ok {
+		payload = enc
+	} else if body != nil {
 		var err error
 		if payload, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("cluster: encode request: %w", err)
@@ -349,11 +351,15 @@ func remoteErr(kind error, msg string) error {
 // most one run.
 func (c *Client) Submit(ctx context.Context, path string, flowText []byte, opts ...SubmitOption) (string, error) {
 	var r proto.SubmitResponse
-	req := proto.SubmitRequest{Path: path, Flow: string(flowText), ID: proto.NewRunID(time.Now())}
+	req := proto.SubmitRequest{Path: path, ID: proto.NewRunID(time.Now())}
 	for _, o := range opts {
 		o.applySubmit(&req)
 	}
-	if err := c.do(ctx, http.MethodPost, "/v1/runs", req, &r); err != nil {
+	body, err := submitBody(req, flowText)
+	if err != nil {
+		return "", fmt.Errorf("cluster: encode request: %w", err)
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/runs", body, &r); err != nil {
 		return "", err
 	}
 	return r.ID, nil

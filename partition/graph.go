@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Vertex is one vertex of the input graph: a task, for the coordinator.
@@ -45,6 +46,16 @@ func NewBuilder(sizeHint int) *Builder {
 		cw:    make([]int64, 0, sizeHint),
 		gw:    make([]int64, 0, sizeHint),
 		group: make([]int, 0, sizeHint),
+	}
+}
+
+// GrowEdges makes room for n more edges (AddEdge), at once: a builder of
+// a large graph does not grow its edge lists by doubling.
+func (b *Builder) GrowEdges(n int) {
+	if n > 0 {
+		b.eu = slices.Grow(b.eu, n)
+		b.ev = slices.Grow(b.ev, n)
+		b.ew = slices.Grow(b.ew, n)
 	}
 }
 

@@ -111,7 +111,12 @@ type Message interface {
 }
 
 // Encode returns the wire encoding of m.
-func Encode(m Message) []byte { return m.AppendWire(nil) }
+func Encode(m Message) []byte {
+	if s, ok := m.(interface{ sizeHint() int }); ok {
+		return m.AppendWire(make([]byte, 0, s.sizeHint()))
+	}
+	return m.AppendWire(nil)
+}
 
 // Limits bound what a decoder accepts. A zero field takes its default.
 type Limits struct {

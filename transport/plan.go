@@ -114,6 +114,21 @@ const (
 	vertexFields = 18
 )
 
+// sizeHint is about the bytes of p's encoding (args counted as nil), or
+// a little over: what Encode makes room for at once, instead of growing
+// the buffer of a plan of 100K tasks some twenty times.
+func (p *Plan) sizeHint() int {
+	n := 16
+	for i := range p.Vertices {
+		v := &p.Vertices[i]
+		n += 32 + len(v.Path) + len(v.Func) + 6*(len(v.Succ)+len(v.Pred)) + 5*len(v.Members)
+	}
+	for _, l := range p.Loops {
+		n += 8 + 5*len(l.Heads)
+	}
+	return n
+}
+
 // AppendWire implements Message.
 func (p *Plan) AppendWire(b []byte) []byte {
 	b = appendHeader(b, TypePlan, planFields)
@@ -270,9 +285,10 @@ func (p *Plan) Decode(data []byte, lim Limits) error {
 		p.Vertices = make([]PlanVertex, n)
 	}
 	funcs := map[string]string{}
+	var edges []PlanEdge // the vertices' edge lists' backing arrays
 	for i := range p.Vertices {
 		v := &p.Vertices[i]
-		if err := v.decode(&r, p.Tasks, funcs); err != nil {
+		if err := v.decode(&r, p.Tasks, funcs, &edges); err != nil {
 			return fmt.Errorf("vertex %d: %w", i, err)
 		}
 		if i > 0 && v.Index <= p.Vertices[i-1].Index {
@@ -320,7 +336,7 @@ func (p *Plan) Decode(data []byte, lim Limits) error {
 	return r.end()
 }
 
-func (v *PlanVertex) decode(r *reader, tasks uint32, funcs map[string]string) error {
+func (v *PlanVertex) decode(r *reader, tasks uint32, funcs map[string]string, edges *[]PlanEdge) error {
 	if err := r.fields("vertex", vertexFields); err != nil {
 		return err
 	}
@@ -404,10 +420,10 @@ func (v *PlanVertex) decode(r *reader, tasks uint32, funcs map[string]string) er
 	if v.Parent, err = r.int32m("parent", int64(tasks)-1); err != nil {
 		return err
 	}
-	if v.Succ, err = r.edges("succ", tasks); err != nil {
+	if v.Succ, err = r.edges("succ", tasks, edges); err != nil {
 		return err
 	}
-	if v.Pred, err = r.edges("pred", tasks); err != nil {
+	if v.Pred, err = r.edges("pred", tasks, edges); err != nil {
 		return err
 	}
 	if v.Members, err = r.uints("members", int(tasks), tasks); err != nil {
@@ -456,7 +472,10 @@ func (r *reader) uints(what string, max int, tasks uint32) ([]uint32, error) {
 	return out, nil
 }
 
-func (r *reader) edges(what string, tasks uint32) ([]PlanEdge, error) {
+// edges reads a vertex's edge list into the free room of *pool, a backing
+// array the plan's lists share (a new one when it is full: never more
+// edges than the bytes left could hold), capped at its end.
+func (r *reader) edges(what string, tasks uint32, pool *[]PlanEdge) ([]PlanEdge, error) {
 	n, err := r.arrayLen(what, 0)
 	if err != nil || n == 0 {
 		return nil, err
@@ -464,7 +483,13 @@ func (r *reader) edges(what string, tasks uint32) ([]PlanEdge, error) {
 	if n%2 != 0 {
 		return nil, r.errf("%s: %d numbers, want pairs", what, n)
 	}
-	out := make([]PlanEdge, n/2)
+	k := n / 2
+	if cap(*pool)-len(*pool) < k {
+		*pool = make([]PlanEdge, 0, max(k, min(4096, (len(r.b)-r.off)/2)))
+	}
+	at := len(*pool)
+	*pool = (*pool)[:at+k]
+	out := (*pool)[at : at+k : at+k]
 	for i := range out {
 		e := &out[i]
 		if e.Peer, err = r.uint32(what); err != nil {

@@ -295,6 +295,11 @@ func plan(g *spec.Graph, nodes []Node, seed uint64, fixed []string, byLevel bool
 			b.Pin(v, i)
 		}
 	}
+	ne := 0
+	for v := range g.Vertices {
+		ne += len(g.Vertices[v].Succ)
+	}
+	b.GrowEdges(ne)
 	for v := range g.Vertices {
 		w := 1 + outputBytes(g.Vertices[v].Task)/1024
 		for _, e := range g.Vertices[v].Succ {

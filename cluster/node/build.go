@@ -310,7 +310,8 @@ func (r *run) build(in []bool) (*part, error) {
 	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
-	seen := map[int]bool{} // one vertex's strong predecessors, cleared for the next
+	seen := map[int]bool{} // one vertex's strong predecessors, when it has many; cleared for the next
+	var preds []int        // the backing array of the vertices' preds, a chunk at a time
 	bodies := map[[2]string]*funcs.Bound{}
 	var fresh []int // the vertices callInfo set
 	for v := range g.Vertices {
@@ -344,12 +345,22 @@ func (r *run) build(in []bool) (*part, error) {
 		if r.callInfo(v, &r.vs[v], bodies) {
 			fresh = append(fresh, v)
 		}
-		clear(seen)
+		if cap(preds)-len(preds) < len(vx.Pred) {
+			preds = make([]int, 0, max(len(vx.Pred), 4096))
+		}
+		at := len(preds)
+		if len(seen) > 0 {
+			clear(seen)
+		}
 		for _, e := range vx.Pred {
-			if p := e.From; !e.Weak && !seen[p] {
-				seen[p] = true
-				r.vs[v].preds = append(r.vs[v].preds, p)
+			if p := e.From; !e.Weak && !hasPred(preds[at:], p, seen) {
+				preds = append(preds, p)
 			}
+		}
+		if got := preds[at:len(preds):len(preds)]; len(got) > 0 && r.vs[v].preds == nil {
+			r.vs[v].preds = got
+		} else if len(got) > 0 {
+			r.vs[v].preds = append(r.vs[v].preds, got...)
 		}
 	}
 	for _, v := range fresh {
@@ -360,7 +371,10 @@ func (r *run) build(in []bool) (*part, error) {
 	b.cur = p
 	b.tfs = append(b.tfs, b.tf)
 	jobs := len(r.jobs)
-	if err := r.buildScope(p, b.tf, -1); err != nil {
+	// The entry and exit task of each vertex, by vertex: scopes are disjoint
+	// and their edges never cross, so the nested ones share it.
+	ends := make([]taskEnds, len(g.Vertices))
+	if err := r.buildScope(p, b.tf, -1, ends); err != nil {
 		return nil, err
 	}
 	if first {
@@ -369,25 +383,41 @@ func (r *run) build(in []bool) (*part, error) {
 	return p, nil
 }
 
+// hasPred reports whether p is among a vertex's strong predecessors found
+// so far (got): by a scan of a few, by seen (which it fills) past 8.
+func hasPred(got []int, p int, seen map[int]bool) bool {
+	if len(got) <= 8 && len(seen) == 0 {
+		return slices.Contains(got, p)
+	}
+	if len(seen) == 0 {
+		for _, q := range got {
+			seen[q] = true
+		}
+	}
+	if seen[p] {
+		return true
+	}
+	seen[p] = true
+	return false
+}
+
 // buildScope adds the part's vertices of one scope to tf, with a task (or an
 // entry and an exit task) each, the edges inside the part, and proxies for
 // the edges to and from other nodes and other parts.
-func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
+func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int, ends []taskEnds) error {
 	g := r.graph()
 	b := p.built // the closures run the part that holds b now (b.run), not r: a later run may reuse it
 	local := func(v int) bool { return p.in[v] }
 	ids := g.Scope(scope)
-	entry := make(map[int]localexec.Task, len(ids))
-	exit := make(map[int]localexec.Task, len(ids))
 	for _, v := range ids {
 		if !local(v) {
 			continue
 		}
-		en, ex, err := r.task(p, tf, v)
+		en, ex, err := r.task(p, tf, v, ends)
 		if err != nil {
 			return err
 		}
-		entry[v], exit[v] = en, ex
+		ends[v] = taskEnds{en, ex}
 	}
 	// Out-edges in Succ order: a condition's k-th successor stays its k-th.
 	strong := map[int]bool{} // one vertex's remote strong targets, cleared for the next
@@ -405,12 +435,12 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 		for k, e := range vx.Succ {
 			u := e.To
 			if local(u) {
-				exit[v].Precede(entry[u])
+				ends[v].exit.Precede(ends[u].entry)
 				continue
 			}
 			if weak {
 				se := &sendEdge{src: v, dst: u}
-				exit[v].Precede(tf.Emplace(func() { b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
+				ends[v].exit.Precede(tf.Emplace(func() { b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 				vs.condSends[k] = se
 				continue
 			}
@@ -456,19 +486,19 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 			switch {
 			case cond && direct:
 				re.kind = transport.SignalChoice
-				re.task = entry[u].External() // a pick runs it, whatever its counter
+				re.task = ends[u].entry.External() // a pick runs it, whatever its counter
 			case cond:
 				re.kind = transport.SignalChoice
 				re.task = tf.EmplaceCondition(func() int { return b.run().recvChoice(re) }).Name(proxyName(g, src, u)).External()
-				re.task.Precede(entry[u])
+				re.task.Precede(ends[u].entry)
 			case direct:
 				re.kind = transport.SignalEdge
-				re.task = entry[u].Await(re.mult)
+				re.task = ends[u].entry.Await(re.mult)
 			default:
 				re.kind = transport.SignalEdge
 				re.task = tf.Emplace(func() { b.run().recvEdge(re) }).Name(proxyName(g, src, u)).External()
 				for range re.mult {
-					re.task.Precede(entry[u])
+					re.task.Precede(ends[u].entry)
 				}
 			}
 			ins = append(ins, re)
@@ -480,6 +510,10 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int) error {
 	return nil
 }
 
+// taskEnds are the task a vertex's in-edges enter and the one its
+// out-edges leave (run.task).
+type taskEnds struct{ entry, exit localexec.Task }
+
 // proxyName names the proxy task of the edge src → dst.
 func proxyName(g *spec.Graph, src, dst int) string {
 	return g.Vertices[src].Path + ">" + g.Vertices[dst].Path
@@ -487,7 +521,7 @@ func proxyName(g *spec.Graph, src, dst int) string {
 
 // task adds vertex v to tf and returns the task its in-edges enter and the
 // task its out-edges leave.
-func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexec.Task, err error) {
+func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (entry, exit localexec.Task, err error) {
 	vx := &r.graph().Vertices[v]
 	path := vx.Path
 	b := p.built
@@ -495,7 +529,7 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int) (entry, exit localexe
 	case spec.KindModule:
 		inner := localexec.NewTaskflow(path)
 		b.tfs = append(b.tfs, inner)
-		if err := r.buildScope(p, inner, v); err != nil {
+		if err := r.buildScope(p, inner, v, ends); err != nil {
 			return entry, exit, err
 		}
 		entry = tf.ComposedOf(inner).Name(path)

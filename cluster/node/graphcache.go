@@ -57,9 +57,10 @@ func decodePlan(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) 
 	if int(p.Tasks) != tasks {
 		return nil, fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, tasks, p.Tasks)
 	}
+	infos := map[string]funcInfo{} // by function: a plan's tasks share a few
 	for i := range p.Vertices {
 		if pv := &p.Vertices[i]; pv.Local {
-			if err := checkTask(pv, reg); err != nil {
+			if err := checkTask(pv, reg, infos); err != nil {
 				return nil, &assignError{pv.Path, err}
 			}
 		}
@@ -87,15 +88,28 @@ func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg s
 	return pt, nil
 }
 
+// funcInfo is what reg.Func answered for a function.
+type funcInfo struct {
+	info spec.FuncInfo
+	ok   bool
+}
+
 // checkTask checks a task of the node's own against its registry, as
 // spec.Validate checks a flow's against the functions it is given: the
 // coordinator checked the flow against the union of the live nodes'
-// catalogs, not against this node's.
-func checkTask(pv *transport.PlanVertex, reg spec.Catalog) error {
+// catalogs, not against this node's. infos keeps reg's answers by
+// function name for the plan's other tasks (a registry is fixed for the
+// node's life; a lookup makes the argument check's closure each time).
+func checkTask(pv *transport.PlanVertex, reg spec.Catalog, infos map[string]funcInfo) error {
 	if pv.Kind == transport.KindModule || reg == nil {
 		return nil
 	}
-	info, ok := reg.Func(pv.Func)
+	fi, seen := infos[pv.Func]
+	if !seen {
+		fi.info, fi.ok = reg.Func(pv.Func)
+		infos[pv.Func] = fi
+	}
+	info, ok := fi.info, fi.ok
 	kind := [...]spec.Kind{spec.KindStatic, spec.KindCondition, spec.KindMultiCondition, spec.KindSubflow, spec.KindModule}[pv.Kind]
 	switch {
 	case !ok:

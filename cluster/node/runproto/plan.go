@@ -80,11 +80,19 @@ func Compile(g *spec.Graph, loops *Loops, free []bool, nodes []string, owner []u
 		p := &transport.Plan{Tasks: uint32(n), Vertices: make([]transport.PlanVertex, 0, count)}
 		var ids []int32 // the loops of its vertices
 		seen := map[int32]bool{}
+		// One backing array for the edge lists of the node's own vertices.
+		ne := 0
+		for v := range g.Vertices {
+			if mark[v] == 1 {
+				ne += len(g.Vertices[v].Succ) + len(g.Vertices[v].Pred)
+			}
+		}
+		edges := make([]transport.PlanEdge, 0, ne)
 		for v := range g.Vertices {
 			if mark[v] == 0 {
 				continue
 			}
-			pv := planVertex(g, v, mark[v] == 1, loops, free)
+			pv := planVertex(g, v, mark[v] == 1, loops, free, &edges)
 			if pv.Loop >= 0 && !seen[pv.Loop] {
 				seen[pv.Loop] = true
 				ids = append(ids, pv.Loop)
@@ -104,7 +112,7 @@ func Compile(g *spec.Graph, loops *Loops, free []bool, nodes []string, owner []u
 	return plans, nil
 }
 
-func planVertex(g *spec.Graph, v int, local bool, loops *Loops, free []bool) transport.PlanVertex {
+func planVertex(g *spec.Graph, v int, local bool, loops *Loops, free []bool, edges *[]transport.PlanEdge) transport.PlanVertex {
 	vx := &g.Vertices[v]
 	t := &vx.Task
 	pv := transport.PlanVertex{Index: uint32(v), Path: vx.Path, Name: t.Name, Local: local, Kind: kinds[t.Kind.Or()],
@@ -120,8 +128,8 @@ func planVertex(g *spec.Graph, v int, local bool, loops *Loops, free []bool) tra
 		pv.Device = int32(*t.Device)
 	}
 	pv.Parent = int32(vx.Parent)
-	pv.Succ = planEdges(vx.Succ, false)
-	pv.Pred = planEdges(vx.Pred, true)
+	pv.Succ = planEdges(edges, vx.Succ, false)
+	pv.Pred = planEdges(edges, vx.Pred, true)
 	for _, m := range vx.Members {
 		pv.Members = append(pv.Members, uint32(m))
 	}
@@ -129,11 +137,15 @@ func planVertex(g *spec.Graph, v int, local bool, loops *Loops, free []bool) tra
 	return pv
 }
 
-func planEdges(es []spec.Edge, in bool) []transport.PlanEdge {
+// planEdges appends es to *edges (room made for them all) and returns
+// them, capped.
+func planEdges(edges *[]transport.PlanEdge, es []spec.Edge, in bool) []transport.PlanEdge {
 	if len(es) == 0 {
 		return nil
 	}
-	out := make([]transport.PlanEdge, len(es))
+	at := len(*edges)
+	*edges = append(*edges, make([]transport.PlanEdge, len(es))...)
+	out := (*edges)[at : at+len(es) : at+len(es)]
 	for i, e := range es {
 		peer := e.To
 		if in {
@@ -173,6 +185,7 @@ func OpenPlan(p *transport.Plan, base *Part) (*Part, error) {
 	g := &spec.Graph{Vertices: make([]spec.Vertex, n)}
 	l := &Loops{comp: make([]int32, n), slot: make([]int32, n)}
 	pt := &Part{G: g, Loops: l, Free: make([]bool, n), Local: make([]bool, n)}
+	sparse := false // only p's vertices are set: none is known here yet
 	if base != nil {
 		g.Name, g.Timeout = base.G.Name, base.G.Timeout
 		copy(g.Vertices, base.G.Vertices)
@@ -183,7 +196,19 @@ func OpenPlan(p *transport.Plan, base *Part) (*Part, error) {
 		copy(pt.Free, base.Free)
 		copy(pt.Local, base.Local)
 	} else {
+		// A placeholder where the plan has no vertex; where its vertices
+		// come in ascending order, each once (as Plan.Decode has them), a
+		// vertex it has is written once, below, not twice.
+		sparse = true
+		for i := 1; i < len(p.Vertices) && sparse; i++ {
+			sparse = p.Vertices[i].Index > p.Vertices[i-1].Index
+		}
+		j := 0
 		for v := range g.Vertices {
+			if sparse && j < len(p.Vertices) && int(p.Vertices[j].Index) == v {
+				j++
+				continue
+			}
 			g.Vertices[v] = spec.Vertex{ID: -1, Parent: Placeholder}
 			l.comp[v], l.slot[v] = -1, -1
 		}
@@ -199,7 +224,7 @@ func OpenPlan(p *transport.Plan, base *Part) (*Part, error) {
 	for i := range p.Vertices {
 		pv := &p.Vertices[i]
 		v := int(pv.Index)
-		if !pv.Local && g.Vertices[v].Parent != Placeholder {
+		if !pv.Local && !sparse && g.Vertices[v].Parent != Placeholder {
 			continue // known here already, as a neighbour or as its own
 		}
 		vx := spec.Vertex{ID: v, Path: pv.Path, Parent: int(pv.Parent),

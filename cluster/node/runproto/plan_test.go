@@ -123,3 +123,56 @@ func checkNeighbour(t *testing.T, path string, pt *Part, loops *Loops, g *spec.G
 		}
 	}
 }
+
+// A plan whose vertices are not in ascending order (none that Decode
+// passes, but OpenPlan takes any Plan) opens to the Part its sorted self
+// opens to: each vertex the plan lacks a placeholder, each it has as
+// given, a neighbour listed after a vertex of the same index skipped.
+func TestOpenPlanAnyOrder(t *testing.T) {
+	for path, g := range planFlows(t) {
+		loops, free := NewLoops(g), FreeJoins(g)
+		owner := make([]uint32, len(g.Vertices))
+		for v := range owner {
+			owner[v] = uint32(v % 2)
+		}
+		plans, err := Compile(g, loops, free, []string{"n0", "n1"}, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ni, p := range plans {
+			want, err := OpenPlan(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			holes := 0
+			for v := range want.G.Vertices {
+				if want.G.Vertices[v].Parent == Placeholder {
+					holes++
+				}
+			}
+			if len(plans) > 1 && len(p.Vertices) < len(g.Vertices) && holes == 0 {
+				t.Fatalf("%s: node %d: a plan of %d of %d vertices opened without placeholders", path, ni, len(p.Vertices), len(g.Vertices))
+			}
+			rev := *p
+			rev.Vertices = make([]transport.PlanVertex, 0, len(p.Vertices)+1)
+			for i := len(p.Vertices) - 1; i >= 0; i-- {
+				rev.Vertices = append(rev.Vertices, p.Vertices[i])
+			}
+			for i := range p.Vertices { // a vertex again, as a neighbour: skipped
+				if p.Vertices[i].Local {
+					dup := p.Vertices[i]
+					dup.Local, dup.Name, dup.Path = false, "other", "other"
+					rev.Vertices = append(rev.Vertices, dup)
+					break
+				}
+			}
+			got, err := OpenPlan(&rev, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: node %d: the plan reversed opens to another part", path, ni)
+			}
+		}
+	}
+}
