@@ -193,13 +193,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // error of an empty one.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want string) bool {
 	limit := s.submitBody()
-	// One buffer of the body's declared size (up to the limit): io.ReadAll
-	// doubled its way up to a flow's megabytes, some 16 MB allocated for
-	// the 100K-task DAG's 7 MB body. ReadFrom wants MinRead bytes free to
-	// see the end.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), limit+1)+bytes.MinRead))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	body := buf.Bytes()
+	body, err := readDeclared(r.Body, r.ContentLength, limit)
 	if err != nil {
 		msg := "request body: " + err.Error()
 		writeError(w, http.StatusBadRequest, msg, []string{msg})

@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -98,3 +100,46 @@ func codeLabel(code int) string {
 	}
 	return strconv.Itoa(code)
 }
+
+// readDeclared reads r up to limit+1 bytes (one more than the limit, so
+// that the caller sees a body over it). declared is the body's declared
+// length (Content-Length; -1 when unknown). The buffer grows with the
+// bytes that arrive, never ahead of them by more than declaredTrust times:
+// it starts at most readStart bytes and doubles, and once an eighth of a
+// declared size is in, it takes the declared size at once (the 100K-task
+// DAG's 7 MB body costs 9 MB of buffers, not io.ReadAll's 16). A client
+// that declares gigabytes and sends a few bytes holds readStart, not the
+// declared size, for as long as it waits.
+func readDeclared(r io.Reader, declared, limit int64) ([]byte, error) {
+	want := limit + 1
+	if declared >= 0 && declared < want {
+		want = declared
+	}
+	buf := make([]byte, 0, min(want, readStart)+bytes.MinRead)
+	r = io.LimitReader(r, limit+1)
+	for {
+		if cap(buf)-len(buf) < bytes.MinRead {
+			c := 2 * cap(buf)
+			if n := int(want) + bytes.MinRead; int64(len(buf))*declaredTrust >= want && n > c {
+				c = n
+			}
+			buf = append(buf[:cap(buf)], make([]byte, c-cap(buf))...)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// readStart is the most readDeclared sets aside before a body's bytes
+// arrive; declaredTrust is how many times the bytes received a declared
+// length must be within before readDeclared takes it whole.
+const (
+	readStart     = 64 << 10
+	declaredTrust = 8
+)
