@@ -70,8 +70,10 @@
 // per vertex at build, funcs.Bound) under the run's context
 // (cancelled on Cancel) and the task's `timeout:`, again on an error up to
 // `retries:` times (panics are recovered and not retried). Then it records
-// the output and state and records the task done in the run's table (Output only for tasks
-// without successors). A final failure emits a failed event and a fail
+// the state (not for a NoInputs function: nothing reads it) and the output
+// (not for a vertex whose strong successors are all built here with
+// NoInputs functions, vNoReaders: nothing reads it either) and records the
+// task done in the run's table (Output only for tasks without successors). A final failure emits a failed event and a fail
 // envelope and cancels the local run.
 //
 // # Cross-node edges

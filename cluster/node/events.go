@@ -371,11 +371,12 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 		}
 	}
 	row.gen = gen
-	was := f
 	row.unlock(f | rowDirty)
-	if was&rowDirty != 0 {
-		return false // its bit is set already, or is being cut
-	}
+	// The bit and the listing, even when the row was dirty already: its
+	// earlier writer may not have set them yet, and a cut between could
+	// have unlisted the table, so that this change (a failure, say) would
+	// wait for that writer's listing and its linger instead of going now.
+	// A bit left set on a row a cut has sent costs that cut nothing.
 	w := &t.dirty[v/64]
 	if bit := uint64(1) << (v % 64); w.Load()&bit == 0 {
 		w.Or(bit)

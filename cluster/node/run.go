@@ -338,6 +338,11 @@ func (r *run) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.n.events.flush(ctx)
+	// The rows go to the next run with as many vertices (eventPub.forget):
+	// the flight table, a view of them, goes first, so that a late writer
+	// (there is none: every part and pwg are waited for above) would fail
+	// loudly on a nil table instead of writing another run's slots.
+	r.flights = flights{}
 	r.n.events.forget(r.tab)
 	if err := r.n.batcher.Forget(r.id); err != nil && !errors.Is(err, transport.ErrClosed) {
 		r.n.log.Warn("forgetting the run's batches", "run", r.id, "err", err)
