@@ -1,8 +1,11 @@
 package transport
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -43,6 +46,7 @@ func (*TaskReport) Type() Type { return TypeTaskReport }
 const (
 	taskReportFields = 5
 	taskDeltaFields  = 9
+	taskRangeFields  = 6
 )
 
 // reportBase is the time the deltas' times are counted from: the earliest
@@ -63,7 +67,9 @@ func (tr *TaskReport) AppendWire(b []byte) []byte {
 	return appendReport(b, tr.Run, tr.Gen, tr.Node, tr.Tasks)
 }
 
-// appendReport writes a TaskReport of run's deltas ds.
+// appendReport writes a TaskReport of run's deltas ds: a run of deltas
+// that a range stands for (rangeLen) as one range entry, any other delta
+// as a delta entry.
 func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta) []byte {
 	base := reportBase(ds)
 	b = appendHeader(b, TypeTaskReport, taskReportFields)
@@ -71,9 +77,84 @@ func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta)
 	b = appendUint(b, gen)
 	b = appendStr(b, node)
 	b = appendInt(b, base)
-	b = appendArrayHeader(b, len(ds))
+	entries := 0
+	for i := 0; i < len(ds); i += rangeLen(ds[i:], base) {
+		entries++
+	}
+	b = appendArrayHeader(b, entries)
+	for i := 0; i < len(ds); {
+		n := rangeLen(ds[i:], base)
+		if n == 1 {
+			b = ds[i].appendFields(b, base)
+		} else {
+			b = appendRange(b, ds[i:i+n], base)
+		}
+		i += n
+	}
+	return b
+}
+
+// rangeLen is how many deltas from ds[0] on one range entry stands for
+// (1: none, ds[0] goes as a delta entry): consecutive tasks (vertices,
+// named by index alone) in one state, with one activation and one count
+// of executions, without output or error, their times at most 2⁶³-1 after
+// base.
+func rangeLen(ds []TaskDelta, base int64) int {
+	d0 := &ds[0]
+	n := 0
+	for n < len(ds) {
+		d := &ds[n]
+		if uint64(d.Task) != uint64(d0.Task)+uint64(n) || d.State != d0.State || d.Act != d0.Act || d.Executions != d0.Executions ||
+			d.Name != "" || d.Output != nil || d.Error != "" || !rangeTime(d.Start, base) || !rangeTime(d.End, base) {
+			break
+		}
+		n++
+	}
+	return max(n, 1)
+}
+
+// rangeTime says whether a range can hold time t of a report from base.
+func rangeTime(t, base int64) bool {
+	return t == 0 || (t >= base && uint64(t)-uint64(base) < math.MaxInt64)
+}
+
+// rangeOff is time t in a range's times: 0 for none, else 1 + its offset
+// from base.
+func rangeOff(t, base int64) uint64 {
+	if t == 0 {
+		return 0
+	}
+	return uint64(t) - uint64(base) + 1
+}
+
+func uvarintLen(v uint64) int { return 1 + (bits.Len64(v|1)-1)/7 }
+
+// appendRange writes deltas ds (rangeLen of them) as one range entry:
+// [first task, count, state, act, executions, times], times being each
+// task's start and end in turn as uvarints (rangeOff).
+func appendRange(b []byte, ds []TaskDelta, base int64) []byte {
+	d0 := &ds[0]
+	b = appendArrayHeader(b, taskRangeFields)
+	b = appendUint(b, uint64(d0.Task))
+	b = appendUint(b, uint64(len(ds)))
+	b = append(b, byte(d0.State))
+	b = appendUint(b, d0.Act)
+	b = appendUint(b, d0.Executions)
+	n := 0
 	for i := range ds {
-		b = ds[i].appendFields(b, base)
+		n += uvarintLen(rangeOff(ds[i].Start, base)) + uvarintLen(rangeOff(ds[i].End, base))
+	}
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, mpBin8, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, mpBin16, byte(n>>8), byte(n))
+	default:
+		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	for i := range ds {
+		b = binary.AppendUvarint(b, rangeOff(ds[i].Start, base))
+		b = binary.AppendUvarint(b, rangeOff(ds[i].End, base))
 	}
 	return b
 }
@@ -116,19 +197,90 @@ func (tr *TaskReport) Decode(data []byte, lim Limits) error {
 	if err != nil {
 		return err
 	}
-	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every delta takes 10 bytes at least: refuse a count the data cannot hold before allocating
+	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every entry takes 10 bytes at least: refuse a count the data cannot hold before allocating
 		return r.errf("tasks: %d claimed in %d bytes", n, len(r.b)-r.off)
 	}
 	if cap(tr.Tasks) < n {
 		tr.Tasks = make([]TaskDelta, n)
 	}
-	tr.Tasks = tr.Tasks[:n]
-	for i := range tr.Tasks {
-		if err := tr.Tasks[i].decodeFields(&r, i, base); err != nil {
+	tr.Tasks = tr.Tasks[:0]
+	for i := range n {
+		if r.off < len(r.b) && r.b[r.off] == 0x90|taskRangeFields { // a range entry (fixarray of 6)
+			r.off++
+			if tr.Tasks, err = r.taskRange(tr.Tasks, i, base); err != nil {
+				return err
+			}
+			continue
+		}
+		tr.Tasks = append(tr.Tasks, TaskDelta{})
+		if err := tr.Tasks[len(tr.Tasks)-1].decodeFields(&r, i, base); err != nil {
 			return err
 		}
 	}
 	return r.end()
+}
+
+// taskRange reads range entry i (after its array header) and appends the
+// deltas it stands for to ds; the report's deltas stay within
+// Limits.MaxTasks.
+func (r *reader) taskRange(ds []TaskDelta, i int, base int64) ([]TaskDelta, error) {
+	first, err := r.uint32("first task")
+	if err != nil {
+		return ds, err
+	}
+	count, err := r.uint("count")
+	if err != nil {
+		return ds, err
+	}
+	st, err := r.uint8("state")
+	if err != nil {
+		return ds, err
+	}
+	if TaskState(st) >= taskStateEnd {
+		return ds, r.errf("task range %d: unknown task state %d", i, st)
+	}
+	act, err := r.uint("act")
+	if err != nil {
+		return ds, err
+	}
+	execs, err := r.uint("executions")
+	if err != nil {
+		return ds, err
+	}
+	times, err := r.bin("times", r.lim.MaxMessage, true)
+	if err != nil {
+		return ds, err
+	}
+	switch {
+	case count == 0 || count > uint64(len(times))/2: // a task's two times take 2 bytes at least
+		return ds, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
+	case uint64(first)+count-1 > math.MaxUint32:
+		return ds, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
+	case uint64(len(ds))+count > uint64(r.lim.MaxTasks):
+		return ds, r.oversized("tasks", int(min(uint64(len(ds))+count, math.MaxInt32)), r.lim.MaxTasks)
+	}
+	ds = slices.Grow(ds, int(count))
+	for k := range uint32(count) {
+		var t [2]int64
+		for j := range t {
+			off, w := binary.Uvarint(times)
+			if w <= 0 {
+				return ds, r.errf("task range %d: task %d: a malformed time", i, k)
+			}
+			times = times[w:]
+			if off > 0 {
+				if off-1 > uint64(math.MaxInt64)-uint64(base) {
+					return ds, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
+				}
+				t[j] = int64(uint64(base) + off - 1)
+			}
+		}
+		ds = append(ds, TaskDelta{Task: first + k, State: TaskState(st), Act: act, Executions: execs, Start: t[0], End: t[1]})
+	}
+	if len(times) != 0 {
+		return ds, r.errf("task range %d: %d bytes after its times", i, len(times))
+	}
+	return ds, nil
 }
 
 func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {
