@@ -175,6 +175,22 @@ func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
 // Decode decodes a TaskReport into tr (reusing its slice). Outputs alias
 // data. A report holds at most Limits.MaxTasks deltas.
 func (tr *TaskReport) Decode(data []byte, lim Limits) error {
+	return tr.decode(data, lim, nil)
+}
+
+// DecodeRuns decodes a TaskReport into tr as Decode does, but for a range
+// entry: it stays one delta, its first task's, without times (checked, not
+// kept), and (*runs)[i] is how many consecutive tasks from Tasks[i].Task
+// delta i stands for, each with its state, activation and executions (1
+// for a single delta). What a reader that folds the deltas and reads no
+// time takes, without a delta made for each task.
+func (tr *TaskReport) DecodeRuns(data []byte, lim Limits, runs *[]uint32) error {
+	*runs = (*runs)[:0]
+	return tr.decode(data, lim, runs)
+}
+
+// decode is Decode (runs nil) or DecodeRuns.
+func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32) error {
 	var r reader
 	if err := r.init(data, lim, TypeTaskReport, taskReportFields); err != nil {
 		return err
@@ -204,11 +220,17 @@ func (tr *TaskReport) Decode(data []byte, lim Limits) error {
 		tr.Tasks = make([]TaskDelta, n)
 	}
 	tr.Tasks = tr.Tasks[:0]
+	total := 0 // tasks, ranges expanded
 	for i := range n {
 		if r.off < len(r.b) && r.b[r.off] == 0x90|taskRangeFields { // a range entry (fixarray of 6)
 			r.off++
-			if tr.Tasks, err = r.taskRange(tr.Tasks, i, base); err != nil {
+			var count int
+			if tr.Tasks, count, err = r.taskRange(tr.Tasks, runs == nil, total, i, base); err != nil {
 				return err
+			}
+			total += count
+			if runs != nil {
+				*runs = append(*runs, uint32(count))
 			}
 			continue
 		}
@@ -216,71 +238,82 @@ func (tr *TaskReport) Decode(data []byte, lim Limits) error {
 		if err := tr.Tasks[len(tr.Tasks)-1].decodeFields(&r, i, base); err != nil {
 			return err
 		}
+		total++
+		if runs != nil {
+			*runs = append(*runs, 1)
+		}
 	}
 	return r.end()
 }
 
-// taskRange reads range entry i (after its array header) and appends the
-// deltas it stands for to ds; the report's deltas stay within
-// Limits.MaxTasks.
-func (r *reader) taskRange(ds []TaskDelta, i int, base int64) ([]TaskDelta, error) {
+// taskRange reads range entry i (after its array header) and appends to
+// ds the deltas it stands for (expand) or its first task's, without times,
+// and returns how many tasks it stands for; the report's tasks (total
+// before it) stay within Limits.MaxTasks.
+func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64) ([]TaskDelta, int, error) {
 	first, err := r.uint32("first task")
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	count, err := r.uint("count")
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	st, err := r.uint8("state")
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	if TaskState(st) >= taskStateEnd {
-		return ds, r.errf("task range %d: unknown task state %d", i, st)
+		return ds, 0, r.errf("task range %d: unknown task state %d", i, st)
 	}
 	act, err := r.uint("act")
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	execs, err := r.uint("executions")
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	times, err := r.bin("times", r.lim.MaxMessage, true)
 	if err != nil {
-		return ds, err
+		return ds, 0, err
 	}
 	switch {
 	case count == 0 || count > uint64(len(times))/2: // a task's two times take 2 bytes at least
-		return ds, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
+		return ds, 0, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
 	case uint64(first)+count-1 > math.MaxUint32:
-		return ds, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
-	case uint64(len(ds))+count > uint64(r.lim.MaxTasks):
-		return ds, r.oversized("tasks", int(min(uint64(len(ds))+count, math.MaxInt32)), r.lim.MaxTasks)
+		return ds, 0, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
+	case uint64(total)+count > uint64(r.lim.MaxTasks):
+		return ds, 0, r.oversized("tasks", int(min(uint64(total)+count, math.MaxInt32)), r.lim.MaxTasks)
 	}
-	ds = slices.Grow(ds, int(count))
+	if expand {
+		ds = slices.Grow(ds, int(count))
+	} else {
+		ds = append(ds, TaskDelta{Task: first, State: TaskState(st), Act: act, Executions: execs})
+	}
 	for k := range uint32(count) {
 		var t [2]int64
 		for j := range t {
 			off, w := binary.Uvarint(times)
 			if w <= 0 {
-				return ds, r.errf("task range %d: task %d: a malformed time", i, k)
+				return ds, 0, r.errf("task range %d: task %d: a malformed time", i, k)
 			}
 			times = times[w:]
 			if off > 0 {
 				if off-1 > uint64(math.MaxInt64)-uint64(base) {
-					return ds, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
+					return ds, 0, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
 				}
 				t[j] = int64(uint64(base) + off - 1)
 			}
 		}
-		ds = append(ds, TaskDelta{Task: first + k, State: TaskState(st), Act: act, Executions: execs, Start: t[0], End: t[1]})
+		if expand {
+			ds = append(ds, TaskDelta{Task: first + k, State: TaskState(st), Act: act, Executions: execs, Start: t[0], End: t[1]})
+		}
 	}
 	if len(times) != 0 {
-		return ds, r.errf("task range %d: %d bytes after its times", i, len(times))
+		return ds, 0, r.errf("task range %d: %d bytes after its times", i, len(times))
 	}
-	return ds, nil
+	return ds, int(count), nil
 }
 
 func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {

@@ -80,6 +80,25 @@ func TestReportRangesRoundTrip(t *testing.T) {
 				t.Fatalf("seed %d: %d events, %v", seed, n, err)
 			}
 			got = append(got, tr.Tasks...)
+			var runs []uint32
+			var byRuns TaskReport
+			if err := byRuns.DecodeRuns(b, Limits{}, &runs); err != nil || len(runs) != len(byRuns.Tasks) {
+				t.Fatalf("seed %d: DecodeRuns: %v, %d runs of %d deltas", seed, err, len(runs), len(byRuns.Tasks))
+			}
+			k := i
+			for e, d := range byRuns.Tasks {
+				for x := range runs[e] {
+					w := ds[k]
+					if w.Task != d.Task+x || w.State != d.State || w.Act != d.Act || w.Executions != d.Executions || w.Name != d.Name ||
+						string(w.Output) != string(d.Output) || w.Error != d.Error || (runs[e] == 1 && (w.Start != d.Start || w.End != d.End)) {
+						t.Fatalf("seed %d: delta %d by runs: %v (+%d), want %v", seed, k, d, x, w)
+					}
+					k++
+				}
+			}
+			if k != j {
+				t.Fatalf("seed %d: runs stand for %d deltas, want %d", seed, k-i, j-i)
+			}
 			i = j
 		}
 		for k := range got {
@@ -154,6 +173,10 @@ func TestReportRangeMalformed(t *testing.T) {
 		if err := new(TaskReport).Decode(b, Limits{}); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
+		var runs []uint32
+		if err := new(TaskReport).DecodeRuns(b, Limits{}, &runs); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: DecodeRuns: %v, want ErrMalformed", name, err)
+		}
 		n := 0
 		_ = EachEvent(b, Limits{}, func(*TaskEvent) error { n++; return nil })
 		if n != 0 {
@@ -162,5 +185,14 @@ func TestReportRangeMalformed(t *testing.T) {
 	}
 	if err := new(TaskReport).Decode(rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4}), Limits{MaxTasks: 1}); !errors.Is(err, ErrOversized) {
 		t.Errorf("a range of 2 tasks, MaxTasks 1: %v, want ErrOversized", err)
+	}
+	two := append(head(2), rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4})[len(head(1)):]...)
+	two = append(two, rng(5, 2, byte(TaskDone), []byte{1, 2, 3, 4})[len(head(1)):]...)
+	var runs []uint32
+	if err := new(TaskReport).DecodeRuns(two, Limits{MaxTasks: 4}, &runs); err != nil {
+		t.Errorf("two ranges of 2 tasks, MaxTasks 4: %v", err)
+	}
+	if err := new(TaskReport).DecodeRuns(two, Limits{MaxTasks: 3}, &runs); !errors.Is(err, ErrOversized) {
+		t.Errorf("two ranges of 2 tasks, MaxTasks 3, by runs: %v, want ErrOversized", err)
 	}
 }

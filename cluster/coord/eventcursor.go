@@ -31,14 +31,16 @@ type eventCursor struct {
 	cons      jetstream.Consumer
 	delivered uint64               // consumer sequence of the last message handed on
 	tr        transport.TaskReport // the report last decoded (its deltas reused for the next)
+	runs      []uint32             // its runs (TaskReport.DecodeRuns)
 }
 
 // eventSink takes a run's events as a cursor reads them: a TaskReport
-// whole (report: a node's report, its deltas in order; valid only during
-// the call), any other stored event one at a time (event).
+// whole (report: a node's report as DecodeRuns leaves it, delta i standing
+// for runs[i] consecutive tasks; valid only during the call), any other
+// stored event one at a time (event).
 type eventSink struct {
 	event  func(*transport.TaskEvent)
-	report func(*transport.TaskReport)
+	report func(tr *transport.TaskReport, runs []uint32)
 }
 
 // drop removes the cursor's consumer (on the server too, as far as it
@@ -129,8 +131,8 @@ func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn eventSink) (
 			if t, err := transport.PeekType(m.Data()); err == nil && t == transport.TypeTaskReport {
 				// A node's report (the common case): decoded into the
 				// cursor's and handed on whole, no TaskEvent made a delta.
-				if cur.tr.Decode(m.Data(), lim) == nil && cur.tr.Run == run && cur.tr.Node == proto.SenderOf(m.Subject()) {
-					fn.report(&cur.tr)
+				if cur.tr.DecodeRuns(m.Data(), lim, &cur.runs) == nil && cur.tr.Run == run && cur.tr.Node == proto.SenderOf(m.Subject()) {
+					fn.report(&cur.tr, cur.runs)
 				}
 				continue
 			}

@@ -162,12 +162,13 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 // AddReport folds a TaskReport's deltas, in order, as Add folds the
 // TaskEvents they stand for (transport.EachEvent), without making them.
 func (f *Fold) AddReport(g *spec.Graph, tr *transport.TaskReport) {
-	f.addReport(g, tr, nil)
+	f.addReport(g, tr, nil, nil)
 }
 
 // addReport is AddReport of the deltas that r's rule (EventFromOwner)
-// lets in; nil r: all of them.
-func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, r *Run) {
+// lets in (nil r: all of them), of a report decoded by Decode (runs nil)
+// or by DecodeRuns (delta i standing for runs[i] consecutive tasks).
+func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32, r *Run) {
 	lost := false
 	if r != nil {
 		if tr.Gen > r.Gen {
@@ -180,14 +181,21 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, r *Run) {
 	f.grow(nv)
 	for i := range tr.Tasks {
 		d := &tr.Tasks[i]
-		if r != nil && (int(d.Task) >= len(r.Assignment) || (!lost && r.Assignment[d.Task] != tr.Node)) {
-			continue
+		n := uint32(1)
+		if runs != nil {
+			n = runs[i]
 		}
-		if d.Name == "" && int(d.Task) < nv { // the common case, a vertex named by its index
-			f.fold(taskKey(d.Task), &f.vert[d.Task], node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
-			continue
+		for task := range n {
+			task += d.Task
+			if r != nil && (int(task) >= len(r.Assignment) || (!lost && r.Assignment[task] != tr.Node)) {
+				continue
+			}
+			if d.Name == "" && int(task) < nv { // the common case, a vertex named by its index
+				f.fold(taskKey(task), &f.vert[task], node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
+				continue
+			}
+			f.add(g, d.Name, task, node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
 		}
-		f.add(g, d.Name, d.Task, node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
 	}
 }
 
@@ -885,9 +893,9 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 				c.fold.Add(c.g, e)
 			}
 		},
-		report: func(tr *transport.TaskReport) {
+		report: func(tr *transport.TaskReport, runs []uint32) {
 			if ready() {
-				c.fold.addReport(c.g, tr, &r) // its deltas that EventFromOwner lets in
+				c.fold.addReport(c.g, tr, runs, &r) // its deltas that EventFromOwner lets in
 			}
 		},
 	})

@@ -223,18 +223,19 @@ func BenchmarkFoldRecord100K(b *testing.B) {
 		})
 	}
 	// The leader's way with reports: each decoded into one TaskReport
-	// reused (the cursor's), folded whole (addReport, EventFromOwner's rule
+	// reused (the cursor's), its ranges left whole (DecodeRuns), folded whole (addReport, EventFromOwner's rule
 	// a report at a time), then the check through the graph's kept plan.
 	b.Run("leader", func(b *testing.B) {
 		b.ReportAllocs()
 		var tr transport.TaskReport
+		var runs []uint32
 		for range b.N {
 			f := NewFold()
 			for _, m := range reports {
-				if err := tr.Decode(m, transport.Limits{}); err != nil {
+				if err := tr.DecodeRuns(m, transport.Limits{}, &runs); err != nil {
 					b.Fatal(err)
 				}
-				f.addReport(g, &tr, &r)
+				f.addReport(g, &tr, runs, &r)
 			}
 			if owed, failed := verdictPlanOf(g).check(g, f); len(owed) > 0 || len(failed) > 0 {
 				b.Fatalf("owed %v, failed %v", owed, failed)
