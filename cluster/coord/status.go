@@ -374,8 +374,10 @@ func (f *Fold) row(name string, key taskKey, a *taskAgg, r *Run, sink bool) prot
 		// The run ended under it: its node cancelled it and will report no more.
 		ts.State = proto.TaskCancelled
 	}
-	if out := f.output(key); sink && len(out) > 0 {
-		ts.Output = hex.EncodeToString(out)
+	if sink && len(f.out) > 0 {
+		if out := f.out[key]; len(out) > 0 {
+			ts.Output = hex.EncodeToString(out)
+		}
 	}
 	return ts
 }
