@@ -72,16 +72,11 @@ func (tr *TaskReport) AppendWire(b []byte) []byte {
 // as a delta entry.
 func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta) []byte {
 	base := reportBase(ds)
-	b = appendHeader(b, TypeTaskReport, taskReportFields)
-	b = appendStr(b, run)
-	b = appendUint(b, gen)
-	b = appendStr(b, node)
-	b = appendInt(b, base)
 	entries := 0
 	for i := 0; i < len(ds); i += rangeLen(ds[i:], base) {
 		entries++
 	}
-	b = appendArrayHeader(b, entries)
+	b = appendReportHead(b, run, gen, node, base, entries)
 	for i := 0; i < len(ds); {
 		n := rangeLen(ds[i:], base)
 		if n == 1 {
@@ -94,15 +89,30 @@ func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta)
 	return b
 }
 
+// appendReportHead writes a TaskReport's fields up to its entries' array
+// header, of entries entries.
+func appendReportHead(b []byte, run string, gen uint64, node string, base int64, entries int) []byte {
+	b = appendHeader(b, TypeTaskReport, taskReportFields)
+	b = appendStr(b, run)
+	b = appendUint(b, gen)
+	b = appendStr(b, node)
+	b = appendInt(b, base)
+	return appendArrayHeader(b, entries)
+}
+
+// maxRange is the most tasks one range entry stands for, so that an entry
+// stays well within a stored message (reportBytes).
+const maxRange = 4096
+
 // rangeLen is how many deltas from ds[0] on one range entry stands for
-// (1: none, ds[0] goes as a delta entry): consecutive tasks (vertices,
+// (1: none, ds[0] goes as a delta entry; at most maxRange): consecutive tasks (vertices,
 // named by index alone) in one state, with one activation and one count
 // of executions, without output or error, their times at most 2⁶³-1 after
 // base.
 func rangeLen(ds []TaskDelta, base int64) int {
 	d0 := &ds[0]
 	n := 0
-	for n < len(ds) {
+	for n < min(len(ds), maxRange) {
 		d := &ds[n]
 		if uint64(d.Task) != uint64(d0.Task)+uint64(n) || d.State != d0.State || d.Act != d0.Act || d.Executions != d0.Executions ||
 			d.Name != "" || d.Output != nil || d.Error != "" || !rangeTime(d.Start, base) || !rangeTime(d.End, base) {
@@ -392,31 +402,51 @@ func unixTime(ns int64) time.Time {
 const reportBytes = 256 << 10
 
 // appendReports encodes tr as TaskReport messages of at most reportBytes
-// (but at least one delta each) and calls fn with each, in order; the
-// bytes are fn's to keep.
+// (but at least one entry each) and calls fn with each, in order; the
+// bytes are fn's to keep. Every part is written from the whole report's
+// base (its earliest time, so no earlier than any part's), its entries
+// once into one scratch buffer, cut where the next entry's bound would
+// pass reportBytes: a message is as long as its entries, not as their
+// bound.
 func appendReports(tr *TaskReport, fn func([]byte) error) error {
 	ds := tr.Tasks
-	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
-	for len(ds) > 0 {
-		// Encode the deltas after a head of the widest form, then cut: a
-		// delta's bytes depend on the base, which depends on the deltas.
-		n, size := 0, 0
-		for n < len(ds) {
-			s := deltaSize(&ds[n])
-			if n > 0 && head+size+s > reportBytes {
-				break
-			}
-			n, size = n+1, size+s
-		}
-		part := ds[:n]
-		ds = ds[n:]
-		b := appendReport(make([]byte, 0, head+size), tr.Run, tr.Gen, tr.Node, part)
-		if err := fn(b); err != nil {
-			return err
-		}
+	if len(ds) == 0 {
+		return nil
 	}
-	return nil
+	base := reportBase(ds)
+	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
+	var body []byte                                                // the entries of the part at hand
+	entries := 0
+	flush := func() error {
+		b := appendReportHead(make([]byte, 0, head+len(body)), tr.Run, tr.Gen, tr.Node, base, entries)
+		b = append(b, body...)
+		body, entries = body[:0], 0
+		return fn(b)
+	}
+	for i := 0; i < len(ds); {
+		n := rangeLen(ds[i:], base)
+		bound := deltaSize(&ds[i])
+		if n > 1 {
+			bound = rangeSize(n)
+		}
+		if entries > 0 && head+len(body)+bound > reportBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if n == 1 {
+			body = ds[i].appendFields(body, base)
+		} else {
+			body = appendRange(body, ds[i:i+n], base)
+		}
+		entries++
+		i += n
+	}
+	return flush()
 }
+
+// rangeSize bounds the encoded size of a range entry of n tasks.
+func rangeSize(n int) int { return 1 + 5 + 9 + 1 + 9 + 9 + 5 + 20*n }
 
 // deltaSize bounds the encoded size of d (its times at their widest).
 func deltaSize(d *TaskDelta) int {

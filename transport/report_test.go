@@ -196,3 +196,51 @@ func TestReportRangeMalformed(t *testing.T) {
 		t.Errorf("two ranges of 2 tasks, MaxTasks 3, by runs: %v, want ErrOversized", err)
 	}
 }
+
+// A report is stored as messages of at most reportBytes, each as long as
+// its entries (not their bound), that decode back to its deltas in order:
+// random deltas with outputs large enough to force cuts, and a run of
+// 100,000 tasks done (a few messages, where cuts by the bound made ~23).
+func TestAppendReportsCutsByTheEntries(t *testing.T) {
+	check := func(name string, ds []TaskDelta) int {
+		var got []TaskDelta
+		msgs := 0
+		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, func(b []byte) error {
+			msgs++
+			if len(b) > reportBytes {
+				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				return err
+			}
+			got = append(got, tr.Tasks...)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("%s: the messages decode to %d deltas, not the report's %d", name, len(got), len(ds))
+		}
+		return msgs
+	}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		ds := randomDeltas(rng, 2000+rng.IntN(5000))
+		for k := range ds {
+			if rng.IntN(200) == 0 {
+				ds[k].Output = make([]byte, rng.IntN(120<<10))
+			}
+		}
+		check("random", ds)
+	}
+	var layered []TaskDelta
+	for i := range 100_000 {
+		layered = append(layered, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1,
+			Start: 1700000000000000000 + int64(i)*900, End: 1700000000000000000 + int64(i)*900 + 600})
+	}
+	if msgs := check("layered", layered); msgs > 8 {
+		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
+	}
+}
