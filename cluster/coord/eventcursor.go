@@ -30,9 +30,14 @@ import (
 type eventCursor struct {
 	cons      jetstream.Consumer
 	delivered uint64               // consumer sequence of the last message handed on
-	tr        transport.TaskReport // the report last decoded (its deltas reused for the next)
+	tr        transport.TaskReport // the report last decoded (its deltas reused for the next; keptDeltas between reads)
 	runs      []uint32             // its runs (TaskReport.DecodeRuns)
 }
+
+// keptDeltas bounds the room for deltas a cursor keeps between reads: a
+// report of ranges needs little, and a run's cache is kept long after it
+// ended, so the room a report of single deltas took (up to ~2.5 MB) goes.
+const keptDeltas = 256
 
 // eventSink takes a run's events as a cursor reads them: a TaskReport
 // whole (report: a node's report as DecodeRuns leaves it, delta i standing
@@ -95,6 +100,9 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 			cur.delivered = 0
 		}
 		seq, err = cur.fetch(s, run, seq, fn)
+		if cap(cur.tr.Tasks) > keptDeltas || cap(cur.runs) > keptDeltas {
+			cur.tr.Tasks, cur.runs = nil, nil
+		}
 		if err == nil {
 			return seq, nil
 		}
