@@ -199,12 +199,10 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 	}
 }
 
-// grow makes room for nv vertices (and room in the journal for a change
-// of each, as a run makes).
+// grow makes room for nv vertices.
 func (f *Fold) grow(nv int) {
 	if len(f.vert) < nv {
 		f.vert = slices.Grow(f.vert, nv-len(f.vert))[:nv]
-		f.journal = slices.Grow(f.journal, max(0, nv+64-len(f.journal)))
 	}
 }
 
@@ -260,6 +258,9 @@ func (f *Fold) fold(key taskKey, a *taskAgg, node uint32, gen uint64, st transpo
 	if changed || wasState != a.state || wasNode != a.node || wasAct != a.act || wasSum != a.sum {
 		f.ver++
 		a.ver = f.ver
+		if f.journal == nil { // room for a change of every vertex, as a run makes
+			f.journal = make([]change, 0, len(f.vert)+64)
+		}
 		f.journal = append(f.journal, change{f.ver, key})
 		if len(f.journal) > 2*f.ntasks+64 {
 			f.compact()
@@ -325,7 +326,7 @@ func (f *Fold) Version() uint64 { return f.ver }
 // changed: tasks it did not start turn skipped or cancelled).
 func (f *Fold) Touch() {
 	f.ver++
-	f.floor, f.journal = f.ver, f.journal[:0]
+	f.floor, f.journal = f.ver, nil // a finished run's fold keeps none
 }
 
 // changed lists the tasks whose rows changed after version since, in the
