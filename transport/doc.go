@@ -43,7 +43,8 @@
 // detection), Envelope (any kind cluster adds), EventBatch (several
 // TaskEvents stored as one JetStream message) and TaskReport (what changed in a
 // node's tasks of one run: per task its index and new values, the run and node
-// written once; what nodes store now, in place of TaskEvents). Tasks travel as their uint32
+// written once, a run of consecutive tasks alike as one range entry; what
+// nodes store now, in place of TaskEvents). Tasks travel as their uint32
 // index in the flow spec. Encode or AppendWire writes a message; Decode, the
 // Decode* functions and the Decode methods read one under Limits and return an
 // error matching ErrMalformed (and ErrOversized past a limit) for anything

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Wire format (version 6). Every top-level message is one msgpack array whose first
+// Wire format (version 7). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
@@ -46,6 +46,11 @@ import (
 // Dst, which the Batcher writes once for a source activation's edges to one
 // node and Decode gives back one by one, in order (a batch's Signals,
 // counted against Limits.MaxBatch, are the decoded ones).
+// Version 7 lets a TaskReport's entry stand for a range of deltas: a run
+// of consecutive tasks in one state, with one activation and one count of
+// executions and no output or error, written once with the tasks' times
+// (transport/report.go); a reader of this build still folds the reports of
+// versions 5 and 6, whose entries are all single deltas.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -72,7 +77,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 6
+const Version = 7
 
 func (t Type) String() string {
 	switch t {
@@ -196,9 +201,10 @@ func (r *reader) header(t Type) error {
 // reads. The event stream keeps a run's TaskEvents, EventBatches and
 // TaskReports for days, and status and the record check fold them after an
 // upgrade; their layout is the same in versions 5 and 6 (version 6 changed
-// only a Batch's entries). Messages between live processes (Signals,
-// Batches, Assignments, ...) are still refused unless of this Version: the
-// processes of one run do not mix versions.
+// only a Batch's entries) and 7 reads them as they are (it added a
+// TaskReport's range entries, which none of them holds). Messages between
+// live processes (Signals, Batches, Assignments, ...) are still refused
+// unless of this Version: the processes of one run do not mix versions.
 const oldestStored = 5
 
 func storedType(t Type) bool {

@@ -1,8 +1,11 @@
 package transport
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -43,6 +46,7 @@ func (*TaskReport) Type() Type { return TypeTaskReport }
 const (
 	taskReportFields = 5
 	taskDeltaFields  = 9
+	taskRangeFields  = 6
 )
 
 // reportBase is the time the deltas' times are counted from: the earliest
@@ -63,17 +67,104 @@ func (tr *TaskReport) AppendWire(b []byte) []byte {
 	return appendReport(b, tr.Run, tr.Gen, tr.Node, tr.Tasks)
 }
 
-// appendReport writes a TaskReport of run's deltas ds.
+// appendReport writes a TaskReport of run's deltas ds: a run of deltas
+// that a range stands for (rangeLen) as one range entry, any other delta
+// as a delta entry.
 func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta) []byte {
 	base := reportBase(ds)
+	entries := 0
+	for i := 0; i < len(ds); i += rangeLen(ds[i:], base) {
+		entries++
+	}
+	b = appendReportHead(b, run, gen, node, base, entries)
+	for i := 0; i < len(ds); {
+		n := rangeLen(ds[i:], base)
+		if n == 1 {
+			b = ds[i].appendFields(b, base)
+		} else {
+			b = appendRange(b, ds[i:i+n], base)
+		}
+		i += n
+	}
+	return b
+}
+
+// appendReportHead writes a TaskReport's fields up to its entries' array
+// header, of entries entries.
+func appendReportHead(b []byte, run string, gen uint64, node string, base int64, entries int) []byte {
 	b = appendHeader(b, TypeTaskReport, taskReportFields)
 	b = appendStr(b, run)
 	b = appendUint(b, gen)
 	b = appendStr(b, node)
 	b = appendInt(b, base)
-	b = appendArrayHeader(b, len(ds))
+	return appendArrayHeader(b, entries)
+}
+
+// maxRange is the most tasks one range entry stands for, so that an entry
+// stays well within a stored message (reportBytes).
+const maxRange = 4096
+
+// rangeLen is how many deltas from ds[0] on one range entry stands for
+// (1: none, ds[0] goes as a delta entry; at most maxRange): consecutive tasks (vertices,
+// named by index alone) in one state, with one activation and one count
+// of executions, without output or error, their times at most 2⁶³-1 after
+// base.
+func rangeLen(ds []TaskDelta, base int64) int {
+	d0 := &ds[0]
+	n := 0
+	for n < min(len(ds), maxRange) {
+		d := &ds[n]
+		if uint64(d.Task) != uint64(d0.Task)+uint64(n) || d.State != d0.State || d.Act != d0.Act || d.Executions != d0.Executions ||
+			d.Name != "" || d.Output != nil || d.Error != "" || !rangeTime(d.Start, base) || !rangeTime(d.End, base) {
+			break
+		}
+		n++
+	}
+	return max(n, 1)
+}
+
+// rangeTime says whether a range can hold time t of a report from base.
+func rangeTime(t, base int64) bool {
+	return t == 0 || (t >= base && uint64(t)-uint64(base) < math.MaxInt64)
+}
+
+// rangeOff is time t in a range's times: 0 for none, else 1 + its offset
+// from base.
+func rangeOff(t, base int64) uint64 {
+	if t == 0 {
+		return 0
+	}
+	return uint64(t) - uint64(base) + 1
+}
+
+func uvarintLen(v uint64) int { return 1 + (bits.Len64(v|1)-1)/7 }
+
+// appendRange writes deltas ds (rangeLen of them) as one range entry:
+// [first task, count, state, act, executions, times], times being each
+// task's start and end in turn as uvarints (rangeOff).
+func appendRange(b []byte, ds []TaskDelta, base int64) []byte {
+	d0 := &ds[0]
+	b = appendArrayHeader(b, taskRangeFields)
+	b = appendUint(b, uint64(d0.Task))
+	b = appendUint(b, uint64(len(ds)))
+	b = append(b, byte(d0.State))
+	b = appendUint(b, d0.Act)
+	b = appendUint(b, d0.Executions)
+	n := 0
 	for i := range ds {
-		b = ds[i].appendFields(b, base)
+		n += uvarintLen(rangeOff(ds[i].Start, base)) + uvarintLen(rangeOff(ds[i].End, base))
+	}
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, mpBin8, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, mpBin16, byte(n>>8), byte(n))
+	default:
+		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	for i := range ds {
+		b = binary.AppendUvarint(b, rangeOff(ds[i].Start, base))
+		b = binary.AppendUvarint(b, rangeOff(ds[i].End, base))
 	}
 	return b
 }
@@ -94,6 +185,22 @@ func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
 // Decode decodes a TaskReport into tr (reusing its slice). Outputs alias
 // data. A report holds at most Limits.MaxTasks deltas.
 func (tr *TaskReport) Decode(data []byte, lim Limits) error {
+	return tr.decode(data, lim, nil)
+}
+
+// DecodeRuns decodes a TaskReport into tr as Decode does, but for a range
+// entry: it stays one delta, its first task's, without times (checked, not
+// kept), and (*runs)[i] is how many consecutive tasks from Tasks[i].Task
+// delta i stands for, each with its state, activation and executions (1
+// for a single delta). What a reader that folds the deltas and reads no
+// time takes, without a delta made for each task.
+func (tr *TaskReport) DecodeRuns(data []byte, lim Limits, runs *[]uint32) error {
+	*runs = (*runs)[:0]
+	return tr.decode(data, lim, runs)
+}
+
+// decode is Decode (runs nil) or DecodeRuns.
+func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32) error {
 	var r reader
 	if err := r.init(data, lim, TypeTaskReport, taskReportFields); err != nil {
 		return err
@@ -116,19 +223,107 @@ func (tr *TaskReport) Decode(data []byte, lim Limits) error {
 	if err != nil {
 		return err
 	}
-	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every delta takes 10 bytes at least: refuse a count the data cannot hold before allocating
+	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every entry takes 10 bytes at least: refuse a count the data cannot hold before allocating
 		return r.errf("tasks: %d claimed in %d bytes", n, len(r.b)-r.off)
 	}
 	if cap(tr.Tasks) < n {
 		tr.Tasks = make([]TaskDelta, n)
 	}
-	tr.Tasks = tr.Tasks[:n]
-	for i := range tr.Tasks {
-		if err := tr.Tasks[i].decodeFields(&r, i, base); err != nil {
+	tr.Tasks = tr.Tasks[:0]
+	total := 0 // tasks, ranges expanded
+	for i := range n {
+		if r.off < len(r.b) && r.b[r.off] == 0x90|taskRangeFields { // a range entry (fixarray of 6)
+			r.off++
+			var count int
+			if tr.Tasks, count, err = r.taskRange(tr.Tasks, runs == nil, total, i, base); err != nil {
+				return err
+			}
+			total += count
+			if runs != nil {
+				*runs = append(*runs, uint32(count))
+			}
+			continue
+		}
+		tr.Tasks = append(tr.Tasks, TaskDelta{})
+		if err := tr.Tasks[len(tr.Tasks)-1].decodeFields(&r, i, base); err != nil {
 			return err
+		}
+		total++
+		if runs != nil {
+			*runs = append(*runs, 1)
 		}
 	}
 	return r.end()
+}
+
+// taskRange reads range entry i (after its array header) and appends to
+// ds the deltas it stands for (expand) or its first task's, without times,
+// and returns how many tasks it stands for; the report's tasks (total
+// before it) stay within Limits.MaxTasks.
+func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64) ([]TaskDelta, int, error) {
+	first, err := r.uint32("first task")
+	if err != nil {
+		return ds, 0, err
+	}
+	count, err := r.uint("count")
+	if err != nil {
+		return ds, 0, err
+	}
+	st, err := r.uint8("state")
+	if err != nil {
+		return ds, 0, err
+	}
+	if TaskState(st) >= taskStateEnd {
+		return ds, 0, r.errf("task range %d: unknown task state %d", i, st)
+	}
+	act, err := r.uint("act")
+	if err != nil {
+		return ds, 0, err
+	}
+	execs, err := r.uint("executions")
+	if err != nil {
+		return ds, 0, err
+	}
+	times, err := r.bin("times", r.lim.MaxMessage, true)
+	if err != nil {
+		return ds, 0, err
+	}
+	switch {
+	case count == 0 || count > uint64(len(times))/2: // a task's two times take 2 bytes at least
+		return ds, 0, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
+	case uint64(first)+count-1 > math.MaxUint32:
+		return ds, 0, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
+	case uint64(total)+count > uint64(r.lim.MaxTasks):
+		return ds, 0, r.oversized("tasks", int(min(uint64(total)+count, math.MaxInt32)), r.lim.MaxTasks)
+	}
+	if expand {
+		ds = slices.Grow(ds, int(count))
+	} else {
+		ds = append(ds, TaskDelta{Task: first, State: TaskState(st), Act: act, Executions: execs})
+	}
+	for k := range uint32(count) {
+		var t [2]int64
+		for j := range t {
+			off, w := binary.Uvarint(times)
+			if w <= 0 {
+				return ds, 0, r.errf("task range %d: task %d: a malformed time", i, k)
+			}
+			times = times[w:]
+			if off > 0 {
+				if off-1 > uint64(math.MaxInt64)-uint64(base) {
+					return ds, 0, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
+				}
+				t[j] = int64(uint64(base) + off - 1)
+			}
+		}
+		if expand {
+			ds = append(ds, TaskDelta{Task: first + k, State: TaskState(st), Act: act, Executions: execs, Start: t[0], End: t[1]})
+		}
+	}
+	if len(times) != 0 {
+		return ds, 0, r.errf("task range %d: %d bytes after its times", i, len(times))
+	}
+	return ds, int(count), nil
 }
 
 func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {
@@ -207,31 +402,51 @@ func unixTime(ns int64) time.Time {
 const reportBytes = 256 << 10
 
 // appendReports encodes tr as TaskReport messages of at most reportBytes
-// (but at least one delta each) and calls fn with each, in order; the
-// bytes are fn's to keep.
+// (but at least one entry each) and calls fn with each, in order; the
+// bytes are fn's to keep. Every part is written from the whole report's
+// base (its earliest time, so no earlier than any part's), its entries
+// once into one scratch buffer, cut where the next entry's bound would
+// pass reportBytes: a message is as long as its entries, not as their
+// bound.
 func appendReports(tr *TaskReport, fn func([]byte) error) error {
 	ds := tr.Tasks
-	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
-	for len(ds) > 0 {
-		// Encode the deltas after a head of the widest form, then cut: a
-		// delta's bytes depend on the base, which depends on the deltas.
-		n, size := 0, 0
-		for n < len(ds) {
-			s := deltaSize(&ds[n])
-			if n > 0 && head+size+s > reportBytes {
-				break
-			}
-			n, size = n+1, size+s
-		}
-		part := ds[:n]
-		ds = ds[n:]
-		b := appendReport(make([]byte, 0, head+size), tr.Run, tr.Gen, tr.Node, part)
-		if err := fn(b); err != nil {
-			return err
-		}
+	if len(ds) == 0 {
+		return nil
 	}
-	return nil
+	base := reportBase(ds)
+	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
+	var body []byte                                                // the entries of the part at hand
+	entries := 0
+	flush := func() error {
+		b := appendReportHead(make([]byte, 0, head+len(body)), tr.Run, tr.Gen, tr.Node, base, entries)
+		b = append(b, body...)
+		body, entries = body[:0], 0
+		return fn(b)
+	}
+	for i := 0; i < len(ds); {
+		n := rangeLen(ds[i:], base)
+		bound := deltaSize(&ds[i])
+		if n > 1 {
+			bound = rangeSize(n)
+		}
+		if entries > 0 && head+len(body)+bound > reportBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if n == 1 {
+			body = ds[i].appendFields(body, base)
+		} else {
+			body = appendRange(body, ds[i:i+n], base)
+		}
+		entries++
+		i += n
+	}
+	return flush()
 }
+
+// rangeSize bounds the encoded size of a range entry of n tasks.
+func rangeSize(n int) int { return 1 + 5 + 9 + 1 + 9 + 9 + 5 + 20*n }
 
 // deltaSize bounds the encoded size of d (its times at their widest).
 func deltaSize(d *TaskDelta) int {

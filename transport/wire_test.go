@@ -452,16 +452,24 @@ func TestFanEntries(t *testing.T) {
 }
 
 // TestStoredEventsOfVersion5: the task events an earlier build stored (the
-// event stream keeps them for days) are still read after the bump to
-// version 6, whose change touched only a Batch's entries; a message between
-// live processes of version 5 is still refused.
+// event stream keeps them for days) are still read after the bumps to
+// version 6, whose change touched only a Batch's entries, and to 7, which
+// added a TaskReport's range entries (a report of versions 5 and 6 holds
+// single deltas alone); a message between live processes of version 5 is
+// still refused.
 func TestStoredEventsOfVersion5(t *testing.T) {
+	for _, v := range []byte{5, 6} {
+		testStoredEventsOf(t, v)
+	}
+}
+
+func testStoredEventsOf(t *testing.T, v byte) {
 	asV5 := func(b []byte) []byte {
 		b = append([]byte(nil), b...)
 		if b[2] != Version { // [fixarray, type, version, ...]
 			t.Fatalf("version byte %d, want %d", b[2], Version)
 		}
-		b[2] = 5
+		b[2] = v
 		return b
 	}
 	ev := TaskEvent{Run: "r1", Gen: 2, Task: 7, Name: "a", Node: "n1", State: TaskDone, Act: 3, Executions: 3}

@@ -42,7 +42,8 @@
 //     (Placement, TaskCost: a window of levels is spread only when its
 //     work is worth the hops and cross-node edges); PlanReassign places a
 //     running run's tasks again after a node loss.
-//   - Fold: a run's TaskEvents folded into the API's status object.
+//   - Fold: a run's TaskEvents, and its nodes' TaskReports whole
+//     (AddReport), folded into the API's status object.
 //   - CheckSuccess: a success verdict checked against the folded record
 //     (nothing still running, every source ran, no task left behind strong
 //     predecessors that all ran): what "succeeded" must mean.

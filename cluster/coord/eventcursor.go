@@ -29,7 +29,23 @@ import (
 // guards it.
 type eventCursor struct {
 	cons      jetstream.Consumer
-	delivered uint64 // consumer sequence of the last message handed on
+	delivered uint64               // consumer sequence of the last message handed on
+	tr        transport.TaskReport // the report last decoded (its deltas reused for the next; keptDeltas between reads)
+	runs      []uint32             // its runs (TaskReport.DecodeRuns)
+}
+
+// keptDeltas bounds the room for deltas a cursor keeps between reads: a
+// report of ranges needs little, and a run's cache is kept long after it
+// ended, so the room a report of single deltas took (up to ~2.5 MB) goes.
+const keptDeltas = 256
+
+// eventSink takes a run's events as a cursor reads them: a TaskReport
+// whole (report: a node's report as DecodeRuns leaves it, delta i standing
+// for runs[i] consecutive tasks; valid only during the call), any other
+// stored event one at a time (event).
+type eventSink struct {
+	event  func(*transport.TaskEvent)
+	report func(tr *transport.TaskReport, runs []uint32)
 }
 
 // drop removes the cursor's consumer (on the server too, as far as it
@@ -68,7 +84,7 @@ var errEventGap = errors.New("coord: event cursor: a message was skipped")
 // in order, and returns the last sequence read: what eventsAfter does, with
 // the consumer kept. A dropped consumer is made again once in the same
 // read.
-func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uint64, fn func(*transport.TaskEvent)) (uint64, error) {
+func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uint64, fn eventSink) (uint64, error) {
 	filter, err := transport.RunEventsFilter(run)
 	if err != nil {
 		return seq, err
@@ -84,6 +100,9 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 			cur.delivered = 0
 		}
 		seq, err = cur.fetch(s, run, seq, fn)
+		if cap(cur.tr.Tasks) > keptDeltas || cap(cur.runs) > keptDeltas {
+			cur.tr.Tasks, cur.runs = nil, nil
+		}
 		if err == nil {
 			return seq, nil
 		}
@@ -95,7 +114,7 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 }
 
 // fetch reads what the cursor's consumer holds for it now.
-func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn func(*transport.TaskEvent)) (uint64, error) {
+func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn eventSink) (uint64, error) {
 	lim := s.nc.Limits()
 	for {
 		batch, err := cur.cons.FetchNoWait(eventBatch)
@@ -117,8 +136,17 @@ func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn func(*transp
 				continue // folded already (not expected: the consumer starts after seq)
 			}
 			seq = meta.Sequence.Stream
-			eachRunEvent(m, run, lim, fn)
+			if t, err := transport.PeekType(m.Data()); err == nil && t == transport.TypeTaskReport {
+				// A node's report (the common case): decoded into the
+				// cursor's and handed on whole, no TaskEvent made a delta.
+				if cur.tr.DecodeRuns(m.Data(), lim, &cur.runs) == nil && cur.tr.Run == run && cur.tr.Node == proto.SenderOf(m.Subject()) {
+					fn.report(&cur.tr, cur.runs)
+				}
+				continue
+			}
+			eachRunEvent(m, run, lim, fn.event)
 		}
+		clear(cur.tr.Tasks) // let the messages' bytes go
 		if err := batch.Error(); err != nil {
 			return seq, err
 		}

@@ -60,7 +60,7 @@ type runLoops struct {
 // maxCachedTasks bounds each of a coordinator's flow caches. An expanded
 // graph is about 1.1 KB a task (111 MB at 100K tasks), so the graphs cache
 // holds two 100K-task flows at most; a finished run's status cache lets its
-// own reference go (statusCache.body), so what stays is this bound.
+// own reference go (statusCache.done), so what stays is this bound.
 const maxCachedTasks = 200_000
 
 func newFlowCaches() flowCaches {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +27,13 @@ import (
 // Fold is a run's task progress folded from its TaskEvents, in stream
 // order (docs/cluster-protocol.md, Status). It is pure; Status renders it.
 //
+// A task's aggregate holds no pointer (its node is an index into the
+// fold's node names; a task's output, and the executions of a task that
+// more than one node ran, are kept beside, in maps of the few tasks that
+// have them), and the vertices' are one array: a run's fold costs the
+// garbage collector nothing to scan, and a node's TaskReport folds row by
+// row into it (AddReport) without a TaskEvent made for each.
+//
 // It also keeps what a status read that is not the whole table needs, so
 // that it costs what changed: a version, bumped by every event that changed
 // what a task shows (and by Touch); for each task the version that last
@@ -33,11 +41,14 @@ import (
 // the whole table (changed); and the tallies of RunProgress, kept as tasks
 // change.
 type Fold struct {
-	vert   []*taskAgg          // the vertices' tasks, by index (nil: no event yet)
-	tasks  map[string]*taskAgg // the tasks that are no vertex (subflow children), by name
-	extra  []string            // their names, in first-seen order
-	slab   []taskAgg           // where new tasks' aggregates are cut from (one allocation for many)
-	ntasks int                 // tasks with an event
+	vert   []taskAgg      // the vertices' tasks, by index (seen false: no event yet)
+	named  []taskAgg      // the tasks that are no vertex (subflow children), in first-seen order
+	extra  []string       // their names (extra[k] is named[k]'s)
+	byName map[string]int // index in named, by name
+	nodes  []string       // the node names taskAgg.node and .enode index ("" first)
+	execs  map[taskKey][]nodeExecs
+	out    map[taskKey][]byte // the tasks' outputs (none: no entry)
+	ntasks int                // tasks with an event
 
 	ver     uint64   // bumped by every Add that changed a task's row, and by Touch
 	floor   uint64   // changed answers for versions ≥ floor: at floor the whole table changed
@@ -45,12 +56,14 @@ type Fold struct {
 	n       foldCounts
 }
 
-// change is one entry of Fold.journal: task name (aggregate a) changed at
-// version ver.
+// taskKey names a task of a fold: a vertex by its index (≥ 0), a task that
+// is no vertex by -1 - its index in Fold.named.
+type taskKey int
+
+// change is one entry of Fold.journal: task key changed at version ver.
 type change struct {
-	ver  uint64
-	name string
-	a    *taskAgg
+	ver uint64
+	key taskKey
 }
 
 // foldCounts are the tallies of the tasks that have an event (taskAgg).
@@ -62,42 +75,62 @@ type foldCounts struct {
 }
 
 type taskAgg struct {
-	state  transport.TaskState
-	node   string
-	act    uint64
-	gen    uint64      // of the event that set act, state and node
-	execs  []nodeExecs // each node's latest Executions (one node, but for a task that moved)
-	one    [1]nodeExecs
-	sum    uint64 // of execs
-	output []byte
-	ver    uint64 // Fold.ver when its row last changed
+	act   uint64
+	gen   uint64 // of the event that set act, state and node
+	sum   uint64 // the executions of every node that reported the task
+	ver   uint64 // Fold.ver when its row last changed
+	node  uint32 // of the event that set act and state (Fold.nodes)
+	enode uint32 // the node that reported executions (sum), unless multi
+	state transport.TaskState
+	seen  bool // an event came (else the rest is zero)
+	hasE  bool // enode is set
+	multi bool // more than one node reported executions: Fold.execs holds each node's
 }
 
 type nodeExecs struct {
-	node string
+	node uint32
 	n    uint64
 }
 
 // NewFold returns an empty fold.
-func NewFold() *Fold { return &Fold{tasks: map[string]*taskAgg{}} }
-
-// newAgg returns a new task aggregate.
-func (f *Fold) newAgg() *taskAgg {
-	if len(f.slab) == 0 {
-		f.slab = make([]taskAgg, 256)
-	}
-	a := &f.slab[0]
-	f.slab = f.slab[1:]
-	f.ntasks++
-	return a
+func NewFold() *Fold {
+	return &Fold{byName: map[string]int{}, nodes: []string{""}, execs: map[taskKey][]nodeExecs{}, out: map[taskKey][]byte{}}
 }
 
 // vertAgg is the aggregate of vertex v (nil: no event yet).
 func (f *Fold) vertAgg(v int) *taskAgg {
-	if v < len(f.vert) {
-		return f.vert[v]
+	if v < len(f.vert) && f.vert[v].seen {
+		return &f.vert[v]
 	}
 	return nil
+}
+
+// agg is task key's aggregate (nil: no event yet).
+func (f *Fold) agg(key taskKey) *taskAgg {
+	if key >= 0 {
+		return f.vertAgg(int(key))
+	}
+	return &f.named[-1-key]
+}
+
+// nodeOf is a's node's name.
+func (f *Fold) nodeOf(a *taskAgg) string { return f.nodes[a.node] }
+
+// output is task key's output (nil: none).
+func (f *Fold) output(key taskKey) []byte { return f.out[key] }
+
+// clean reports whether a ran on one node, each activation once.
+func (f *Fold) clean(a *taskAgg) bool { return a != nil && a.hasE && !a.multi && a.sum == a.act }
+
+// node is the index of node name in f.nodes, added if new.
+func (f *Fold) node(name string) uint32 {
+	for i, n := range f.nodes {
+		if n == name {
+			return uint32(i)
+		}
+	}
+	f.nodes = append(f.nodes, name)
+	return uint32(len(f.nodes) - 1)
 }
 
 func final(s transport.TaskState) bool {
@@ -123,7 +156,59 @@ func (f *Fold) count(a *taskAgg, sign int) {
 // of vertex e.Task in g (a node's TaskReport names vertices by index only);
 // an event naming neither is ignored.
 func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
-	name, v := e.Name, int(e.Task)
+	f.add(g, e.Name, e.Task, f.node(e.Node), e.Gen, e.State, e.Act, e.Executions, e.Output)
+}
+
+// AddReport folds a TaskReport's deltas, in order, as Add folds the
+// TaskEvents they stand for (transport.EachEvent), without making them.
+func (f *Fold) AddReport(g *spec.Graph, tr *transport.TaskReport) {
+	f.addReport(g, tr, nil, nil)
+}
+
+// addReport is AddReport of the deltas that r's rule (EventFromOwner)
+// lets in (nil r: all of them), of a report decoded by Decode (runs nil)
+// or by DecodeRuns (delta i standing for runs[i] consecutive tasks).
+func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32, r *Run) {
+	lost := false
+	if r != nil {
+		if tr.Gen > r.Gen {
+			return
+		}
+		lost = tr.Gen < r.Gen && slices.Contains(r.Lost, tr.Node)
+	}
+	node := f.node(tr.Node)
+	nv := len(g.Vertices)
+	f.grow(nv)
+	for i := range tr.Tasks {
+		d := &tr.Tasks[i]
+		n := uint32(1)
+		if runs != nil {
+			n = runs[i]
+		}
+		for task := range n {
+			task += d.Task
+			if r != nil && (int(task) >= len(r.Assignment) || (!lost && r.Assignment[task] != tr.Node)) {
+				continue
+			}
+			if d.Name == "" && int(task) < nv { // the common case, a vertex named by its index
+				f.fold(taskKey(task), &f.vert[task], node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
+				continue
+			}
+			f.add(g, d.Name, task, node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
+		}
+	}
+}
+
+// grow makes room for nv vertices.
+func (f *Fold) grow(nv int) {
+	if len(f.vert) < nv {
+		f.vert = slices.Grow(f.vert, nv-len(f.vert))[:nv]
+	}
+}
+
+// add folds one task's values: Add's, with the node as its index.
+func (f *Fold) add(g *spec.Graph, name string, task uint32, node uint32, gen uint64, st transport.TaskState, act, execs uint64, out []byte) {
+	v := int(task)
 	if name != "" { // an event of an earlier build names every task: a vertex's name is its path
 		var ok bool
 		if v, ok = g.Lookup(name); !ok {
@@ -132,77 +217,104 @@ func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
 	} else if v >= len(g.Vertices) {
 		return
 	}
-	var a *taskAgg
 	if v >= 0 {
-		name = g.Vertices[v].Path
-		if len(f.vert) < len(g.Vertices) {
-			f.vert = slices.Grow(f.vert, len(g.Vertices)-len(f.vert))[:len(g.Vertices)]
-		}
-		a = f.vert[v]
-	} else {
-		a = f.tasks[name]
+		f.grow(len(g.Vertices))
+		f.fold(taskKey(v), &f.vert[v], node, gen, st, act, execs, out)
+		return
 	}
-	changed := a == nil
-	if a == nil {
-		a = f.newAgg()
-		if v >= 0 {
-			f.vert[v] = a
-		} else {
-			f.tasks[name] = a
-			f.extra = append(f.extra, name)
-			// A new row: the table's order changed, a delta cannot say so.
-			f.floor, f.journal = f.ver+1, f.journal[:0]
-		}
-	} else {
+	k, ok := f.byName[name]
+	if !ok {
+		k = len(f.named)
+		f.named = append(f.named, taskAgg{})
+		f.extra = append(f.extra, name)
+		f.byName[name] = k
+		// A new row: the table's order changed, a delta cannot say so.
+		f.floor, f.journal = f.ver+1, f.journal[:0]
+	}
+	f.fold(taskKey(-1-k), &f.named[k], node, gen, st, act, execs, out)
+}
+
+// fold folds one task's values into its aggregate a (task key's).
+func (f *Fold) fold(key taskKey, a *taskAgg, node uint32, gen uint64, st transport.TaskState, act, execs uint64, out []byte) {
+	changed := !a.seen
+	if a.seen {
 		f.count(a, -1)
+	} else {
+		a.seen = true
+		f.ntasks++
 	}
-	was := *a
-	a.setExecs(e.Node, e.Executions)
+	wasState, wasNode, wasAct, wasSum := a.state, a.node, a.act, a.sum
+	f.setExecs(key, a, node, execs)
 	// An older activation reported late, or the same one from a node of an
 	// older generation (a frozen node that lost the task to a new owner,
 	// reporting after it), counts only its executions.
-	if older := e.Act < a.act || (e.Act == a.act && e.Gen < a.gen); !older {
-		a.act, a.gen, a.state, a.node = e.Act, e.Gen, e.State, e.Node
-		if len(e.Output) > 0 || e.State == transport.TaskDone {
-			changed = changed || !bytes.Equal(a.output, e.Output)
-			a.output = append(a.output[:0], e.Output...)
+	if older := act < a.act || (act == a.act && gen < a.gen); !older {
+		a.act, a.gen, a.state, a.node = act, gen, st, node
+		if len(out) > 0 || st == transport.TaskDone {
+			changed = f.setOutput(key, out) || changed
 		}
 	}
 	f.count(a, 1)
-	if changed || was.state != a.state || was.node != a.node || was.act != a.act || was.sum != a.sum {
+	if changed || wasState != a.state || wasNode != a.node || wasAct != a.act || wasSum != a.sum {
 		f.ver++
 		a.ver = f.ver
-		f.journal = append(f.journal, change{f.ver, name, a})
+		if f.journal == nil { // room for a change of every vertex, as a run makes
+			f.journal = make([]change, 0, len(f.vert)+64)
+		}
+		f.journal = append(f.journal, change{f.ver, key})
 		if len(f.journal) > 2*f.ntasks+64 {
 			f.compact()
 		}
 	}
 }
 
-func (a *taskAgg) setExecs(node string, n uint64) {
-	for i := range a.execs {
-		if a.execs[i].node == node {
-			a.sum += n - a.execs[i].n
-			a.execs[i].n = n
+// setExecs sets the executions node reported of task key (aggregate a).
+func (f *Fold) setExecs(key taskKey, a *taskAgg, node uint32, n uint64) {
+	if !a.multi {
+		if !a.hasE || a.enode == node { // the common case, one node
+			a.enode, a.hasE, a.sum = node, true, n
+			return
+		}
+		a.multi = true
+		f.execs[key] = []nodeExecs{{a.enode, a.sum}, {node, n}}
+		a.sum += n
+		return
+	}
+	xs := f.execs[key]
+	for i := range xs {
+		if xs[i].node == node {
+			a.sum += n - xs[i].n
+			xs[i].n = n
 			return
 		}
 	}
-	if a.execs == nil {
-		a.execs = a.one[:0:1] // the common case, one node: no allocation
-	}
-	a.execs = append(a.execs, nodeExecs{node, n})
+	f.execs[key] = append(xs, nodeExecs{node, n})
 	a.sum += n
+}
+
+// setOutput sets task key's output to a copy of out and reports whether
+// it changed.
+func (f *Fold) setOutput(key taskKey, out []byte) bool {
+	old := f.out[key]
+	if bytes.Equal(old, out) {
+		return false
+	}
+	if len(out) == 0 {
+		delete(f.out, key)
+	} else {
+		f.out[key] = append(old[:0], out...)
+	}
+	return true
 }
 
 // compact drops the journal entries a later one of the same task supersedes.
 func (f *Fold) compact() {
 	j := f.journal[:0]
 	for _, c := range f.journal {
-		if c.a.ver == c.ver {
+		if f.agg(c.key).ver == c.ver {
 			j = append(j, c)
 		}
 	}
-	clear(f.journal[len(j):])
 	f.journal = j
 }
 
@@ -214,13 +326,13 @@ func (f *Fold) Version() uint64 { return f.ver }
 // changed: tasks it did not start turn skipped or cancelled).
 func (f *Fold) Touch() {
 	f.ver++
-	f.floor, f.journal = f.ver, nil
+	f.floor, f.journal = f.ver, nil // a finished run's fold keeps none
 }
 
-// changed lists the tasks whose rows changed after version since, with
-// their aggregates, in the order they last changed; ok is false when that
-// cannot be said row by row (since is before the last change of the whole
-// table: Touch, or a new row) and the whole table is what changed.
+// changed lists the tasks whose rows changed after version since, in the
+// order they last changed; ok is false when that cannot be said row by row
+// (since is before the last change of the whole table: Touch, or a new
+// row) and the whole table is what changed.
 func (f *Fold) changed(since uint64) (cs []change, ok bool) {
 	if since < f.floor || since > f.ver {
 		return nil, false
@@ -235,7 +347,7 @@ func (f *Fold) changed(since uint64) (cs []change, ok bool) {
 		return 0
 	})
 	for _, c := range f.journal[i:] {
-		if c.a.ver == c.ver {
+		if f.agg(c.key).ver == c.ver {
 			cs = append(cs, c)
 		}
 	}
@@ -253,18 +365,20 @@ func noneState(runState string) string {
 	return proto.TaskPending
 }
 
-// row renders one task of run r (a nil a: no event yet).
-func (f *Fold) row(name string, a *taskAgg, r *Run, sink bool) proto.TaskStatus {
+// row renders one task of run r, key's (a nil a: no event yet).
+func (f *Fold) row(name string, key taskKey, a *taskAgg, r *Run, sink bool) proto.TaskStatus {
 	if a == nil {
 		return proto.TaskStatus{Name: name, State: noneState(r.State)}
 	}
-	ts := proto.TaskStatus{Name: name, Node: a.node, State: a.state.String(), Activations: a.act, Executions: a.sum}
+	ts := proto.TaskStatus{Name: name, Node: f.nodeOf(a), State: a.state.String(), Activations: a.act, Executions: a.sum}
 	if a.state == transport.TaskRunning && (r.State == proto.RunCancelled || r.State == proto.RunFailed) {
 		// The run ended under it: its node cancelled it and will report no more.
 		ts.State = proto.TaskCancelled
 	}
-	if sink && len(a.output) > 0 {
-		ts.Output = hex.EncodeToString(a.output)
+	if sink && len(f.out) > 0 {
+		if out := f.out[key]; len(out) > 0 {
+			ts.Output = hex.EncodeToString(out)
+		}
 	}
 	return ts
 }
@@ -272,29 +386,29 @@ func (f *Fold) row(name string, a *taskAgg, r *Run, sink bool) proto.TaskStatus 
 // rows calls fn for every row of the status in order: every vertex (each
 // followed by the subflow children seen under it), then any other named
 // task; sink says whether its output is shown.
-func (f *Fold) rows(g *spec.Graph, fn func(name string, a *taskAgg, sink bool)) {
-	var done map[string]bool
+func (f *Fold) rows(g *spec.Graph, fn func(name string, key taskKey, a *taskAgg, sink bool)) {
+	var done []bool
 	if len(f.extra) > 0 {
-		done = map[string]bool{}
+		done = make([]bool, len(f.extra))
 	}
 	if g != nil {
 		for i, v := range g.Vertices {
-			fn(v.Path, f.vertAgg(i), len(v.Succ) == 0)
+			fn(v.Path, taskKey(i), f.vertAgg(i), len(v.Succ) == 0)
 			if done == nil {
 				continue
 			}
-			for _, x := range f.extra {
-				if !done[x] && strings.HasPrefix(x, v.Path+"/") {
-					done[x] = true
-					fn(x, f.tasks[x], true)
+			for k, x := range f.extra {
+				if !done[k] && strings.HasPrefix(x, v.Path+"/") {
+					done[k] = true
+					fn(x, taskKey(-1-k), &f.named[k], true)
 				}
 			}
 		}
 	}
-	for _, x := range f.extra {
-		if !done[x] {
-			done[x] = true
-			fn(x, f.tasks[x], true)
+	for k, x := range f.extra {
+		if !done[k] {
+			done[k] = true
+			fn(x, taskKey(-1-k), &f.named[k], true)
 		}
 	}
 }
@@ -311,7 +425,9 @@ func (f *Fold) Status(r Run, g *spec.Graph) proto.RunStatus {
 	if n > 0 {
 		st.Tasks = make([]proto.TaskStatus, 0, n)
 	}
-	f.rows(g, func(name string, a *taskAgg, sink bool) { st.Tasks = append(st.Tasks, f.row(name, a, &r, sink)) })
+	f.rows(g, func(name string, key taskKey, a *taskAgg, sink bool) {
+		st.Tasks = append(st.Tasks, f.row(name, key, a, &r, sink))
+	})
 	return st
 }
 
@@ -324,7 +440,7 @@ func (f *Fold) AppendJSON(b []byte, r Run, g *spec.Graph) []byte {
 	}
 	b = appendHead(b, r.ID, r.FlowName, r.State, r.Error, r.Params)
 	first := true
-	f.rows(g, func(name string, a *taskAgg, sink bool) {
+	f.rows(g, func(name string, key taskKey, a *taskAgg, sink bool) {
 		if first {
 			b = append(b, `,"tasks":[`...)
 			first = false
@@ -339,7 +455,7 @@ func (f *Fold) AppendJSON(b []byte, r Run, g *spec.Graph) []byte {
 			b = append(b, `,"activations":0,"executions":0}`...)
 			return
 		}
-		b = appendTask(b, f.row(name, a, &r, sink))
+		b = appendTask(b, f.row(name, key, a, &r, sink))
 	})
 	if !first {
 		b = append(b, ']')
@@ -397,11 +513,14 @@ func (f *Fold) Delta(r Run, g *spec.Graph, since uint64) proto.RunDelta {
 		return d
 	}
 	for _, c := range cs {
-		sink := true
-		if v, ok := g.Lookup(c.name); ok {
-			sink = len(g.Vertices[v].Succ) == 0
+		name, sink := "", true
+		if c.key >= 0 {
+			v := &g.Vertices[c.key]
+			name, sink = v.Path, len(v.Succ) == 0
+		} else {
+			name = f.extra[-1-c.key]
 		}
-		d.Tasks = append(d.Tasks, f.row(c.name, c.a, &r, sink))
+		d.Tasks = append(d.Tasks, f.row(name, c.key, f.agg(c.key), &r, sink))
 	}
 	return d
 }
@@ -467,16 +586,22 @@ func appendString(b []byte, s string) []byte {
 
 // statusCache holds one run's graph and fold, and the stream sequence the
 // fold has read up to, so a status call reads only new events; and, once
-// the run has ended, its status rendered as JSON, so that a repeat read is
-// a copy. Rendering that drops the graph (of 100,000 tasks: 111 MB, where
-// the JSON is 7.7 MB and the fold 17 MB): what needs it again (a late
-// event, a delta, the dashboard's graph) expands it again.
+// the run has ended and its full status has been asked for, that status
+// rendered as JSON, so that a repeat read is a copy. Once the run has ended
+// the cache lets its graph go (of 100,000 tasks: 111 MB, where the JSON is
+// 7.7 MB and the fold 5 MB), keeping a weak pointer to it: what needs it
+// again (a late event, a delta, the full status, the dashboard's graph)
+// takes it back while the flow cache or another run holds it, and expands
+// it again once nothing does. A run's end renders nothing: a client
+// following it reads its tallies (RunProgress), not its table.
 type statusCache struct {
 	mu     sync.Mutex
 	flows  flowCaches                // where g comes from (shared by the runs of one flow)
 	flowOf func(Run) ([]byte, error) // the run's flow text (Server.runFlow)
 	g      *spec.Graph
-	nv     int // len(g.Vertices), kept when g is dropped
+	gw     weak.Pointer[spec.Graph] // g, once dropped (done)
+	done   bool                     // the run has ended: g is let go after each use
+	nv     int                      // len(g.Vertices), kept when g is dropped
 	fold   *Fold
 	seq    uint64      // the last stream sequence folded
 	cur    eventCursor // reads the events after seq
@@ -485,7 +610,7 @@ type statusCache struct {
 	keyed        bool   // state and errTx are the run's as the fold's version last covered
 	state, errTx string // (Touch when they change)
 
-	body *rendered // a finished run's full status
+	body *rendered // a finished run's full status, once asked for
 }
 
 // rendered is a run's full status JSON at fold version ver.
@@ -532,7 +657,7 @@ func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCac
 	c := s.cacheOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.body == nil { // else the graph was dropped: expanded again when needed
+	if !c.done { // else the graph was dropped: taken back when needed
 		if err := c.graph(r); err != nil {
 			return err
 		}
@@ -547,11 +672,9 @@ func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCac
 		c.fold.Touch()
 	}
 	fn(c, r)
-	if proto.Finished(r.State) && c.body == nil && c.g != nil {
-		// The run has ended: keep its table rendered and let the graph go,
-		// once (what expands it again later keeps it).
-		c.body = &rendered{c.fold.ver, append(c.fold.AppendJSON(nil, r, c.g), '\n')}
-		c.g = nil
+	if proto.Finished(r.State) && c.g != nil {
+		// The run has ended: let the graph go (c.graph takes it back).
+		c.done, c.gw, c.g = true, weak.Make(c.g), nil
 	}
 	return nil
 }
@@ -582,7 +705,6 @@ func (s *Server) statusJSON(ctx context.Context, id string) (b []byte, err error
 		b = append(c.fold.AppendJSON(nil, r, c.g), '\n')
 		if proto.Finished(r.State) {
 			c.body = &rendered{c.fold.ver, b}
-			c.g = nil
 		}
 	})
 	return b, err
@@ -710,7 +832,7 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 	if err := s.readEvents(ctx, c, r); err != nil {
 		return nil, nil, err
 	}
-	owed, failed = CheckSuccess(c.g, c.fold)
+	owed, failed = verdictPlanOf(c.g).check(c.g, c.fold) // CheckSuccess, the graph's plan kept
 	return owed, failed, nil
 }
 
@@ -747,6 +869,9 @@ func (c *statusCache) graph(r Run) error {
 	if c.g != nil {
 		return nil
 	}
+	if c.g = c.gw.Value(); c.g != nil {
+		return nil
+	}
 	var err error
 	if c.g, err = c.flows.graph(r, c.flowOf); err != nil {
 		return fmt.Errorf("coord: run %s: its flow does not expand: %w", r.ID, err)
@@ -759,13 +884,23 @@ func (c *statusCache) graph(r Run) error {
 // node that may report it (EventFromOwner), through the cache's cursor.
 func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 	var gerr error
-	seq, err := c.cur.read(ctx, s, r.ID, c.seq, func(e *transport.TaskEvent) {
+	ready := func() bool {
 		if gerr == nil && c.g == nil { // dropped after the run ended (statusJSON); an event came after all
 			gerr = c.graph(r)
 		}
-		if gerr == nil && EventFromOwner(r, e) {
-			c.fold.Add(c.g, e)
-		}
+		return gerr == nil
+	}
+	seq, err := c.cur.read(ctx, s, r.ID, c.seq, eventSink{
+		event: func(e *transport.TaskEvent) {
+			if ready() && EventFromOwner(r, e) {
+				c.fold.Add(c.g, e)
+			}
+		},
+		report: func(tr *transport.TaskReport, runs []uint32) {
+			if ready() {
+				c.fold.addReport(c.g, tr, runs, &r) // its deltas that EventFromOwner lets in
+			}
+		},
 	})
 	if gerr != nil {
 		c.cur.cons = nil // c.seq stays: the events are read again, by a consumer made again

@@ -133,9 +133,15 @@ func TestStatusForms(t *testing.T) {
 	if a := <-got; a.err != nil || a.p.State != proto.RunCancelled || a.p.Counts.Done != 2 {
 		t.Fatalf("long poll across the cancel: %+v %v", a.p, a.err)
 	}
+	cc := c.cacheOf(id)
+	cc.mu.Lock()
+	rendered, graph := cc.body != nil, cc.g != nil
+	cc.mu.Unlock()
+	if rendered || graph {
+		t.Fatalf("the run's end, read as a summary: table rendered %v, graph still held %v; want neither", rendered, graph)
+	}
 	final, b1 := full()
 	_, b2 := full()
-	cc := c.cacheOf(id)
 	cc.mu.Lock()
 	kept, graph := cc.body != nil && bytes.Equal(cc.body.b, b1), cc.g != nil
 	cc.mu.Unlock()

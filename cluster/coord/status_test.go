@@ -235,3 +235,91 @@ func TestFoldDeltaOfNothing(t *testing.T) {
 		t.Fatalf("a version to come: %+v, want the whole table", d)
 	}
 }
+
+// A node's report folded whole (addReport, as the leader reads it: by
+// runs, DecodeRuns, or decoded delta by delta) folds
+// to what its deltas, handed on one by one as TaskEvents and let in by
+// EventFromOwner, fold to: rows, tallies, journal (deltas) and record
+// check; reports of several nodes, generations, owners and of the nodes a
+// run lost, with subflow children, outputs, and tasks that moved.
+func TestReportFoldsAsItsEvents(t *testing.T) {
+	g := subflowGraph(t)
+	nodes := []string{"n1", "n2", "n3"}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		r := Run{ID: "r", FlowName: "main", State: proto.RunRunning, Gen: 2, Lost: []string{"n3"}}
+		for range len(g.Vertices) - rng.IntN(2) { // at times the last vertex is no one's
+			r.Assignment = append(r.Assignment, nodes[rng.IntN(2)])
+		}
+		events, whole, byRuns := NewFold(), NewFold(), NewFold()
+		vers := []uint64{0}
+		for range 40 {
+			tr := transport.TaskReport{Run: "r", Gen: uint64(rng.IntN(4)), Node: nodes[rng.IntN(3)]}
+			for range 1 + rng.IntN(8) {
+				d := transport.TaskDelta{Task: uint32(rng.IntN(len(g.Vertices) + 1)), State: transport.TaskState(rng.IntN(6)),
+					Act: uint64(rng.IntN(4)), Executions: uint64(rng.IntN(4))}
+				if n := len(tr.Tasks); n > 0 && rng.IntN(2) == 0 { // the next task alike: a range
+					d = tr.Tasks[n-1]
+					d.Task++
+				}
+				if rng.IntN(8) == 0 {
+					d.Name = fmt.Sprintf("fan/%d", rng.IntN(3))
+				}
+				if rng.IntN(3) == 0 {
+					d.Output = []byte{byte(rng.IntN(3))}
+				}
+				tr.Tasks = append(tr.Tasks, d)
+			}
+			data := transport.Encode(&tr)
+			if err := transport.EachEvent(data, transport.Limits{}, func(e *transport.TaskEvent) error {
+				if EventFromOwner(r, e) {
+					events.Add(g, e)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var dec transport.TaskReport
+			if err := dec.Decode(data, transport.Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			whole.addReport(g, &dec, nil, &r)
+			var runs []uint32
+			if err := dec.DecodeRuns(data, transport.Limits{}, &runs); err != nil {
+				t.Fatal(err)
+			}
+			byRuns.addReport(g, &dec, runs, &r)
+			if events.Version() != whole.Version() || events.Version() != byRuns.Version() {
+				t.Fatalf("seed %d: version %d folded whole, %d by runs, %d as events", seed, whole.Version(), byRuns.Version(), events.Version())
+			}
+			vers = append(vers, whole.Version())
+		}
+		for _, state := range []string{proto.RunRunning, proto.RunFailed} {
+			r.State = state
+			if want, got := events.AppendJSON(nil, r, g), whole.AppendJSON(nil, r, g); !bytes.Equal(want, got) {
+				t.Fatalf("seed %d: folded whole\n%s\nas events\n%s", seed, got, want)
+			}
+			if want, got := events.AppendJSON(nil, r, g), byRuns.AppendJSON(nil, r, g); !bytes.Equal(want, got) {
+				t.Fatalf("seed %d: folded by runs\n%s\nas events\n%s", seed, got, want)
+			}
+			if want, got := events.Progress(r, g), whole.Progress(r, g); !reflect.DeepEqual(want, got) {
+				t.Fatalf("seed %d: folded whole %+v, as events %+v", seed, got, want)
+			}
+			for _, v := range vers {
+				want := events.Delta(r, g, v)
+				if got := whole.Delta(r, g, v); !reflect.DeepEqual(want, got) {
+					t.Fatalf("seed %d: delta since %d folded whole %+v, as events %+v", seed, v, got, want)
+				}
+				if got := byRuns.Delta(r, g, v); !reflect.DeepEqual(want, got) {
+					t.Fatalf("seed %d: delta since %d folded by runs %+v, as events %+v", seed, v, got, want)
+				}
+			}
+		}
+		wo, wf := CheckSuccess(g, events)
+		for _, fo := range []*Fold{whole, byRuns} {
+			if o, f := CheckSuccess(g, fo); !reflect.DeepEqual(wo, o) || !reflect.DeepEqual(wf, f) {
+				t.Fatalf("seed %d: the record check folded whole says %v %v, as events %v %v", seed, o, f, wo, wf)
+			}
+		}
+	}
+}

@@ -2,7 +2,10 @@ package coord
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
@@ -45,6 +48,71 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 	if g == nil || f == nil {
 		return nil, nil
 	}
+	return newVerdictPlan(g).check(g, f)
+}
+
+// verdictPlan is what CheckSuccess reads of a graph, in flat arrays (a
+// pass over them reads no vertex, of ~1 KB each, but for the names of
+// what it finds): the parent of each vertex, its kind for the check, and
+// its strong predecessors.
+type verdictPlan struct {
+	parent   []int32
+	kind     []uint8 // planSource, planCondOnly or planStrong
+	strongAt []int32 // vertex v's strong predecessors are strong[strongAt[v]:strongAt[v+1]]
+	strong   []int32
+}
+
+const (
+	planSource   = iota // no predecessor at all
+	planCondOnly        // predecessors, none strong: it runs when a condition picks it
+	planStrong          // strong predecessors (StrongIn > 0)
+)
+
+func newVerdictPlan(g *spec.Graph) *verdictPlan {
+	nv := len(g.Vertices)
+	p := &verdictPlan{parent: make([]int32, nv), kind: make([]uint8, nv), strongAt: make([]int32, nv+1)}
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		p.parent[i] = int32(v.Parent)
+		p.strongAt[i] = int32(len(p.strong))
+		switch {
+		case len(v.Pred) == 0:
+			p.kind[i] = planSource
+		case v.StrongIn == 0:
+			p.kind[i] = planCondOnly
+		default:
+			p.kind[i] = planStrong
+			for _, e := range v.Pred {
+				if !e.Weak {
+					p.strong = append(p.strong, int32(e.From))
+				}
+			}
+		}
+	}
+	p.strongAt[nv] = int32(len(p.strong))
+	return p
+}
+
+// verdictPlans keeps the verdict plans of the graphs the server checks
+// runs of (its flow cache's, read-only), each while its graph lives: a run
+// again is checked without a pass over its graph's vertices.
+var verdictPlans sync.Map // weak.Pointer[spec.Graph] → *verdictPlan
+
+// verdictPlanOf is read-only graph g's verdict plan, made once.
+func verdictPlanOf(g *spec.Graph) *verdictPlan {
+	k := weak.Make(g)
+	if p, ok := verdictPlans.Load(k); ok {
+		return p.(*verdictPlan)
+	}
+	p, loaded := verdictPlans.LoadOrStore(k, newVerdictPlan(g))
+	if !loaded {
+		runtime.AddCleanup(g, func(k weak.Pointer[spec.Graph]) { verdictPlans.Delete(k) }, k)
+	}
+	return p.(*verdictPlan)
+}
+
+// check is CheckSuccess of g (p's graph) and f.
+func (p *verdictPlan) check(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 	acts := func(v int) (*taskAgg, uint64) {
 		a := f.vertAgg(v)
 		if a == nil {
@@ -52,46 +120,37 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		}
 		return a, a.act
 	}
-	clean := func(a *taskAgg) bool { // ran on one node, each activation once
-		return a != nil && len(a.execs) == 1 && a.execs[0].n == a.act
-	}
-	var strong []int // of the vertex at hand (reused)
-	for i := range g.Vertices {
-		v := &g.Vertices[i]
+	for i := range p.kind {
 		a, act := acts(i)
 		if a != nil {
 			switch a.state {
 			case transport.TaskRunning:
-				owed = append(owed, Owed{v.Path, fmt.Sprintf("activation %d is still running on node %s", act, a.node)})
+				owed = append(owed, Owed{g.Vertices[i].Path, fmt.Sprintf("activation %d is still running on node %s", act, f.nodeOf(a))})
 				continue
 			case transport.TaskFailed:
-				failed = append(failed, v.Path)
+				failed = append(failed, g.Vertices[i].Path)
 				continue
 			}
 		}
-		if len(v.Pred) == 0 {
+		switch p.kind[i] {
+		case planSource:
+			parent := int(p.parent[i])
 			switch {
-			case v.Parent < 0 && act == 0:
-				owed = append(owed, Owed{v.Path, "a source of the flow never ran"})
-			case v.Parent >= 0 && act == 0:
-				if _, mact := acts(v.Parent); mact > 0 {
-					owed = append(owed, Owed{v.Path, fmt.Sprintf("a source of module %s never ran although the module ran %d times", g.Vertices[v.Parent].Path, mact)})
+			case parent < 0 && act == 0:
+				owed = append(owed, Owed{g.Vertices[i].Path, "a source of the flow never ran"})
+			case parent >= 0 && act == 0:
+				if _, mact := acts(parent); mact > 0 {
+					owed = append(owed, Owed{g.Vertices[i].Path, fmt.Sprintf("a source of module %s never ran although the module ran %d times", g.Vertices[parent].Path, mact)})
 				}
 			}
 			continue
-		}
-		if v.StrongIn == 0 {
+		case planCondOnly:
 			continue // reached through conditions only: it runs when one picks it
 		}
-		strong = strong[:0]
-		for _, e := range v.Pred {
-			if !e.Weak {
-				strong = append(strong, e.From)
-			}
-		}
+		strong := p.strong[p.strongAt[i]:p.strongAt[i+1]]
 		all := true
-		for _, p := range strong {
-			pa, pact := acts(p)
+		for _, q := range strong {
+			pa, pact := acts(int(q))
 			if pact == 0 || pa.state != transport.TaskDone {
 				all = false
 				break
@@ -99,16 +158,16 @@ func CheckSuccess(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 		}
 		if all && act == 0 {
 			names := make([]string, len(strong))
-			for k, p := range strong {
-				names[k] = g.Vertices[p].Path
+			for k, q := range strong {
+				names[k] = g.Vertices[q].Path
 			}
-			owed = append(owed, Owed{v.Path, fmt.Sprintf("never ran although its strong predecessors (%s) all did", strings.Join(names, ", "))})
+			owed = append(owed, Owed{g.Vertices[i].Path, fmt.Sprintf("never ran although its strong predecessors (%s) all did", strings.Join(names, ", "))})
 			continue
 		}
 		if len(strong) == 1 {
-			pa, pact := acts(strong[0])
-			if act < pact && clean(a) && clean(pa) {
-				owed = append(owed, Owed{v.Path, fmt.Sprintf("ran %d times, its strong predecessor %s %d times", act, g.Vertices[strong[0]].Path, pact)})
+			pa, pact := acts(int(strong[0]))
+			if act < pact && f.clean(a) && f.clean(pa) {
+				owed = append(owed, Owed{g.Vertices[i].Path, fmt.Sprintf("ran %d times, its strong predecessor %s %d times", act, g.Vertices[strong[0]].Path, pact)})
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package coord
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -126,4 +129,105 @@ func TestFailText(t *testing.T) {
 			t.Errorf("failText(b, %q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// The record check through a verdict plan (the graph read into flat
+// arrays once, kept for the graph's runs) finds what the check over the
+// graph's vertices (checkSuccessBefore, as CheckSuccess was) finds, on
+// random records of a graph with loops, modules, joins and subflows: the
+// same owed tasks, for the same reasons, and the same failed tasks.
+func TestVerdictPlanChecksAsTheGraph(t *testing.T) {
+	for _, g := range []*spec.Graph{expand(t, verdictFlow), subflowGraph(t)} {
+		p := verdictPlanOf(g)
+		if p != verdictPlanOf(g) {
+			t.Fatal("a graph's verdict plan made again")
+		}
+		for seed := range uint64(500) {
+			rng := rand.New(rand.NewPCG(seed, 5))
+			f := NewFold()
+			for range rng.IntN(3 * len(g.Vertices)) {
+				f.Add(g, &transport.TaskEvent{Run: "r", Gen: 1, Task: uint32(rng.IntN(len(g.Vertices))), Node: []string{"n1", "n2"}[rng.IntN(2)],
+					State: []transport.TaskState{transport.TaskDone, transport.TaskDone, transport.TaskRunning, transport.TaskFailed}[rng.IntN(4)],
+					Act:   uint64(rng.IntN(4)), Executions: uint64(rng.IntN(4))})
+			}
+			wo, wf := checkSuccessBefore(g, f)
+			for _, check := range []func() ([]Owed, []string){func() ([]Owed, []string) { return p.check(g, f) }, func() ([]Owed, []string) { return CheckSuccess(g, f) }} {
+				if o, fl := check(); !reflect.DeepEqual(o, wo) || !reflect.DeepEqual(fl, wf) {
+					t.Fatalf("seed %d: %v %v, want %v %v", seed, o, fl, wo, wf)
+				}
+			}
+		}
+	}
+}
+
+// checkSuccessBefore is CheckSuccess as it was, over the graph's vertices.
+func checkSuccessBefore(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
+	if g == nil || f == nil {
+		return nil, nil
+	}
+	acts := func(v int) (*taskAgg, uint64) {
+		a := f.vertAgg(v)
+		if a == nil {
+			return nil, 0
+		}
+		return a, a.act
+	}
+	var strong []int // of the vertex at hand (reused)
+	for i := range g.Vertices {
+		v := &g.Vertices[i]
+		a, act := acts(i)
+		if a != nil {
+			switch a.state {
+			case transport.TaskRunning:
+				owed = append(owed, Owed{v.Path, fmt.Sprintf("activation %d is still running on node %s", act, f.nodeOf(a))})
+				continue
+			case transport.TaskFailed:
+				failed = append(failed, v.Path)
+				continue
+			}
+		}
+		if len(v.Pred) == 0 {
+			switch {
+			case v.Parent < 0 && act == 0:
+				owed = append(owed, Owed{v.Path, "a source of the flow never ran"})
+			case v.Parent >= 0 && act == 0:
+				if _, mact := acts(v.Parent); mact > 0 {
+					owed = append(owed, Owed{v.Path, fmt.Sprintf("a source of module %s never ran although the module ran %d times", g.Vertices[v.Parent].Path, mact)})
+				}
+			}
+			continue
+		}
+		if v.StrongIn == 0 {
+			continue // reached through conditions only: it runs when one picks it
+		}
+		strong = strong[:0]
+		for _, e := range v.Pred {
+			if !e.Weak {
+				strong = append(strong, e.From)
+			}
+		}
+		all := true
+		for _, p := range strong {
+			pa, pact := acts(p)
+			if pact == 0 || pa.state != transport.TaskDone {
+				all = false
+				break
+			}
+		}
+		if all && act == 0 {
+			names := make([]string, len(strong))
+			for k, p := range strong {
+				names[k] = g.Vertices[p].Path
+			}
+			owed = append(owed, Owed{v.Path, fmt.Sprintf("never ran although its strong predecessors (%s) all did", strings.Join(names, ", "))})
+			continue
+		}
+		if len(strong) == 1 {
+			pa, pact := acts(strong[0])
+			if act < pact && f.clean(a) && f.clean(pa) {
+				owed = append(owed, Owed{v.Path, fmt.Sprintf("ran %d times, its strong predecessor %s %d times", act, g.Vertices[strong[0]].Path, pact)})
+			}
+		}
+	}
+	return owed, failed
 }

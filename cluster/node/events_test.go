@@ -109,14 +109,21 @@ tasks:
 		p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
 		raw := coord.NewFold()
 		rep := coord.NewFold()
+		direct := coord.NewFold() // the reports decoded and folded whole (Fold.AddReport), as the leader reads them
 		fold := func() {
 			for _, tr := range p.cut() {
-				if err := transport.EachEvent(transport.Encode(tr), transport.Limits{}, func(e *transport.TaskEvent) error {
+				data := transport.Encode(tr)
+				if err := transport.EachEvent(data, transport.Limits{}, func(e *transport.TaskEvent) error {
 					rep.Add(g, e)
 					return nil
 				}); err != nil {
 					t.Fatal(err)
 				}
+				var dec transport.TaskReport
+				if err := dec.Decode(data, transport.Limits{}); err != nil {
+					t.Fatal(err)
+				}
+				direct.AddReport(g, &dec)
 			}
 		}
 		gen := uint64(1)
@@ -177,11 +184,19 @@ tasks:
 			if !bytes.Equal(want, got) {
 				t.Fatalf("seed %d, run %s: the reports fold to\n%s\nthe events to\n%s", seed, state, got, want)
 			}
+			if got := direct.AppendJSON(nil, r, g); !bytes.Equal(want, got) {
+				t.Fatalf("seed %d, run %s: the reports folded whole fold to\n%s\nthe events to\n%s", seed, state, got, want)
+			}
+			if wp, gp := raw.Progress(r, g), direct.Progress(r, g); !reflect.DeepEqual(wp, gp) {
+				t.Fatalf("seed %d, run %s: the reports folded whole tally %+v, the events %+v", seed, state, gp, wp)
+			}
 		}
 		wo, wf := coord.CheckSuccess(g, raw)
-		go_, gf := coord.CheckSuccess(g, rep)
-		if !reflect.DeepEqual(wo, go_) || !reflect.DeepEqual(wf, gf) {
-			t.Fatalf("seed %d: the record check of the reports says %v %v, of the events %v %v", seed, go_, gf, wo, wf)
+		for _, f := range []*coord.Fold{rep, direct} {
+			go_, gf := coord.CheckSuccess(g, f)
+			if !reflect.DeepEqual(wo, go_) || !reflect.DeepEqual(wf, gf) {
+				t.Fatalf("seed %d: the record check of the reports says %v %v, of the events %v %v", seed, go_, gf, wo, wf)
+			}
 		}
 	}
 }

@@ -1,0 +1,246 @@
+package transport
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// randomDeltas is a report's deltas as a node cuts them: mostly runs of
+// consecutive vertices in one state (which ranges stand for), broken by
+// gaps, other states, subflow children, outputs, errors and times at the
+// ends of their range (zero: unknown).
+func randomDeltas(rng *rand.Rand, n int) []TaskDelta {
+	var ds []TaskDelta
+	task := uint32(rng.IntN(5))
+	times := []int64{0, 1, 1 << 40, 1700000000123456789, math.MaxInt64, math.MinInt64, -5}
+	for len(ds) < n {
+		d := TaskDelta{Task: task, State: TaskState(rng.IntN(int(taskStateEnd))), Act: uint64(rng.IntN(3)), Executions: uint64(rng.IntN(3))}
+		if rng.IntN(3) > 0 && len(ds) > 0 { // continue the run before
+			p := ds[len(ds)-1]
+			d.State, d.Act, d.Executions = p.State, p.Act, p.Executions
+		}
+		switch rng.IntN(40) {
+		case 0:
+			d.Name = "p/c"
+		case 1:
+			d.Output = []byte{byte(rng.IntN(256))}
+		case 2:
+			d.Output = []byte{}
+		case 3:
+			d.Error = "boom"
+		}
+		base := int64(1700000000000000000)
+		d.Start, d.End = base+rng.Int64N(1<<30), base+rng.Int64N(1<<30)
+		if rng.IntN(20) == 0 {
+			d.Start, d.End = times[rng.IntN(len(times))], times[rng.IntN(len(times))]
+		}
+		ds = append(ds, d)
+		task++
+		if rng.IntN(10) == 0 {
+			task += uint32(rng.IntN(3)) // a gap, or the same task again
+			if rng.IntN(2) == 0 {
+				task -= 2
+			}
+		}
+	}
+	return ds
+}
+
+// A report's deltas, written with range entries where they can be and cut
+// into messages at any point, decode to the same deltas, in order; and
+// ranges make a run of a layer's tasks a few bytes a task.
+func TestReportRangesRoundTrip(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		ds := randomDeltas(rng, 1+rng.IntN(300))
+		var got []TaskDelta
+		for i := 0; i < len(ds); {
+			j := i + 1 + rng.IntN(len(ds)-i) // a random cut
+			b := appendReport(nil, "r1", 3, "n2", ds[i:j])
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if tr.Run != "r1" || tr.Gen != 3 || tr.Node != "n2" {
+				t.Fatalf("seed %d: report of %s gen %d node %s", seed, tr.Run, tr.Gen, tr.Node)
+			}
+			n := 0
+			if err := EachEvent(b, Limits{}, func(e *TaskEvent) error {
+				d := ds[i+n]
+				if e.Task != d.Task || e.Name != d.Name || e.State != d.State || e.Act != d.Act || e.Executions != d.Executions ||
+					UnixNanos(e.Start) != d.Start || UnixNanos(e.End) != d.End || e.Node != "n2" {
+					t.Fatalf("seed %d: event %d %+v, want %v", seed, i+n, *e, d)
+				}
+				n++
+				return nil
+			}); err != nil || n != j-i {
+				t.Fatalf("seed %d: %d events, %v", seed, n, err)
+			}
+			got = append(got, tr.Tasks...)
+			var runs []uint32
+			var byRuns TaskReport
+			if err := byRuns.DecodeRuns(b, Limits{}, &runs); err != nil || len(runs) != len(byRuns.Tasks) {
+				t.Fatalf("seed %d: DecodeRuns: %v, %d runs of %d deltas", seed, err, len(runs), len(byRuns.Tasks))
+			}
+			k := i
+			for e, d := range byRuns.Tasks {
+				for x := range runs[e] {
+					w := ds[k]
+					if w.Task != d.Task+x || w.State != d.State || w.Act != d.Act || w.Executions != d.Executions || w.Name != d.Name ||
+						string(w.Output) != string(d.Output) || w.Error != d.Error || (runs[e] == 1 && (w.Start != d.Start || w.End != d.End)) {
+						t.Fatalf("seed %d: delta %d by runs: %v (+%d), want %v", seed, k, d, x, w)
+					}
+					k++
+				}
+			}
+			if k != j {
+				t.Fatalf("seed %d: runs stand for %d deltas, want %d", seed, k-i, j-i)
+			}
+			i = j
+		}
+		for k := range got {
+			if got[k].Output == nil && ds[k].Output != nil && len(ds[k].Output) == 0 {
+				t.Fatalf("seed %d: delta %d: an empty output decoded as none", seed, k)
+			}
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("seed %d: decoded\n%v\nwant\n%v", seed, got, ds)
+		}
+	}
+	var layer []TaskDelta
+	for i := range 1000 {
+		layer = append(layer, TaskDelta{Task: uint32(5000 + i), State: TaskDone, Act: 1, Executions: 1,
+			Start: 1700000000000000000 + int64(i)*1000, End: 1700000000000000000 + int64(i)*1000 + 700})
+	}
+	b := appendReport(nil, "r1", 1, "n1", layer)
+	if len(b) > 6*len(layer) {
+		t.Errorf("a layer of %d tasks done: %d bytes, want ranges (at most 6 a task)", len(layer), len(b))
+	}
+	var tr TaskReport
+	if err := tr.Decode(b, Limits{}); err != nil || !reflect.DeepEqual(tr.Tasks, layer) {
+		t.Fatalf("a layer: %v, %d deltas", err, len(tr.Tasks))
+	}
+}
+
+// normalOutputs is ds with empty outputs as nil (reflect.DeepEqual tells
+// them apart; a bin of 0 bytes decodes to an empty slice of the data).
+func normalOutputs(ds []TaskDelta) []TaskDelta {
+	out := make([]TaskDelta, len(ds))
+	for i, d := range ds {
+		if d.Output != nil && len(d.Output) == 0 {
+			d.Output = []byte{}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// A range entry that does not hold together is refused, whole.
+func TestReportRangeMalformed(t *testing.T) {
+	head := func(entries int) []byte {
+		b := appendHeader(nil, TypeTaskReport, taskReportFields)
+		b = appendStr(b, "r1")
+		b = appendUint(b, 1)
+		b = appendStr(b, "n1")
+		b = appendInt(b, 100)
+		return appendArrayHeader(b, entries)
+	}
+	rng := func(first uint32, count uint64, state byte, times []byte) []byte {
+		b := appendArrayHeader(head(1), taskRangeFields)
+		b = appendUint(b, uint64(first))
+		b = appendUint(b, count)
+		b = append(b, state)
+		b = appendUint(b, 1)
+		b = appendUint(b, 1)
+		return appendBin(b, times)
+	}
+	if err := new(TaskReport).Decode(rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4}), Limits{}); err != nil {
+		t.Fatalf("a well-formed range: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"no tasks":              rng(3, 0, byte(TaskDone), []byte{}),
+		"more tasks than times": rng(3, 3, byte(TaskDone), []byte{1, 2, 3, 4}),
+		"times left over":       rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4, 5, 6}),
+		"a time cut short":      rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 0x80}),
+		"past the last task":    rng(math.MaxUint32, 2, byte(TaskDone), []byte{1, 2, 3, 4}),
+		"unknown state":         rng(3, 2, byte(taskStateEnd), []byte{1, 2, 3, 4}),
+		"past the last time":    rng(3, 1, byte(TaskDone), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}),
+		"times not bin":         append(rng(3, 1, byte(TaskDone), nil)[:len(rng(3, 1, byte(TaskDone), nil))-1], appendStr(nil, "ab")...),
+	} {
+		if err := new(TaskReport).Decode(b, Limits{}); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+		var runs []uint32
+		if err := new(TaskReport).DecodeRuns(b, Limits{}, &runs); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: DecodeRuns: %v, want ErrMalformed", name, err)
+		}
+		n := 0
+		_ = EachEvent(b, Limits{}, func(*TaskEvent) error { n++; return nil })
+		if n != 0 {
+			t.Errorf("%s: %d events handed on", name, n)
+		}
+	}
+	if err := new(TaskReport).Decode(rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4}), Limits{MaxTasks: 1}); !errors.Is(err, ErrOversized) {
+		t.Errorf("a range of 2 tasks, MaxTasks 1: %v, want ErrOversized", err)
+	}
+	two := append(head(2), rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4})[len(head(1)):]...)
+	two = append(two, rng(5, 2, byte(TaskDone), []byte{1, 2, 3, 4})[len(head(1)):]...)
+	var runs []uint32
+	if err := new(TaskReport).DecodeRuns(two, Limits{MaxTasks: 4}, &runs); err != nil {
+		t.Errorf("two ranges of 2 tasks, MaxTasks 4: %v", err)
+	}
+	if err := new(TaskReport).DecodeRuns(two, Limits{MaxTasks: 3}, &runs); !errors.Is(err, ErrOversized) {
+		t.Errorf("two ranges of 2 tasks, MaxTasks 3, by runs: %v, want ErrOversized", err)
+	}
+}
+
+// A report is stored as messages of at most reportBytes, each as long as
+// its entries (not their bound), that decode back to its deltas in order:
+// random deltas with outputs large enough to force cuts, and a run of
+// 100,000 tasks done (a few messages, where cuts by the bound made ~23).
+func TestAppendReportsCutsByTheEntries(t *testing.T) {
+	check := func(name string, ds []TaskDelta) int {
+		var got []TaskDelta
+		msgs := 0
+		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, func(b []byte) error {
+			msgs++
+			if len(b) > reportBytes {
+				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				return err
+			}
+			got = append(got, tr.Tasks...)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("%s: the messages decode to %d deltas, not the report's %d", name, len(got), len(ds))
+		}
+		return msgs
+	}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		ds := randomDeltas(rng, 2000+rng.IntN(5000))
+		for k := range ds {
+			if rng.IntN(200) == 0 {
+				ds[k].Output = make([]byte, rng.IntN(120<<10))
+			}
+		}
+		check("random", ds)
+	}
+	var layered []TaskDelta
+	for i := range 100_000 {
+		layered = append(layered, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1,
+			Start: 1700000000000000000 + int64(i)*900, End: 1700000000000000000 + int64(i)*900 + 600})
+	}
+	if msgs := check("layered", layered); msgs > 8 {
+		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
+	}
+}
