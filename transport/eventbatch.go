@@ -68,17 +68,11 @@ func EachEvent(data []byte, lim Limits, fn func(*TaskEvent) error) error {
 	switch t {
 	case TypeTaskReport:
 		var tr TaskReport
-		if err := tr.Decode(data, lim); err != nil {
-			return err
-		}
 		var e TaskEvent
-		for i := range tr.Tasks {
-			tr.event(&e, &tr.Tasks[i])
-			if err := fn(&e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return tr.eachDelta(data, lim, func(d *TaskDelta) error {
+			tr.event(&e, d)
+			return fn(&e)
+		})
 	case TypeEventBatch:
 		var eb EventBatch
 		if err := eb.Decode(data, lim); err != nil {

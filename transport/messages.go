@@ -194,6 +194,7 @@ func (r *reader) header(t Type) error {
 	if v != Version && !(v >= oldestStored && v < Version && storedType(t)) {
 		return r.errf("unsupported version %d (this build reads version %d)", v, Version)
 	}
+	r.ver = v
 	return nil
 }
 

@@ -185,7 +185,8 @@ func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
 // Decode decodes a TaskReport into tr (reusing its slice). Outputs alias
 // data. A report holds at most Limits.MaxTasks deltas.
 func (tr *TaskReport) Decode(data []byte, lim Limits) error {
-	return tr.decode(data, lim, nil)
+	_, err := tr.decode(data, lim, nil, nil)
+	return err
 }
 
 // DecodeRuns decodes a TaskReport into tr as Decode does, but for a range
@@ -196,35 +197,42 @@ func (tr *TaskReport) Decode(data []byte, lim Limits) error {
 // time takes, without a delta made for each task.
 func (tr *TaskReport) DecodeRuns(data []byte, lim Limits, runs *[]uint32) error {
 	*runs = (*runs)[:0]
-	return tr.decode(data, lim, runs)
+	_, err := tr.decode(data, lim, runs, nil)
+	return err
 }
 
-// decode is Decode (runs nil) or DecodeRuns.
-func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32) error {
+// rangesSince is the version that brought a TaskReport's range entries: an
+// older stored report holds none, and one that claims to is refused.
+const rangesSince = 7
+
+// decode is Decode (runs nil) or DecodeRuns; with times, it also appends
+// the raw times of each entry (nil for a single delta, whose times are in
+// it), and returns the report's base time (eachDelta).
+func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32, times *[][]byte) (int64, error) {
 	var r reader
 	if err := r.init(data, lim, TypeTaskReport, taskReportFields); err != nil {
-		return err
+		return 0, err
 	}
 	var err error
 	if tr.Run, err = r.id("run"); err != nil {
-		return err
+		return 0, err
 	}
 	if tr.Gen, err = r.uint("gen"); err != nil {
-		return err
+		return 0, err
 	}
 	if tr.Node, err = r.id("node"); err != nil {
-		return err
+		return 0, err
 	}
 	base, err := r.int("base")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n, err := r.arrayLen("tasks", r.lim.MaxTasks)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n > (len(r.b)-r.off)/(1+taskDeltaFields) { // every entry takes 10 bytes at least: refuse a count the data cannot hold before allocating
-		return r.errf("tasks: %d claimed in %d bytes", n, len(r.b)-r.off)
+		return 0, r.errf("tasks: %d claimed in %d bytes", n, len(r.b)-r.off)
 	}
 	if cap(tr.Tasks) < n {
 		tr.Tasks = make([]TaskDelta, n)
@@ -233,10 +241,17 @@ func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32) error {
 	total := 0 // tasks, ranges expanded
 	for i := range n {
 		if r.off < len(r.b) && r.b[r.off] == 0x90|taskRangeFields { // a range entry (fixarray of 6)
+			if r.ver < rangesSince {
+				return 0, r.errf("task %d: a range entry in a version %d report (ranges came in version %d)", i, r.ver, rangesSince)
+			}
 			r.off++
 			var count int
-			if tr.Tasks, count, err = r.taskRange(tr.Tasks, runs == nil, total, i, base); err != nil {
-				return err
+			var raw []byte
+			if tr.Tasks, count, raw, err = r.taskRange(tr.Tasks, runs == nil, total, i, base); err != nil {
+				return 0, err
+			}
+			if times != nil {
+				*times = append(*times, raw)
 			}
 			total += count
 			if runs != nil {
@@ -246,55 +261,100 @@ func (tr *TaskReport) decode(data []byte, lim Limits, runs *[]uint32) error {
 		}
 		tr.Tasks = append(tr.Tasks, TaskDelta{})
 		if err := tr.Tasks[len(tr.Tasks)-1].decodeFields(&r, i, base); err != nil {
-			return err
+			return 0, err
 		}
 		total++
 		if runs != nil {
 			*runs = append(*runs, 1)
 		}
+		if times != nil {
+			*times = append(*times, nil)
+		}
 	}
-	return r.end()
+	return base, r.end()
+}
+
+// eachDelta decodes a TaskReport into tr and calls fn for each task it
+// stands for, a range's tasks one by one with their times, without a delta
+// made for each: Decode makes a 104-byte TaskDelta of a range task's two
+// wire bytes, so a hostile report of ranges would cost some 50 times its
+// size; this costs a delta a wire entry. The whole report is checked
+// before fn is called: a malformed one calls fn for none. The delta is
+// valid only during the call.
+func (tr *TaskReport) eachDelta(data []byte, lim Limits, fn func(*TaskDelta) error) error {
+	var runs []uint32
+	var times [][]byte
+	base, err := tr.decode(data, lim, &runs, &times)
+	if err != nil {
+		return err
+	}
+	for i := range tr.Tasks {
+		if times[i] == nil {
+			if err := fn(&tr.Tasks[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		d := tr.Tasks[i]
+		ts, first := times[i], d.Task
+		for k := range runs[i] {
+			var t [2]int64
+			for j := range t {
+				off, w := binary.Uvarint(ts) // checked by decode
+				ts = ts[w:]
+				if off > 0 {
+					t[j] = int64(uint64(base) + off - 1)
+				}
+			}
+			d.Task, d.Start, d.End = first+k, t[0], t[1]
+			if err := fn(&d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // taskRange reads range entry i (after its array header) and appends to
 // ds the deltas it stands for (expand) or its first task's, without times,
-// and returns how many tasks it stands for; the report's tasks (total
+// and returns how many tasks it stands for and its raw times; the report's tasks (total
 // before it) stay within Limits.MaxTasks.
-func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64) ([]TaskDelta, int, error) {
+func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64) ([]TaskDelta, int, []byte, error) {
 	first, err := r.uint32("first task")
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
 	count, err := r.uint("count")
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
 	st, err := r.uint8("state")
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
 	if TaskState(st) >= taskStateEnd {
-		return ds, 0, r.errf("task range %d: unknown task state %d", i, st)
+		return ds, 0, nil, r.errf("task range %d: unknown task state %d", i, st)
 	}
 	act, err := r.uint("act")
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
 	execs, err := r.uint("executions")
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
 	times, err := r.bin("times", r.lim.MaxMessage, true)
 	if err != nil {
-		return ds, 0, err
+		return ds, 0, nil, err
 	}
+	raw := times
 	switch {
 	case count == 0 || count > uint64(len(times))/2: // a task's two times take 2 bytes at least
-		return ds, 0, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
+		return ds, 0, nil, r.errf("task range %d: %d tasks in %d bytes of times", i, count, len(times))
 	case uint64(first)+count-1 > math.MaxUint32:
-		return ds, 0, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
+		return ds, 0, nil, r.errf("task range %d: tasks %d and %d after it past the last", i, first, count-1)
 	case uint64(total)+count > uint64(r.lim.MaxTasks):
-		return ds, 0, r.oversized("tasks", int(min(uint64(total)+count, math.MaxInt32)), r.lim.MaxTasks)
+		return ds, 0, nil, r.oversized("tasks", int(min(uint64(total)+count, math.MaxInt32)), r.lim.MaxTasks)
 	}
 	if expand {
 		ds = slices.Grow(ds, int(count))
@@ -306,12 +366,12 @@ func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64
 		for j := range t {
 			off, w := binary.Uvarint(times)
 			if w <= 0 {
-				return ds, 0, r.errf("task range %d: task %d: a malformed time", i, k)
+				return ds, 0, nil, r.errf("task range %d: task %d: a malformed time", i, k)
 			}
 			times = times[w:]
 			if off > 0 {
 				if off-1 > uint64(math.MaxInt64)-uint64(base) {
-					return ds, 0, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
+					return ds, 0, nil, r.errf("task range %d: task %d: offset %d from %d is past the last time", i, k, off-1, base)
 				}
 				t[j] = int64(uint64(base) + off - 1)
 			}
@@ -321,9 +381,9 @@ func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64
 		}
 	}
 	if len(times) != 0 {
-		return ds, 0, r.errf("task range %d: %d bytes after its times", i, len(times))
+		return ds, 0, nil, r.errf("task range %d: %d bytes after its times", i, len(times))
 	}
-	return ds, int(count), nil
+	return ds, int(count), raw, nil
 }
 
 func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {

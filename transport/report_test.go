@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -169,6 +170,14 @@ func TestReportRangeMalformed(t *testing.T) {
 		"unknown state":         rng(3, 2, byte(taskStateEnd), []byte{1, 2, 3, 4}),
 		"past the last time":    rng(3, 1, byte(TaskDone), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}),
 		"times not bin":         append(rng(3, 1, byte(TaskDone), nil)[:len(rng(3, 1, byte(TaskDone), nil))-1], appendStr(nil, "ab")...),
+		"a range in a version 6 report": func() []byte { // ranges came in version 7: a stored older report holds none
+			b := rng(3, 2, byte(TaskDone), []byte{1, 2, 3, 4})
+			if b[2] != Version {
+				t.Fatalf("byte 2 of a report is %d, not its version", b[2])
+			}
+			b[2] = rangesSince - 1
+			return b
+		}(),
 	} {
 		if err := new(TaskReport).Decode(b, Limits{}); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
@@ -242,5 +251,42 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	}
 	if msgs := check("layered", layered); msgs > 8 {
 		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
+	}
+}
+
+// EachEvent hands a range's tasks on one by one without a TaskDelta made
+// for each: a report of 2 wire bytes a task does not cost a reader 104
+// bytes a task (a hostile report of ranges would cost some 50 times its
+// size).
+func TestEachEventWalksRangesInPlace(t *testing.T) {
+	const n = 50_000
+	ds := make([]TaskDelta, n)
+	for i := range ds {
+		ds[i] = TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: 100, End: 100}
+	}
+	b := appendReport(nil, "r1", 1, "n1", ds)
+	if len(b) > 4*n {
+		t.Fatalf("a report of %d alike tasks takes %d bytes: no ranges?", n, len(b))
+	}
+	seen := 0
+	allocs := testing.AllocsPerRun(1, func() {
+		seen = 0
+		_ = EachEvent(b, Limits{}, func(e *TaskEvent) error {
+			if e.Task != uint32(seen) || e.State != TaskDone {
+				t.Fatalf("event %d: %+v", seen, *e)
+			}
+			seen++
+			return nil
+		})
+	})
+	if seen != n {
+		t.Fatalf("%d events, want %d", seen, n)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_ = EachEvent(b, Limits{}, func(*TaskEvent) error { return nil })
+	runtime.ReadMemStats(&m1)
+	if got := m1.TotalAlloc - m0.TotalAlloc; got > 1<<20 {
+		t.Fatalf("EachEvent of %d range tasks (%d bytes) allocated %d bytes (%.0f allocations), want under 1 MB", n, len(b), got, allocs)
 	}
 }

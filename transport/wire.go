@@ -157,6 +157,7 @@ type reader struct {
 	off int
 	lim Limits
 	msg string // message type being decoded, for error text
+	ver uint8  // the message's version, once its header is read
 }
 
 func (r *reader) errf(format string, args ...any) error {
