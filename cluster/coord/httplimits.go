@@ -123,7 +123,9 @@ func readDeclared(r io.Reader, declared, limit int64) ([]byte, error) {
 			if n := int(want) + bytes.MinRead; int64(len(buf))*declaredTrust >= want && n > c {
 				c = n
 			}
-			buf = append(buf[:cap(buf)], make([]byte, c-cap(buf))...)[:len(buf)]
+			nb := make([]byte, len(buf), c)
+			copy(nb, buf)
+			buf = nb
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
