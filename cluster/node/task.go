@@ -23,9 +23,13 @@ var errStopped = errors.New("node: run stopped")
 // function that reads neither (funcs.Entry.NoInputs).
 func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
+	dom := spec.DomainCPU
+	if vs.flags&vNotCPU != 0 {
+		dom = vs.domain // off the hot lines (vstate)
+	}
 	c := &funcs.Call{
 		Run: r.id, Task: vs.name, Path: vs.path, Args: vs.args,
-		Activation: act, Domain: vs.domain, Device: int(vs.device),
+		Activation: act, Domain: dom, Device: int(vs.device),
 	}
 	if vs.flags&vNoInputs != 0 {
 		return c
@@ -174,7 +178,7 @@ func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 	if vs.flags&vHasCtx != 0 { // else its context stays nil
 		vs.setCtx(r.ctxOf(v, act))
 	}
-	return act, r.n.now(), true
+	return act, r.n.stamp(), true
 }
 
 func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
