@@ -174,8 +174,16 @@ func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 		return 0, time.Time{}, false
 	}
 	vs := &r.vs[v]
+	// The activation's two misses, its vstate and its row (the flight
+	// slot), asked for side by side by plain loads before the locked add
+	// (which waits for every load before it): their latencies overlap
+	// instead of adding up.
+	f := vs.flags
+	if v < len(r.flights.rows) {
+		r.flights.rows[v].fl.act.Load()
+	}
 	act = vs.acts.Add(1)
-	if vs.flags&vHasCtx != 0 { // else its context stays nil
+	if f&vHasCtx != 0 { // else its context stays nil
 		vs.setCtx(r.ctxOf(v, act))
 	}
 	return act, r.n.stamp(), true
