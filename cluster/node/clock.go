@@ -12,8 +12,8 @@ import (
 // rebase ago. So a stamp is to the nanosecond, and off the wall clock by
 // what the wall clock was slewed (NTP: at most 500 µs a second) or stepped
 // since the offset was taken: a step shows in the stamps within a second.
-// The stamps of one activation are a monotonic interval unless a rebase
-// falls between them.
+// A rebase between an activation's two stamps can take the slew back
+// (microseconds): run.event then stamps its start as its end.
 type wallClock struct {
 	base atomic.Pointer[clockBase]
 }
