@@ -17,9 +17,12 @@ import (
 // last activation's state for local vertices, the latest output for every
 // vertex whose output a local task reads.
 //
-// What every activation touches comes first, side by side (a run's vertex
-// table is larger than a core's caches: each cache line an activation
-// reads is a miss).
+// What every activation touches comes first, side by side, in the first
+// 128 bytes (two cache lines), and a vstate is 320 bytes (five lines: a
+// run's table is a large allocation, page-aligned, so each vertex's hot
+// part is two whole lines, not three; a run's vertex table is larger than
+// a core's caches: each cache line an activation reads is a miss).
+// TestVstateLayout holds it.
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
@@ -32,23 +35,27 @@ type vstate struct {
 	// What an activation reads of its vertex, copied from the graph by the
 	// build of the first part that runs it (callInfo; the same in every
 	// part: a vertex's data is the plan's): the graph's vertex spans five
-	// cache lines, these two.
+	// cache lines, these two (its domain is a flag there, vNotCPU).
 	name, path string
 	args       funcs.Args
-	domain     spec.Domain // defaulted
 	timeout    time.Duration
-	retries    int32
-	device     int32
-	flags      vflags
+
+	strongSends []int // the remote targets of its strong out-edges, each once
+
+	retries int32
+	device  int32
+	flags   vflags
+	_       [15]byte // the hot part ends at 128 bytes
+
+	domain spec.Domain // defaulted (vNotCPU: not spec.DomainCPU)
 
 	mu     sync.Mutex
 	ran    bool   // an activation's output is recorded
 	outAct uint64 // the activation out belongs to
 	out    []byte
 
-	strongSends []int    // the remote targets of its strong out-edges, each once
-	state       []byte   // Result.State of the last activation
-	ctx         []uint64 // the loop context of the latest activation (runproto.Loops)
+	state []byte   // Result.State of the last activation
+	ctx   []uint64 // the loop context of the latest activation (runproto.Loops)
 
 	preds []int // strong predecessors (distinct), for Inputs
 	// ins are the receive proxies of its in-edges from other nodes or
@@ -71,6 +78,7 @@ const (
 	vHasCtx                       // it has a loop context (runproto.Loops.HasCtx)
 	vSink                         // no successor: its done event carries its output
 	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
+	vNotCPU                       // its domain is not spec.DomainCPU: an activation reads vstate.domain
 )
 
 // callInfo copies what v's activations read of it into vs, once: a vertex
@@ -106,6 +114,9 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 	}
 	if len(vx.Succ) == 0 {
 		f |= vSink
+	}
+	if vs.domain != spec.DomainCPU {
+		f |= vNotCPU
 	}
 	vs.flags = f
 	return true

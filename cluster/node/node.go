@@ -194,6 +194,9 @@ type Node struct {
 	events  *eventPub
 	log     *slog.Logger
 	now     func() time.Time
+	// clock stamps activations (stamp) when fastClock: no Config.Now.
+	clock     wallClock
+	fastClock bool
 
 	mu       sync.Mutex
 	runs     map[string]*run
@@ -253,6 +256,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	fast := cfg.Now == nil // activations stamp with the node's wallClock
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -288,22 +292,23 @@ func New(cfg Config) (*Node, error) {
 	var bootBytes [6]byte
 	_, _ = rand.Read(bootBytes[:])
 	n := &Node{
-		boot:    hex.EncodeToString(bootBytes[:]),
-		cfg:     cfg,
-		id:      cfg.ID,
-		conn:    cfg.Conn,
-		reg:     cfg.Registry,
-		graphs:  newGraphCache(maxCachedVertices),
-		builds:  newBuildCache(maxBuiltVertices),
-		ex:      ex,
-		batcher: b,
-		log:     cfg.Logger.With("node", cfg.ID),
-		now:     cfg.Now,
-		runs:    map[string]*run{},
-		early:   map[string]*earlyRun{},
-		ended:   map[string]uint64{},
-		refused: map[runGen]error{},
-		drained: make(chan struct{}),
+		boot:      hex.EncodeToString(bootBytes[:]),
+		cfg:       cfg,
+		id:        cfg.ID,
+		conn:      cfg.Conn,
+		reg:       cfg.Registry,
+		graphs:    newGraphCache(maxCachedVertices),
+		builds:    newBuildCache(maxBuiltVertices),
+		ex:        ex,
+		batcher:   b,
+		log:       cfg.Logger.With("node", cfg.ID),
+		now:       cfg.Now,
+		fastClock: fast,
+		runs:      map[string]*run{},
+		early:     map[string]*earlyRun{},
+		ended:     map[string]uint64{},
+		refused:   map[runGen]error{},
+		drained:   make(chan struct{}),
 
 		flushKick:  make(chan struct{}, 1),
 		replayKick: make(chan struct{}, 1),

@@ -598,9 +598,9 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 // child name in the run's task table: a vertex's in its row, by the worker
 // (eventPub.record), a child's under the publisher's lock.
 func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start time.Time) {
-	end := r.n.now()
-	if start.IsZero() {
-		start = end
+	end := r.n.stamp()
+	if start.IsZero() || (r.n.fastClock && end.Before(start)) {
+		start = end // none, or a wallClock rebase between them took the wall clock's slew back
 	}
 	p := r.n.events
 	if name == "" || name == r.graph().Vertices[v].Path {

@@ -23,9 +23,13 @@ var errStopped = errors.New("node: run stopped")
 // function that reads neither (funcs.Entry.NoInputs).
 func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
+	dom := spec.DomainCPU
+	if vs.flags&vNotCPU != 0 {
+		dom = vs.domain // off the hot lines (vstate)
+	}
 	c := &funcs.Call{
 		Run: r.id, Task: vs.name, Path: vs.path, Args: vs.args,
-		Activation: act, Domain: vs.domain, Device: int(vs.device),
+		Activation: act, Domain: dom, Device: int(vs.device),
 	}
 	if vs.flags&vNoInputs != 0 {
 		return c
@@ -170,11 +174,19 @@ func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 		return 0, time.Time{}, false
 	}
 	vs := &r.vs[v]
+	// The activation's two misses, its vstate and its row (the flight
+	// slot), asked for side by side by plain loads before the locked add
+	// (which waits for every load before it): their latencies overlap
+	// instead of adding up.
+	f := vs.flags
+	if v < len(r.flights.rows) {
+		r.flights.rows[v].fl.act.Load()
+	}
 	act = vs.acts.Add(1)
-	if vs.flags&vHasCtx != 0 { // else its context stays nil
+	if f&vHasCtx != 0 { // else its context stays nil
 		vs.setCtx(r.ctxOf(v, act))
 	}
-	return act, r.n.now(), true
+	return act, r.n.stamp(), true
 }
 
 func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
