@@ -813,8 +813,9 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 	return b
 }
 
-// Decode decodes an Assignment into a (Plan is copied). Every owner must name one of
-// Nodes.
+// Decode decodes an Assignment into a. Plan aliases data (a plan is some MB
+// for a 100K-task part; a node that keeps it copies it). Every owner must
+// name one of Nodes.
 func (a *Assignment) Decode(data []byte, lim Limits) error {
 	var r reader
 	if err := r.init(data, lim, TypeAssignment, assignmentFields); err != nil {
@@ -856,7 +857,7 @@ func (a *Assignment) Decode(data []byte, lim Limits) error {
 			return r.errf("owner of task %d: node index %d, only %d nodes", i, a.Owner[i], len(a.Nodes))
 		}
 	}
-	if a.Plan, err = r.bin("plan", r.lim.MaxBody, false); err != nil {
+	if a.Plan, err = r.bin("plan", r.lim.MaxBody, true); err != nil {
 		return err
 	}
 	if n, err = r.arrayLen("boots", len(a.Nodes)); err != nil {

@@ -1,9 +1,10 @@
 package node
 
 import (
-	"crypto/sha256"
+	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -26,16 +27,39 @@ var ErrNoPlan = errors.New("node: the assignment carries no plan of this node's 
 // vertex, so some hundreds of MB at most).
 const maxCachedVertices = 400_000
 
-// graphCache holds the compiled plans of recent Assignments by the SHA-256
-// of the plan's bytes: the runs of one flow placed alike (the same plan)
-// share one, read-only. A node's registry is fixed for its life, so the
-// bytes alone decide what compiling gives.
+// graphCache holds the compiled plans of recent Assignments by their
+// plan's bytes: the runs of one flow placed alike (the same plan) share
+// one, read-only. A node's registry is fixed for its life, so the bytes
+// alone decide what compiling gives.
+//
+// An entry is found by a fast 64-bit hash of the bytes (hash/maphash, a
+// seed of the process's: memory speed, where SHA-256 over a 100K-task
+// plan was some milliseconds a run) and taken only when its bytes equal
+// the plan's (a memory compare): a plan is never served another plan's
+// Part, whatever the hash gives. Of two plans with one hash and length,
+// the first cached keeps the slot and the other is compiled each time
+// (wlru keeps a key's first value).
 type graphCache struct {
-	c *wlru.Cache[[32]byte, *runproto.Part]
+	c    *wlru.Cache[planKey, *cachedPlan]
+	seed maphash.Seed
+	sum  func(seed maphash.Seed, plan []byte) uint64 // maphash.Bytes; tests force collisions
+}
+
+// planKey is a plan's hash and length.
+type planKey struct {
+	h uint64
+	n int
+}
+
+// cachedPlan is a compiled plan and a copy of the bytes it was compiled
+// from (an Assignment's may share a buffer the transport reuses).
+type cachedPlan struct {
+	plan []byte
+	pt   *runproto.Part
 }
 
 func newGraphCache(maxVertices int) graphCache {
-	return graphCache{wlru.New[[32]byte, *runproto.Part](maxVertices)}
+	return graphCache{c: wlru.New[planKey, *cachedPlan](maxVertices), seed: maphash.MakeSeed(), sum: maphash.Bytes}
 }
 
 // decodePlan decodes the plan of a run of tasks vertices (the owner
@@ -72,9 +96,9 @@ func decodePlan(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) 
 // cache when an earlier Assignment had the same plan. Errors are not
 // cached: a plan that does not compile is refused each time.
 func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
-	key := sha256.Sum256(plan)
-	if pt, ok := gc.c.Get(key); ok && len(pt.G.Vertices) == tasks {
-		return pt, nil
+	key := planKey{gc.sum(gc.seed, plan), len(plan)}
+	if cp, ok := gc.c.Get(key); ok && len(cp.pt.G.Vertices) == tasks && bytes.Equal(cp.plan, plan) {
+		return cp.pt, nil
 	}
 	p, err := decodePlan(plan, tasks, lim, reg)
 	if err != nil {
@@ -84,7 +108,7 @@ func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg s
 	if err != nil {
 		return nil, err
 	}
-	gc.c.Put(key, pt, max(len(p.Vertices), 1))
+	gc.c.Put(key, &cachedPlan{plan: bytes.Clone(plan), pt: pt}, max(len(p.Vertices), 1))
 	return pt, nil
 }
 

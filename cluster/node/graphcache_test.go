@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"hash/maphash"
 	"strings"
 	"testing"
 
@@ -115,5 +116,51 @@ func TestPlanFits(t *testing.T) {
 	}
 	if _, err := gc.compile(nil, 2, transport.Limits{}, nil); !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("no plan: %v", err)
+	}
+}
+
+// A plan is served only the Part compiled from its own bytes: two plans
+// whose hashes collide (forced here) each get their own, every time.
+func TestGraphCacheCollision(t *testing.T) {
+	flow := func(name string) []byte {
+		f, err := spec.Parse(name+".yaml", []byte("name: "+name+"\ntasks:\n  - {name: "+name+"a, func: noop}\n  - {name: "+name+"b, func: noop}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := spec.Marshal(f, spec.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return planned(t, js, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: make([]uint32, 2)}, "n0").Plan
+	}
+	gc := newGraphCache(100)
+	gc.sum = func(maphash.Seed, []byte) uint64 { return 7 } // every plan collides
+	a, b := flow("x"), flow("y")
+	if len(a) != len(b) {
+		t.Fatalf("plans of %d and %d bytes: the test needs one length", len(a), len(b))
+	}
+	for range 2 {
+		for _, plan := range [][]byte{a, b} {
+			pt, err := gc.compile(plan, 2, transport.Limits{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "x"
+			if &plan[0] == &b[0] {
+				want = "y"
+			}
+			if got := pt.G.Vertices[0].Path; !strings.HasPrefix(got, want) {
+				t.Fatalf("plan of flow %s served a Part whose first task is %q", want, got)
+			}
+		}
+	}
+	// The Assignment's buffer may be reused: the cache keeps its own copy.
+	c := bytes.Clone(a)
+	if _, err := gc.compile(c, 2, transport.Limits{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	copy(c, b)
+	if pt, err := gc.compile(b, 2, transport.Limits{}, nil); err != nil || !strings.HasPrefix(pt.G.Vertices[0].Path, "y") {
+		t.Fatalf("after the buffer was overwritten: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/internal/wlru"
@@ -120,11 +121,22 @@ func (r *run) keepable(idle bool) *built {
 // (its open runs done, no Signal delivered to it: it is no longer in
 // n.runs), so nothing else touches s: no lock (a lock a vertex was most of
 // a kept build's reset).
+//
+// It writes only what is not clear already (a vertex's table spans five
+// cache lines; a store to a clear field dirties one for nothing, and a
+// counter's store is a locked instruction).
 func (s *vstate) reset() {
-	s.acts.Store(0)
-	s.execs.Store(0)
-	s.done.Store(0)
-	s.ran, s.outAct, s.out, s.state, s.ctx, s.childExecs = false, 0, nil, nil, nil, nil
+	for _, c := range [...]*atomic.Uint64{&s.acts, &s.execs, &s.done} {
+		if c.Load() != 0 {
+			c.Store(0)
+		}
+	}
+	if s.ran || s.outAct != 0 || s.out != nil {
+		s.ran, s.outAct, s.out = false, 0, nil
+	}
+	if s.state != nil || s.ctx != nil || s.childExecs != nil {
+		s.state, s.ctx, s.childExecs = nil, nil, nil
+	}
 	for _, e := range s.ins {
 		e.reset()
 	}
