@@ -86,7 +86,8 @@ func (r *run) endFlight(v int) {
 }
 
 // scan publishes a running event for each activation in flight since
-// before now-RunningAfter whose event is not recorded yet.
+// before now-RunningAfter whose event is not recorded yet. now, like the
+// starts and the event's end, is of the node's stamp clock (Node.stamp).
 func (r *run) scanFlights(now time.Time) {
 	due := now.Add(-RunningAfter).UnixNano()
 	rows := r.flights.rows
@@ -102,7 +103,7 @@ func (r *run) scanFlights(now time.Time) {
 		}
 		r.n.events.emitFlight(r.tab, &s.act, a, transport.TaskEvent{
 			Run: r.id, Gen: r.curGen(), Task: uint32(v), Node: r.n.id, State: transport.TaskRunning,
-			Act: a, Executions: r.vs[v].execs.Load(), Start: time.Unix(0, start), End: r.n.now(),
+			Act: a, Executions: r.vs[v].execs.Load(), Start: time.Unix(0, start), End: r.n.stamp(),
 		})
 	}
 }

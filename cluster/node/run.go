@@ -246,7 +246,7 @@ func (r *run) loop() {
 			r.report()
 		case <-scan.C:
 			if !r.partsIdle() { // read without n.mu: an activation that begins meanwhile is seen by the next scan
-				r.scanFlights(r.n.now())
+				r.scanFlights(r.n.stamp()) // the clock the flights' starts were stamped with
 			}
 		case <-finished:
 			finished = nil
