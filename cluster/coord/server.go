@@ -150,9 +150,14 @@ type Server struct {
 	dropCount map[string]uint64 // "subject reason" → count
 
 	// verdicts and deaths (Verdicts)
-	refusedMetric            prometheus.Counter
-	deathsMetric             *prometheus.CounterVec
-	longPolls                atomic.Int64 // status reads waiting for a change (awaitChange)
+	refusedMetric prometheus.Counter
+	deathsMetric  *prometheus.CounterVec
+	longPolls     atomic.Int64 // status reads waiting for a change (awaitChange)
+	// applied is closed (and the next made) each time the FSM applies a
+	// command: status reads waiting for a run's verdict (awaitChange) see
+	// it when it is applied, not at their next tick.
+	appliedMu                sync.Mutex
+	applied                  chan struct{}
 	refused, deathsConfirmed atomic.Uint64
 	deathsRefuted            atomic.Uint64
 
@@ -224,9 +229,29 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TLS != nil {
 		s.fwd.Transport = &http.Transport{TLSClientConfig: cfg.ForwardTLS, Proxy: http.ProxyFromEnvironment}
 	}
-	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick) }}
+	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick); s.broadcastApplied() }}
 	s.initMetrics()
 	return s, nil
+}
+
+// appliedCh is closed at the FSM's next applied command.
+func (s *Server) appliedCh() <-chan struct{} {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	if s.applied == nil {
+		s.applied = make(chan struct{})
+	}
+	return s.applied
+}
+
+// broadcastApplied wakes everything waiting on appliedCh.
+func (s *Server) broadcastApplied() {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	if s.applied != nil {
+		close(s.applied)
+		s.applied = nil
+	}
 }
 
 func wake(c chan struct{}) {

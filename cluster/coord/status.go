@@ -747,13 +747,16 @@ func (s *Server) statusVersion(ctx context.Context, id string) (v string, err er
 const MaxStatusWait = 10 * time.Second
 
 // statusWaitTick is how often a waiting status read looks at the run's
-// record (its state); new events wake it at once.
-const statusWaitTick = 100 * time.Millisecond
+// record (its state) even when nothing woke it; new events and every
+// command the FSM applies wake it at once.
+var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitingRead
 
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
-// (a subscription to the run's event subject, for the length of the wait);
-// a change of the run's record is seen within statusWaitTick.
+// (a subscription to the run's event subject, for the length of the wait),
+// and so does every command the FSM applies (appliedCh: a run's verdict
+// reaches its waiting client when it is applied; it waited up to
+// statusWaitTick, 50 ms on average, before).
 func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.Duration) error {
 	s.longPolls.Add(1)
 	defer s.longPolls.Add(-1)
@@ -778,6 +781,7 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	}
 	tick := time.NewTicker(statusWaitTick)
 	defer tick.Stop()
+	applied := s.appliedCh() // taken before the first read: a command applied after it wakes the wait
 	for read := true; ; {
 		if read {
 			v, err := s.statusVersion(ctx, id)
@@ -794,6 +798,9 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			return nil
 		case <-woke:
 			read = true
+		case <-applied:
+			applied = s.appliedCh()
+			read = s.recordChanged(id)
 		case <-tick.C:
 			read = s.recordChanged(id)
 		}

@@ -2,13 +2,16 @@ package coord
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/flowgen"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/transport"
@@ -321,5 +324,48 @@ func TestReportFoldsAsItsEvents(t *testing.T) {
 				t.Fatalf("seed %d: the record check folded whole says %v %v, as events %v %v", seed, o, f, wo, wf)
 			}
 		}
+	}
+}
+
+// A status read waiting for a change of a run (a client following it to
+// its verdict) returns when the run's verdict is applied, not at its next
+// look at the record (statusWaitTick, made an hour here).
+func TestVerdictWakesAWaitingRead(t *testing.T) {
+	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
+	statusWaitTick = time.Hour
+	s, _ := fuzzServer(t)
+	sf, _, err := s.Register("l.yaml", flowgen.Layered(2, 3, 1, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.RunFlow("", sf.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := s.statusVersion(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 1)
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	defer stopWait()
+	go func() { woke <- s.awaitChange(waitCtx, id, v, time.Hour) }() // neither its wait nor its tick ends it
+	defer func() { stopWait(); <-woke }()
+	if err := s.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunCancelled, Error: "by the test", At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		woke <- err // for the deferred join
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a waiting status read did not see the run's verdict applied")
+	}
+	if v2, err := s.statusVersion(ctx, id); err != nil || v2 == v {
+		t.Fatalf("status version after the verdict: %q (was %q), %v", v2, v, err)
 	}
 }
