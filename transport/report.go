@@ -154,14 +154,7 @@ func appendRange(b []byte, ds []TaskDelta, base int64) []byte {
 	for i := range ds {
 		n += uvarintLen(rangeOff(ds[i].Start, base)) + uvarintLen(rangeOff(ds[i].End, base))
 	}
-	switch {
-	case n <= math.MaxUint8:
-		b = append(b, mpBin8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, mpBin16, byte(n>>8), byte(n))
-	default:
-		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
+	b = appendBinHeader(b, n)
 	for i := range ds {
 		b = binary.AppendUvarint(b, rangeOff(ds[i].Start, base))
 		b = binary.AppendUvarint(b, rangeOff(ds[i].End, base))

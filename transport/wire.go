@@ -137,16 +137,20 @@ func appendBin(b []byte, v []byte) []byte {
 	if v == nil {
 		return append(b, mpNil)
 	}
-	n := len(v)
+	return append(appendBinHeader(b, len(v)), v...)
+}
+
+// appendBinHeader appends the header of a bin of n bytes (the bytes to
+// follow).
+func appendBinHeader(b []byte, n int) []byte {
 	switch {
 	case n <= math.MaxUint8:
-		b = append(b, mpBin8, byte(n))
+		return append(b, mpBin8, byte(n))
 	case n <= math.MaxUint16:
-		b = append(b, mpBin16, byte(n>>8), byte(n))
+		return append(b, mpBin16, byte(n>>8), byte(n))
 	default:
-		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		return append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
-	return append(b, v...)
 }
 
 // reader decodes msgpack from a byte slice. Every method checks bounds before it
