@@ -262,7 +262,7 @@ func (p *eventPub) emitFlight(t *taskTable, slot *atomic.Uint64, act uint64, ev 
 // barrier waits for what is being recorded under p.mu.
 func (p *eventPub) barrier() {
 	p.mu.Lock()
-	//nolint:staticcheck // an empty critical section: ordering only
+	//lint:ignore SA2001 an empty critical section: ordering only
 	p.mu.Unlock()
 }
 
