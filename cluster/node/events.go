@@ -101,6 +101,20 @@ type taskRow struct {
 	gen        uint64 // the generation of the latest change
 }
 
+// take writes a change of activation act into r and reports whether it is
+// the row's latest. An earlier activation that ended after a later one
+// began (or ended) counts only its executions: the row keeps the later
+// one, as the status fold would have; what it must not do is replace it.
+// The caller writes the change's output and error when take reports true.
+func (r *taskRow) take(st transport.TaskState, act, execs uint64, start, end int64) bool {
+	if act < r.act {
+		r.execs = max(r.execs, execs)
+		return false
+	}
+	r.state, r.act, r.execs, r.start, r.end = st, act, execs, start, end
+	return true
+}
+
 // The bits of taskRow.lk.
 const (
 	rowLocked = 1 << iota
@@ -290,11 +304,7 @@ func (p *eventPub) recordLocked(t *taskTable, ev *transport.TaskEvent) (first bo
 		t.dirtyN = append(t.dirtyN, nr)
 	}
 	nr.gen = ev.Gen
-	if ev.Act < nr.act {
-		nr.execs = max(nr.execs, ev.Executions)
-	} else {
-		nr.state, nr.act, nr.execs = ev.State, ev.Act, ev.Executions
-		nr.start, nr.end = transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)
+	if nr.take(ev.State, ev.Act, ev.Executions, transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)) {
 		if len(ev.Output) > 0 || ev.State == transport.TaskDone {
 			nr.out = ev.Output
 		}
@@ -344,14 +354,7 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 		p.cutLocked(t)
 		f = row.lock()
 	}
-	if act < row.act {
-		// An earlier activation that ended after a later one began (or
-		// ended): the row keeps the later one, as the status fold would
-		// have (an event of an older activation counts only its
-		// executions); what it must not do is replace the later one.
-		row.execs = max(row.execs, execs)
-	} else {
-		row.state, row.act, row.execs, row.start, row.end = st, act, execs, start, end
+	if row.take(st, act, execs, start, end) {
 		// The output stays until an event says another (a done one, or one
 		// with an output), as in the status fold: a report of a sink that
 		// ran and then failed still shows what it gave.

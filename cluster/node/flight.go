@@ -57,9 +57,6 @@ func (f *flights) scanPeriod() time.Duration {
 	return scanEvery * time.Duration(max(1, (len(f.rows)+scanSlots-1)/scanSlots))
 }
 
-// newFlights is the flight table in rows (a run's task table's).
-func newFlights(rows []taskRow) flights { return flights{rows: rows} }
-
 // begin records that activation act of v began at start. It reports false
 // when v's slot holds another activation (a vertex running in two parts at
 // once after a recovery): the caller watches that one by a timer.

@@ -133,7 +133,7 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.pt.Store(pt)
 	r.tab = n.events.open(a.Run, n.id, len(pt.G.Vertices))
-	r.flights = newFlights(r.tab.rows)
+	r.flights = flights{rows: r.tab.rows}
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
 		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
