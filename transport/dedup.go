@@ -164,17 +164,6 @@ func (r *dedupRun) insert(a *edgeActs, act uint64) bool {
 	return fresh
 }
 
-// intervals is how many intervals hold a's activations.
-func (r *dedupRun) intervals(a *edgeActs) int {
-	if a.spill != 0 {
-		return len(r.spills[a.spill-1])
-	}
-	if a.has {
-		return 1
-	}
-	return 0
-}
-
 // edge is e's state, made on first sight.
 func (r *dedupRun) edge(e edgeID) *edgeActs {
 	sa := r.last

@@ -334,3 +334,14 @@ func BenchmarkDedupDescendingFan(b *testing.B) {
 		})
 	}
 }
+
+// intervals is how many intervals hold a's activations.
+func (r *dedupRun) intervals(a *edgeActs) int {
+	if a.spill != 0 {
+		return len(r.spills[a.spill-1])
+	}
+	if a.has {
+		return 1
+	}
+	return 0
+}

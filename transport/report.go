@@ -79,14 +79,19 @@ func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta)
 	b = appendReportHead(b, run, gen, node, base, entries)
 	for i := 0; i < len(ds); {
 		n := rangeLen(ds[i:], base)
-		if n == 1 {
-			b = ds[i].appendFields(b, base)
-		} else {
-			b = appendRange(b, ds[i:i+n], base)
-		}
+		b = appendEntry(b, ds[i:i+n], base)
 		i += n
 	}
 	return b
+}
+
+// appendEntry writes ds, a run rangeLen found, as one entry: a delta entry
+// for one delta, a range entry for more.
+func appendEntry(b []byte, ds []TaskDelta, base int64) []byte {
+	if len(ds) == 1 {
+		return ds[0].appendFields(b, base)
+	}
+	return appendRange(b, ds, base)
 }
 
 // appendReportHead writes a TaskReport's fields up to its entries' array
@@ -487,11 +492,7 @@ func appendReports(tr *TaskReport, fn func([]byte) error) error {
 				return err
 			}
 		}
-		if n == 1 {
-			body = ds[i].appendFields(body, base)
-		} else {
-			body = appendRange(body, ds[i:i+n], base)
-		}
+		body = appendEntry(body, ds[i:i+n], base)
 		entries++
 		i += n
 	}

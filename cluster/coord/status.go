@@ -376,7 +376,7 @@ func (f *Fold) row(name string, key taskKey, a *taskAgg, r *Run, sink bool) prot
 		ts.State = proto.TaskCancelled
 	}
 	if sink && len(f.out) > 0 {
-		if out := f.out[key]; len(out) > 0 {
+		if out := f.output(key); len(out) > 0 {
 			ts.Output = hex.EncodeToString(out)
 		}
 	}
