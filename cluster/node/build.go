@@ -79,6 +79,7 @@ const (
 	vSink                         // no successor: its done event carries its output
 	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
 	vNotCPU                       // its domain is not spec.DomainCPU: an activation reads vstate.domain
+	vTransient                    // its function keeps no Call (funcs.Entry.Transient): its activations reuse Calls (callPool)
 )
 
 // callInfo copies what v's activations read of it into vs, once: a vertex
@@ -107,6 +108,9 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 		vs.body = b
 		if b != nil && b.NoInputs() {
 			f |= vNoInputs
+		}
+		if b != nil && b.Transient() {
+			f |= vTransient
 		}
 	}
 	if r.lp().HasCtx(v) {
