@@ -17,11 +17,14 @@ import (
 // last activation's state for local vertices, the latest output for every
 // vertex whose output a local task reads.
 //
-// What every activation touches comes first, side by side, in the first
-// 128 bytes (two cache lines), and a vstate is 320 bytes (five lines: a
-// run's table is a large allocation, page-aligned, so each vertex's hot
-// part is two whole lines, not three; a run's vertex table is larger than
-// a core's caches: each cache line an activation reads is a miss).
+// What every activation of a plain task touches comes first, side by side,
+// in the first 64 bytes (one cache line), and a vstate is 320 bytes (five
+// lines: a run's table is a large allocation, page-aligned, so each
+// vertex's hot part is one whole line, not two; a run's vertex table is
+// larger than a core's caches: each cache line an activation reads is a
+// miss). What only some vertices' activations read (a path of their own, a
+// timeout or retries, a device or a domain not cpu, remote strong
+// successors) is on a colder line, read where a flag says so.
 // TestVstateLayout holds it.
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
@@ -35,19 +38,19 @@ type vstate struct {
 	// What an activation reads of its vertex, copied from the graph by the
 	// build of the first part that runs it (callInfo; the same in every
 	// part: a vertex's data is the plan's): the graph's vertex spans five
-	// cache lines, these two (its domain is a flag there, vNotCPU).
-	name, path string
-	args       funcs.Args
-	timeout    time.Duration
+	// cache lines, this one.
+	name  string // its task's name; its path too unless vOwnPath
+	args  funcs.Args
+	flags vflags
+	_     [6]byte // the hot part ends at 64 bytes
 
-	strongSends []int // the remote targets of its strong out-edges, each once
-
-	retries int32
-	device  int32
-	flags   vflags
-	_       [15]byte // the hot part ends at 128 bytes
-
-	domain spec.Domain // defaulted (vNotCPU: not spec.DomainCPU)
+	// Read by an activation where flags say so.
+	path        string        // vOwnPath: its path, not its name
+	timeout     time.Duration // vLimits
+	retries     int32         // vLimits
+	device      int32         // vPlaced
+	domain      spec.Domain   // vPlaced; defaulted
+	strongSends []int         // vSends: the remote targets of its strong out-edges, each once
 
 	mu     sync.Mutex
 	ran    bool   // an activation's output is recorded
@@ -67,10 +70,11 @@ type vstate struct {
 	ins        []*recvEdge // by source, ascending (in)
 	condSends  []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs map[string]*atomic.Uint64
+	_          [8]byte // to a whole number of cache lines (five)
 }
 
 // vflags are what a vertex's activations test of it (vstate.flags).
-type vflags uint8
+type vflags uint16
 
 const (
 	vBuilt     vflags = 1 << iota // the fields callInfo sets are set
@@ -78,9 +82,20 @@ const (
 	vHasCtx                       // it has a loop context (runproto.Loops.HasCtx)
 	vSink                         // no successor: its done event carries its output
 	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
-	vNotCPU                       // its domain is not spec.DomainCPU: an activation reads vstate.domain
+	vPlaced                       // its domain is not spec.DomainCPU or it names a device: an activation reads vstate.domain and device
 	vTransient                    // its function keeps no Call (funcs.Entry.Transient): its activations reuse Calls (callPool)
+	vOwnPath                      // its path is not its name: an activation reads vstate.path
+	vLimits                       // it has a timeout or retries: an activation reads vstate.timeout and retries
+	vSends                        // it has strong out-edges to other nodes: complete reads vstate.strongSends
 )
+
+// pathOf is v's path (vOwnPath).
+func (s *vstate) pathOf() string {
+	if s.flags&vOwnPath != 0 {
+		return s.path
+	}
+	return s.name
+}
 
 // callInfo copies what v's activations read of it into vs, once: a vertex
 // built in a later part again keeps what is set (its activations may run).
@@ -119,8 +134,14 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 	if len(vx.Succ) == 0 {
 		f |= vSink
 	}
-	if vs.domain != spec.DomainCPU {
-		f |= vNotCPU
+	if vs.domain != spec.DomainCPU || vs.device != 0 {
+		f |= vPlaced
+	}
+	if vs.path != vs.name {
+		f |= vOwnPath
+	}
+	if vs.timeout != 0 || vs.retries != 0 {
+		f |= vLimits
 	}
 	vs.flags = f
 	return true
@@ -465,6 +486,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int, ends []task
 			strong[u] = true
 			// no proxy task: complete sends the strong edges (sendStrong)
 			vs.strongSends = append(vs.strongSends, u)
+			vs.flags |= vSends
 		}
 	}
 	// In-edges from other nodes: at the top level none but dst's join

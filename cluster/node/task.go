@@ -30,9 +30,9 @@ var callPool = sync.Pool{New: func() any { return new(funcs.Call) }}
 // putCall once the function has returned.
 func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
-	dom := spec.DomainCPU
-	if vs.flags&vNotCPU != 0 {
-		dom = vs.domain // off the hot lines (vstate)
+	dom, dev := spec.DomainCPU, 0
+	if vs.flags&vPlaced != 0 {
+		dom, dev = vs.domain, int(vs.device) // off the hot line (vstate)
 	}
 	var c *funcs.Call
 	if vs.flags&vTransient != 0 {
@@ -41,8 +41,8 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 		c = new(funcs.Call)
 	}
 	*c = funcs.Call{
-		Run: r.id, Task: vs.name, Path: vs.path, Args: vs.args,
-		Activation: act, Domain: dom, Device: int(vs.device),
+		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: vs.args,
+		Activation: act, Domain: dom, Device: dev,
 	}
 	if vs.flags&vNoInputs != 0 {
 		return c
@@ -212,8 +212,13 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	if vs.body == nil {
 		fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
 	}
+	var retries int
+	var timeout time.Duration
+	if vs.flags&vLimits != 0 { // off the hot line (vstate)
+		retries, timeout = int(vs.retries), vs.timeout
+	}
 	c := r.call(v, act)
-	res, err := r.invoke(v, fn, vs.body, int(vs.retries), vs.timeout, c, &vs.execs, start, false)
+	res, err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false)
 	if vs.flags&vTransient != 0 {
 		funcs.Release(c) // the function has returned, and it keeps no Call
 		callPool.Put(c)
@@ -472,7 +477,7 @@ func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	if vs.flags&vNoReaders == 0 {
 		vs.setOut(act, out)
 	}
-	if len(vs.strongSends) > 0 {
+	if vs.flags&vSends != 0 {
 		r.sendStrong(v, act, out, vs.strongSends)
 	}
 	var evOut []byte
