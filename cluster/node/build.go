@@ -17,15 +17,16 @@ import (
 // last activation's state for local vertices, the latest output for every
 // vertex whose output a local task reads.
 //
-// What every activation of a plain task touches comes first, side by side,
-// in the first 64 bytes (one cache line), and a vstate is 320 bytes (five
-// lines: a run's table is a large allocation, page-aligned, so each
-// vertex's hot part is one whole line, not two; a run's vertex table is
-// larger than a core's caches: each cache line an activation reads is a
-// miss). What only some vertices' activations read (a path of their own, a
-// timeout or retries, a device or a domain not cpu, remote strong
-// successors) is on a colder line, read where a flag says so.
-// TestVstateLayout holds it.
+// A vstate is what every activation of a plain task touches, side by side
+// in 64 bytes (one cache line), and a pointer to the rest (vcold): a run's
+// table of them is a large allocation, page-aligned, so each vertex's is
+// one whole line, and the table is dense (a fifth of the pages and lines
+// it took with the rest inline: a run's vertex table is larger than a
+// core's caches, each line an activation reads is a miss, and the pages
+// are many more than the TLB holds). What only some vertices' activations
+// read (args, a path of their own, a timeout or retries, a device or a
+// domain not cpu, remote strong successors) is in the vcold, read where a
+// flag says so. TestVstateLayout holds it.
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
@@ -34,17 +35,22 @@ type vstate struct {
 	// reused build keeps it): nil where the bind failed (Invoke by name
 	// then fails the task with why) or the vertex runs no function.
 	body *funcs.Bound
-
 	// What an activation reads of its vertex, copied from the graph by the
 	// build of the first part that runs it (callInfo; the same in every
 	// part: a vertex's data is the plan's): the graph's vertex spans five
 	// cache lines, this one.
-	name  string // its task's name; its path too unless vOwnPath
-	args  funcs.Args
+	name string // its task's name; its path too unless vOwnPath
+	*vcold
 	flags vflags
-	_     [6]byte // the hot part ends at 64 bytes
+	_     [6]byte // to 64 bytes
+}
 
+// vcold is the part of a vertex's state (vstate) that a plain task's
+// activation does not read: the build makes them in one array beside the
+// run's vstates, and a vstate points at its own (a reused build keeps both).
+type vcold struct {
 	// Read by an activation where flags say so.
+	args        funcs.Args    // vArgs
 	path        string        // vOwnPath: its path, not its name
 	timeout     time.Duration // vLimits
 	retries     int32         // vLimits
@@ -70,7 +76,15 @@ type vstate struct {
 	ins        []*recvEdge // by source, ascending (in)
 	condSends  []*sendEdge // conditions: per out-edge index, nil where local
 	childExecs map[string]*atomic.Uint64
-	_          [8]byte // to a whole number of cache lines (five)
+}
+
+// newVstates makes a run's vertex table of n vertices, each with its vcold.
+func newVstates(n int) []vstate {
+	vs, cold := make([]vstate, n), make([]vcold, n)
+	for i := range vs {
+		vs[i].vcold = &cold[i]
+	}
+	return vs
 }
 
 // vflags are what a vertex's activations test of it (vstate.flags).
@@ -87,6 +101,7 @@ const (
 	vOwnPath                      // its path is not its name: an activation reads vstate.path
 	vLimits                       // it has a timeout or retries: an activation reads vstate.timeout and retries
 	vSends                        // it has strong out-edges to other nodes: complete reads vstate.strongSends
+	vArgs                         // it has args: an activation reads vstate.args
 )
 
 // pathOf is v's path (vOwnPath).
@@ -142,6 +157,9 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 	}
 	if vs.timeout != 0 || vs.retries != 0 {
 		f |= vLimits
+	}
+	if vs.args != nil {
+		f |= vArgs
 	}
 	vs.flags = f
 	return true
@@ -342,7 +360,7 @@ func (r *run) build(in []bool) (*part, error) {
 			r.n.stats.buildsReused.Add(1)
 			return r.adopt(b), nil
 		}
-		r.vs = make([]vstate, len(g.Vertices))
+		r.vs = newVstates(len(g.Vertices))
 	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())

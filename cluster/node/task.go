@@ -32,7 +32,11 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
 	dom, dev := spec.DomainCPU, 0
 	if vs.flags&vPlaced != 0 {
-		dom, dev = vs.domain, int(vs.device) // off the hot line (vstate)
+		dom, dev = vs.domain, int(vs.device) // off the hot line (vcold)
+	}
+	var args funcs.Args
+	if vs.flags&vArgs != 0 {
+		args = vs.args
 	}
 	var c *funcs.Call
 	if vs.flags&vTransient != 0 {
@@ -41,7 +45,7 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 		c = new(funcs.Call)
 	}
 	*c = funcs.Call{
-		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: vs.args,
+		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: args,
 		Activation: act, Domain: dom, Device: dev,
 	}
 	if vs.flags&vNoInputs != 0 {
@@ -214,7 +218,7 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	}
 	var retries int
 	var timeout time.Duration
-	if vs.flags&vLimits != 0 { // off the hot line (vstate)
+	if vs.flags&vLimits != 0 { // off the hot line (vcold)
 		retries, timeout = int(vs.retries), vs.timeout
 	}
 	c := r.call(v, act)
