@@ -44,18 +44,18 @@ const (
 
 func builtins() []Entry {
 	return []Entry{
-		{Name: Noop, CPU: noop, Check: func(a Args) error { return a.Only() }, NoInputs: true, Doc: "does nothing"},
-		{Name: Spin, CPU: spin, Check: func(a Args) error { _, err := spinArgs(a); return err }, NoInputs: true, Doc: "{us}: busy CPU work for us microseconds"},
-		{Name: Sleep, CPU: sleep, Check: func(a Args) error { _, err := sleepArgs(a); return err }, NoInputs: true, Doc: "{ms}: sleeps ms milliseconds"},
-		{Name: Hash, CPU: hash, Check: func(a Args) error { return a.Only() }, Doc: "SHA-256 of the task's name and its strong predecessors' outputs"},
-		{Name: Loop, Kind: spec.KindCondition, CPU: loop, Check: func(a Args) error { _, err := loopArgs(a); return err }, Doc: "{n}: condition, 0 on n activations in a row, then 1"},
-		{Name: Coin, Kind: spec.KindCondition, CPU: coin, Check: func(a Args) error { _, _, _, err := coinArgs(a); return err }, NoInputs: true, Doc: "{p, seed}: condition, 0 with probability p, else 1"},
-		{Name: Fail, CPU: fail, Check: func(a Args) error { _, _, err := failArgs(a); return err }, NoInputs: true, Doc: "{msg, times}: returns an error (on its first `times` executions of an activation)"},
-		{Name: Panic, CPU: panicFn, Check: func(a Args) error { _, err := panicArgs(a); return err }, NoInputs: true, Doc: "{msg}: panics"},
-		{Name: Saxpy, CPU: saxpyCPU, GPU: saxpyCPU, Graph: saxpyGraph, Check: func(a Args) error { _, _, err := SaxpyArgs(a); return err }, NoInputs: true, Doc: "{n, a}: y = a*x + y over n float32, output the sum of y (float64, 8 bytes little-endian)"},
-		{Name: Fanout, Kind: spec.KindSubflow, CPU: fanout, Check: func(a Args) error { _, _, err := fanoutArgs(a); return err }, NoInputs: true, Doc: "{n, us}: subflow of n spin children"},
-		{Name: Pick, Kind: spec.KindMultiCondition, CPU: pick, Check: func(a Args) error { _, err := pickArgs(a); return err }, NoInputs: true, Doc: "{choices}: multicondition returning the given indices"},
-		{Name: Blob, CPU: blob, Check: func(a Args) error { _, err := blobArgs(a); return err }, NoInputs: true, Doc: "{n}: outputs n bytes, byte i = i mod 256"},
+		{Name: Noop, CPU: noop, Check: func(a Args) error { return a.Only() }, NoInputs: true, Transient: true, Doc: "does nothing"},
+		{Name: Spin, CPU: spin, Check: func(a Args) error { _, err := spinArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{us}: busy CPU work for us microseconds"},
+		{Name: Sleep, CPU: sleep, Check: func(a Args) error { _, err := sleepArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{ms}: sleeps ms milliseconds"},
+		{Name: Hash, CPU: hash, Check: func(a Args) error { return a.Only() }, Transient: true, Doc: "SHA-256 of the task's name and its strong predecessors' outputs"},
+		{Name: Loop, Kind: spec.KindCondition, CPU: loop, Check: func(a Args) error { _, err := loopArgs(a); return err }, Transient: true, Doc: "{n}: condition, 0 on n activations in a row, then 1"},
+		{Name: Coin, Kind: spec.KindCondition, CPU: coin, Check: func(a Args) error { _, _, _, err := coinArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{p, seed}: condition, 0 with probability p, else 1"},
+		{Name: Fail, CPU: fail, Check: func(a Args) error { _, _, err := failArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{msg, times}: returns an error (on its first `times` executions of an activation)"},
+		{Name: Panic, CPU: panicFn, Check: func(a Args) error { _, err := panicArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{msg}: panics"},
+		{Name: Saxpy, CPU: saxpyCPU, GPU: saxpyCPU, Graph: saxpyGraph, Check: func(a Args) error { _, _, err := SaxpyArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{n, a}: y = a*x + y over n float32, output the sum of y (float64, 8 bytes little-endian)"},
+		{Name: Fanout, Kind: spec.KindSubflow, CPU: fanout, Check: func(a Args) error { _, _, err := fanoutArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{n, us}: subflow of n spin children"},
+		{Name: Pick, Kind: spec.KindMultiCondition, CPU: pick, Check: func(a Args) error { _, err := pickArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{choices}: multicondition returning the given indices"},
+		{Name: Blob, CPU: blob, Check: func(a Args) error { _, err := blobArgs(a); return err }, NoInputs: true, Transient: true, Doc: "{n}: outputs n bytes, byte i = i mod 256"},
 	}
 }
 

@@ -43,7 +43,17 @@
 // A function whose bodies read neither Call.Inputs nor Call.State may say
 // so with Entry.NoInputs: the node then leaves both nil (and gathers no
 // map of its predecessors' outputs for each activation). The built-ins
-// that read neither (all but hash, loop and exec) are so registered. A
+// that read neither (all but hash, loop and exec) are so registered.
+//
+// A function may keep its *Call after it returns, unless it is registered
+// with Entry.Transient: it then promises to keep neither the Call nor its
+// Inputs map past its return (values copied out of them are its own), and
+// the node reuses one Call for many activations instead of allocating one
+// for each. Once such a function has returned, the node overwrites its Call
+// (Release: Task and Path read Released, Activation 0) before reusing it, so
+// a Call kept against the promise shows as taken back, and a read of it from
+// another goroutine is a data race the race detector reports. The built-ins
+// (not exec) are Transient. A
 // node binds each task's function once when it builds the task
 // (Registry.Bind, a Bound) rather than looking it up at every call.
 //

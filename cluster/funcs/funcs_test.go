@@ -449,6 +449,28 @@ func TestNoInputsBuiltins(t *testing.T) {
 	}
 }
 
+// Every built-in but exec is Transient (none keeps its Call: the node
+// reuses them); exec, which starts a process, is left out. Release takes a
+// Call back so that nothing of it is left.
+func TestTransientBuiltins(t *testing.T) {
+	reg := funcs.Default()
+	if err := reg.EnableExec([]string{"/bin/true"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range reg.Names() {
+		e, _ := reg.Lookup(name)
+		if e.Transient == (name == "exec") {
+			t.Errorf("%s: Transient %v", name, e.Transient)
+		}
+	}
+	c := funcs.Call{Run: "r", Task: "t", Path: "m/t", Args: funcs.Args{"n": 1}, Inputs: map[string][]byte{"a": nil},
+		Activation: 3, Attempt: 1, Domain: spec.DomainGPU, Device: 2, State: []byte("s")}
+	funcs.Release(&c)
+	if want := (funcs.Call{Run: funcs.Released, Task: funcs.Released, Path: funcs.Released}); !reflect.DeepEqual(c, want) {
+		t.Errorf("released Call %+v, want %+v", c, want)
+	}
+}
+
 // A bound body does what Invoke by name does: the same result, the same
 // errors, the kind's fields dropped; Bind refuses what Invoke would.
 func TestBindInvokesAsInvoke(t *testing.T) {
@@ -472,6 +494,9 @@ func TestBindInvokesAsInvoke(t *testing.T) {
 		e, _ := reg.Lookup(c.name)
 		if b.NoInputs() != e.NoInputs {
 			t.Errorf("%s: bound NoInputs %v, entry %v", c.name, b.NoInputs(), e.NoInputs)
+		}
+		if b.Transient() != e.Transient {
+			t.Errorf("%s: bound Transient %v, entry %v", c.name, b.Transient(), e.Transient)
 		}
 		c1, c2 := c.call, c.call
 		r1, err1 := reg.Invoke(ctx, c.name, &c1)

@@ -131,6 +131,30 @@ type Entry struct {
 	// outputs), and keeps no Result.State of it. Leave it false for a
 	// function that reads either; set it only where neither is read.
 	NoInputs bool
+	// Transient declares that the function's bodies keep neither the *Call
+	// they are given nor its Inputs map once they return, and hand neither
+	// to work that outlives the call (a goroutine, an error or a result
+	// that points into it; copying a field's value out is fine: Args, the
+	// strings, Inputs' byte slices and State stay valid). The node then
+	// reuses Calls from one activation to the next rather than allocate
+	// one each. Without it a function may keep its Call as long as it
+	// likes. A Transient function that keeps its Call anyway reads, once
+	// it has returned, what Release wrote (Activation 0, Task and Path
+	// Released) or, later, another activation's Call; the race detector
+	// reports a read of it from elsewhere. The built-ins are Transient.
+	Transient bool
+}
+
+// Released is what Task, Path and Run of a Call read once the node has
+// taken it back from a Transient function (Release).
+const Released = "funcs: this Call was taken back when its function returned (Entry.Transient)"
+
+// Release overwrites c, a Call a Transient function has returned from, so
+// that a function that kept it against its word reads Released and
+// Activation 0 (which no activation has) rather than a live activation's
+// values, and drops what c pointed to.
+func Release(c *Call) {
+	*c = Call{Run: Released, Task: Released, Path: Released}
 }
 
 // Registry maps function names to entries. It is safe for concurrent use;
@@ -305,10 +329,11 @@ func (r *Registry) Invoke(ctx context.Context, name string, c *Call) (Result, er
 // replaced (SetGPU, SetGPUGraph) after the bind is not seen by it: register
 // at start-up.
 type Bound struct {
-	r        *Registry
-	fn       Func
-	kind     spec.Kind
-	noInputs bool
+	r         *Registry
+	fn        Func
+	kind      spec.Kind
+	noInputs  bool
+	transient bool
 }
 
 // Bind looks up the body of name for domain ("" is cpu), as Invoke does.
@@ -318,11 +343,14 @@ func (r *Registry) Bind(name string, domain spec.Domain) (*Bound, error) {
 		return nil, err
 	}
 	e, _ := r.Lookup(name)
-	return &Bound{r: r, fn: fn, kind: kind, noInputs: e.NoInputs}, nil
+	return &Bound{r: r, fn: fn, kind: kind, noInputs: e.NoInputs, transient: e.Transient}, nil
 }
 
 // NoInputs is the function's Entry.NoInputs.
 func (b *Bound) NoInputs() bool { return b.noInputs }
+
+// Transient is the function's Entry.Transient.
+func (b *Bound) Transient() bool { return b.transient }
 
 // Invoke runs the bound body for c as Registry.Invoke runs it.
 func (b *Bound) Invoke(ctx context.Context, c *Call) (Result, error) {

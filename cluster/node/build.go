@@ -17,12 +17,16 @@ import (
 // last activation's state for local vertices, the latest output for every
 // vertex whose output a local task reads.
 //
-// What every activation touches comes first, side by side, in the first
-// 128 bytes (two cache lines), and a vstate is 320 bytes (five lines: a
-// run's table is a large allocation, page-aligned, so each vertex's hot
-// part is two whole lines, not three; a run's vertex table is larger than
-// a core's caches: each cache line an activation reads is a miss).
-// TestVstateLayout holds it.
+// A vstate is what every activation of a plain task touches, side by side
+// in 64 bytes (one cache line), and a pointer to the rest (vcold): a run's
+// table of them is a large allocation, page-aligned, so each vertex's is
+// one whole line, and the table is dense (a fifth of the pages and lines
+// it took with the rest inline: a run's vertex table is larger than a
+// core's caches, each line an activation reads is a miss, and the pages
+// are many more than the TLB holds). What only some vertices' activations
+// read (args, a path of their own, a timeout or retries, a device or a
+// domain not cpu, remote strong successors) is in the vcold, read where a
+// flag says so. TestVstateLayout holds it.
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
@@ -31,23 +35,28 @@ type vstate struct {
 	// reused build keeps it): nil where the bind failed (Invoke by name
 	// then fails the task with why) or the vertex runs no function.
 	body *funcs.Bound
-
 	// What an activation reads of its vertex, copied from the graph by the
 	// build of the first part that runs it (callInfo; the same in every
 	// part: a vertex's data is the plan's): the graph's vertex spans five
-	// cache lines, these two (its domain is a flag there, vNotCPU).
-	name, path string
-	args       funcs.Args
-	timeout    time.Duration
+	// cache lines, this one.
+	name string // its task's name; its path too unless vOwnPath
+	*vcold
+	flags vflags
+	_     [6]byte // to 64 bytes
+}
 
-	strongSends []int // the remote targets of its strong out-edges, each once
-
-	retries int32
-	device  int32
-	flags   vflags
-	_       [15]byte // the hot part ends at 128 bytes
-
-	domain spec.Domain // defaulted (vNotCPU: not spec.DomainCPU)
+// vcold is the part of a vertex's state (vstate) that a plain task's
+// activation does not read: the build makes them in one array beside the
+// run's vstates, and a vstate points at its own (a reused build keeps both).
+type vcold struct {
+	// Read by an activation where flags say so.
+	args        funcs.Args    // vArgs
+	path        string        // vOwnPath: its path, not its name
+	timeout     time.Duration // vLimits
+	retries     int32         // vLimits
+	device      int32         // vPlaced
+	domain      spec.Domain   // vPlaced; defaulted
+	strongSends []int         // vSends: the remote targets of its strong out-edges, each once
 
 	mu     sync.Mutex
 	ran    bool   // an activation's output is recorded
@@ -69,8 +78,17 @@ type vstate struct {
 	childExecs map[string]*atomic.Uint64
 }
 
+// newVstates makes a run's vertex table of n vertices, each with its vcold.
+func newVstates(n int) []vstate {
+	vs, cold := make([]vstate, n), make([]vcold, n)
+	for i := range vs {
+		vs[i].vcold = &cold[i]
+	}
+	return vs
+}
+
 // vflags are what a vertex's activations test of it (vstate.flags).
-type vflags uint8
+type vflags uint16
 
 const (
 	vBuilt     vflags = 1 << iota // the fields callInfo sets are set
@@ -78,8 +96,21 @@ const (
 	vHasCtx                       // it has a loop context (runproto.Loops.HasCtx)
 	vSink                         // no successor: its done event carries its output
 	vNoReaders                    // nothing reads its output from its vstate (readers): complete records none
-	vNotCPU                       // its domain is not spec.DomainCPU: an activation reads vstate.domain
+	vPlaced                       // its domain is not spec.DomainCPU or it names a device: an activation reads vstate.domain and device
+	vTransient                    // its function keeps no Call (funcs.Entry.Transient): its activations reuse Calls (callPool)
+	vOwnPath                      // its path is not its name: an activation reads vstate.path
+	vLimits                       // it has a timeout or retries: an activation reads vstate.timeout and retries
+	vSends                        // it has strong out-edges to other nodes: complete reads vstate.strongSends
+	vArgs                         // it has args: an activation reads vstate.args
 )
+
+// pathOf is v's path (vOwnPath).
+func (s *vstate) pathOf() string {
+	if s.flags&vOwnPath != 0 {
+		return s.path
+	}
+	return s.name
+}
 
 // callInfo copies what v's activations read of it into vs, once: a vertex
 // built in a later part again keeps what is set (its activations may run).
@@ -108,6 +139,9 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 		if b != nil && b.NoInputs() {
 			f |= vNoInputs
 		}
+		if b != nil && b.Transient() {
+			f |= vTransient
+		}
 	}
 	if r.lp().HasCtx(v) {
 		f |= vHasCtx
@@ -115,8 +149,17 @@ func (r *run) callInfo(v int, vs *vstate, bodies map[[2]string]*funcs.Bound) boo
 	if len(vx.Succ) == 0 {
 		f |= vSink
 	}
-	if vs.domain != spec.DomainCPU {
-		f |= vNotCPU
+	if vs.domain != spec.DomainCPU || vs.device != 0 {
+		f |= vPlaced
+	}
+	if vs.path != vs.name {
+		f |= vOwnPath
+	}
+	if vs.timeout != 0 || vs.retries != 0 {
+		f |= vLimits
+	}
+	if vs.args != nil {
+		f |= vArgs
 	}
 	vs.flags = f
 	return true
@@ -317,7 +360,7 @@ func (r *run) build(in []bool) (*part, error) {
 			r.n.stats.buildsReused.Add(1)
 			return r.adopt(b), nil
 		}
-		r.vs = make([]vstate, len(g.Vertices))
+		r.vs = newVstates(len(g.Vertices))
 	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
@@ -461,6 +504,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int, ends []task
 			strong[u] = true
 			// no proxy task: complete sends the strong edges (sendStrong)
 			vs.strongSends = append(vs.strongSends, u)
+			vs.flags |= vSends
 		}
 	}
 	// In-edges from other nodes: at the top level none but dst's join

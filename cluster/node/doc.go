@@ -67,7 +67,9 @@
 // over the previous
 // activation's Result.State (neither Inputs nor State for a function
 // registered NoInputs: funcs.Entry), and calls the function (bound once
-// per vertex at build, funcs.Bound) under the run's context
+// per vertex at build, funcs.Bound; the Call from a pool, taken back
+// overwritten once it returns, for a function registered Transient)
+// under the run's context
 // (cancelled on Cancel) and the task's `timeout:`, again on an error up to
 // `retries:` times (panics are recovered and not retried). Then it records
 // the state (not for a NoInputs function: nothing reads it) and the output

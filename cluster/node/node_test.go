@@ -344,3 +344,53 @@ tasks:
 		}
 	}
 }
+
+// A function may keep its Call after it returns, and it stays its own; one
+// registered Transient that keeps it anyway finds it taken back
+// (funcs.Release): Activation 0 and Task Released, nothing of the run.
+func TestCallKeptOnlyByNonTransientFunctions(t *testing.T) {
+	var mu sync.Mutex
+	kept := map[string]*funcs.Call{}
+	body := func(_ context.Context, c *funcs.Call) (funcs.Result, error) {
+		mu.Lock()
+		kept[c.Task] = c
+		mu.Unlock()
+		return funcs.Result{Output: []byte("o")}, nil
+	}
+	reg := funcs.Default()
+	reg.MustRegister(funcs.Entry{Name: "keeps", CPU: body})
+	reg.MustRegister(funcs.Entry{Name: "lends", CPU: body, Transient: true})
+	c := newCluster(t, nodeSpec{reg: reg})
+	ctx := testCtx(t, 60*time.Second)
+	file, err := spec.Parse("keep.yaml", []byte(`
+name: keep
+tasks:
+  - {name: a, func: noop}
+  - {name: k, func: keeps, succeed: [a]}
+  - {name: l, func: lends, succeed: [a]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := file.Expand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 { // the second run reuses the first's build
+		if out := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{}); out.failed != nil {
+			t.Fatalf("failed: %+v", out.failed)
+		}
+		mu.Lock()
+		k, l := *kept["k"], *kept["l"]
+		mu.Unlock()
+		if k.Task != "k" || k.Path != "k" || k.Activation != 1 || k.Inputs == nil {
+			t.Fatalf("run %d: the Call k kept reads %+v, not its own", run, k)
+		}
+		if l.Task != funcs.Released || l.Path != funcs.Released || l.Activation != 0 || l.Inputs != nil || l.Args != nil {
+			t.Fatalf("run %d: the Call l (Transient) kept reads %+v, not taken back", run, l)
+		}
+	}
+}

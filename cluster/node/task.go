@@ -19,17 +19,34 @@ import (
 // errStopped: the run is being cancelled; the wrapper gives up quietly.
 var errStopped = errors.New("node: run stopped")
 
+// callPool holds the Calls of functions that keep none (funcs.Entry.Transient,
+// vTransient): a no-op activation allocates nothing. A Call is put back
+// overwritten (funcs.Release), so it points at nothing of the run.
+var callPool = sync.Pool{New: func() any { return new(funcs.Call) }}
+
 // call prepares activation act of vertex v: without Inputs and State for a
-// function that reads neither (funcs.Entry.NoInputs).
+// function that reads neither (funcs.Entry.NoInputs). The Call of a
+// Transient function comes from callPool: the caller gives it back with
+// putCall once the function has returned.
 func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
-	dom := spec.DomainCPU
-	if vs.flags&vNotCPU != 0 {
-		dom = vs.domain // off the hot lines (vstate)
+	dom, dev := spec.DomainCPU, 0
+	if vs.flags&vPlaced != 0 {
+		dom, dev = vs.domain, int(vs.device) // off the hot line (vcold)
 	}
-	c := &funcs.Call{
-		Run: r.id, Task: vs.name, Path: vs.path, Args: vs.args,
-		Activation: act, Domain: dom, Device: int(vs.device),
+	var args funcs.Args
+	if vs.flags&vArgs != 0 {
+		args = vs.args
+	}
+	var c *funcs.Call
+	if vs.flags&vTransient != 0 {
+		c = callPool.Get().(*funcs.Call)
+	} else {
+		c = new(funcs.Call)
+	}
+	*c = funcs.Call{
+		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: args,
+		Activation: act, Domain: dom, Device: dev,
 	}
 	if vs.flags&vNoInputs != 0 {
 		return c
@@ -199,7 +216,17 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	if vs.body == nil {
 		fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
 	}
-	res, err := r.invoke(v, fn, vs.body, int(vs.retries), vs.timeout, r.call(v, act), &vs.execs, start, false)
+	var retries int
+	var timeout time.Duration
+	if vs.flags&vLimits != 0 { // off the hot line (vcold)
+		retries, timeout = int(vs.retries), vs.timeout
+	}
+	c := r.call(v, act)
+	res, err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false)
+	if vs.flags&vTransient != 0 {
+		funcs.Release(c) // the function has returned, and it keeps no Call
+		callPool.Put(c)
+	}
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, "", act, vs.execs.Load(), start, err)
@@ -454,7 +481,7 @@ func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	if vs.flags&vNoReaders == 0 {
 		vs.setOut(act, out)
 	}
-	if len(vs.strongSends) > 0 {
+	if vs.flags&vSends != 0 {
 		r.sendStrong(v, act, out, vs.strongSends)
 	}
 	var evOut []byte
