@@ -169,8 +169,9 @@
 // record held nothing, so the check stands in for the second branch.
 //
 // The nodes read the record for a run
-// when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
-// does not have yet (TestReadRecordAtStart shows why), and a node whose task
+// when they start holding it, if they may have lost one of its Signals
+// (Options.ReadRecordAtStart, as cluster/node does; TestReadRecordAtStart
+// shows why), and a node whose task
 // failed for good sends the fail envelope again with each heartbeat
 // (Options.ResendFail; cluster/node sends it once: TestTaskFailure).
 //
