@@ -974,7 +974,9 @@ func (r *run) takeEarly(held []early) {
 	for i := range held {
 		e := &held[i]
 		r.take(e.from, e.seq, e.i, e.sigs, e.i == 0 && len(e.sigs) == e.n)
-		clear(e.sigs) // their outputs and contexts go with them
+		// Their outputs and contexts go with the copies, dropped whole:
+		// clearing them one by one cost a write barrier a pointer.
+		e.sigs = nil
 	}
 }
 
