@@ -258,6 +258,7 @@ func New(c Config) (*Run, error) {
 	}
 	r.tab.Store(t)
 	r.dedup.SetGen(c.Run, c.Gen)
+	r.dedup.Bound(c.Run, r.n) // accept refuses the Signals of other sources first
 	return r, nil
 }
 
