@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -84,6 +85,10 @@ type Batcher struct {
 	acks   []jetstream.PubAckFuture
 	err    error          // first error of a timer-driven flush, reported by Flush
 	timers sync.WaitGroup // armed linger callbacks not yet finished or stopped
+	// valid is the run id addAll checked last (a node's completions
+	// mostly send Signals of one run): not checked again, one completion
+	// after another.
+	valid atomic.Pointer[string]
 }
 
 type destKey struct{ run, node string }
@@ -161,11 +166,18 @@ func (b *Batcher) AddAll(ctx context.Context, node string, sigs []*Signal) error
 
 func (b *Batcher) addAll(node string, sigs []*Signal) error {
 	known := "" // a run id checked already: a batch's Signals share one
+	if p := b.valid.Load(); p != nil {
+		known = *p
+	}
 	for _, s := range sigs {
 		if err := s.validate(known); err != nil {
 			return err
 		}
-		known = s.Run
+		if s.Run != known {
+			run := s.Run // a copy of the header: s is the caller's
+			b.valid.Store(&run)
+			known = run
+		}
 		if len(s.Output) > b.c.limits.MaxOutput {
 			return fmt.Errorf("%w: run %s edge %d->%d: output of %d bytes, limit %d", ErrOversized, s.Run, s.Src, s.Dst, len(s.Output), b.c.limits.MaxOutput)
 		}

@@ -333,6 +333,10 @@ func TestBatcherRejects(t *testing.T) {
 	// Waiting signals survive a rejected one.
 	ok := sigN("r1", 1)[0]
 	must(t, b.Add(ctx, "n2", &ok))
+	// The run checked last is not checked again; another one still is.
+	if err := b.Add(ctx, "n2", &Signal{Run: "r1.x", Act: 1, Kind: SignalEdge}); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("a bad run id after a good one: %v, want ErrInvalidID", err)
+	}
 	bad := Signal{Run: "r1", Act: 2, Kind: SignalEdge, Output: make([]byte, 5000)}
 	if err := b.Add(ctx, "n2", &bad); !errors.Is(err, ErrOversized) {
 		t.Fatalf("oversized: %v", err)

@@ -96,6 +96,9 @@ type dedupRun struct {
 	srcs   map[uint32]*srcActs
 	last   *srcActs     // the source looked up last (a fan's Signals come together)
 	spills [][]interval // the lists of edges whose activations are not one stretch
+	// bound: sources below it are the run's own vertices (Bound), kept
+	// in chunks whatever their number and order of arrival.
+	bound uint32
 }
 
 // srcChunk is how many sources' states a chunk of dedupRun.chunks holds;
@@ -202,8 +205,9 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 }
 
 // source is src's state, made on first sight. A source is kept in a chunk
-// when its chunk is within reach of the index's growth (at most twice the
-// index and 64 chunks more), in the map otherwise: a far source number (a
+// when it is below the run's bound (Bound) or its chunk is within reach of
+// the index's growth (at most twice the index and 64 chunks more), in the
+// map otherwise: a far source number (a
 // huge graph, or a bogus Signal on the public Deduper) costs a map entry, not
 // an index of up to 2²⁰ chunk pointers. A source once in the map stays
 // there (its state never moves: dsts may point into it), so the map, when
@@ -215,7 +219,7 @@ func (r *dedupRun) source(src uint32) *srcActs {
 		}
 	}
 	c := int(src / srcChunk)
-	if src >= maxChunked || c >= 2*len(r.chunks)+64 {
+	if src >= maxChunked || (src >= r.bound && c >= 2*len(r.chunks)+64) {
 		if r.srcs == nil {
 			r.srcs = make(map[uint32]*srcActs)
 		}
@@ -246,6 +250,22 @@ func (d *Deduper) run(run string) *dedupRun {
 		d.runs[run] = r
 	}
 	return r
+}
+
+// Bound says that run's Signals come from sources below n (the run's
+// vertices: a receiver refuses the others before it admits them), so that
+// their state is kept in chunks, an index of n/16 pointers at most,
+// whatever order they come in: without it a source far above those seen
+// so far (a fan-in's first Signal from its last source) costs a map entry,
+// and so does every source after it in its chunk. It does nothing for an
+// ended run.
+func (d *Deduper) Bound(run string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, gone := d.ended[run]; gone {
+		return
+	}
+	d.run(run).bound = uint32(min(max(n, 0), maxChunked))
 }
 
 // SetGen raises run's current generation to gen (a lower gen is ignored) and

@@ -345,3 +345,35 @@ func (r *dedupRun) intervals(a *edgeActs) int {
 	}
 	return 0
 }
+
+// TestDedupBoundKeepsFarSourcesInChunks: a fan-in's Signals come from
+// sources in any order, the first maybe from the last source; under Bound
+// every source below it is kept in a chunk (no map entry), with the same
+// verdicts; a source at or above the bound, out of reach, goes to the map
+// as without one.
+func TestDedupBoundKeepsFarSourcesInChunks(t *testing.T) {
+	const n = 4000
+	for _, bound := range []int{0, n} {
+		d := NewDeduper()
+		if bound > 0 {
+			d.Bound("r", bound)
+		}
+		for _, src := range []uint32{n - 1, 7, n / 2, 2*n + 5000} {
+			for range 2 {
+				s := Signal{Run: "r", Gen: 1, Src: src, Dst: 0, Act: 1, Kind: SignalEdge}
+				d.Admit(&s)
+			}
+		}
+		st := d.Stats()
+		if st.Accepted != 4 || st.Duplicate != 4 {
+			t.Fatalf("bound %d: accepted %d, duplicate %d, want 4 and 4", bound, st.Accepted, st.Duplicate)
+		}
+		inMap := len(d.runs["r"].srcs)
+		switch {
+		case bound > 0 && inMap != 1:
+			t.Errorf("bound %d: %d sources in the map, want only the one above the bound", bound, inMap)
+		case bound == 0 && inMap < 2:
+			t.Errorf("no bound: %d sources in the map, want the far ones", inMap)
+		}
+	}
+}

@@ -183,9 +183,17 @@ func (r *run) readers(v int) {
 	r.vs[v].flags |= vNoReaders
 }
 
-// in is the receive edge of the in-edges from src, or nil.
+// in is the receive edge of the in-edges from src, or nil: at its place
+// when the sources are consecutive vertices (a fan-in's often are), else
+// by binary search.
 func (s *vstate) in(src int) *recvEdge {
 	ins := s.ins
+	if len(ins) == 0 {
+		return nil
+	}
+	if i := src - ins[0].src; i >= 0 && i < len(ins) && ins[i].src == src {
+		return ins[i]
+	}
 	lo, hi := 0, len(ins)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)

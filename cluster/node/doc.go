@@ -116,7 +116,11 @@
 // per run and in all, and in time (Config.EarlyTTL, read from Config.Now):
 // a run that has not started within the TTL, or the oldest when the buffer
 // is full, is evicted and its Signals counted (Stats.SignalsEvicted). None
-// is lost: a run that starts reads its record once. A multicondition that picks one remote task
+// is lost: a run that starts reads its record once if the node may have
+// lost one of its Signals (an eviction, a disconnect, a slow consumer's
+// drop or an undecodable batch since the node subscribed, a later
+// generation, or an Assignment not made for this process: mayHaveLostLocked;
+// Stats.StartReads). A multicondition that picks one remote task
 // twice in an activation sends one Signal (as localexec runs a local one
 // once).
 //

@@ -199,3 +199,84 @@ func TestEarlyBufferFanAfterItsOwnEviction(t *testing.T) {
 		}
 	}
 }
+
+// A node reads a run's record when the run starts only when it may have
+// lost one of the run's Signals before it held the run: the Assignment was
+// not made for this process (it names no boot), or something here lost
+// Signals since the node subscribed — here the early buffer evicted the
+// run's own Signals, which only the record still has: without the read
+// the run would never terminate. A run made for the node, with nothing
+// lost, reads nothing.
+func TestRecordReadAtStartOnlyAfterALoss(t *testing.T) {
+	clock := newFakeClock()
+	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{now: clock.now})
+	ctx := testCtx(t, 60*time.Second)
+	n0, n1 := c.nodes[0], c.nodes[1]
+	file, g := parseFlow(t, mixedFlow)
+	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
+	own := placement(g, 2, []int{0}, func(v int) int {
+		if v == byName(g, "init") || v == byName(g, "gsax") {
+			return 0
+		}
+		return 1
+	})
+	reads := func() (uint64, uint64) { return n0.Stats().StartReads, n1.Stats().StartReads }
+
+	// Made for these processes, nothing lost: no read.
+	r0, r1 := reads()
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("failed: %+v", got.failed)
+	}
+	compare(t, "made for the nodes", base.tasks, got.tasks)
+	if a, b := reads(); a != r0 || b != r1 {
+		t.Fatalf("nothing lost, yet the nodes read the record at the start: n0 %d→%d, n1 %d→%d", r0, a, r1, b)
+	}
+
+	// Made for any process: both read.
+	got = c.runFlow(ctx, file, own, runOpts{anyBoot: true})
+	if got.failed != nil {
+		t.Fatalf("failed: %+v", got.failed)
+	}
+	compare(t, "for any process", base.tasks, got.tasks)
+	if a, b := reads(); a != r0+1 || b != r1+1 {
+		t.Fatalf("an assignment naming no boot: start reads n0 %d→%d, n1 %d→%d, want one each", r0, a, r1, b)
+	}
+
+	// n1 hears of the run only on the leader's re-send; meanwhile its early
+	// Signals expire (a made-up run's Signal past the TTL evicts them).
+	r0, r1 = reads()
+	ev0 := n1.Stats().SignalsEvicted
+	got = c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}, before: func(string) {
+		testsupport.Eventually(t, 10*time.Second, "n1 keeps the run's early signals", func() bool {
+			runs, _ := n1.earlyRuns()
+			return runs == 1
+		})
+		clock.add(DefaultEarlyTTL)
+		b, err := c.leader.conn.NewBatcher("n0")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s := &transport.Signal{Run: "r00000000000ff-0000ff", Gen: 1, Src: 0, Dst: 1, Act: 1, Kind: transport.SignalEdge}
+		if err := b.Add(ctx, "n1", s); err != nil {
+			t.Error(err)
+		}
+		if err := b.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		testsupport.Eventually(t, 10*time.Second, "n1 evicts the run's early signals", func() bool {
+			return n1.Stats().SignalsEvicted > ev0
+		})
+	}})
+	if got.failed != nil {
+		t.Fatalf("failed: %+v", got.failed)
+	}
+	compare(t, "early signals evicted", base.tasks, got.tasks)
+	if a, b := reads(); a != r0 || b != r1+1 {
+		t.Fatalf("after n1 evicted signals: start reads n0 %d→%d (want none), n1 %d→%d (want one)", r0, a, r1, b)
+	}
+	if s := n1.Stats(); s.SignalsReplayed == 0 {
+		t.Fatalf("n1 read none of its evicted signals from the record: %+v", s)
+	}
+}

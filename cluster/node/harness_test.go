@@ -173,7 +173,8 @@ type runOpts struct {
 	onReport  func(transport.TermReport) // every report seen
 	sendTo    []int                      // nodes to send the Assignment to at first (default all)
 	stopAfter time.Duration              // cancel the run this long after start ("user cancel")
-	boots     []string                   // Assignment.Boots (nil: any process)
+	boots     []string                   // Assignment.Boots (nil: the nodes' own, as a coordinator sends; see anyBoot)
+	anyBoot   bool                       // Assignment.Boots nil: for any process (the nodes read the record when the run starts)
 	noFold    bool                       // leave outcome.tasks nil and keep no paths (benchmarks: reading the record back is the harness's cost)
 }
 
@@ -236,7 +237,13 @@ func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, 
 	} else {
 		runID = c.newRunID(file)
 	}
-	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Boots: o.boots}
+	boots := o.boots
+	if boots == nil && !o.anyBoot {
+		for _, n := range c.nodes {
+			boots = append(boots, n.boot)
+		}
+	}
+	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Boots: boots}
 	send := func(i int) {
 		if err := l.conn.SendControl(c.ids[i], planned(t, flow, asg, c.ids[i])); err != nil {
 			t.Fatal(err)

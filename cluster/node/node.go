@@ -134,6 +134,7 @@ type Stats struct {
 	SignalsEarly         uint64 // Signals that came before their run's Assignment (kept, then delivered)
 	SignalsEvicted       uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed      uint64 // Signals missed during a NATS outage and read back from the record
+	StartReads           uint64 // runs that read their record at their start: the node may have lost a Signal of theirs (mayHaveLostLocked)
 	EventsPublished      uint64 // task deltas (a task's values in a TaskReport) stored in JetStream
 	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
 	EventErrors          uint64 // task deltas that could not be stored
@@ -152,6 +153,7 @@ type counters struct {
 	assignmentCopies                 atomic.Uint64
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
+	startReads                       atomic.Uint64 // Stats.StartReads
 	late                             atomic.Uint64
 	picks                            atomic.Uint64 // Stats.PicksRecorded
 	takenOver, duplicate             atomic.Uint64
@@ -212,6 +214,13 @@ type Node struct {
 	draining bool
 	drained  chan struct{}
 	drainEnd bool // drained is closed
+
+	// lossBase is losses() once Start's subscriptions were in force
+	// (valid once subscribed is set); metaEarly says Meta was read
+	// before that (mayHaveLostLocked).
+	lossBase   uint64
+	subscribed atomic.Bool
+	metaEarly  atomic.Bool
 
 	ctlSub, sigSub, pingSub *transport.Subscription
 	flushKick               chan struct{} // a run went idle: publish the waiting Signals now
@@ -328,6 +337,9 @@ func (n *Node) Executor() *localexec.Executor { return n.ex }
 
 // Meta is what the node advertises in the membership ring.
 func (n *Node) Meta() proto.Meta {
+	if !n.subscribed.Load() {
+		n.metaEarly.Store(true) // the boot may be known before the node listens: mayHaveLostLocked
+	}
 	return proto.Meta{Role: proto.RoleNode, ID: n.id, HTTP: n.cfg.HTTP, CPUs: n.ex.NumCPUWorkers(), GPUs: len(n.ex.Devices()), Boot: n.boot}
 }
 
@@ -379,6 +391,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.conn.Sync(ctx); err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
+	n.mu.Lock()
+	n.lossBase = n.losses()
+	n.mu.Unlock()
+	n.subscribed.Store(true)
 	n.log.Info("node started", "cpus", n.ex.NumCPUWorkers(), "gpus", len(n.ex.Devices()))
 	return nil
 }
@@ -492,6 +508,7 @@ func (n *Node) Stats() Stats {
 		SignalsEarly:         n.stats.early.Load(),
 		SignalsEvicted:       n.stats.evicted.Load(),
 		SignalsReplayed:      n.stats.replayed.Load(),
+		StartReads:           n.stats.startReads.Load(),
 		EventsPublished:      n.events.published.Load(),
 		EventReports:         n.events.reports.Load(),
 		EventErrors:          n.events.errors.Load(),
@@ -710,19 +727,49 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	held := n.takeEarlyLocked(a.Run)
 	r.takeEarly(held)
+	// Read once the run is held: a loss counted later is a reconnect's,
+	// whose replay covers the runs held by then.
+	read := a.Gen > 1 || n.mayHaveLostLocked(a.BootOf(me))
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
 	n.stats.assignments.Add(1)
-	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", earlyCount(held))
+	n.log.Info("run started", "run", a.Run, "gen", a.Gen, "tasks", r.nLocal, "early", earlyCount(held), "reads_record", read)
 	// Signals of this run published to this node before it held the run
 	// and lost by core NATS (while it reconnected, or as a slow consumer)
-	// are in the record: read them back once, as after a reconnect
-	// (found by the run-protocol simulation, cluster/runsim).
-	n.replayRun(a.Run)
+	// or by the early buffer are in the record: read them back once, as
+	// after a reconnect (found by the run-protocol simulation,
+	// cluster/runsim), unless no such loss can have happened.
+	if read {
+		n.stats.startReads.Add(1)
+		n.replayRun(a.Run)
+	}
 	if follow != 0 {
 		r.startFollow(follow)
 	}
+}
+
+// losses counts what may have lost a Signal addressed to this node (under
+// n.mu): the connection's disconnects and asynchronous errors (a slow
+// consumer's drops), the batches it dropped undecoded, and the Signals the
+// early buffer evicted.
+func (n *Node) losses() uint64 {
+	cs := n.conn.Stats()
+	return cs.Disconnects + cs.AsyncErrors + cs.Malformed + cs.Oversized + cs.Mismatched + n.stats.evicted.Load()
+}
+
+// mayHaveLostLocked reports whether a Signal of a generation-1 run made for
+// boot (its Assignment's entry for this node) can have been lost before the
+// node held the run (under n.mu), so that the run must read its record at
+// its start. None can when the run was made for this very process (so its
+// leader learned the boot, which the node advertises from Start on, once
+// its subscriptions were in force: every Signal of the run to this node
+// was published after that) and nothing has lost a Signal here since those
+// subscriptions: no disconnect, no slow consumer's drop, no batch dropped
+// undecoded, no early Signal evicted. An Assignment that names no boot, or
+// a Meta read before Start subscribed, reads the record.
+func (n *Node) mayHaveLostLocked(boot string) bool {
+	return boot != n.boot || n.metaEarly.Load() || !n.subscribed.Load() || n.losses() != n.lossBase
 }
 
 // refuse records and reports an Assignment that cannot run here.
@@ -927,7 +974,9 @@ func (r *run) takeEarly(held []early) {
 	for i := range held {
 		e := &held[i]
 		r.take(e.from, e.seq, e.i, e.sigs, e.i == 0 && len(e.sigs) == e.n)
-		clear(e.sigs) // their outputs and contexts go with them
+		// Their outputs and contexts go with the copies, dropped whole:
+		// clearing them one by one cost a write barrier a pointer.
+		e.sigs = nil
 	}
 }
 

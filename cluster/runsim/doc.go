@@ -145,8 +145,8 @@
 // TestLoopOrder: a task of a condition loop re-executed on a new owner
 // numbered its activations in the order its inputs arrived, which can
 // differ from the original (43 of seeds 1–20,000 without DstAct,
-// Options.NoDstAct; 1439, 1959, 2694 replayed, and 361, 391, 1292, which
-// showed it under earlier draws). TestConditionReplay: a condition run
+// Options.NoDstAct; 447, 1439, 2773 replayed, and 1959, 2694, 361, 391,
+// 1292, which showed it under earlier draws). TestConditionReplay: a condition run
 // again after a loss drew afresh instead of taking the record's outcome
 // (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
 // replayed). Both are fixed and their seeds must pass. TestJoinSurplus: a
@@ -169,8 +169,9 @@
 // record held nothing, so the check stands in for the second branch.
 //
 // The nodes read the record for a run
-// when they start holding it (Options.ReadRecordAtStart), a fix cluster/node
-// does not have yet (TestReadRecordAtStart shows why), and a node whose task
+// when they start holding it, if they may have lost one of its Signals
+// (Options.ReadRecordAtStart, as cluster/node does; TestReadRecordAtStart
+// shows why), and a node whose task
 // failed for good sends the fail envelope again with each heartbeat
 // (Options.ResendFail; cluster/node sends it once: TestTaskFailure).
 //

@@ -155,7 +155,7 @@ func (w *world) natsRestart(d time.Duration) {
 	w.leadConn = false
 	for _, id := range w.nodeIDs {
 		if p := w.procs[id]; p != nil {
-			p.connected = false
+			p.connected, p.lossy = false, true
 		}
 	}
 	w.at(d, nil, func() {

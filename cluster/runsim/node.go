@@ -21,9 +21,13 @@ type proc struct {
 	boot      int
 	cpus      int
 	connected bool
-	frozen    bool
-	backlog   []func() // events due while frozen
-	outbox    []func() // publishes while disconnected (the client's reconnect buffer)
+	// lossy: the client has been disconnected since the process started
+	// (or started so): core NATS may have lost a Signal addressed to it
+	// (cluster/node's mayHaveLost).
+	lossy   bool
+	frozen  bool
+	backlog []func() // events due while frozen
+	outbox  []func() // publishes while disconnected (the client's reconnect buffer)
 
 	runs  map[string]*hold
 	ended map[string]uint64
@@ -90,7 +94,7 @@ type hold struct {
 
 func (w *world) newProc(id string) *proc {
 	w.boots[id]++
-	p := &proc{w: w, id: id, boot: w.boots[id], cpus: w.cpus[id], connected: w.natsUp,
+	p := &proc{w: w, id: id, boot: w.boots[id], cpus: w.cpus[id], connected: w.natsUp, lossy: !w.natsUp,
 		runs: map[string]*hold{}, ended: map[string]uint64{}, early: map[string][]earlySig{}}
 	w.procs[id] = p
 	return p
@@ -209,10 +213,13 @@ func (p *proc) assign(a *transport.Assignment) {
 		h.apply(acts)
 		i = j
 	}
-	if w.opt.ReadRecordAtStart {
+	if w.opt.ReadRecordAtStart && (a.Gen > 1 || p.lossy || a.BootOf(me) != fmt.Sprint(p.boot)) {
 		// What core NATS lost before this node held the run (it was
 		// disconnected, and reconnected before the Assignment came, so its
-		// replays did not cover the run) is only in the record.
+		// replays did not cover the run) is only in the record. A process
+		// never disconnected that the run was made for lost nothing
+		// (cluster/node's mayHaveLost): every Signal of the run to it was
+		// published once it listened.
 		p.replayRun(a.Run)
 	}
 	if a.Gen > 1 {

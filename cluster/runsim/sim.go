@@ -22,9 +22,13 @@ func Run(seed uint64, verbose bool) Result { return RunWith(seed, verbose, Defau
 type Options struct {
 	// ReadRecordAtStart: a node that starts holding a run reads the record
 	// of the Signals addressed to it for that run (as it does after a
-	// reconnect). cluster/node does not yet: Signals core NATS lost while
-	// the node was disconnected, before its Assignment came, are never
-	// read, and the run never terminates (seeds 305, 508 without it).
+	// reconnect) when it may have lost one: the run is of a later
+	// generation, was not made for this process (its Assignment names
+	// another boot or none), or the process has been disconnected since
+	// it started, as cluster/node does (Node.mayHaveLostLocked). Without
+	// it, Signals core NATS lost while the node was disconnected, before
+	// its Assignment came, are never read, and the run never terminates
+	// (seeds 305, 508 without it).
 	ReadRecordAtStart bool
 	// ResendFail: a node whose task failed for good sends the fail
 	// envelope again with every heartbeat until the run is released.
@@ -313,7 +317,7 @@ func (w *world) planFaults() {
 					return
 				}
 				w.logf("FAULT: %s disconnected for %v", id, d)
-				p.connected = false
+				p.connected, p.lossy = false, true
 				w.troubledAt(id)
 				w.at(d, p, func() { w.troubledAt(id); p.reconnect() })
 			}

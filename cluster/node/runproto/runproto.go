@@ -258,6 +258,7 @@ func New(c Config) (*Run, error) {
 	}
 	r.tab.Store(t)
 	r.dedup.SetGen(c.Run, c.Gen)
+	r.dedup.Bound(c.Run, r.n) // accept refuses the Signals of other sources first
 	return r, nil
 }
 
@@ -680,7 +681,13 @@ func (r *Run) Batch(from string, seq uint64, first int, sigs []transport.Signal)
 	if r.stopped {
 		return nil
 	}
-	ptrs := r.ok[:0]
+	// Room for the batch at once: grown by append, the scratch would move
+	// its actions (pointers: a write barrier each while the collector
+	// marks) at every doubling, in every run.
+	r.acts = slices.Grow(r.acts, len(sigs))
+	r.ids = slices.Grow(r.ids[:0], len(sigs))
+	r.vd = slices.Grow(r.vd[:0], len(sigs))
+	ptrs := slices.Grow(r.ok[:0], len(sigs))
 	for i := range sigs {
 		ptrs = append(ptrs, &sigs[i])
 	}
