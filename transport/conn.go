@@ -112,10 +112,11 @@ type Conn struct {
 	closed chan struct{} // closed by the client's ClosedHandler
 	stats  counters
 
-	mu      sync.Mutex
-	closing bool
-	hooks   map[int]func() // OnReconnect's, by registration
-	hookSeq int
+	mu        sync.Mutex
+	closing   bool
+	hooks     map[int]func() // OnReconnect's, by registration
+	slowHooks map[int]func() // OnSlowConsumer's, by registration
+	hookSeq   int
 }
 
 // OnReconnect registers f to be called (on the client's callback goroutine:
@@ -123,26 +124,39 @@ type Conn struct {
 // option's WithReconnectHandler. The returned func removes it. Messages
 // published to a subscriber while it was away are not redelivered by core
 // NATS; a subscriber uses this to read what it missed from a stream.
-func (c *Conn) OnReconnect(f func()) (remove func()) {
+func (c *Conn) OnReconnect(f func()) (remove func()) { return c.addHook(&c.hooks, f) }
+
+// OnSlowConsumer registers f to be called (on the client's callback
+// goroutine: it must not block) each time the client reports that it
+// dropped messages of a subscription of this Conn as a slow consumer. The
+// returned func removes it. Those messages are gone as after a disconnect;
+// a subscriber uses this to read them back from a stream. The report comes
+// after the drop, on another goroutine: Subscription.Dropped counts the
+// drop before any later message of the Conn is handed to a handler.
+func (c *Conn) OnSlowConsumer(f func()) (remove func()) { return c.addHook(&c.slowHooks, f) }
+
+func (c *Conn) addHook(hooks *map[int]func(), f func()) (remove func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hooks == nil {
-		c.hooks = map[int]func(){}
+	if *hooks == nil {
+		*hooks = map[int]func(){}
 	}
 	c.hookSeq++
 	k := c.hookSeq
-	c.hooks[k] = f
+	(*hooks)[k] = f
 	return func() {
 		c.mu.Lock()
-		delete(c.hooks, k)
+		delete(*hooks, k)
 		c.mu.Unlock()
 	}
 }
 
-func (c *Conn) reconnected() {
+func (c *Conn) reconnected() { c.callHooks(&c.hooks) }
+
+func (c *Conn) callHooks(hooks *map[int]func()) {
 	c.mu.Lock()
-	fs := make([]func(), 0, len(c.hooks))
-	for _, f := range c.hooks {
+	fs := make([]func(), 0, len(*hooks))
+	for _, f := range *hooks {
 		fs = append(fs, f)
 	}
 	c.mu.Unlock()
@@ -185,8 +199,11 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 			c.reconnected()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, _ error) {
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.stats.asyncErrors.Add(1)
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				c.callHooks(&c.slowHooks)
+			}
 		}),
 	}
 	if o.name != "" {
@@ -374,6 +391,20 @@ func (c *Conn) subscribe(subjects []string, h nats.MsgHandler) (*Subscription, e
 // Subscribe delivers every message on subject to h, one at a time.
 func (c *Conn) Subscribe(subject string, h func(*nats.Msg)) (*Subscription, error) {
 	return c.subscribe([]string{subject}, h)
+}
+
+// Dropped counts the messages the client dropped for this subscription as a
+// slow consumer (a closed one's count no longer adds in). The client counts a
+// drop on its reader goroutine before it reads the connection's next message,
+// so a handler of any later message of the Conn sees it; the Conn's
+// AsyncErrors and OnSlowConsumer hear of it later, on another goroutine.
+func (s *Subscription) Dropped() (n uint64) {
+	for _, ns := range s.subs {
+		if d, err := ns.Dropped(); err == nil && d > 0 {
+			n += uint64(d)
+		}
+	}
+	return n
 }
 
 // Close drains the subscription (messages already received are handled) and waits

@@ -344,3 +344,50 @@ func TestSubscribeBatches(t *testing.T) {
 		t.Fatalf("bad node: %v", err)
 	}
 }
+
+// A slow consumer's drop is counted by its Subscription before a handler
+// of any later message of the Conn runs (the node's start rule reads it
+// when it takes an Assignment), and OnSlowConsumer hears of it after.
+func TestSlowConsumerDropCountedBeforeLaterMessages(t *testing.T) {
+	ts := testsupport.NATS(t)
+	rx := connect(t, ts.URL())
+	tx := connect(t, ts.URL())
+	heard := make(chan struct{}, 1)
+	defer rx.OnSlowConsumer(func() {
+		select {
+		case heard <- struct{}{}:
+		default:
+		}
+	})()
+	release := make(chan struct{})
+	slow, err := rx.Subscribe("t.slow", func(*nats.Msg) { <-release })
+	must(t, err)
+	defer slow.Close(testCtx(t))
+	defer close(release)
+	must(t, slow.subs[0].SetPendingLimits(1, -1))
+	seen := make(chan uint64, 1)
+	later, err := rx.Subscribe("t.later", func(*nats.Msg) { seen <- slow.Dropped() })
+	must(t, err)
+	defer later.Close(testCtx(t))
+	must(t, rx.Sync(testCtx(t)))
+	if d := slow.Dropped(); d != 0 {
+		t.Fatalf("dropped %d before anything was sent", d)
+	}
+	for range 4 { // one in the handler, one pending, the rest dropped
+		must(t, tx.Publish("t.slow", []byte{1}))
+	}
+	must(t, tx.Publish("t.later", []byte{2}))
+	select {
+	case d := <-seen:
+		if d == 0 {
+			t.Fatal("a later message was handled before the slow consumer's drop was counted")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the later message never came")
+	}
+	select {
+	case <-heard:
+	case <-time.After(15 * time.Second):
+		t.Fatal("OnSlowConsumer was not called")
+	}
+}

@@ -215,9 +215,9 @@ type Node struct {
 	drained  chan struct{}
 	drainEnd bool // drained is closed
 
-	// lossBase is losses() once Start's subscriptions were in force
-	// (valid once subscribed is set); metaEarly says Meta was read
-	// before that (mayHaveLostLocked).
+	// lossBase is losses() just before Start subscribed (valid once
+	// subscribed is set); metaEarly says Meta was read before Start's
+	// subscriptions were in force (mayHaveLostLocked).
 	lossBase   uint64
 	subscribed atomic.Bool
 	metaEarly  atomic.Bool
@@ -228,7 +228,7 @@ type Node struct {
 	replayOne               chan string   // a run started: read its record once
 	flushStop               chan struct{}
 	flushDone               chan struct{}
-	unhook                  func()         // removes the OnReconnect hook
+	unhook                  func()         // removes the OnReconnect and OnSlowConsumer hooks
 	wg                      sync.WaitGroup // run goroutines
 	closeOnce               sync.Once
 	closeErr                error
@@ -352,12 +352,19 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: node %s: Start after Close or Start", ErrClosed, n.id)
 	}
 	n.started = true
-	n.unhook = n.conn.OnReconnect(func() {
+	// After a reconnect or a slow consumer's drop, read back what the held
+	// runs may have missed.
+	kick := func() {
 		select {
 		case n.replayKick <- struct{}{}:
 		default:
 		}
-	})
+	}
+	unReconnect, unSlow := n.conn.OnReconnect(kick), n.conn.OnSlowConsumer(kick)
+	n.unhook = func() { unReconnect(); unSlow() }
+	// The losses counted from before the subscriptions on: one in between
+	// makes every run read its record at its start (mayHaveLostLocked).
+	n.lossBase = n.losses()
 	n.mu.Unlock()
 	go n.flusher() // runs iff started; Close stops it
 	if n.cfg.Streams != nil {
@@ -391,9 +398,6 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.conn.Sync(ctx); err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
-	n.mu.Lock()
-	n.lossBase = n.losses()
-	n.mu.Unlock()
 	n.subscribed.Store(true)
 	n.log.Info("node started", "cpus", n.ex.NumCPUWorkers(), "gpus", len(n.ex.Devices()))
 	return nil
@@ -727,8 +731,10 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	held := n.takeEarlyLocked(a.Run)
 	r.takeEarly(held)
-	// Read once the run is held: a loss counted later is a reconnect's,
-	// whose replay covers the runs held by then.
+	// Read once the run is held: a loss counted later is a reconnect's or
+	// a slow consumer's, whose replay (OnReconnect, OnSlowConsumer) covers
+	// the runs held by then. A slow consumer's drop before this point is
+	// in sigSub.Dropped already (counted before the Assignment was read).
 	read := a.Gen > 1 || n.mayHaveLostLocked(a.BootOf(me))
 	n.wg.Add(1)
 	go r.loop()
@@ -755,7 +761,14 @@ func (n *Node) assign(a *transport.Assignment) {
 // early buffer evicted.
 func (n *Node) losses() uint64 {
 	cs := n.conn.Stats()
-	return cs.Disconnects + cs.AsyncErrors + cs.Malformed + cs.Oversized + cs.Mismatched + n.stats.evicted.Load()
+	k := cs.Disconnects + cs.AsyncErrors + cs.Malformed + cs.Oversized + cs.Mismatched + n.stats.evicted.Load()
+	if n.sigSub != nil {
+		// AsyncErrors hears of a drop late, on the client's callback
+		// goroutine; the subscription counts it before the client reads
+		// the connection's next message (an Assignment among them).
+		k += n.sigSub.Dropped()
+	}
+	return k
 }
 
 // mayHaveLostLocked reports whether a Signal of a generation-1 run made for

@@ -145,8 +145,8 @@
 // TestLoopOrder: a task of a condition loop re-executed on a new owner
 // numbered its activations in the order its inputs arrived, which can
 // differ from the original (43 of seeds 1–20,000 without DstAct,
-// Options.NoDstAct; 447, 1439, 2773 replayed, and 1959, 2694, 361, 391,
-// 1292, which showed it under earlier draws). TestConditionReplay: a condition run
+// Options.NoDstAct; 447, 1439, 2773 replayed, and 1046, 1959, 2694, 361,
+// 391, 1292, which showed it under earlier draws). TestConditionReplay: a condition run
 // again after a loss drew afresh instead of taking the record's outcome
 // (336 of seeds 1–20,000 with Options.NoConditionReplay; 134, 160, 177
 // replayed). Both are fixed and their seeds must pass. TestJoinSurplus: a
@@ -180,6 +180,8 @@
 // the running event's 50 ms delay (every activation records one), the
 // report's 500 ms linger (the heartbeat's report stores the table as often), raft itself (elections, a command lost with its leader),
 // memberlist suspicion timing beyond a detection delay, slow-consumer
-// disconnects, Signal loss on core NATS without a reconnect (nothing would
-// recover it; the protocol assumes it does not happen).
+// disconnects and drops (the node counts a drop before it reads a later
+// Assignment and reads back the held runs' records after one: treated as
+// a reconnect's loss), other Signal loss on core NATS without a reconnect
+// (nothing would recover it; the protocol assumes it does not happen).
 package runsim
