@@ -52,7 +52,7 @@
 // for each. Once such a function has returned, the node overwrites its Call
 // (Release: Task and Path read Released, Activation 0) before reusing it, so
 // a Call kept against the promise shows as taken back, and a read of it from
-// another goroutine is a data race the race detector reports. The built-ins
+// another goroutine is a data race the race detector may report. The built-ins
 // (not exec) are Transient. A
 // node binds each task's function once when it builds the task
 // (Registry.Bind, a Bound) rather than looking it up at every call.

@@ -463,6 +463,13 @@ func TestTransientBuiltins(t *testing.T) {
 			t.Errorf("%s: Transient %v", name, e.Transient)
 		}
 	}
+	// A GPU body set on a Transient built-in made no promise of its own.
+	if err := reg.SetGPU(funcs.Saxpy, func(context.Context, *funcs.Call) (funcs.Result, error) { return funcs.Result{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := reg.Lookup(funcs.Saxpy); e.Transient {
+		t.Error("saxpy with a GPU body of its own: still Transient")
+	}
 	c := funcs.Call{Run: "r", Task: "t", Path: "m/t", Args: funcs.Args{"n": 1}, Inputs: map[string][]byte{"a": nil},
 		Activation: 3, Attempt: 1, Domain: spec.DomainGPU, Device: 2, State: []byte("s")}
 	funcs.Release(&c)

@@ -133,15 +133,15 @@ type Entry struct {
 	NoInputs bool
 	// Transient declares that the function's bodies keep neither the *Call
 	// they are given nor its Inputs map once they return, and hand neither
-	// to work that outlives the call (a goroutine, an error or a result
-	// that points into it; copying a field's value out is fine: Args, the
+	// to work that outlives the call (a goroutine, an error, a panic value
+	// or a result that points into it; copying a field's value out is fine: Args, the
 	// strings, Inputs' byte slices and State stay valid). The node then
 	// reuses Calls from one activation to the next rather than allocate
 	// one each. Without it a function may keep its Call as long as it
 	// likes. A Transient function that keeps its Call anyway reads, once
 	// it has returned, what Release wrote (Activation 0, Task and Path
 	// Released) or, later, another activation's Call; the race detector
-	// reports a read of it from elsewhere. The built-ins are Transient.
+	// may report a read of it from elsewhere. The built-ins are Transient.
 	Transient bool
 }
 
@@ -224,9 +224,11 @@ func (r *Registry) MustRegister(e Entry) {
 	}
 }
 
-// SetGPU attaches (or replaces) the GPU body of a registered static function.
+// SetGPU attaches (or replaces) the GPU body of a registered static
+// function. The entry is no longer Transient: the new body made no such
+// promise (a host body handing its Call to device work may keep it).
 func (r *Registry) SetGPU(name string, fn Func) error {
-	return r.setGPU(name, func(e *Entry) { e.GPU = fn })
+	return r.setGPU(name, func(e *Entry) { e.GPU, e.Transient = fn, false })
 }
 
 // setGPU changes a copy of a registered static function's entry with set

@@ -9,7 +9,7 @@ import "testing"
 func TestVstateIn(t *testing.T) {
 	for _, srcs := range [][]int{nil, {4}, {3, 4, 5, 6}, {1, 2, 5, 9, 10}, {0, 2, 3}} {
 		res := make([]recvEdge, len(srcs))
-		var s vstate
+		s := &newVstates(1)[0]
 		for i, src := range srcs {
 			res[i].src = src
 			s.ins = append(s.ins, &res[i])

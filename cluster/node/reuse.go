@@ -122,8 +122,8 @@ func (r *run) keepable(idle bool) *built {
 // n.runs), so nothing else touches s: no lock (a lock a vertex was most of
 // a kept build's reset).
 //
-// It writes only what is not clear already (a vertex's table spans five
-// cache lines; a store to a clear field dirties one for nothing, and a
+// It writes only what is not clear already (a vertex's state is a hot
+// line and its cold part beside it; a store to a clear field dirties one for nothing, and a
 // counter's store is a locked instruction).
 func (s *vstate) reset() {
 	for _, c := range [...]*atomic.Uint64{&s.acts, &s.execs, &s.done} {

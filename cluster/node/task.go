@@ -26,8 +26,8 @@ var callPool = sync.Pool{New: func() any { return new(funcs.Call) }}
 
 // call prepares activation act of vertex v: without Inputs and State for a
 // function that reads neither (funcs.Entry.NoInputs). The Call of a
-// Transient function comes from callPool: the caller gives it back with
-// putCall once the function has returned.
+// Transient function comes from callPool: runTask gives it back
+// (funcs.Release, then callPool.Put) once the function has returned.
 func (r *run) call(v int, act uint64) *funcs.Call {
 	vs := &r.vs[v]
 	dom, dev := spec.DomainCPU, 0
