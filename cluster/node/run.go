@@ -114,7 +114,7 @@ func (r *run) lp() *runproto.Loops { return r.pt.Load().Loops }
 
 // newRun compiles the assignment's plan (graphcache.go); build makes the
 // taskflow.
-func newRun(n *Node, a *transport.Assignment) (*run, error) {
+func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 	r := &run{
 		n: n, id: a.Run,
 		idleCh:  make(chan struct{}, 1),
@@ -124,8 +124,11 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	pt, err := n.graphs.compile(a.Plan, len(a.Owner), n.conn.Limits(), n.reg)
-	if err != nil {
+	var pt *runproto.Part
+	var err error
+	if held != nil {
+		pt = held.pt // the plan a names by digest (Node.assign)
+	} else if pt, err = n.graphs.compile(a.Plan, a.PlanDigest, len(a.Owner), n.conn.Limits(), n.reg); err != nil {
 		return r, err
 	}
 	if err := planFits(pt, a, n.id); err != nil {
