@@ -148,8 +148,9 @@ func planFits(pt *runproto.Part, a *transport.Assignment, node string) error {
 	if len(a.Owner) != len(pt.G.Vertices) {
 		return fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
 	}
-	for v := range a.Owner {
-		if a.NodeOf(uint32(v)) == node && !pt.Holds(v) {
+	mine := nodeMask(a.Nodes, node)
+	for v, o := range a.Owner {
+		if int(o) < len(mine) && mine[o] && !pt.Holds(v) {
 			return fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
 		}
 	}
@@ -615,4 +616,15 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
 		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
 	})
+}
+
+// nodeMask marks, by index in nodes, the entries that name node: an owner
+// table's vertex v is node's where mask[Owner[v]] (a string compare once a
+// node, not once a vertex).
+func nodeMask(nodes []string, node string) []bool {
+	mask := make([]bool, len(nodes))
+	for i, n := range nodes {
+		mask[i] = n == node
+	}
+	return mask
 }
