@@ -466,6 +466,12 @@ func (n *Node) close() error {
 	return errors.Join(errs...)
 }
 
+// ForgetPlans drops every plan the node compiled, as a restart does: an
+// Assignment that names a plan by digest is then asked for again (an Ack
+// with NeedPlan, Stats.PlansNeeded). For tests of a node that lost its
+// plans; the runs it holds keep theirs.
+func (n *Node) ForgetPlans() { n.graphs.forget() }
+
 // Stats returns a snapshot of the node's counters.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()
