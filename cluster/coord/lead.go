@@ -183,7 +183,6 @@ type delivery struct {
 	acked bool          // the node acknowledged it (Ack)
 	boot  string        // the boot of the process that acked ("" when it did not say)
 	gone  string        // an acking boot already taken for gone once (resend): not again
-	ref   bool          // the last copy sent named the plan by digest only
 }
 
 // LeadKind is what a LeaderAction asks for.
@@ -474,13 +473,12 @@ func (l *Leader) sendAssignment(now time.Time, t *tracker, node string, d *deliv
 		d.every = min(2*d.every, limit)
 	}
 	m := t.asg[node]
-	d.ref = false
 	if dg, ok := t.digest[node]; ok && d.sent == 0 {
 		h := l.held[node]
 		if b := t.run.Boots[node]; h.has(dg) && (b == "" || h.boot == "" || b == h.boot) {
 			ref := *m
 			ref.Plan = nil
-			m, d.ref = &ref, true
+			m = &ref
 		}
 	}
 	d.sent++
