@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// Wire format (version 7). Every top-level message is one msgpack array whose first
+// Wire format (version 8). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 6, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 6, from, seq, [[run, gen, src, dst | [dst, ...], act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 6, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 6, run, gen, [node, ...], [owner, ...], plan, [boot, ...]]
-//	Cancel      [5, 6, run, gen, reason]
-//	TermReport  [6, 6, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 6, kind, run, node, body]
-//	EventBatch  [8, 6, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
-//	Ack         [9, 6, run, gen, node, boot]
-//	Plan        [10, 6, tasks, [vertex, ...], [loop, ...]]   (plan.go)
-//	TaskReport  [11, 6, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
+//	Signal      [1, 8, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 8, from, seq, [[run, gen, src, dst | [dst, ...], act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 8, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 8, run, gen, [node, ...], [owner, ...], plan, [boot, ...], plan_digest]
+//	Cancel      [5, 8, run, gen, reason]
+//	TermReport  [6, 8, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 8, kind, run, node, body]
+//	EventBatch  [8, 8, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 8, run, gen, node, boot, need_plan]
+//	Plan        [10, 8, tasks, [vertex, ...], [loop, ...]]   (plan.go)
+//	TaskReport  [11, 8, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -51,6 +51,15 @@ import (
 // executions and no output or error, written once with the tasks' times
 // (transport/report.go); a reader of this build still folds the reports of
 // versions 5 and 6, whose entries are all single deltas.
+// Version 8 added an Assignment's plan_digest (the SHA-256 of its plan) and
+// lets an Assignment name its plan by that digest alone (plan nil): a run of
+// a flow again on the same placement no longer carries some MB of plan to a
+// node that holds it. A node that does not hold the plan named answers with
+// an Ack whose need_plan (added to Ack in version 8) is set, and takes
+// nothing; the leader then sends the Assignment with its plan. A version 7
+// node would refuse a plan-less Assignment (ErrNoPlan), so the two do not
+// mix: live processes still speak one version, and the stored task events
+// of versions 5 to 7 are read as before.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -77,7 +86,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 7
+const Version = 8
 
 func (t Type) String() string {
 	switch t {
@@ -203,7 +212,8 @@ func (r *reader) header(t Type) error {
 // TaskReports for days, and status and the record check fold them after an
 // upgrade; their layout is the same in versions 5 and 6 (version 6 changed
 // only a Batch's entries) and 7 reads them as they are (it added a
-// TaskReport's range entries, which none of them holds). Messages between
+// TaskReport's range entries, which none of them holds); version 8 changed
+// only Assignments and Acks, so its stored events are version 7's. Messages between
 // live processes (Signals, Batches, Assignments, ...) are still refused
 // unless of this Version: the processes of one run do not mix versions.
 const oldestStored = 5
@@ -741,7 +751,10 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 
 // Assignment is the partition of a run under one generation: task i runs on
 // Nodes[Owner[i]]. Plan is the receiving node's part, an encoded Plan (the
-// leader sends each node its own; nil: none). Boots, when
+// leader sends each node its own; nil: none). PlanDigest, when not nil, is
+// the SHA-256 of that plan (32 bytes); with Plan nil it names the plan
+// alone (a reference: the node runs the plan of that digest it holds, or
+// asks for it with an Ack whose NeedPlan is set). Boots, when
 // not empty, has one entry per node: the incarnation (boot id) of the
 // process the part was made for, or "" where the sender did not know it; a
 // node's later process (a restart under the same id) is not that process
@@ -753,7 +766,15 @@ type Assignment struct {
 	Owner []uint32
 	Plan  []byte
 	Boots []string
+	// PlanDigest is nil or the 32-byte SHA-256 of the node's plan.
+	PlanDigest []byte
 }
+
+// PlanDigestLen is the length of an Assignment's PlanDigest (SHA-256).
+const PlanDigestLen = 32
+
+// PlanRef reports whether a names its plan by digest only.
+func (a *Assignment) PlanRef() bool { return a.Plan == nil && a.PlanDigest != nil }
 
 // BootOf is the incarnation the part of Nodes[i] was made for ("": any).
 func (a *Assignment) BootOf(i int) string {
@@ -790,7 +811,7 @@ func (a *Assignment) NodeOf(task uint32) string {
 	return a.Nodes[a.Owner[task]]
 }
 
-const assignmentFields = 6
+const assignmentFields = 7
 
 // AppendWire implements Message.
 func (a *Assignment) AppendWire(b []byte) []byte {
@@ -810,7 +831,7 @@ func (a *Assignment) AppendWire(b []byte) []byte {
 	for _, boot := range a.Boots {
 		b = appendStr(b, boot)
 	}
-	return b
+	return appendBin(b, a.PlanDigest)
 }
 
 // Decode decodes an Assignment into a. Plan aliases data (a plan is some MB
@@ -874,6 +895,12 @@ func (a *Assignment) Decode(data []byte, lim Limits) error {
 		if a.Boots[i], err = r.optID("boot"); err != nil {
 			return fmt.Errorf("boot of node %d: %w", i, err)
 		}
+	}
+	if a.PlanDigest, err = r.bin("plan_digest", PlanDigestLen, false); err != nil {
+		return err
+	}
+	if a.PlanDigest != nil && len(a.PlanDigest) != PlanDigestLen {
+		return r.errf("plan_digest: %d bytes, want %d", len(a.PlanDigest), PlanDigestLen)
 	}
 	return r.end()
 }
@@ -1031,17 +1058,23 @@ func (t *TermReport) Decode(data []byte, lim Limits) error {
 // generation gen and holds or builds it; the leader need not send it again.
 // It is sent on receipt, before the node builds the run (seconds for a big
 // flow), and again for a copy that comes once the node holds the run.
+//
+// An Ack with NeedPlan set is no receipt: the Assignment named its plan by
+// digest (Assignment.PlanRef) and the node does not hold that plan (it
+// restarted, evicted it, or never had it). The node took nothing; the
+// leader sends the Assignment again with its plan.
 type Ack struct {
-	Run  string
-	Gen  uint64
-	Node string
-	Boot string
+	Run      string
+	Gen      uint64
+	Node     string
+	Boot     string
+	NeedPlan bool
 }
 
 // Type implements Message.
 func (*Ack) Type() Type { return TypeAck }
 
-const ackFields = 4
+const ackFields = 5
 
 // AppendWire implements Message.
 func (a *Ack) AppendWire(b []byte) []byte {
@@ -1049,7 +1082,8 @@ func (a *Ack) AppendWire(b []byte) []byte {
 	b = appendStr(b, a.Run)
 	b = appendUint(b, a.Gen)
 	b = appendStr(b, a.Node)
-	return appendStr(b, a.Boot)
+	b = appendStr(b, a.Boot)
+	return appendBool(b, a.NeedPlan)
 }
 
 // Decode decodes an Ack into a. Run and Node must be valid ids, and Boot
@@ -1070,6 +1104,9 @@ func (a *Ack) Decode(data []byte, lim Limits) error {
 		return err
 	}
 	if a.Boot, err = r.optID("boot"); err != nil {
+		return err
+	}
+	if a.NeedPlan, err = r.bool("need_plan"); err != nil {
 		return err
 	}
 	return r.end()

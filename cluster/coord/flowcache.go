@@ -47,8 +47,19 @@ type placedRun struct {
 
 // runPlans are the encoded plans of each node's part of a run (plans).
 type runPlans struct {
-	byNode map[string][]byte
+	byNode map[string]NodePlan
 }
+
+// NodePlan is the encoded plan of a node's part of a run (a transport.Plan)
+// and its SHA-256, which names it in an Assignment that does not carry it
+// (transport.Assignment.PlanDigest).
+type NodePlan struct {
+	Plan   []byte
+	Digest [32]byte
+}
+
+// NewNodePlan is plan with its digest.
+func NewNodePlan(plan []byte) NodePlan { return NodePlan{plan, sha256.Sum256(plan)} }
 
 // runLoops is what the run protocol derives from a run's whole graph
 // (runproto.NewLoops, FreeJoins), which the nodes' plans carry.
@@ -317,7 +328,7 @@ func (fc flowCaches) putGraph(key [32]byte, g *spec.Graph) {
 // assignment alone (not on the run's id or generation): a run of a flow
 // again on the same placement (a placedRun) takes the plans compiled for
 // the one before.
-func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]byte, error) {
+func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string]NodePlan, error) {
 	key, kerr := runKey(r.FlowID, r.Params)
 	var pkey [32]byte
 	if kerr == nil {
@@ -350,9 +361,9 @@ func (fc flowCaches) plans(r Run, text func(Run) ([]byte, error)) (map[string][]
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", r.ID, err)
 	}
-	out := make(map[string][]byte, len(ps))
+	out := make(map[string]NodePlan, len(ps))
 	for i, p := range ps {
-		out[r.Nodes[i]] = transport.Encode(p)
+		out[r.Nodes[i]] = NewNodePlan(transport.Encode(p))
 	}
 	if kerr == nil {
 		fc.compiled.Put(pkey, &runPlans{out}, max(len(r.Assignment), 1))

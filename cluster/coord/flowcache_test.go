@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -261,7 +262,7 @@ func TestRunAgainTakesThePlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(runs[1].Assignment, runs[0].Assignment) || len(p1["n1"]) == 0 || &p1["n1"][0] != &p2["n1"][0] {
+	if !slices.Equal(runs[1].Assignment, runs[0].Assignment) || len(p1["n1"].Plan) == 0 || &p1["n1"].Plan[0] != &p2["n1"].Plan[0] || p1["n1"].Digest != sha256.Sum256(p2["n1"].Plan) {
 		t.Fatal("a run again did not take the placement and plans of the run before")
 	}
 	// Another node alive: placed again (and the plans of another
@@ -283,7 +284,7 @@ func TestRunAgainTakesThePlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p3) != 2 || len(p3["n2"]) == 0 {
+	if len(p3) != 2 || len(p3["n2"].Plan) == 0 {
 		t.Fatalf("plans of another assignment: %d nodes", len(p3))
 	}
 }

@@ -93,9 +93,44 @@ type LeaderConfig struct {
 	// goes in that node's Assignment: a node builds its part from it and
 	// never sees the flow (runproto.Compile; the server's Server.plans). It
 	// is called once per generation a Leader tracks. An error fails the
-	// run. nil: Assignments carry no plan (the simulation, whose nodes hold
-	// the flow's graph).
-	Plans func(r Run) (map[string][]byte, error)
+	// run. nil: Assignments carry no plan.
+	//
+	// A node that acknowledged an Assignment with a plan holds that plan
+	// (its graph cache, cluster/node): the next Assignment of a plan with
+	// the same digest goes to it by digest alone (see heldPlans).
+	Plans func(r Run) (map[string]NodePlan, error)
+}
+
+// heldPlans are the plans a node's process acknowledged (by digest, most
+// recent last): the leader's guess of what the node holds. A guess only: a
+// node that does not hold a plan an Assignment names answers with an Ack
+// whose NeedPlan is set, and gets the plan (Leader.Ack). What a node holds
+// is learnt within one term (a new leader sends plans in full first).
+type heldPlans struct {
+	boot    string // the process that acknowledged them
+	digests [][32]byte
+}
+
+// maxHeldPlans bounds the digests the leader remembers of one node (a
+// node's graph cache keeps a few hundred thousand vertices' plans).
+const maxHeldPlans = 16
+
+func (h *heldPlans) has(d [32]byte) bool { return h != nil && slices.Contains(h.digests, d) }
+
+func (h *heldPlans) add(d [32]byte) {
+	if i := slices.Index(h.digests, d); i >= 0 {
+		h.digests = slices.Delete(h.digests, i, i+1)
+	}
+	if len(h.digests) >= maxHeldPlans {
+		h.digests = slices.Delete(h.digests, 0, 1)
+	}
+	h.digests = append(h.digests, d)
+}
+
+func (h *heldPlans) drop(d [32]byte) {
+	if i := slices.Index(h.digests, d); i >= 0 {
+		h.digests = slices.Delete(h.digests, i, i+1)
+	}
 }
 
 // Leader is the leader loop's decisions, as a pure state machine in the
@@ -124,6 +159,7 @@ type Leader struct {
 	cancelSent map[string]time.Time // "run/node" → last Cancel sent in answer to a report
 	lastSync   time.Time
 	live       *Liveness
+	held       map[string]*heldPlans // node → the plans its process acknowledged
 	out        []LeaderAction
 }
 
@@ -131,6 +167,7 @@ type Leader struct {
 type tracker struct {
 	run      Run
 	asg      map[string]*transport.Assignment // node → its Assignment (its own plan)
+	digest   map[string][32]byte              // node → its plan's digest (nodes with a plan)
 	det      *Detector
 	dlv      map[string]*delivery // node → the Assignment's delivery to it
 	refused  int                  // success verdicts refused in a row (verdict)
@@ -201,7 +238,7 @@ type LeaderAction struct {
 
 // NewLeader returns the decisions of a new term of leadership over view.
 func NewLeader(cfg LeaderConfig, view View) *Leader {
-	return &Leader{cfg: cfg, view: view, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{},
+	return &Leader{cfg: cfg, view: view, runs: map[string]*tracker{}, cancelSent: map[string]time.Time{}, held: map[string]*heldPlans{},
 		live: &Liveness{Silence: cfg.Silence, InProcess: cfg.InProcess, NoNATS: cfg.NoNATS}}
 }
 
@@ -370,9 +407,9 @@ func (l *Leader) reconcile(now time.Time) {
 func (l *Leader) track(now time.Time, r Run) {
 	owner, _ := owners(r.Nodes, r.Assignment) // the FSM made Nodes of Assignment
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
-		asg: map[string]*transport.Assignment{}}
+		asg: map[string]*transport.Assignment{}, digest: map[string][32]byte{}}
 	l.runs[r.ID] = t
-	var plans map[string][]byte
+	var plans map[string]NodePlan
 	if l.cfg.Plans != nil {
 		var err error
 		if plans, err = l.cfg.Plans(r); err != nil {
@@ -385,7 +422,12 @@ func (l *Leader) track(now time.Time, r Run) {
 	}
 	boots := assignBoots(r)
 	for _, n := range r.Nodes {
-		t.asg[n] = &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Plan: plans[n], Boots: boots}
+		a := &transport.Assignment{Run: r.ID, Gen: r.Gen, Nodes: r.Nodes, Owner: owner, Boots: boots}
+		if p, ok := plans[n]; ok && p.Plan != nil {
+			a.Plan, a.PlanDigest = p.Plan, p.Digest[:]
+			t.digest[n] = p.Digest
+		}
+		t.asg[n] = a
 	}
 	l.log(slog.LevelDebug, "tracking run", "run", r.ID, "gen", r.Gen, "nodes", r.Nodes)
 	for _, n := range r.Nodes {
@@ -412,6 +454,13 @@ func assignBoots(r Run) []string {
 
 // sendAssignment sends t's Assignment to node and sets when it goes again
 // (resendFirst after the first copy, doubling up to resendMax).
+//
+// The first copy names the node's plan by digest alone when the node's
+// process acknowledged an Assignment of that plan before (heldPlans) and
+// is, as far as the run says, the process the part is for; every later
+// copy carries the plan (a copy goes again only when the first, or the
+// node's answer, was lost or the node asked for the plan: a lost answer
+// must not bring a copy without it again).
 func (l *Leader) sendAssignment(now time.Time, t *tracker, node string, d *delivery) {
 	limit := resendMax
 	if d.acked {
@@ -423,9 +472,18 @@ func (l *Leader) sendAssignment(now time.Time, t *tracker, node string, d *deliv
 	default:
 		d.every = min(2*d.every, limit)
 	}
+	m := t.asg[node]
+	if dg, ok := t.digest[node]; ok && d.sent == 0 {
+		h := l.held[node]
+		if b := t.run.Boots[node]; h.has(dg) && (b == "" || h.boot == "" || b == h.boot) {
+			ref := *m
+			ref.Plan = nil
+			m = &ref
+		}
+	}
 	d.sent++
 	d.next = now.Add(d.every)
-	l.send(node, t.asg[node])
+	l.send(node, m)
 }
 
 // resend sends t's Assignment again to each node of the run whose copy is
@@ -479,6 +537,27 @@ func (l *Leader) Ack(now time.Time, a *transport.Ack) []LeaderAction {
 	}
 	if t == nil || t.run.Gen != a.Gen {
 		return l.flush() // ended, or another generation: the latest goes on
+	}
+	dg, planned := t.digest[a.Node]
+	if a.NeedPlan {
+		// The node does not hold the plan a copy named by digest: it took
+		// nothing. The plan goes to it now (and in every copy after).
+		if h := l.held[a.Node]; h != nil && planned {
+			h.drop(dg)
+		}
+		if d := t.dlv[a.Node]; d != nil && !d.acked && planned {
+			l.log(slog.LevelInfo, "node does not hold the plan named: sending it", "run", a.Run, "gen", a.Gen, "node", a.Node, "boot", a.Boot)
+			l.sendAssignment(now, t, a.Node, d)
+		}
+		return l.flush()
+	}
+	if planned {
+		h := l.held[a.Node]
+		if h == nil || h.boot != a.Boot {
+			h = &heldPlans{boot: a.Boot}
+			l.held[a.Node] = h
+		}
+		h.add(dg)
 	}
 	if d := t.dlv[a.Node]; d != nil {
 		if !d.acked || d.boot != a.Boot {

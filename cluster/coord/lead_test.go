@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -55,7 +56,7 @@ flows:
 // and ends at a blank line; lines starting with # between cases are
 // comments. Commands (times in ms from a fixed epoch):
 //
-//	leader [keep] [norecord] [silence=MS] [started=MS]
+//	leader [keep] [norecord] [silence=MS] [started=MS] [plans]  (plans: Assignments carry plans and digests)
 //	                                             a new FSM (keep: the same one, a leader change) and Leader at time 0
 //	at MS                                        the clock
 //	member ID STATE [boot=B] [cpus=N]            gossip's view of a node (no input yet)
@@ -63,7 +64,7 @@ flows:
 //	submit RUN flow=NAME assign=N,N,… [timeout=MS] RunSubmit committed, then Reconcile
 //	tick | reconcile
 //	report NODE RUN gen=G [wave=W] [sent=S] [from=N:C,…] [idle]
-//	ack NODE RUN gen=G [boot=B]                  NODE acknowledges RUN's Assignment of gen G
+//	ack NODE RUN gen=G [boot=B] [needplan]       NODE acknowledges RUN's Assignment of gen G (needplan: asks for its plan)
 //	pong NODE alive|none [boot=B]
 //	fail RUN NODE task=T err=TEXT
 //	record RUN ok|owed=TASK|failed=TASK|unreadable   how record checks of RUN answer from now on
@@ -137,6 +138,17 @@ func (sc *leadScenario) do(line string) []string {
 	case "leader":
 		cfg := LeaderConfig{Started: sc.epoch}
 		_, cfg.NoRecord = m["norecord"]
+		if _, ok := m["plans"]; ok {
+			// Each node's plan: its bytes depend on the flow, the
+			// assignment and the node alone (as runproto.Compile's).
+			cfg.Plans = func(r Run) (map[string]NodePlan, error) {
+				out := map[string]NodePlan{}
+				for _, n := range r.Nodes {
+					out[n] = NewNodePlan(fmt.Appendf(nil, "%x|%s|%s", sha256.Sum256(r.Flow), strings.Join(r.Assignment, ","), n))
+				}
+				return out, nil
+			}
+		}
 		if v := m["silence"]; v != "" {
 			cfg.Silence = sc.ms(v)
 		}
@@ -218,7 +230,9 @@ func (sc *leadScenario) do(line string) []string {
 		}
 		sc.acts(0, sc.l.Report(now, r))
 	case "ack":
-		sc.acts(0, sc.l.Ack(now, &transport.Ack{Node: f[1], Run: f[2], Gen: sc.num(m["gen"]), Boot: m["boot"]}))
+		a := &transport.Ack{Node: f[1], Run: f[2], Gen: sc.num(m["gen"]), Boot: m["boot"]}
+		_, a.NeedPlan = m["needplan"]
+		sc.acts(0, sc.l.Ack(now, a))
 	case "pong":
 		sc.acts(0, sc.l.Pong(now, f[1], m["boot"], f[2] == "alive"))
 	case "fail":
@@ -347,6 +361,12 @@ func attrs(kv []any, keys ...string) string {
 func describeMsg(m transport.Message) string {
 	switch m := m.(type) {
 	case *transport.Assignment:
+		switch {
+		case m.PlanRef():
+			return fmt.Sprintf("assignment %s gen %d plan by digest", m.Run, m.Gen)
+		case m.PlanDigest != nil:
+			return fmt.Sprintf("assignment %s gen %d with plan", m.Run, m.Gen)
+		}
 		return fmt.Sprintf("assignment %s gen %d", m.Run, m.Gen)
 	case *transport.Cancel:
 		return fmt.Sprintf("cancel %s gen %d %s", m.Run, m.Gen, m.Reason)

@@ -350,4 +350,4 @@ func (s *Server) runFlow(r Run) ([]byte, error) {
 
 // plans compiles the plans of each node's part of a generation of run r
 // (LeaderConfig.Plans), from its flow in the registry (runFlow).
-func (s *Server) plans(r Run) (map[string][]byte, error) { return s.flows.plans(r, s.runFlow) }
+func (s *Server) plans(r Run) (map[string]NodePlan, error) { return s.flows.plans(r, s.runFlow) }

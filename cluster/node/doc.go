@@ -31,8 +31,14 @@
 // and free joins of the whole graph. The node checks each task of its own
 // against its registry (function known, of the task's kind and domain, the
 // args it takes), makes the plan back into a graph of the run's size
-// (runproto.OpenPlan) and keeps it by the plan's bytes, found by a seeded
-// hash and compared whole before it is taken (graphcache.go; a run placed as an earlier one shares it: Stats.PlansReused).
+// (runproto.OpenPlan) and keeps it by the plan's digest (the SHA-256 the
+// Assignment gives it, checked against the bytes when first compiled), or,
+// without one, by the plan's bytes, found by a seeded hash and compared
+// whole before it is taken (graphcache.go; a run placed as an earlier one
+// shares it: Stats.PlansReused). An Assignment that names its plan by
+// digest alone runs the plan of that digest held here; where none is held,
+// the node takes nothing and asks the leader for it (an Ack with NeedPlan:
+// Stats.PlansNeeded), which sends the Assignment again with its plan.
 // The node ignores an Assignment it already runs (same Run and Gen) or has
 // released; one of a newer generation for a run it holds is a reassignment
 // (see Recovery). It builds one localexec taskflow from the vertices it

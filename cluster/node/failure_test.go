@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -536,4 +537,140 @@ func TestAssignmentForAnEarlierProcessIsIgnored(t *testing.T) {
 	if s := n1.Stats(); s.AssignmentsOtherBoot != 1 {
 		t.Fatalf("n1 ignored its own process's assignment: %+v", s)
 	}
+}
+
+// digestFlow is a short loop beside a subflow.
+const digestFlow = `
+name: bydigest
+tasks:
+  - {name: init, func: noop}
+  - {name: body, func: spin, args: {us: 50}, succeed: [init]}
+  - {name: cond, kind: condition, func: loop, args: {n: 20}, succeed: [body], precede: [body, done]}
+  - {name: done, func: noop}
+  - {name: kids, kind: subflow, func: fanout, args: {n: 3, us: 100}, succeed: [init]}
+`
+
+// TestAssignmentByDigest: an Assignment that names its plan by digest
+// alone runs the plan of that digest the node compiled before, with the
+// outcome the plan gives when sent in full; a node that does not hold it
+// (never had it, or lost it) takes nothing and asks for it (an Ack with
+// NeedPlan), and takes the Assignment once it comes with its plan; a plan
+// that does not match the digest it comes with is refused.
+func TestAssignmentByDigest(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	n0 := c.nodes[0]
+	boot := n0.Meta().Boot
+	acks := make(chan transport.Ack, 64)
+	fails := make(chan string, 64)
+	sub, err := c.leader.conn.Subscribe("hf.coord.>", func(m *nats.Msg) {
+		switch m.Subject {
+		case proto.AckSubject("n0"):
+			var a transport.Ack
+			if err := a.Decode(m.Data, transport.Limits{}); err != nil {
+				t.Errorf("ack: %v", err)
+			}
+			acks <- a
+		case proto.FailSubject("n0"):
+			fails <- string(m.Data)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	if err := c.leader.conn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ack := func(run string) transport.Ack { // the next ack of run (the harness's runs ack too)
+		t.Helper()
+		for {
+			select {
+			case a := <-acks:
+				if a.Run == run {
+					return a
+				}
+			case <-ctx.Done():
+				t.Fatalf("no ack of %s", run)
+			}
+		}
+	}
+	file, g := parseFlow(t, digestFlow)
+	flow, err := spec.Marshal(file, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := make([]uint32, len(g.Vertices))
+	full := func(run string) *transport.Assignment {
+		return withDigest(planned(t, flow, &transport.Assignment{Run: run, Gen: 1, Nodes: []string{"n0"}, Owner: owner}, "n0"), planDigest)
+	}
+	ref := func(run string) *transport.Assignment {
+		return withDigest(planned(t, flow, &transport.Assignment{Run: run, Gen: 1, Nodes: []string{"n0"}, Owner: owner}, "n0"), digestAlone)
+	}
+	send := func(a *transport.Assignment) {
+		t.Helper()
+		if err := c.leader.conn.SendControl("n0", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A plan this node never had: asked for, nothing taken.
+	send(ref("rnever"))
+	if a := ack("rnever"); a != (transport.Ack{Run: "rnever", Gen: 1, Node: "n0", Boot: boot, NeedPlan: true}) {
+		t.Fatalf("a plan never held: %+v, want an ack asking for it", a)
+	}
+	if s := n0.Stats(); s.PlansNeeded != 1 || s.Assignments != 0 || s.RunsActive != 0 || s.Refused != 0 {
+		t.Fatalf("a plan never held: %+v", s)
+	}
+	// The Assignment again with its plan: taken.
+	send(full("rnever"))
+	if a := ack("rnever"); a != (transport.Ack{Run: "rnever", Gen: 1, Node: "n0", Boot: boot}) {
+		t.Fatalf("with its plan: %+v, want its ack", a)
+	}
+	testsupport.Eventually(t, 10*time.Second, "n0 runs rnever", func() bool { return n0.Stats().Assignments == 1 })
+	c.release(ctx, "rnever", "cancelled")
+
+	// A plan whose bytes are not the digest's: refused.
+	bad := full("rbad")
+	bad.PlanDigest = bytes.Repeat([]byte{1}, transport.PlanDigestLen)
+	send(bad)
+	if a := ack("rbad"); a.NeedPlan {
+		t.Fatalf("a mislabelled plan: %+v", a)
+	}
+	select {
+	case f := <-fails:
+		if !strings.Contains(f, ErrPlanDigest.Error()) {
+			t.Fatalf("mislabelled plan refused with %q, want %v", f, ErrPlanDigest)
+		}
+	case <-ctx.Done():
+		t.Fatal("a mislabelled plan was not refused")
+	}
+
+	// Run by digest: the outcome of the plan sent in full.
+	base := c.runFlow(ctx, file, owner, runOpts{digest: planDigest})
+	got := c.runFlow(ctx, file, owner, runOpts{digest: digestAlone})
+	if base.failed != nil || got.failed != nil {
+		t.Fatalf("failed: %+v / %+v", base.failed, got.failed)
+	}
+	compare(t, "by digest", base.tasks, got.tasks)
+	if s := n0.Stats(); s.PlansNeeded != 1 {
+		t.Fatalf("a held plan was asked for: %+v", s)
+	}
+
+	// The node lost its plans: asked for again, nothing taken.
+	n0.graphs.forget()
+	before := n0.Stats()
+	send(ref("rlost"))
+	if a := ack("rlost"); !a.NeedPlan || a.Run != "rlost" {
+		t.Fatalf("a lost plan: %+v, want an ack asking for it", a)
+	}
+	if s := n0.Stats(); s.PlansNeeded != 2 || s.Assignments != before.Assignments || s.RunsActive != 0 {
+		t.Fatalf("a lost plan: %+v", s)
+	}
+	send(full("rlost"))
+	if a := ack("rlost"); a.NeedPlan {
+		t.Fatalf("the lost plan sent: %+v", a)
+	}
+	testsupport.Eventually(t, 10*time.Second, "n0 runs rlost", func() bool { return n0.Stats().Assignments == before.Assignments+1 })
+	c.release(ctx, "rlost", "cancelled")
 }

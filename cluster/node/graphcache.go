@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -39,17 +40,29 @@ const maxCachedVertices = 400_000
 // Part, whatever the hash gives. Of two plans with one hash and length,
 // the first cached keeps the slot and the other is compiled each time
 // (wlru keeps a key's first value).
+//
+// An Assignment that carries its plan's digest (its SHA-256, as every
+// leader of wire version 8 sends) is cached by that digest instead: the
+// plan's bytes are hashed once, when it is first compiled, and must match
+// the digest (a plan that does not is refused). A later Assignment that
+// names the plan by digest alone (transport.Assignment.PlanRef) takes the
+// entry of that digest (held); a node that has none asks for the plan.
 type graphCache struct {
 	c    *wlru.Cache[planKey, *cachedPlan]
 	seed maphash.Seed
 	sum  func(seed maphash.Seed, plan []byte) uint64 // maphash.Bytes; tests force collisions
 }
 
-// planKey is a plan's hash and length.
+// planKey is a plan's hash and length, or (digest set) its SHA-256.
 type planKey struct {
-	h uint64
-	n int
+	h      uint64
+	n      int
+	digest [sha256.Size]byte
+	sha    bool // keyed by digest (h and n zero)
 }
+
+// ErrPlanDigest: an Assignment's plan does not have the digest it names.
+var ErrPlanDigest = errors.New("node: the plan does not match its digest")
 
 // cachedPlan is a compiled plan and a copy of the bytes it was compiled
 // from (an Assignment's may share a buffer the transport reuses).
@@ -95,10 +108,25 @@ func decodePlan(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) 
 // compile returns the Part of a plan of a run of tasks vertices, from the
 // cache when an earlier Assignment had the same plan. Errors are not
 // cached: a plan that does not compile is refused each time.
-func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
-	key := planKey{gc.sum(gc.seed, plan), len(plan)}
+//
+// digest, when not nil, is the SHA-256 the Assignment gives the plan: the
+// plan is cached by it, and a plan that does not match it is refused
+// (ErrPlanDigest).
+func (gc graphCache) compile(plan, digest []byte, tasks int, lim transport.Limits, reg spec.Catalog) (*runproto.Part, error) {
+	var key planKey
+	if digest != nil {
+		if len(digest) != sha256.Size {
+			return nil, fmt.Errorf("%w: %w: a digest of %d bytes", runproto.ErrPlan, ErrPlanDigest, len(digest))
+		}
+		key = planKey{digest: [sha256.Size]byte(digest), sha: true}
+	} else {
+		key = planKey{h: gc.sum(gc.seed, plan), n: len(plan)}
+	}
 	if cp, ok := gc.c.Get(key); ok && len(cp.pt.G.Vertices) == tasks && bytes.Equal(cp.plan, plan) {
 		return cp.pt, nil
+	}
+	if key.sha && sha256.Sum256(plan) != key.digest {
+		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, ErrPlanDigest)
 	}
 	p, err := decodePlan(plan, tasks, lim, reg)
 	if err != nil {
@@ -111,6 +139,24 @@ func (gc graphCache) compile(plan []byte, tasks int, lim transport.Limits, reg s
 	gc.c.Put(key, &cachedPlan{plan: bytes.Clone(plan), pt: pt}, max(len(p.Vertices), 1))
 	return pt, nil
 }
+
+// held is the cached plan whose SHA-256 is digest, compiled for a run of
+// tasks vertices, if the cache holds it (an Assignment that names its plan
+// by digest alone). Only a plan whose bytes were checked against the
+// digest when it was compiled is cached under it.
+func (gc graphCache) held(digest []byte, tasks int) (*cachedPlan, bool) {
+	if len(digest) != sha256.Size {
+		return nil, false
+	}
+	cp, ok := gc.c.Get(planKey{digest: [sha256.Size]byte(digest), sha: true})
+	if !ok || len(cp.pt.G.Vertices) != tasks {
+		return nil, false
+	}
+	return cp, true
+}
+
+// forget drops every cached plan (a test's node that lost its plans).
+func (gc graphCache) forget() { gc.c.Clear() }
 
 // funcInfo is what reg.Func answered for a function.
 type funcInfo struct {

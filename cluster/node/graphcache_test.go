@@ -35,27 +35,27 @@ func TestGraphCache(t *testing.T) {
 	}
 	gc := newGraphCache(5)
 	a, b, c := flow("a", 3), flow("b", 2), flow("c", 2)
-	ca, err := gc.compile(a, 3, transport.Limits{}, nil)
+	ca, err := gc.compile(a, nil, 3, transport.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gc.compile(b, 2, transport.Limits{}, nil); err != nil {
+	if _, err := gc.compile(b, nil, 2, transport.Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	again, err := gc.compile(a, 3, transport.Limits{}, nil) // a is now the most recently used
+	again, err := gc.compile(a, nil, 3, transport.Limits{}, nil) // a is now the most recently used
 	if err != nil || again != ca {
 		t.Fatalf("a second compile of a's text: %p %v, want the first (%p)", again, err, ca)
 	}
-	if _, err := gc.compile(c, 2, transport.Limits{}, nil); err != nil { // 3+2+2 > 5: b goes
+	if _, err := gc.compile(c, nil, 2, transport.Limits{}, nil); err != nil { // 3+2+2 > 5: b goes
 		t.Fatal(err)
 	}
 	if flows, hits := gc.stats(); flows != 2 || hits != 1 {
 		t.Fatalf("after a, b, a, c: %d flows, %d hits; want 2, 1", flows, hits)
 	}
-	if got, _ := gc.compile(a, 3, transport.Limits{}, nil); got != ca {
+	if got, _ := gc.compile(a, nil, 3, transport.Limits{}, nil); got != ca {
 		t.Fatal("a was evicted, not b")
 	}
-	if _, err := gc.compile(flow("big", 6), 6, transport.Limits{}, nil); err != nil {
+	if _, err := gc.compile(flow("big", 6), nil, 6, transport.Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if flows, _ := gc.stats(); flows != 2 {
@@ -65,10 +65,10 @@ func TestGraphCache(t *testing.T) {
 	// are no plan.
 	unknown := bytes.Replace(flow("u", 2), []byte("noop"), []byte("nope"), 1)
 	for range 2 {
-		if _, err := gc.compile(unknown, 2, transport.Limits{}, funcs.Default()); !errors.Is(err, spec.ErrUnknownFunc) || !strings.Contains(err.Error(), `task "ua": `) {
+		if _, err := gc.compile(unknown, nil, 2, transport.Limits{}, funcs.Default()); !errors.Is(err, spec.ErrUnknownFunc) || !strings.Contains(err.Error(), `task "ua": `) {
 			t.Fatalf("a plan with an unknown function: %v", err)
 		}
-		if _, err := gc.compile([]byte("{not a plan"), 1, transport.Limits{}, nil); !errors.Is(err, transport.ErrMalformed) {
+		if _, err := gc.compile([]byte("{not a plan"), nil, 1, transport.Limits{}, nil); !errors.Is(err, transport.ErrMalformed) {
 			t.Fatalf("no plan: %v", err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestPlanFits(t *testing.T) {
 	}
 	a := &transport.Assignment{Run: "r", Nodes: []string{"n0", "n1"}, Owner: []uint32{0, 1}}
 	gc := newGraphCache(100)
-	pt, err := gc.compile(planned(t, js, a, "n0").Plan, 2, transport.Limits{}, funcs.Default())
+	pt, err := gc.compile(planned(t, js, a, "n0").Plan, nil, 2, transport.Limits{}, funcs.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +108,13 @@ func TestPlanFits(t *testing.T) {
 	// made (here, the same plan bytes again: not from the cache either),
 	// and so is a run larger than any flow expands to.
 	plan := planned(t, js, a, "n0").Plan
-	if _, err := gc.compile(plan, 3, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "places 3 tasks, its plan has 2") {
+	if _, err := gc.compile(plan, nil, 3, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "places 3 tasks, its plan has 2") {
 		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
 	}
-	if _, err := gc.compile(plan, spec.MaxVertices+1, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) {
+	if _, err := gc.compile(plan, nil, spec.MaxVertices+1, transport.Limits{}, nil); !errors.Is(err, runproto.ErrPlan) {
 		t.Fatalf("a run of %d tasks: %v", spec.MaxVertices+1, err)
 	}
-	if _, err := gc.compile(nil, 2, transport.Limits{}, nil); !errors.Is(err, ErrNoPlan) {
+	if _, err := gc.compile(nil, nil, 2, transport.Limits{}, nil); !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("no plan: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestGraphCacheCollision(t *testing.T) {
 	}
 	for range 2 {
 		for _, plan := range [][]byte{a, b} {
-			pt, err := gc.compile(plan, 2, transport.Limits{}, nil)
+			pt, err := gc.compile(plan, nil, 2, transport.Limits{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,11 +156,11 @@ func TestGraphCacheCollision(t *testing.T) {
 	}
 	// The Assignment's buffer may be reused: the cache keeps its own copy.
 	c := bytes.Clone(a)
-	if _, err := gc.compile(c, 2, transport.Limits{}, nil); err != nil {
+	if _, err := gc.compile(c, nil, 2, transport.Limits{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	copy(c, b)
-	if pt, err := gc.compile(b, 2, transport.Limits{}, nil); err != nil || !strings.HasPrefix(pt.G.Vertices[0].Path, "y") {
+	if pt, err := gc.compile(b, nil, 2, transport.Limits{}, nil); err != nil || !strings.HasPrefix(pt.G.Vertices[0].Path, "y") {
 		t.Fatalf("after the buffer was overwritten: %v", err)
 	}
 }

@@ -176,6 +176,29 @@ type runOpts struct {
 	boots     []string                   // Assignment.Boots (nil: the nodes' own, as a coordinator sends; see anyBoot)
 	anyBoot   bool                       // Assignment.Boots nil: for any process (the nodes read the record when the run starts)
 	noFold    bool                       // leave outcome.tasks nil and keep no paths (benchmarks: reading the record back is the harness's cost)
+	digest    digestMode                 // whether the Assignments carry their plan's digest, and the plan
+}
+
+// digestMode is how the harness's Assignments name their plans.
+type digestMode uint8
+
+const (
+	planOnly    digestMode = iota // the plan, no digest
+	planDigest                    // the plan and its digest (a leader's full copy)
+	digestAlone                   // the digest alone (a leader's copy to a node that acknowledged the plan)
+)
+
+// withDigest is m, a's copy with its plan, as mode names the plan.
+func withDigest(m *transport.Assignment, mode digestMode) *transport.Assignment {
+	if mode == planOnly {
+		return m
+	}
+	d := sha256.Sum256(m.Plan)
+	m.PlanDigest = d[:]
+	if mode == digestAlone {
+		m.Plan = nil
+	}
+	return m
 }
 
 // planned is a's copy for node, with the plan of node's part compiled
@@ -245,7 +268,7 @@ func (c *cluster) runFlow(ctx context.Context, file *spec.File, owner []uint32, 
 	}
 	asg := &transport.Assignment{Run: runID, Gen: 1, Nodes: c.ids, Owner: owner, Boots: boots}
 	send := func(i int) {
-		if err := l.conn.SendControl(c.ids[i], planned(t, flow, asg, c.ids[i])); err != nil {
+		if err := l.conn.SendControl(c.ids[i], withDigest(planned(t, flow, asg, c.ids[i]), o.digest)); err != nil {
 			t.Fatal(err)
 		}
 	}

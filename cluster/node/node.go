@@ -115,6 +115,7 @@ type Stats struct {
 	RunsActive       int    // runs held now
 	Assignments      uint64 // Assignments taken (a re-sent one is not counted again)
 	AssignmentCopies uint64 // copies of an Assignment already held that came again (acked again, else ignored)
+	PlansNeeded      uint64 // Assignments that named by digest a plan this node did not hold (asked for it: an Ack with NeedPlan)
 	Refused          uint64 // Assignments refused
 	// Assignments made for an earlier process of this node id (a restart):
 	// ignored, the leader moves their parts.
@@ -151,6 +152,7 @@ type counters struct {
 	assignments, refused             atomic.Uint64
 	otherBoot                        atomic.Uint64 // Stats.AssignmentsOtherBoot
 	assignmentCopies                 atomic.Uint64
+	planNeeded                       atomic.Uint64 // Stats.PlansNeeded
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	startReads                       atomic.Uint64 // Stats.StartReads
@@ -484,6 +486,12 @@ func (n *Node) close() error {
 	return errors.Join(errs...)
 }
 
+// ForgetPlans drops every plan the node compiled, as a restart does: an
+// Assignment that names a plan by digest is then asked for again (an Ack
+// with NeedPlan, Stats.PlansNeeded). For tests of a node that lost its
+// plans; the runs it holds keep theirs.
+func (n *Node) ForgetPlans() { n.graphs.forget() }
+
 // Stats returns a snapshot of the node's counters.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()
@@ -498,6 +506,7 @@ func (n *Node) Stats() Stats {
 		BuildsReused:         n.stats.buildsReused.Load(),
 		Assignments:          n.stats.assignments.Load(),
 		AssignmentCopies:     n.stats.assignmentCopies.Load(),
+		PlansNeeded:          n.stats.planNeeded.Load(),
 		Refused:              n.stats.refused.Load(),
 		AssignmentsOtherBoot: n.stats.otherBoot.Load(),
 		TasksExecuted:        n.stats.tasks.Load(),
@@ -666,7 +675,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		// Already running it: a copy the leader sent before our ack
 		// reached it, or because the ack was lost. Ack again.
 		n.stats.assignmentCopies.Add(1)
-		n.sendAck(a)
+		n.sendAck(a, false)
 		return
 	}
 	if g, ok := n.ended[a.Run]; ok && a.Gen <= g {
@@ -684,9 +693,26 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 	n.mu.Unlock()
+	// An Assignment that names its plan by digest alone runs the plan of
+	// that digest this node compiled before (checked against the digest
+	// then), or none: a node that does not hold it (restarted, evicted it,
+	// never had it) takes nothing and asks for it, and the leader sends the
+	// Assignment again with the plan.
+	var cached *cachedPlan
+	if a.PlanRef() {
+		cp, ok := n.graphs.held(a.PlanDigest, len(a.Owner))
+		if !ok {
+			n.stats.planNeeded.Add(1)
+			n.log.Info("assignment names a plan this node does not hold: asking for it", "run", a.Run, "gen", a.Gen)
+			n.sendAck(a, true)
+			return
+		}
+		cached = cp
+		a.Plan = cp.plan // read-only: the cache's copy
+	}
 	// Acknowledge receipt before building (seconds for a big flow), so the
 	// leader sends no more copies meanwhile (coord.Leader.Ack).
-	n.sendAck(a)
+	n.sendAck(a, false)
 	if old != nil {
 		// A newer generation of a run held here: nodes were lost. Keep what
 		// runs here and take over what moved here (recover.go).
@@ -696,7 +722,7 @@ func (n *Node) assign(a *transport.Assignment) {
 		return
 	}
 
-	r, err := newRun(n, a)
+	r, err := newRun(n, a, cached)
 	var p *part
 	if err == nil {
 		p, err = r.build(r.mine())
@@ -1077,9 +1103,11 @@ func (n *Node) sendFail(run, task string, err error) {
 	}
 }
 
-// sendAck acknowledges the receipt of Assignment a to the leader.
-func (n *Node) sendAck(a *transport.Assignment) {
-	ack := &transport.Ack{Run: a.Run, Gen: a.Gen, Node: n.id, Boot: n.boot}
+// sendAck acknowledges the receipt of Assignment a to the leader, or
+// (needPlan) says that this node does not hold the plan a names and took
+// nothing.
+func (n *Node) sendAck(a *transport.Assignment, needPlan bool) {
+	ack := &transport.Ack{Run: a.Run, Gen: a.Gen, Node: n.id, Boot: n.boot, NeedPlan: needPlan}
 	if err := n.conn.Publish(proto.AckSubject(n.id), transport.Encode(ack)); err != nil {
 		n.log.Warn("assignment ack not sent", "run", a.Run, "gen", a.Gen, "err", err)
 	}

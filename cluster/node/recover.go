@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -73,6 +74,9 @@ func (r *run) update(a *transport.Assignment) error {
 // task a gives this node (its own goroutine: the node takes one control
 // message at a time, so the part it extends is the one in force).
 func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
+	if a.PlanDigest != nil && (len(a.PlanDigest) != sha256.Size || sha256.Sum256(a.Plan) != [sha256.Size]byte(a.PlanDigest)) {
+		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, ErrPlanDigest)
+	}
 	p, err := decodePlan(a.Plan, len(a.Owner), r.n.conn.Limits(), r.n.reg)
 	if err != nil {
 		return nil, err

@@ -114,7 +114,7 @@ func (r *run) lp() *runproto.Loops { return r.pt.Load().Loops }
 
 // newRun compiles the assignment's plan (graphcache.go); build makes the
 // taskflow.
-func newRun(n *Node, a *transport.Assignment) (*run, error) {
+func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 	r := &run{
 		n: n, id: a.Run,
 		idleCh:  make(chan struct{}, 1),
@@ -124,8 +124,11 @@ func newRun(n *Node, a *transport.Assignment) (*run, error) {
 	}
 	r.partsP.Store(&[]*part{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	pt, err := n.graphs.compile(a.Plan, len(a.Owner), n.conn.Limits(), n.reg)
-	if err != nil {
+	var pt *runproto.Part
+	var err error
+	if held != nil {
+		pt = held.pt // the plan a names by digest (Node.assign)
+	} else if pt, err = n.graphs.compile(a.Plan, a.PlanDigest, len(a.Owner), n.conn.Limits(), n.reg); err != nil {
 		return r, err
 	}
 	if err := planFits(pt, a, n.id); err != nil {
@@ -145,8 +148,9 @@ func planFits(pt *runproto.Part, a *transport.Assignment, node string) error {
 	if len(a.Owner) != len(pt.G.Vertices) {
 		return fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
 	}
-	for v := range a.Owner {
-		if a.NodeOf(uint32(v)) == node && !pt.Holds(v) {
+	mine := nodeMask(a.Nodes, node)
+	for v, o := range a.Owner {
+		if int(o) < len(mine) && mine[o] && !pt.Holds(v) {
 			return fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
 		}
 	}
@@ -612,4 +616,15 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
 		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
 	})
+}
+
+// nodeMask marks, by index in nodes, the entries that name node: an owner
+// table's vertex v is node's where mask[Owner[v]] (a string compare once a
+// node, not once a vertex).
+func nodeMask(nodes []string, node string) []bool {
+	mask := make([]bool, len(nodes))
+	for i, n := range nodes {
+		mask[i] = n == node
+	}
+	return mask
 }

@@ -122,7 +122,13 @@
 //     earlier plans (runproto.OpenPlan) and runs its share of the protocol
 //     by the plan's loop contexts and free joins. A plan that does not
 //     decode, or does not hold every task the Assignment gives the node, is
-//     a violation.
+//     a violation, and so is a plan that does not have the digest its
+//     Assignment names. A node holds the plans it compiled by digest (a
+//     restart loses them); an Assignment that names its plan by digest
+//     alone runs the one held, or the node asks for it (an Ack with
+//     NeedPlan) and takes nothing. Options.RunAgain and LosePlans
+//     (TestPlanByDigest) make runs of a flow again and nodes that lost
+//     their plans.
 //
 // TestPlantedLeaderBugs shows the simulation catches leader bugs planted
 // through Options: Liveness confirming a death on the first suspicion

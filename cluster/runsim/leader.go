@@ -46,6 +46,8 @@ type leaderWorld struct {
 	acked      map[ackKey]ackRec // Assignment acks the leader of a term took (the first, per process)
 	copies     int               // Assignment copies sent
 	deliveries map[delivery]bool // the (run, generation, node) those copies were
+	byDigest   int               // copies that named their plan by digest alone
+	needPlan   int               // acks that asked for the plan a copy named
 }
 
 // ackKey is an Assignment ack as one term of leadership took it.
@@ -97,7 +99,7 @@ func (w *world) submit(sr *simRun) error {
 		}
 		boots[n.ID] = n.Boot
 	}
-	assign, err := coord.PlanWith(sr.g, alive, coord.Seed(sr.id), simPlacement)
+	assign, err := coord.PlanWith(sr.g, alive, coord.Seed(sr.placeID), simPlacement)
 	if err != nil {
 		return err
 	}
@@ -196,7 +198,9 @@ func (l *leader) receive(m any) {
 		l.do(l.core.Report(now, m))
 	case *transport.Ack:
 		l.w.logf("leader: %s", describe(m))
-		if k := (ackKey{l.epoch, delivery{m.Run, m.Gen, m.Node}}); l.w.ls.acked[k].boot != m.Boot {
+		if m.NeedPlan {
+			l.w.ls.needPlan++ // no receipt: the node took nothing
+		} else if k := (ackKey{l.epoch, delivery{m.Run, m.Gen, m.Node}}); l.w.ls.acked[k].boot != m.Boot {
 			l.w.ls.acked[k] = ackRec{m.Boot, now}
 		}
 		if !l.w.opt.IgnoreAcks {
@@ -269,6 +273,9 @@ func (l *leader) send(node string, m transport.Message) {
 		w, d := l.w, delivery{a.Run, a.Gen, node}
 		w.ls.copies++
 		w.ls.deliveries[d] = true
+		if a.PlanRef() {
+			w.ls.byDigest++
+		}
 		if ack, ok := w.ls.acked[ackKey{l.epoch, d}]; ok && w.clock().Sub(ack.at) < coord.LeaderTimings.AckedResend {
 			if p := w.procs[node]; p != nil && fmt.Sprint(p.boot) == ack.boot {
 				w.fail("leader re-sent %s's gen %d Assignment to %s, whose process (boot %s) had acknowledged it %v before", a.Run, a.Gen, node, ack.boot, w.clock().Sub(ack.at))
@@ -473,6 +480,8 @@ type LeaderStats struct {
 	Confirmed  int // gossip deaths NATS confirmed
 	Copies     int // Assignment copies sent
 	Deliveries int // the (run, generation, node) they were: copies beyond these were re-sends
+	ByDigest   int // copies that named their plan by digest alone
+	NeedPlan   int // acks of nodes that did not hold the plan a copy named
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,6 +1,7 @@
 package runsim
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -32,7 +33,8 @@ type proc struct {
 	runs  map[string]*hold
 	ended map[string]uint64
 	early map[string][]earlySig
-	seq   uint64 // Batcher's batch numbers
+	seq   uint64                       // Batcher's batch numbers
+	plans map[[sha256.Size]byte][]byte // the plans it compiled, by digest (cluster/node's graph cache)
 
 	running int
 	queue   []queued
@@ -95,7 +97,7 @@ type hold struct {
 func (w *world) newProc(id string) *proc {
 	w.boots[id]++
 	p := &proc{w: w, id: id, boot: w.boots[id], cpus: w.cpus[id], connected: w.natsUp, lossy: !w.natsUp,
-		runs: map[string]*hold{}, ended: map[string]uint64{}, early: map[string][]earlySig{}}
+		runs: map[string]*hold{}, ended: map[string]uint64{}, early: map[string][]earlySig{}, plans: map[[sha256.Size]byte][]byte{}}
 	w.procs[id] = p
 	return p
 }
@@ -140,6 +142,9 @@ func (p *proc) assign(a *transport.Assignment) {
 	if g, ok := p.ended[a.Run]; ok && a.Gen <= g {
 		return
 	}
+	if a = p.planOf(a); a == nil {
+		return
+	}
 	p.ack(a)
 	if old != nil {
 		pt := p.plan(a, old.part)
@@ -166,6 +171,9 @@ func (p *proc) assign(a *transport.Assignment) {
 	pt := p.plan(a, nil)
 	if pt == nil {
 		return
+	}
+	if a.PlanDigest != nil {
+		p.plans[[sha256.Size]byte(a.PlanDigest)] = a.Plan
 	}
 	e := newEngine(sr.g)
 	r, err := runproto.New(runproto.Config{Self: p.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner,
@@ -228,6 +236,39 @@ func (p *proc) assign(a *transport.Assignment) {
 	}
 	h.idleCheck()
 	h.beat()
+}
+
+// planOf is a with its plan, as cluster/node's assign takes it: a plan a
+// carries must have the digest a names (a leader that names another is a
+// violation); a plan a names by digest alone is the one the process holds
+// of that digest, or, when it holds none (Options.LosePlans drops them
+// all, one time in two), the process asks for it (an Ack with NeedPlan)
+// and takes nothing (nil).
+func (p *proc) planOf(a *transport.Assignment) *transport.Assignment {
+	w := p.w
+	if a.PlanDigest == nil {
+		return a
+	}
+	d := [sha256.Size]byte(a.PlanDigest)
+	if a.Plan != nil {
+		if sha256.Sum256(a.Plan) != d {
+			w.fail("%s gen %d: the plan sent to %s does not have the digest its Assignment names", a.Run, a.Gen, p.id)
+			return nil
+		}
+		return a
+	}
+	if w.opt.LosePlans && w.rng.IntN(2) == 0 {
+		clear(p.plans)
+	}
+	plan, ok := p.plans[d]
+	if !ok {
+		p.logf("assignment gen %d of %s names a plan this process does not hold: asking for it", a.Gen, a.Run)
+		w.publish(p, "", &transport.Ack{Run: a.Run, Gen: a.Gen, Node: p.id, Boot: fmt.Sprint(p.boot), NeedPlan: true})
+		return nil
+	}
+	c := *a // the message is the network's
+	c.Plan = plan
+	return &c
 }
 
 // plan is the part a's plan gives the process, on top of base (the run's

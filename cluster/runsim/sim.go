@@ -82,6 +82,18 @@ type Options struct {
 	// nodes 10–80 ms late: the worst moment for an old owner to go on
 	// running its part (a freeze otherwise ends at a time drawn with it).
 	ResumeAtTakeover bool
+	// RunAgain: a run after the first is, one time in two, a run again of
+	// the first run's flow, placed by the first run's seed (the server's
+	// cached placement): on the same live nodes its plans are the first
+	// run's, and the leader names them by digest to the nodes that
+	// acknowledged them (coord.LeaderConfig.Plans). Not in Default, so that
+	// the draws the seed regressions name stay as they were
+	// (TestPlanByDigest runs it).
+	RunAgain bool
+	// LosePlans: a node that gets an Assignment naming its plan by digest
+	// has, one time in two, lost every plan it held (as a node whose graph
+	// cache evicted them): it asks for the plan (an Ack with NeedPlan).
+	LosePlans bool
 
 	// Planted bugs, to show that the simulation catches them
 	// (TestPlantedLeaderBugs):
@@ -127,7 +139,12 @@ func RunWith(seed uint64, verbose bool, opt Options) Result {
 	// the first second and a half.
 	for i := range 1 + w.rng.IntN(3) {
 		sr := &simRun{id: fmt.Sprintf("r%013x-%06x", i+1, i+1), tables: map[uint64][]string{}}
-		sr.flow = genFlow(w.rng, w.nodeIDs, w.rng.IntN(6) == 0, opt.JoinSurplus)
+		sr.placeID = sr.id
+		if opt.RunAgain && i > 0 && w.rng.IntN(2) == 0 {
+			sr.flow, sr.placeID = w.runs[0].flow, w.runs[0].id
+		} else {
+			sr.flow = genFlow(w.rng, w.nodeIDs, w.rng.IntN(6) == 0, opt.JoinSurplus)
+		}
 		g, err := parseFlow(sr.flow)
 		if err != nil {
 			w.fail("generated flow does not expand: %v\n%s", err, sr.flow)
@@ -194,7 +211,7 @@ func (w *world) result() Result {
 	r.SimTime = w.now
 	r.Faults = w.faults
 	r.Leader = LeaderStats{Refused: w.ls.refused, Refuted: w.ls.refuted, Confirmed: w.ls.confirmed,
-		Copies: w.ls.copies, Deliveries: len(w.ls.deliveries)}
+		Copies: w.ls.copies, Deliveries: len(w.ls.deliveries), ByDigest: w.ls.byDigest, NeedPlan: w.ls.needPlan}
 	for _, sr := range w.runs {
 		rr := RunResult{ID: sr.id}
 		if run, ok := w.fsm.Run(sr.id); ok {

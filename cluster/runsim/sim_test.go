@@ -367,3 +367,37 @@ func TestJoinSurplus(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanByDigest runs flows again (Options.RunAgain): the leader names a
+// plan by digest alone to a node that acknowledged it, and nodes lose
+// their plans at random (Options.LosePlans), so that some ask for the
+// plan (an Ack with NeedPlan). Every seed must hold the simulation's
+// invariants (each run terminates with its reference's outcome, no node
+// runs a plan other than the one named), and the seeds together must have
+// taken both paths: a copy by digest, and a node that did not hold it.
+func TestPlanByDigest(t *testing.T) {
+	n := uint64(300)
+	if raceEnabled {
+		n /= 4
+	}
+	opt := Default
+	opt.RunAgain, opt.LosePlans = true, true
+	var byDigest, needPlan, failures int
+	for seed := uint64(1); seed <= n; seed++ {
+		res := RunWith(seed, false, opt)
+		if res.Violation != nil {
+			failures++
+			t.Errorf("seed %d: %v\nfaults: %s\ntrace tail:\n%s", seed, res.Violation, strings.Join(res.Faults, "; "), tail(res.Trace, 60))
+			if failures >= 5 {
+				t.Fatalf("stopping after %d failing seeds", failures)
+			}
+			continue
+		}
+		byDigest += res.Leader.ByDigest
+		needPlan += res.Leader.NeedPlan
+	}
+	t.Logf("%d seeds: %d Assignment copies by digest, %d asked for their plan", n, byDigest, needPlan)
+	if byDigest == 0 || needPlan == 0 {
+		t.Fatalf("%d seeds: %d copies by digest, %d asked for the plan: a path untried", n, byDigest, needPlan)
+	}
+}

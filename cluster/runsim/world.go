@@ -33,6 +33,7 @@ const (
 // assignment of each generation the leader committed, and when it ended.
 type simRun struct {
 	id       string
+	placeID  string // the run whose seed places it (Options.RunAgain)
 	g        *spec.Graph
 	flow     []byte
 	truth    *truth
@@ -356,7 +357,7 @@ func (w *world) recordedPick(run string, v int, act uint64, upto int) bool {
 // plans is the leader's LeaderConfig.Plans, as the server's
 // (coord's flowCaches.plans): each node's plan of a generation of run r,
 // compiled from the run's graph (runproto.Compile).
-func (w *world) plans(r coord.Run) (map[string][]byte, error) {
+func (w *world) plans(r coord.Run) (map[string]coord.NodePlan, error) {
 	sr := w.run(r.ID)
 	if sr == nil {
 		return nil, fmt.Errorf("no run %s", r.ID)
@@ -372,9 +373,9 @@ func (w *world) plans(r coord.Run) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]byte{}
+	out := map[string]coord.NodePlan{}
 	for i, p := range ps {
-		out[r.Nodes[i]] = transport.Encode(p)
+		out[r.Nodes[i]] = coord.NewNodePlan(transport.Encode(p))
 	}
 	return out, nil
 }

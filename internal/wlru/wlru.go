@@ -83,3 +83,11 @@ func (c *Cache[K, V]) Stats() (entries, weight int, hits uint64) {
 	defer c.mu.Unlock()
 	return len(c.m), c.weight, c.hits
 }
+
+// Clear drops every entry (hits are kept).
+func (c *Cache[K, V]) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.weight = 0
+}

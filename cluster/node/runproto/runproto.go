@@ -274,9 +274,13 @@ func (r *Run) Local(v int) bool { return r.tab.Load().NodeOf(v) == r.self }
 // Mine marks the vertices this node runs in the generation in force.
 func (r *Run) Mine() []bool {
 	t := r.tab.Load()
+	self := make([]bool, len(t.Nodes)) // by node index: a string compare once a node, not once a vertex
+	for i, n := range t.Nodes {
+		self[i] = n == r.self
+	}
 	in := make([]bool, r.n)
 	for v := range in {
-		in[v] = t.NodeOf(v) == r.self
+		in[v] = self[t.Owner[v]]
 	}
 	return in
 }
