@@ -407,6 +407,19 @@ func (s *Subscription) Dropped() (n uint64) {
 	return n
 }
 
+// SetPendingLimits bounds the messages and bytes each of the subscription's
+// NATS subscriptions holds for its handler; past them the client drops
+// what comes (a slow consumer: Dropped, OnSlowConsumer). A limit of -1 is
+// none; the client's defaults are 512Ki messages and 64 MiB.
+func (s *Subscription) SetPendingLimits(msgs, bytes int) error {
+	for _, ns := range s.subs {
+		if err := ns.SetPendingLimits(msgs, bytes); err != nil {
+			return fmt.Errorf("transport: pending limits: %w", err)
+		}
+	}
+	return nil
+}
+
 // Close drains the subscription (messages already received are handled) and waits
 // for its delivery goroutines to end, or for ctx. Closing the Conn also ends it.
 func (s *Subscription) Close(ctx context.Context) error {

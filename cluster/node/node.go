@@ -136,6 +136,7 @@ type Stats struct {
 	SignalsEvicted       uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed      uint64 // Signals missed during a NATS outage and read back from the record
 	StartReads           uint64 // runs that read their record at their start: the node may have lost a Signal of theirs (mayHaveLostLocked)
+	ReadBacks            uint64 // times the node read back the held runs' records: after a reconnect or a slow consumer's drops
 	EventsPublished      uint64 // task deltas (a task's values in a TaskReport) stored in JetStream
 	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
 	EventErrors          uint64 // task deltas that could not be stored
@@ -156,6 +157,7 @@ type counters struct {
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	startReads                       atomic.Uint64 // Stats.StartReads
+	readBacks                        atomic.Uint64 // Stats.ReadBacks
 	late                             atomic.Uint64
 	picks                            atomic.Uint64 // Stats.PicksRecorded
 	takenOver, duplicate             atomic.Uint64
@@ -230,8 +232,9 @@ type Node struct {
 	replayOne               chan string   // a run started: read its record once
 	flushStop               chan struct{}
 	flushDone               chan struct{}
-	unhook                  func()         // removes the OnReconnect and OnSlowConsumer hooks
-	wg                      sync.WaitGroup // run goroutines
+	unhook                  func()                 // removes the OnReconnect and OnSlowConsumer hooks
+	batchGate               atomic.Pointer[func()] // tests only: called before each batch is taken
+	wg                      sync.WaitGroup         // run goroutines
 	closeOnce               sync.Once
 	closeErr                error
 	stats                   counters
@@ -522,6 +525,7 @@ func (n *Node) Stats() Stats {
 		SignalsEvicted:       n.stats.evicted.Load(),
 		SignalsReplayed:      n.stats.replayed.Load(),
 		StartReads:           n.stats.startReads.Load(),
+		ReadBacks:            n.stats.readBacks.Load(),
 		EventsPublished:      n.events.published.Load(),
 		EventReports:         n.events.reports.Load(),
 		EventErrors:          n.events.errors.Load(),
@@ -539,6 +543,9 @@ func (n *Node) flusher() {
 	again := time.NewTimer(time.Hour)
 	again.Stop()
 	defer again.Stop()
+	var dropped uint64 // sigDropped when the record was last read back
+	drops := time.NewTicker(replayAgain)
+	defer drops.Stop()
 	for {
 		select {
 		case <-n.flushStop:
@@ -550,14 +557,34 @@ func (n *Node) flusher() {
 			}
 			cancel()
 		case <-n.replayKick:
+			dropped = n.sigDropped()
 			n.replayMissed()
 			again.Reset(replayAgain)
 		case run := <-n.replayOne:
 			n.replaySignals(run)
 		case <-again.C:
 			n.replayMissed()
+		case <-drops.C:
+			// The client reports only the first drop of a slow consumer's
+			// stretch (OnSlowConsumer): the later ones show in the count
+			// alone. Read back after them as after a reconnect.
+			if d := n.sigDropped(); d != dropped {
+				dropped = d
+				n.replayMissed()
+				again.Reset(replayAgain)
+			}
 		}
 	}
+}
+
+// sigDropped is the signal subscription's count of a slow consumer's drops.
+func (n *Node) sigDropped() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sigSub == nil {
+		return 0
+	}
+	return n.sigSub.Dropped()
 }
 
 // replayAgain is when the record is read a second time after a reconnect:
@@ -571,6 +598,7 @@ const replayAgain = time.Second
 // published while this node was away, the record has it, and the run's
 // fencing and Deduper drop what did arrive. Runs on the flusher goroutine.
 func (n *Node) replayMissed() {
+	n.stats.readBacks.Add(1)
 	n.mu.Lock()
 	runs := make([]string, 0, len(n.runs))
 	for id := range n.runs {
@@ -875,7 +903,12 @@ func (n *Node) probe(e *transport.Envelope) {
 // onBatch handles one Signal batch of the node's subscription (the
 // subscription serialises batches). A Signal of a run the node has not been
 // assigned yet is kept until its Assignment comes.
-func (n *Node) onBatch(b *transport.Batch) { n.take(b) }
+func (n *Node) onBatch(b *transport.Batch) {
+	if g := n.batchGate.Load(); g != nil {
+		(*g)() // a test holds the signal subscription's handler
+	}
+	n.take(b)
+}
 
 // take is onBatch; it returns how many Signals were new to a run held here.
 // A batch's Signals all belong to one run (its subject names it): each
