@@ -483,7 +483,7 @@ func (s *Server) Register(path string, text []byte) (sf StoredFlow, created bool
 		}
 		return sf, false, invalid(verr)
 	}
-	src, err := spec.Marshal(f, spec.FormatJSON)
+	src, err := spec.Canonical(f)
 	if err != nil {
 		return sf, false, fmt.Errorf("coord: marshal flow: %w", err)
 	}
