@@ -329,7 +329,9 @@ var (
 // placement either is the window on A (the same time: a tie keeps the
 // one-node placement) or puts a vertex on another node, cutting its edge
 // to A, which costs at least one Hop on top of the load's share of the
-// whole capacity (the slowest node carries at least that). The shared
+// whole capacity (the slowest node carries at least that), and on top of
+// A's own time, load and cut ends, when moving any vertex off A costs
+// more in cut ends than it saves A in load. The shared
 // random source (Options.Rand) is not used: each window seeds its own, so
 // skipping one changes no other. local must be -1 for every vertex; it is
 // again on return.
@@ -379,8 +381,33 @@ func (m *costModel) gathered(win []int32, assign []int, placed []bool, pins map[
 	for _, v := range win {
 		local[v] = -1
 	}
-	if t > float64(load)/float64(capCPU)+m.hop {
+	// A margin of rounding: the bounds below hold in exact arithmetic, and
+	// m.time rounds; half a Hop, at least a millionth of t, is far over it.
+	if m.hop <= 0 || m.hop < 1e-6*t {
 		return nil
+	}
+	if t <= float64(load)/float64(capCPU)+m.hop/2 {
+		return one // under the load's share of all the capacity plus one Hop
+	}
+	// Or each vertex's edges to A cost more to cut than its load takes on
+	// A (EdgeCost × their weight ≥ its load / A's CPU capacity): then a
+	// placement with vertices X off A gives A load − load(X) and at least
+	// weight(X's edges to A) cut ends, which together take no less than
+	// the whole load on A, plus at least one Hop.
+	capA := float64(m.nodes[a].CPU)
+	if t > float64(load)/capA+m.hop/2 {
+		return nil
+	}
+	for _, v := range win {
+		var w int64
+		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
+			if placed[g.adj[e]] {
+				w += g.ew[e]
+			}
+		}
+		if m.edge*float64(w)*capA < float64(g.cw[v])*(1+1e-9) {
+			return nil
+		}
 	}
 	return one
 }

@@ -282,6 +282,9 @@ func TestLevelsGatheredShortcut(t *testing.T) {
 		for l := range layers {
 			for i := range width {
 				w := int64(1 + rng.IntN(3))
+				if seed%8 == 1 && l > 0 { // after a first layer of tiny work, gathered on one node
+					w = int64(50 + rng.IntN(250))
+				}
 				if seed%3 == 0 && l >= layers/3 {
 					w = int64(1000 + rng.IntN(100000)) // heavy after light layers on one node: spreading pays
 				}
@@ -312,6 +315,9 @@ func TestLevelsGatheredShortcut(t *testing.T) {
 		g := mustBuild(t, b)
 		nodes := []Node{{CPU: 2, GPU: 1}, {CPU: 1 + int64(seed%3), GPU: 1}, {CPU: 1}}
 		opt := Options{Seed: seed, Hop: int64(10 + rng.IntN(5000)), EdgeCost: int64(1 + rng.IntN(20)), WindowPerNode: 1 + rng.IntN(4)}
+		if seed%8 == 1 { // more work than a Hop, cuts dearer than the work: the second bound of gathered
+			opt.Hop, opt.EdgeCost = int64(1+rng.IntN(20)), int64(300+rng.IntN(2000))
+		}
 		noGatherShortcut = true
 		want, werr := PartitionLevels(g, nodes, levels, opt)
 		noGatherShortcut = false
