@@ -453,8 +453,8 @@ func (s *Server) startMembers(ctx context.Context) error {
 		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
 		OnEvent: func(member.Event) { wake(s.memberKick) },
 	}
-	if s.cfg.InProcessNodes { // the dev cluster: its ring is one process's (member.InProcess)
-		mcfg.Timing, mcfg.NoCompression = member.InProcess(), true
+	if s.cfg.InProcessNodes { // the dev cluster: its ring is one process's
+		mcfg.NoCompression = true
 	}
 	ml, err := member.New(mcfg)
 	if err != nil {

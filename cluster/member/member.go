@@ -48,17 +48,6 @@ func Tuned() Timing {
 	return Timing{ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond, SuspicionMult: 2, GossipInterval: 50 * time.Millisecond}
 }
 
-// InProcess is the timing of a ring whose members all run in one process
-// (the all-in-one dev cluster): memberlist's own LAN probes, a fifth as
-// often as Tuned's, and Tuned's gossip (which sends only what is queued:
-// a leave or a meta change goes out as fast). Probes learn nothing there
-// (a busy process starves every member at once, so its coordinator never
-// takes gossip's word that a node is dead: coord.Config.InProcessNodes),
-// and Tuned's cost a dev run's CPU for as long as it lasts.
-func InProcess() Timing {
-	return Timing{ProbeInterval: time.Second, ProbeTimeout: 500 * time.Millisecond, SuspicionMult: 4, GossipInterval: 50 * time.Millisecond}
-}
-
 // Config configures a List.
 type Config struct {
 	ID        string   // member name: the coordinator or node id
