@@ -292,7 +292,11 @@ func (c *Client) once(ctx context.Context, server, method, path string, body *re
 		return &retryable{fmt.Errorf("%s: read answer: %w", server, err)}
 	}
 	if resp.StatusCode/100 == 2 {
-		if out != nil {
+		if d, ok := out.(answerDecoder); ok {
+			if err := d.decodeAnswer(data); err != nil {
+				return fmt.Errorf("cluster: %s %s: bad answer from %s: %w", method, path, server, err)
+			}
+		} else if out != nil {
 			if err := json.Unmarshal(data, out); err != nil {
 				return fmt.Errorf("cluster: %s %s: bad answer from %s: %w", method, path, server, err)
 			}
@@ -433,13 +437,24 @@ func (c *Client) Flows(ctx context.Context) ([]proto.FlowInfo, error) {
 
 // Status returns a run's status.
 func (c *Client) Status(ctx context.Context, id string) (proto.RunStatus, error) {
-	var st struct {
-		proto.RunStatus
-		Tasks taskTable `json:"tasks,omitempty"` // read by hand (taskTable)
-	}
+	var st statusAnswer
 	err := c.do(ctx, http.MethodGet, runPath(id), nil, &st)
-	st.RunStatus.Tasks = st.Tasks
 	return st.RunStatus, err
+}
+
+// statusAnswer is a full status as Status reads it (readStatus).
+type statusAnswer struct{ proto.RunStatus }
+
+func (a *statusAnswer) decodeAnswer(data []byte) error {
+	st, err := readStatus(data)
+	a.RunStatus = st
+	return err
+}
+
+// answerDecoder is an answer read by its own code rather than
+// json.Unmarshal (Client.once).
+type answerDecoder interface {
+	decodeAnswer(data []byte) error
 }
 
 // FollowWait is how long one look of Follow lets the coordinator hold

@@ -120,6 +120,18 @@ func PartitionLevels(g *Graph, nodes []Node, levels []int, opt Options) (*Result
 	}
 	var toNode []int64
 	for wi, win := range windows {
+		if cm != nil && opt.Rand == nil && !noGatherShortcut {
+			if one := cm.gathered(win, assign, placed, pins, local, lv, opt.Seed); one != nil {
+				if gatheredHook != nil {
+					gatheredHook()
+				}
+				for i, v := range win {
+					assign[v] = one[i]
+					placed[v] = true
+				}
+				continue
+			}
+		}
 		b := NewBuilder(len(win) + k)
 		for i, v := range win {
 			local[v] = int32(i)
@@ -295,6 +307,109 @@ func (m *costModel) time(win []int32, assign, in []int, placed []bool, local []i
 		}
 	}
 	return slowest + m.hop*float64(hops)
+}
+
+// noGatherShortcut turns costModel.gathered off, and gatheredHook counts
+// the windows it places (tests compare with and without it).
+var (
+	noGatherShortcut = false
+	gatheredHook     func()
+)
+
+// gathered returns the one-node placement of window win (oneNode's) when
+// it is the one PartitionLevels keeps whatever the window's partition
+// would give, so that the partition need not be run (a 100K-task DAG of
+// tiny tasks ran 100 of them, each thrown away); nil when that is not
+// certain. It is certain when the window holds CPU work only, with no
+// pins and no groups, every node has CPU capacity, every vertex of the
+// window has a placed predecessor or successor and all of those are on
+// one node A, and the window on A costs no more than any spread could:
+// the window on A has no cut edge and no hop (its edges to later windows
+// all leave A), so its time is its load over A's CPU capacity; any other
+// placement either is the window on A (the same time: a tie keeps the
+// one-node placement) or puts a vertex on another node, cutting its edge
+// to A, which costs at least one Hop on top of the load's share of the
+// whole capacity (the slowest node carries at least that), and on top of
+// A's own time, load and cut ends, when moving any vertex off A costs
+// more in cut ends than it saves A in load. The shared
+// random source (Options.Rand) is not used: each window seeds its own, so
+// skipping one changes no other. local must be -1 for every vertex; it is
+// again on return.
+func (m *costModel) gathered(win []int32, assign []int, placed []bool, pins map[int]int, local []int32, lv []int, seed uint64) []int {
+	g := m.g.g
+	var capCPU int64
+	for _, nd := range m.nodes {
+		if nd.CPU <= 0 {
+			return nil
+		}
+		capCPU += nd.CPU
+	}
+	a := -1 // the node of the window's placed neighbours
+	var load int64
+	for _, v := range win {
+		if _, ok := pins[int(v)]; ok || g.gw[v] != 0 || m.g.group[v] != 0 {
+			return nil
+		}
+		load += g.cw[v]
+		anchored := false
+		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
+			j := g.adj[e]
+			if !placed[j] {
+				continue
+			}
+			if a < 0 {
+				a = assign[j]
+			} else if assign[j] != a {
+				return nil
+			}
+			anchored = true
+		}
+		if !anchored {
+			return nil
+		}
+	}
+	one := m.oneNode(win, assign, placed, pins, seed)
+	for _, p := range one {
+		if p != a {
+			return nil
+		}
+	}
+	for i, v := range win {
+		local[v] = int32(i)
+	}
+	t := m.time(win, assign, one, placed, local, lv)
+	for _, v := range win {
+		local[v] = -1
+	}
+	// A margin of rounding: the bounds below hold in exact arithmetic, and
+	// m.time rounds; half a Hop, at least a millionth of t, is far over it.
+	if m.hop <= 0 || m.hop < 1e-6*t {
+		return nil
+	}
+	if t <= float64(load)/float64(capCPU)+m.hop/2 {
+		return one // under the load's share of all the capacity plus one Hop
+	}
+	// Or each vertex's edges to A cost more to cut than its load takes on
+	// A (EdgeCost × their weight ≥ its load / A's CPU capacity): then a
+	// placement with vertices X off A gives A load − load(X) and at least
+	// weight(X's edges to A) cut ends, which together take no less than
+	// the whole load on A, plus at least one Hop.
+	capA := float64(m.nodes[a].CPU)
+	if t > float64(load)/capA+m.hop/2 {
+		return nil
+	}
+	for _, v := range win {
+		var w int64
+		for e := g.xadj[v]; e < g.xadj[v+1]; e++ {
+			if placed[g.adj[e]] {
+				w += g.ew[e]
+			}
+		}
+		if m.edge*float64(w)*capA < float64(g.cw[v])*(1+1e-9) {
+			return nil
+		}
+	}
+	return one
 }
 
 // oneNode places window win on one node: the node its edges to placed

@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -262,3 +263,76 @@ func TestLevelsCostModelKeepsPinsGPUAndGroups(t *testing.T) {
 		t.Errorf("a negative hop: %v", err)
 	}
 }
+
+// TestLevelsGatheredShortcut: a window placed whole on the node of its
+// placed neighbours without its partition being run (costModel.gathered)
+// is placed exactly as when the partition is run and the cost model
+// chooses: the same assignment and result, over DAGs of tiny CPU work and
+// of tiny work then heavy (which gathered must leave to the partition),
+// with GPU tasks, pins and groups (which it leaves to it too), many seeds.
+func TestLevelsGatheredShortcut(t *testing.T) {
+	taken := 0
+	gatheredHook = func() { taken++ }
+	defer func() { gatheredHook, noGatherShortcut = nil, false }()
+	for seed := uint64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		layers, width := 5+rng.IntN(30), 1+rng.IntN(60)
+		b := NewBuilder(layers * width)
+		var levels []int
+		for l := range layers {
+			for i := range width {
+				w := int64(1 + rng.IntN(3))
+				if seed%8 == 1 && l > 0 { // after a first layer of tiny work, gathered on one node
+					w = int64(50 + rng.IntN(250))
+				}
+				if seed%3 == 0 && l >= layers/3 {
+					w = int64(1000 + rng.IntN(100000)) // heavy after light layers on one node: spreading pays
+				}
+				v := Vertex{CPU: w}
+				switch {
+				case seed%5 == 0 && rng.IntN(7) == 0:
+					v = Vertex{GPU: w}
+				case seed%4 == 0 && rng.IntN(9) == 0:
+					v.Group = 1 + rng.IntN(3)
+				}
+				b.AddVertex(v)
+				levels = append(levels, l)
+				if seed%6 == 0 && rng.IntN(11) == 0 {
+					b.Pin(l*width+i, rng.IntN(3))
+				}
+				if l == 0 {
+					continue
+				}
+				preds := 1 + rng.IntN(2)
+				if seed%7 == 0 {
+					preds = rng.IntN(3) // some tasks have no predecessor
+				}
+				for range preds {
+					b.AddEdge((l-1)*width+rng.IntN(width), l*width+i, int64(1+rng.IntN(2)))
+				}
+			}
+		}
+		g := mustBuild(t, b)
+		nodes := []Node{{CPU: 2, GPU: 1}, {CPU: 1 + int64(seed%3), GPU: 1}, {CPU: 1}}
+		opt := Options{Seed: seed, Hop: int64(10 + rng.IntN(5000)), EdgeCost: int64(1 + rng.IntN(20)), WindowPerNode: 1 + rng.IntN(4)}
+		if seed%8 == 1 { // more work than a Hop, cuts dearer than the work: the second bound of gathered
+			opt.Hop, opt.EdgeCost = int64(1+rng.IntN(20)), int64(300+rng.IntN(2000))
+		}
+		noGatherShortcut = true
+		want, werr := PartitionLevels(g, nodes, levels, opt)
+		noGatherShortcut = false
+		got, gerr := PartitionLevels(g, nodes, levels, opt)
+		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+			t.Fatalf("seed %d: error %v, without the shortcut %v", seed, gerr, werr)
+		}
+		if !reflectEqual(got, want) {
+			t.Fatalf("seed %d: %+v\nwithout the shortcut %+v", seed, got, want)
+		}
+	}
+	if taken < 30 {
+		t.Fatalf("the shortcut placed %d windows; the test does not exercise it", taken)
+	}
+	t.Logf("%d windows placed by the shortcut", taken)
+}
+
+func reflectEqual(a, b *Result) bool { return reflect.DeepEqual(a, b) }

@@ -104,7 +104,7 @@ func placedKey(flow [32]byte, alive []Node, catalogs []proto.NodeFuncs) (key [32
 }
 
 // boundFlow is a flow file parsed, its parameters bound (spec.File.Bind),
-// and the canonical JSON of the result (spec.Marshal): what a run of it
+// and the canonical JSON of the result (spec.Canonical): what a run of it
 // executes. stored is the flow as the registry holds it: its canonical
 // JSON with the parameters not substituted, and its id (the caller sets
 // Registered and Stored).
@@ -195,7 +195,7 @@ func (fc flowCaches) adopt(path string, text []byte, params map[string]any, f *s
 // bindFile binds params into f, parsed from text under path, and names the
 // flow it stores (its canonical JSON, unbound, and that text's id).
 func bindFile(path string, text []byte, f *spec.File, params map[string]any) (*boundFlow, error) {
-	src, err := spec.Marshal(f, spec.FormatJSON)
+	src, err := spec.Canonical(f)
 	if err != nil {
 		return nil, fmt.Errorf("coord: marshal flow: %w", err)
 	}
@@ -229,7 +229,7 @@ func bound(f *spec.File, src []byte, params map[string]any) (*boundFlow, error) 
 	}
 	canon := src
 	if bf != f { // it declares parameters: they are substituted now
-		if canon, err = spec.Marshal(bf, spec.FormatJSON); err != nil {
+		if canon, err = spec.Canonical(bf); err != nil {
 			return nil, fmt.Errorf("coord: marshal flow: %w", err)
 		}
 	}

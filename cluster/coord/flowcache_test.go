@@ -63,7 +63,7 @@ func TestFlowCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	f4, err := s.runFlow(r4)
-	if err != nil || !strings.Contains(string(f4), `"n": 3`) || string(f4) == string(f1) {
+	if err != nil || !strings.Contains(string(f4), `"n":3`) || string(f4) == string(f1) {
 		t.Fatalf("n=3 run's flow: %s (%v)", f4, err)
 	}
 	if n, _, _ := s.flows.bound.Stats(); n != 5 {

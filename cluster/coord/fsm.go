@@ -77,7 +77,7 @@ type Run struct {
 	Lost []string `json:"lost,omitempty"`
 }
 
-// StoredFlow is a flow in the registry: its canonical JSON (spec.Marshal,
+// StoredFlow is a flow in the registry: its canonical JSON (spec.Canonical,
 // parameters not substituted), stored once under its hash however many
 // runs use it (docs/design.md, "The flow registry").
 type StoredFlow struct {

@@ -169,7 +169,7 @@ func TestFSMKeepsExactParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := spec.Marshal(pf, spec.FormatJSON)
+	src, err := spec.Canonical(pf)
 	if err != nil {
 		t.Fatal(err)
 	}

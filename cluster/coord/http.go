@@ -175,11 +175,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	var req proto.SubmitRequest
-	if !s.readBody(w, r, &req, `{"path": FILE, "flow": TEXT}`) {
+	body, ok := s.readRaw(w, r)
+	if !ok {
 		return
 	}
-	id, err := s.SubmitParams(req.ID, req.Path, []byte(req.Flow), req.Params)
+	req, flow, ok := splitSubmit(body)
+	if !ok {
+		if !decodeBody(w, body, &req, `{"path": FILE, "flow": TEXT}`) {
+			return
+		}
+		flow = []byte(req.Flow)
+	}
+	id, err := s.SubmitParams(req.ID, req.Path, flow, req.Params)
 	if err != nil {
 		writeInvalid(w, err)
 		return
@@ -192,12 +199,19 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // else it answers 400 and returns false. want is the body's shape, for the
 // error of an empty one.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want string) bool {
+	body, ok := s.readRaw(w, r)
+	return ok && decodeBody(w, body, v, want)
+}
+
+// readRaw reads a request's body, of at most submitBody() bytes; else it
+// answers 400 and returns false.
+func (s *Server) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	limit := s.submitBody()
 	body, err := readDeclared(r.Body, r.ContentLength, limit)
 	if err != nil {
 		msg := "request body: " + err.Error()
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
-		return false
+		return nil, false
 	}
 	if int64(len(body)) > limit {
 		// Take (and drop) the rest, within a bound, so that the client is done
@@ -205,8 +219,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, v any, want st
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
 		msg := fmt.Sprintf("request body: over %d bytes (a flow file of at most %d bytes, coordinator --max-flow-bytes)", limit, s.cfg.MaxFlowBytes)
 		writeError(w, http.StatusBadRequest, msg, []string{msg})
-		return false
+		return nil, false
 	}
+	return body, true
+}
+
+// decodeBody decodes body, one JSON value, into v; else it answers 400
+// and returns false.
+func decodeBody(w http.ResponseWriter, body []byte, v any, want string) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber() // a parameter's number as written: an int past 2^53 stays exact (spec.ParamValue)
 	if err := dec.Decode(v); err != nil {
@@ -483,7 +503,7 @@ func (s *Server) Register(path string, text []byte) (sf StoredFlow, created bool
 		}
 		return sf, false, invalid(verr)
 	}
-	src, err := spec.Marshal(f, spec.FormatJSON)
+	src, err := spec.Canonical(f)
 	if err != nil {
 		return sf, false, fmt.Errorf("coord: marshal flow: %w", err)
 	}

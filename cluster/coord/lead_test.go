@@ -188,7 +188,7 @@ func (sc *leadScenario) do(line string) []string {
 		if err != nil {
 			sc.fatalf("%v", err)
 		}
-		js, err := spec.Marshal(file, spec.FormatJSON)
+		js, err := spec.Canonical(file)
 		if err != nil {
 			sc.fatalf("%v", err)
 		}

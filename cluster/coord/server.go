@@ -447,12 +447,16 @@ func (s *Server) serveHTTP() {
 func (s *Server) startMembers(ctx context.Context) error {
 	// No Join here: Start would wait for a seed, and a coordinator whose
 	// seeds are down must still start (findPeers keeps looking).
-	ml, err := member.New(member.Config{
+	mcfg := member.Config{
 		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise,
 		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr},
 		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
 		OnEvent: func(member.Event) { wake(s.memberKick) },
-	})
+	}
+	if s.cfg.InProcessNodes { // the dev cluster: its ring is one process's
+		mcfg.NoCompression = true
+	}
+	ml, err := member.New(mcfg)
 	if err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}

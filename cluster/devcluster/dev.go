@@ -183,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (d *Cluster, err error) {
 		}
 		d.subs = append(d.subs, sub)
 		ml, err := member.New(member.Config{ID: id, BindAddr: "127.0.0.1:0", Join: seed, Meta: n.AdvertisedMeta(),
-			SecretKey: sec.GossipKey, Logger: cfg.Logger})
+			SecretKey: sec.GossipKey, Logger: cfg.Logger, NoCompression: true})
 		if err != nil {
 			return nil, err
 		}

@@ -55,9 +55,13 @@ type Config struct {
 	Advertise string   // host others reach this member at; "" means BindAddr's host
 	Join      []string // seeds (host:port); empty starts a new ring
 	Meta      proto.Meta
-	SecretKey []byte        // 16, 24 or 32 bytes: encrypt and authenticate gossip; nil: none
-	Timing    Timing        // zero: Tuned()
-	Retry     time.Duration // pause between join attempts (default 250ms)
+	SecretKey []byte // 16, 24 or 32 bytes: encrypt and authenticate gossip; nil: none
+	Timing    Timing // zero: Tuned()
+	// NoCompression sends gossip as it is, not LZW-compressed (memberlist
+	// reads both): for members on one machine (the dev cluster), where a
+	// packet's compression (a 72 KB writer allocated each) saves nothing.
+	NoCompression bool
+	Retry         time.Duration // pause between join attempts (default 250ms)
 	// Rejoin is how often the seeds are joined again while some member is
 	// dead (healing a partition); default 2s, negative disables.
 	Rejoin time.Duration
@@ -245,6 +249,7 @@ func (l *List) memberlistConfig() (*memberlist.Config, error) {
 	mc.AdvertisePort = p
 	t := l.cfg.Timing
 	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult, mc.GossipInterval = t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult, t.GossipInterval
+	mc.EnableCompression = !l.cfg.NoCompression
 	mc.TCPTimeout = 2 * time.Second
 	mc.PushPullInterval = 5 * time.Second
 	mc.GossipToTheDeadTime = 5 * time.Second

@@ -114,7 +114,7 @@ func (w *world) submit(sr *simRun) error {
 	if err != nil {
 		return err
 	}
-	js, err := spec.Marshal(f, spec.FormatJSON)
+	js, err := spec.Canonical(f)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package spec_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 
 // TestCanonicalExpandsAlike: the graph the leader compiles from a user's
 // file is the graph every node expands from that file's canonical JSON
+// (which is its indented JSON compacted)
 // (coord partitions the first and ships the second): same vertices, in the
 // same order, with the same tasks and edges.
 func TestCanonicalExpandsAlike(t *testing.T) {
@@ -35,9 +38,21 @@ func TestCanonicalExpandsAlike(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		canon, err := spec.Marshal(f, spec.FormatJSON)
+		canon, err := spec.Canonical(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// the indented JSON without its layout, byte for byte
+		ind, err := spec.Marshal(f, spec.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, ind); err != nil {
+			t.Fatalf("%s: indented JSON: %v", p, err)
+		}
+		if !bytes.Equal(canon, compact.Bytes()) {
+			t.Fatalf("%s: canonical JSON is not the indented JSON compacted:\n%s\nwant\n%s", p, canon, compact.Bytes())
 		}
 		cf, err := spec.ParseJSON("run.json", canon)
 		if err != nil {

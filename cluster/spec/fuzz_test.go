@@ -61,6 +61,7 @@ func fuzzOne(t *testing.T, data []byte, format spec.Format) {
 		}
 		if out == spec.FormatJSON {
 			checkIndented(t, text)
+			checkCanonical(t, file, text)
 		}
 		back, err := spec.ParseFormat("fuzz", text, out)
 		if err != nil {
@@ -87,9 +88,26 @@ func FuzzParseJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { defer watchdog(data)(); fuzzOne(t, data, spec.FormatJSON) })
 }
 
-// checkIndented fails unless text, canonical JSON, is laid out as
-// json.Indent lays it out with two spaces (and a final newline): the
-// layout the flow registry's ids hash, whoever writes it.
+// checkCanonical fails unless the file's canonical JSON (spec.Canonical,
+// what the flow registry's ids hash) is its indented JSON, indented,
+// compacted: json.Compact's layout, whoever writes it.
+func checkCanonical(t *testing.T, file *spec.File, indented []byte) {
+	t.Helper()
+	canon, err := spec.Canonical(file)
+	if err != nil {
+		t.Fatalf("canonical JSON: %v", err)
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, indented); err != nil {
+		t.Fatalf("indented JSON is not JSON: %v\n%s", err, indented)
+	}
+	if !bytes.Equal(canon, want.Bytes()) {
+		t.Fatalf("canonical JSON is not json.Compact's layout:\n%s\nwant\n%s", canon, want.Bytes())
+	}
+}
+
+// checkIndented fails unless text, the indented JSON, is laid out as
+// json.Indent lays it out with two spaces (and a final newline).
 func checkIndented(t *testing.T, text []byte) {
 	t.Helper()
 	var compact, want bytes.Buffer

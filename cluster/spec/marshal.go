@@ -247,12 +247,24 @@ func FormatDuration(d time.Duration) string {
 // --- JSON ---
 
 // JSON writes the file as indented JSON: the layout json.Indent gives
-// with two spaces (the flow registry names a flow by the SHA-256 of these
-// bytes, so the layout is fixed), written directly rather than compact and
-// then indented, and without an encoder a string: a 100K-task flow's
-// canonical JSON took a fifth of a second that way.
+// with two spaces, written directly rather than compact and then
+// indented, and without an encoder a string.
 func (f *File) JSON() ([]byte, error) {
-	w := &jsonWriter{b: make([]byte, 0, 160*f.taskCount()+256)} // about what a task of a DAG takes
+	return f.writeJSON(&jsonWriter{b: make([]byte, 0, 160*f.taskCount()+256)}) // about what a task of a DAG takes
+}
+
+// Canonical writes the file as the flow registry keeps it: the JSON of
+// File.JSON without its layout (no white space between tokens; the
+// layout json.Compact gives). The registry names a flow by the SHA-256 of
+// these bytes, so they are fixed: the same members in the same order, the
+// same escapes. A 100K-task DAG's is about half its indented JSON (6.4 MB
+// against 12.3 MB for the 100 × 1,000 layered no-op DAG), which every
+// coordinator writes into its raft log and snapshots.
+func Canonical(f *File) ([]byte, error) {
+	return f.writeJSON(&jsonWriter{b: make([]byte, 0, 72*f.taskCount()+256), compact: true})
+}
+
+func (f *File) writeJSON(w *jsonWriter) ([]byte, error) {
 	if len(f.Flows) == 1 {
 		if err := w.flow(&f.Flows[0]); err != nil {
 			return nil, err
@@ -270,7 +282,9 @@ func (f *File) JSON() ([]byte, error) {
 		w.close(']')
 		w.close('}')
 	}
-	w.b = append(w.b, '\n')
+	if !w.compact {
+		w.b = append(w.b, '\n')
+	}
 	return w.b, nil
 }
 
@@ -284,11 +298,12 @@ func (f *File) taskCount() int {
 
 // jsonWriter appends indented JSON: each element of a non-empty object or
 // array on a line of its own, indented two spaces a level; an empty one
-// as {} or []; ": " after a key.
+// as {} or []; ": " after a key. compact: no white space at all.
 type jsonWriter struct {
-	b     []byte
-	depth int
-	empty bool // the innermost object or array open has no element yet
+	b       []byte
+	depth   int
+	empty   bool // the innermost object or array open has no element yet
+	compact bool
 }
 
 func (w *jsonWriter) open(c byte) {
@@ -316,6 +331,9 @@ func (w *jsonWriter) elem() {
 }
 
 func (w *jsonWriter) newline() {
+	if w.compact {
+		return
+	}
 	w.b = append(w.b, '\n')
 	for range w.depth {
 		w.b = append(w.b, ' ', ' ')
@@ -325,6 +343,10 @@ func (w *jsonWriter) newline() {
 func (w *jsonWriter) key(k string) {
 	w.elem()
 	w.str(k)
+	if w.compact {
+		w.b = append(w.b, ':')
+		return
+	}
 	w.b = append(w.b, ':', ' ')
 }
 
