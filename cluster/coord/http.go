@@ -629,7 +629,7 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 	now := time.Now()
 	if id == "" {
 		id = proto.NewRunID(now)
-	} else if done, err := s.submitted(id, flowID, values); done || err != nil {
+	} else if done, err := s.submitted(id, flowID, bf.stored.Text, values); done || err != nil {
 		return id, err
 	}
 	var assign []string
@@ -672,7 +672,7 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 			continue // pruned between the put and the run (its last run aged out): put it again
 		}
 		if errors.Is(err, ErrCommand) { // an earlier attempt's entry was applied meanwhile
-			if done, err2 := s.submitted(id, flowID, values); done || err2 != nil {
+			if done, err2 := s.submitted(id, flowID, bf.stored.Text, values); done || err2 != nil {
 				return id, err2
 			}
 		}
@@ -711,18 +711,33 @@ func (s *Server) Prepared(path string, text []byte, params map[string]any, f *sp
 
 // submitted reports whether run id exists already: with the same flow and
 // parameters it is an earlier attempt of this submit (done); with another
-// the id is taken (an *InvalidError).
-func (s *Server) submitted(id, flowID string, values map[string]any) (done bool, err error) {
+// the id is taken (an *InvalidError). text is the flow's stored text (its
+// id flowID): an attempt committed by a build that stored flows indented
+// (an earlier id for the same flow) is the same flow when its text,
+// compacted, is text.
+func (s *Server) submitted(id, flowID string, text []byte, values map[string]any) (done bool, err error) {
 	r, ok := s.run(id)
 	if !ok {
 		return false, nil
 	}
 	a, _ := json.Marshal(r.Params)
 	b, _ := json.Marshal(values)
-	if r.FlowID != flowID || !bytes.Equal(a, b) {
+	if (r.FlowID != flowID && !s.sameFlowText(r.FlowID, text)) || !bytes.Equal(a, b) {
 		return true, &InvalidError{Problems: []string{fmt.Sprintf("request body: run id %s is taken by another flow", id)}}
 	}
 	return true, nil
+}
+
+// sameFlowText reports whether the registry's flow id holds text in another
+// layout (spec.Canonical's compact JSON against an earlier build's
+// indented one).
+func (s *Server) sameFlowText(id string, text []byte) bool {
+	sf, ok := s.storedFlow(id)
+	if !ok {
+		return false
+	}
+	var c bytes.Buffer
+	return json.Compact(&c, sf.Text) == nil && bytes.Equal(c.Bytes(), text)
 }
 
 // handleStatus serves GET /v1/runs/{id} in its forms: the full status

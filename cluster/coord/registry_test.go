@@ -295,3 +295,42 @@ func TestFlowsListsWhatTheRegistryHolds(t *testing.T) {
 		t.Fatalf("GET /v1/flows: %v, want %v", got, want)
 	}
 }
+
+// A flow a build before spec.Canonical stored indented, under the id of
+// that text, still runs by that id; and a submit of the same file under a
+// run id that an attempt on that build committed is that attempt (done),
+// not "a run id taken by another flow".
+func TestFlowStoredIndentedRunsAndRetries(t *testing.T) {
+	s, _ := fuzzServer(t)
+	file := flowgen.Layered(3, 20, 1, false)
+	sf, _, err := s.Register("l.yaml", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old bytes.Buffer
+	if err := json.Indent(&old, sf.Text, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	oldSF := sf
+	oldSF.ID, oldSF.Text = FlowID(old.Bytes()), old.Bytes()
+	if oldSF.ID == sf.ID {
+		t.Fatal("the indented text has the compact one's id")
+	}
+	if err := s.apply(&Command{Op: OpFlowPut, Flow: &oldSF}); err != nil {
+		t.Fatal(err)
+	}
+	rid := proto.NewRunID(time.Now())
+	if got, err := s.RunFlow(rid, oldSF.ID, nil); err != nil || got != rid {
+		t.Fatalf("run of the indented flow: %q, %v", got, err)
+	}
+	if r, _ := s.run(rid); r.FlowID != oldSF.ID {
+		t.Fatalf("the run names flow %s, want the indented one's %s", r.FlowID, oldSF.ID)
+	}
+	if got, err := s.SubmitParams(rid, "l.yaml", file, nil); err != nil || got != rid {
+		t.Fatalf("the same file submitted again under the run's id: %q, %v", got, err)
+	}
+	other := flowgen.Layered(3, 20, 2, false)
+	if _, err := s.SubmitParams(rid, "l.yaml", other, nil); err == nil || !strings.Contains(err.Error(), "taken by another flow") {
+		t.Fatalf("another file under the run's id: %v", err)
+	}
+}
