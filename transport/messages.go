@@ -182,10 +182,21 @@ func (r *reader) init(data []byte, lim Limits, t Type, fields int) error {
 	if len(data) > r.lim.MaxMessage {
 		return r.oversized("message size", len(data), r.lim.MaxMessage)
 	}
-	if err := r.fields(t.String(), 2+fields); err != nil {
+	// The type and version first: a message of another version is refused
+	// as one, not for its count of fields.
+	n, err := r.arrayLen(t.String(), 0)
+	if err != nil {
 		return err
 	}
-	return r.header(t)
+	if n >= 2 {
+		if err := r.header(t); err != nil {
+			return err
+		}
+	}
+	if n != 2+fields {
+		return r.errf("%s: want %d fields, found %d", t, 2+fields, n)
+	}
+	return nil
 }
 
 func (r *reader) header(t Type) error {

@@ -95,9 +95,12 @@ type LeaderConfig struct {
 	// is called once per generation a Leader tracks. An error fails the
 	// run. nil: Assignments carry no plan.
 	//
-	// A node that acknowledged an Assignment with a plan holds that plan
-	// (its graph cache, cluster/node): the next Assignment of a plan with
-	// the same digest goes to it by digest alone (see heldPlans).
+	// A node that acknowledged an Assignment with a plan is taken to hold
+	// that plan (its graph cache, cluster/node): the next Assignment of a
+	// plan with the same digest goes to it by digest alone (see
+	// heldPlans). It may not (a later generation's part, a plan over the
+	// cache's size, one refused after the ack): it then answers NeedPlan
+	// and gets the plan in full, a round trip more, never a wrong plan.
 	Plans func(r Run) (map[string]NodePlan, error)
 }
 
