@@ -3,10 +3,9 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/jsonscan"
 )
 
 // taskTable is a run status's task table as Client.Status reads it. A
@@ -27,34 +26,33 @@ func (t *taskTable) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*[]proto.TaskStatus)(t))
 }
 
-// tableScan reads one task table.
+// tableScan reads one task table (internal/jsonscan walks its bytes).
 type tableScan struct {
-	b []byte
-	i int
-	// the keys, node ids and states (few distinct ones), each allocated once
+	jsonscan.Scanner
+	// the node ids and states (few distinct ones), each allocated once
 	interned map[string]string
 }
 
 // scanTasks reads b, a JSON array of task objects, as encoding/json would
 // into []proto.TaskStatus; ok is false for anything it leaves to it.
 func scanTasks(b []byte) (out []proto.TaskStatus, ok bool) {
-	s := &tableScan{b: b, interned: map[string]string{}}
-	s.space()
+	s := &tableScan{Scanner: jsonscan.Scanner{B: b}, interned: map[string]string{}}
+	s.Space()
 	out, ok = s.table(len(b))
-	return out, ok && s.end()
+	return out, ok && s.End()
 }
 
 // table reads one task table at s.i, of at most room tasks (its make's
 // size; a task is an object, and nothing else in a table read by hand
 // is one, so bytes.Count of '{' over what is left is room enough).
 func (s *tableScan) table(room int) (out []proto.TaskStatus, ok bool) {
-	if !s.eat('[') {
+	if !s.Eat('[') {
 		return nil, false
 	}
 	// [] is an empty table, not nil, as encoding/json has it
-	out = make([]proto.TaskStatus, 0, min(room, bytes.Count(s.b[s.i:], []byte{'{'})))
-	s.space()
-	if s.eat(']') {
+	out = make([]proto.TaskStatus, 0, min(room, bytes.Count(s.B[s.I:], []byte{'{'})))
+	s.Space()
+	if s.Eat(']') {
 		return out, true
 	}
 	for {
@@ -63,14 +61,14 @@ func (s *tableScan) table(room int) (out []proto.TaskStatus, ok bool) {
 			return nil, false
 		}
 		out = append(out, t)
-		s.space()
-		if s.eat(']') {
+		s.Space()
+		if s.Eat(']') {
 			return out, true
 		}
-		if !s.eat(',') {
+		if !s.Eat(',') {
 			return nil, false
 		}
-		s.space()
+		s.Space()
 	}
 }
 
@@ -100,140 +98,28 @@ func readStatus(data []byte) (proto.RunStatus, error) {
 // splitStatus is readStatus's own reading; ok is false for what it
 // leaves to encoding/json.
 func splitStatus(data []byte) (st proto.RunStatus, ok bool) {
-	s := &tableScan{b: data, interned: map[string]string{}}
-	s.space()
-	if !s.eat('{') {
-		return st, false
-	}
 	var tasks []proto.TaskStatus
-	from, to := -1, -1 // the table's bytes
-	s.space()
-	for !s.eat('}') {
-		key, ok := s.str(false)
-		if !ok {
-			return st, false
-		}
-		s.space()
-		if !s.eat(':') {
-			return st, false
-		}
-		s.space()
-		switch {
-		case key == "tasks":
-			if from >= 0 { // encoding/json takes the last; leave it that
-				return st, false
-			}
-			from = s.i
-			if tasks, ok = s.table(len(data)); !ok {
-				return st, false
-			}
-			to = s.i
-		case !asciiKey(key) || strings.EqualFold(key, "tasks"):
-			return st, false // encoding/json may match it to the table's field
-		default:
-			if !s.skip(0) {
-				return st, false
-			}
-		}
-		s.space()
-		if s.eat(',') {
-			s.space()
-			if s.i < len(s.b) && s.b[s.i] == '}' {
-				return st, false // a trailing comma: bad JSON, left to encoding/json's error
-			}
-		} else if s.i >= len(s.b) || s.b[s.i] != '}' {
-			return st, false
-		}
-	}
-	if from < 0 || !s.end() {
-		return st, false
-	}
-	rest := make([]byte, 0, len(data)-(to-from)+len("null"))
-	rest = append(append(append(rest, data[:from]...), "null"...), data[to:]...)
-	if json.Unmarshal(rest, &st) != nil {
+	rest, ok := jsonscan.CutMember(data, "tasks", "null", func(js *jsonscan.Scanner) bool {
+		s := &tableScan{Scanner: *js, interned: map[string]string{}}
+		t, read := s.table(len(data))
+		tasks, js.I = t, s.I
+		return read
+	})
+	if !ok || json.Unmarshal(rest, &st) != nil {
 		return st, false
 	}
 	st.Tasks = tasks
 	return st, true
 }
 
-func asciiKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		if k[i] >= utf8.RuneSelf {
+// task reads one task; a key written otherwise than in plain ASCII is
+// left to encoding/json with the rest.
+func (s *tableScan) task() (t proto.TaskStatus, ok bool) {
+	ok = s.Object(func(key []byte, k jsonscan.Kind) (ok bool) {
+		if k != jsonscan.ASCII {
 			return false
 		}
-	}
-	return true
-}
-
-// maxSkipDepth bounds skip's nesting, as encoding/json bounds its own.
-const maxSkipDepth = 10000
-
-// skip passes over one JSON value other than the task table, finding its
-// end without checking it: encoding/json checks it with the rest. Strings
-// are read as str reads them, so a bracket or quote inside one is not
-// taken for structure.
-func (s *tableScan) skip(depth int) bool {
-	if depth > maxSkipDepth || s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case '"':
-		_, ok := s.str(false)
-		return ok
-	case '{', '[':
-		end := byte('}')
-		if s.b[s.i] == '[' {
-			end = ']'
-		}
-		s.i++
-		for {
-			s.space()
-			if s.eat(end) {
-				return true
-			}
-			if !s.skip(depth + 1) {
-				return false
-			}
-			s.space()
-			if s.eat(':') || s.eat(',') {
-				continue
-			}
-			if s.i >= len(s.b) || s.b[s.i] != end {
-				return false
-			}
-		}
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', '}', ']', ':', ' ', '\t', '\n', '\r', '"', '{', '[':
-			return s.i > start
-		}
-		s.i++
-	}
-	return s.i > start
-}
-
-func (s *tableScan) task() (t proto.TaskStatus, ok bool) {
-	if !s.eat('{') {
-		return t, false
-	}
-	s.space()
-	if s.eat('}') {
-		return t, true
-	}
-	for {
-		key, ok := s.str(true)
-		if !ok {
-			return t, false
-		}
-		s.space()
-		if !s.eat(':') {
-			return t, false
-		}
-		s.space()
-		switch key {
+		switch string(key) {
 		case "name":
 			t.Name, ok = s.str(false)
 		case "node":
@@ -246,111 +132,56 @@ func (s *tableScan) task() (t proto.TaskStatus, ok bool) {
 			t.Activations, ok = s.uint()
 		case "executions":
 			t.Executions, ok = s.uint()
-		default: // encoding/json matches keys without case, among others
-			return t, false
 		}
-		if !ok {
-			return t, false
-		}
-		s.space()
-		if s.eat('}') {
-			return t, true
-		}
-		if !s.eat(',') {
-			return t, false
-		}
-		s.space()
-	}
+		return ok // false for another key: encoding/json matches keys without case, among others
+	})
+	return t, ok
 }
 
-func (s *tableScan) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *tableScan) eat(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether nothing but white space is left.
-func (s *tableScan) end() bool {
-	s.space()
-	return s.i == len(s.b)
-}
-
-// str reads a string: as it is when it holds no escape and is valid
-// UTF-8 (encoding/json copies such a string as is), else through
-// encoding/json. intern keeps one copy of each distinct value.
+// str reads a string: as it is when encoding/json would copy it as is
+// (no escape, valid UTF-8), else through encoding/json. intern keeps one
+// copy of each distinct value.
 func (s *tableScan) str(intern bool) (string, bool) {
-	if !s.eat('"') {
+	from := s.I
+	raw, k, ok := s.String()
+	switch {
+	case !ok:
 		return "", false
-	}
-	start, plain := s.i, true
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			raw := s.b[start:s.i]
-			s.i++
-			if !plain {
-				var v string
-				if err := json.Unmarshal(s.b[start-1:s.i], &v); err != nil {
-					return "", false
-				}
-				return v, true
-			}
-			if intern {
-				if v, ok := s.interned[string(raw)]; ok {
-					return v, true
-				}
-				v := string(raw)
-				s.interned[v] = v
-				return v, true
-			}
-			return string(raw), true
-		case c == '\\':
-			plain = false
-			s.i++ // the escaped byte is not the string's end
-		case c < 0x20:
+	case k == jsonscan.Other:
+		var v string
+		if json.Unmarshal(s.B[from:s.I], &v) != nil {
 			return "", false
-		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRune(s.b[s.i:])
-			if r == utf8.RuneError && n == 1 {
-				plain = false // encoding/json puts U+FFFD in its place
-			}
-			s.i += n - 1
 		}
+		return v, true
+	case intern:
+		if v, ok := s.interned[string(raw)]; ok {
+			return v, true
+		}
+		v := string(raw)
+		s.interned[v] = v
+		return v, true
 	}
-	return "", false
+	return string(raw), true
 }
 
 // uint reads an unsigned integer that fits a uint64, as JSON writes one.
 func (s *tableScan) uint() (uint64, bool) {
-	start := s.i
+	start := s.I
 	var v uint64
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		d := uint64(s.b[s.i] - '0')
+	for s.I < len(s.B) && '0' <= s.B[s.I] && s.B[s.I] <= '9' {
+		d := uint64(s.B[s.I] - '0')
 		if v > (1<<64-1-d)/10 {
 			return 0, false
 		}
 		v = v*10 + d
-		s.i++
+		s.I++
 	}
-	switch n := s.i - start; {
-	case n == 0, n > 1 && s.b[start] == '0':
+	switch n := s.I - start; {
+	case n == 0, n > 1 && s.B[start] == '0':
 		return 0, false
 	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
+	if s.I < len(s.B) {
+		switch s.B[s.I] {
 		case '.', 'e', 'E':
 			return 0, false
 		}
