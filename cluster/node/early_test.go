@@ -97,12 +97,7 @@ func TestEarlyBufferEvictsRunsThatNeverCome(t *testing.T) {
 	// run's are kept, and it runs as without the flood.
 	clock.add(DefaultEarlyTTL)
 	early0 := n1.Stats().SignalsEarly
-	own := placement(g, 2, []int{0}, func(v int) int {
-		if v == byName(g, "init") || v == byName(g, "gsax") {
-			return 0
-		}
-		return 1
-	})
+	own := mixedSplit(g)
 	var kept atomic.Int64
 	got := c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}, before: func(string) {
 		// n1 hears of the run only on the leader's re-send: wait for n0's
@@ -214,12 +209,7 @@ func TestRecordReadAtStartOnlyAfterALoss(t *testing.T) {
 	n0, n1 := c.nodes[0], c.nodes[1]
 	file, g := parseFlow(t, mixedFlow)
 	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
-	own := placement(g, 2, []int{0}, func(v int) int {
-		if v == byName(g, "init") || v == byName(g, "gsax") {
-			return 0
-		}
-		return 1
-	})
+	own := mixedSplit(g)
 	reads := func() (uint64, uint64) { return n0.Stats().StartReads, n1.Stats().StartReads }
 
 	// Made for these processes, nothing lost: no read.

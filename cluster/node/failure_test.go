@@ -267,6 +267,17 @@ func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
 	compare(t, "after duplicates", first.tasks, again)
 }
 
+// mixedSplit places mixedFlow's init and gsax on n0 (its GPU node) and
+// the rest on n1, so that n0's sources feed n1.
+func mixedSplit(g *spec.Graph) []uint32 {
+	return placement(g, 2, []int{0}, func(v int) int {
+		if v == byName(g, "init") || v == byName(g, "gsax") {
+			return 0
+		}
+		return 1
+	})
+}
+
 // A node that gets Signals before its Assignment keeps them.
 func TestSignalsBeforeAssignment(t *testing.T) {
 	c := newCluster(t, nodeSpec{gpus: 1}, nodeSpec{})
@@ -274,12 +285,7 @@ func TestSignalsBeforeAssignment(t *testing.T) {
 	file, g := parseFlow(t, mixedFlow)
 	base := c.runFlow(ctx, file, placement(g, 2, []int{0}, func(int) int { return 0 }), runOpts{})
 	// n1 owns what n0's source feeds; n1 hears of the run only on the leader's re-send
-	own := placement(g, 2, []int{0}, func(v int) int {
-		if v == byName(g, "init") || v == byName(g, "gsax") {
-			return 0
-		}
-		return 1
-	})
+	own := mixedSplit(g)
 	got := c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}})
 	if got.failed != nil {
 		t.Fatalf("failed: %+v", got.failed)

@@ -53,11 +53,18 @@ flows:
 
 func parseFlow(t testing.TB, text string) (*spec.File, *spec.Graph) {
 	t.Helper()
-	f, err := spec.Parse("test.yaml", []byte(text))
+	return parseFlowWith(t, "test.yaml", text, funcs.Default())
+}
+
+// parseFlowWith parses text as file name, validates it against reg's
+// functions and expands it.
+func parseFlowWith(t testing.TB, name, text string, reg *funcs.Registry) (*spec.File, *spec.Graph) {
+	t.Helper()
+	f, err := spec.Parse(name, []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Validate(spec.Options{Funcs: funcs.Default()}); err != nil {
+	if err := f.Validate(spec.Options{Funcs: reg}); err != nil {
 		t.Fatal(err)
 	}
 	g, err := f.Expand()
@@ -302,24 +309,14 @@ func TestInputsAndStateOnlyForFunctionsThatReadThem(t *testing.T) {
 	reg.MustRegister(funcs.Entry{Name: "blind", CPU: body, NoInputs: true})
 	c := newCluster(t, nodeSpec{reg: reg})
 	ctx := testCtx(t, 60*time.Second)
-	file, err := spec.Parse("inputs.yaml", []byte(`
+	file, g := parseFlowWith(t, "inputs.yaml", `
 name: inputs
 tasks:
   - {name: a, func: noop}
   - {name: b, func: reads}
   - {name: r, func: reads, succeed: [a, b]}
   - {name: x, func: blind, succeed: [a, b]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := file.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
+`, reg)
 	for range 2 { // the second run reuses the first's build
 		mu.Lock()
 		clear(got)
@@ -362,23 +359,13 @@ func TestCallKeptOnlyByNonTransientFunctions(t *testing.T) {
 	reg.MustRegister(funcs.Entry{Name: "lends", CPU: body, Transient: true})
 	c := newCluster(t, nodeSpec{reg: reg})
 	ctx := testCtx(t, 60*time.Second)
-	file, err := spec.Parse("keep.yaml", []byte(`
+	file, g := parseFlowWith(t, "keep.yaml", `
 name: keep
 tasks:
   - {name: a, func: noop}
   - {name: k, func: keeps, succeed: [a]}
   - {name: l, func: lends, succeed: [a]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := file.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
+`, reg)
 	for run := range 2 { // the second run reuses the first's build
 		if out := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{}); out.failed != nil {
 			t.Fatalf("failed: %+v", out.failed)

@@ -477,17 +477,7 @@ func TestRecoveryKeepsLoopOrder(t *testing.T) {
 	hb := 100 * time.Millisecond
 	c := newCluster(t, nodeSpec{heartbeat: hb, reg: reg, cpus: 4}, nodeSpec{heartbeat: hb, reg: reg, cpus: 4}, nodeSpec{heartbeat: hb, reg: reg, cpus: 4})
 	ctx := testCtx(t, 60*time.Second)
-	file, err := spec.Parse("order.yaml", []byte(orderFlow))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := file.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, g := parseFlowWith(t, "order.yaml", orderFlow, reg)
 	place := map[string]uint32{"init": 0, "h": 0, "body": 2, "cond": 2, "after": 1}
 	own := make([]uint32, len(g.Vertices))
 	for name, o := range place {

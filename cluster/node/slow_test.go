@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
-	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 )
 
@@ -43,17 +42,7 @@ func TestSlowConsumerDropsReadBack(t *testing.T) {
 		sink = append(sink, fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i))
 	}
 	fmt.Fprintf(&text, "  - {name: sink, func: noop, succeed: [%s]}\n", strings.Join(sink, ", "))
-	file, err := spec.Parse("waves.yaml", []byte(text.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := file.Validate(spec.Options{Funcs: reg}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := file.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, g := parseFlowWith(t, "waves.yaml", text.String(), reg)
 	close(wave2)
 	base := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{})
 	if base.failed != nil {
@@ -72,7 +61,7 @@ func TestSlowConsumerDropsReadBack(t *testing.T) {
 	n1.batchGate.Store(&gate)
 	defer close(held)
 	n1.mu.Lock()
-	err = n1.sigSub.SetPendingLimits(1, -1)
+	err := n1.sigSub.SetPendingLimits(1, -1)
 	n1.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)

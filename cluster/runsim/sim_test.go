@@ -333,18 +333,9 @@ func TestJoinSurplus(t *testing.T) {
 	}
 	opt := Default
 	opt.JoinSurplus = true
-	var shaped, ahead, failures int
+	var shaped, ahead int
 	var first []uint64 // seeds with a Signal to a free join ahead of its previous activation
-	for seed := uint64(1); seed <= n; seed++ {
-		res := RunWith(seed, false, opt)
-		if res.Violation != nil {
-			failures++
-			t.Errorf("seed %d: %v\nfaults: %s\ntrace tail:\n%s", seed, res.Violation, strings.Join(res.Faults, "; "), tail(res.Trace, 60))
-			if failures >= 5 {
-				t.Fatalf("stopping after %d failing seeds", failures)
-			}
-			continue
-		}
+	seeds(t, n, opt, func(seed uint64, res Result) {
 		if res.Shaped {
 			shaped++
 		}
@@ -354,7 +345,7 @@ func TestJoinSurplus(t *testing.T) {
 				first = append(first, seed)
 			}
 		}
-	}
+	})
 	t.Logf("%d seeds: %d with a free join of unequal predecessors, %d where one got a Signal ahead of its previous activation (first %v)", n, shaped, ahead, first)
 	if ahead == 0 {
 		t.Fatalf("no seed of %d sent a free join a Signal ahead of its previous activation", n)
@@ -382,7 +373,23 @@ func TestPlanByDigest(t *testing.T) {
 	}
 	opt := Default
 	opt.RunAgain, opt.LosePlans = true, true
-	var byDigest, needPlan, failures int
+	var byDigest, needPlan int
+	seeds(t, n, opt, func(_ uint64, res Result) {
+		byDigest += res.Leader.ByDigest
+		needPlan += res.Leader.NeedPlan
+	})
+	t.Logf("%d seeds: %d Assignment copies by digest, %d asked for their plan", n, byDigest, needPlan)
+	if byDigest == 0 || needPlan == 0 {
+		t.Fatalf("%d seeds: %d copies by digest, %d asked for the plan: a path untried", n, byDigest, needPlan)
+	}
+}
+
+// seeds runs the simulation for seeds 1..n with opt and hands each
+// violation-free result to each; a seed with a violation fails the test
+// (stopping after five).
+func seeds(t *testing.T, n uint64, opt Options, each func(seed uint64, res Result)) {
+	t.Helper()
+	failures := 0
 	for seed := uint64(1); seed <= n; seed++ {
 		res := RunWith(seed, false, opt)
 		if res.Violation != nil {
@@ -393,11 +400,6 @@ func TestPlanByDigest(t *testing.T) {
 			}
 			continue
 		}
-		byDigest += res.Leader.ByDigest
-		needPlan += res.Leader.NeedPlan
-	}
-	t.Logf("%d seeds: %d Assignment copies by digest, %d asked for their plan", n, byDigest, needPlan)
-	if byDigest == 0 || needPlan == 0 {
-		t.Fatalf("%d seeds: %d copies by digest, %d asked for the plan: a path untried", n, byDigest, needPlan)
+		each(seed, res)
 	}
 }
