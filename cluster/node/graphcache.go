@@ -125,8 +125,10 @@ func (gc graphCache) compile(plan, digest []byte, tasks int, lim transport.Limit
 	if cp, ok := gc.c.Get(key); ok && len(cp.pt.G.Vertices) == tasks && bytes.Equal(cp.plan, plan) {
 		return cp.pt, nil
 	}
-	if key.sha && sha256.Sum256(plan) != key.digest {
-		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, ErrPlanDigest)
+	if key.sha {
+		if err := checkDigest(plan, digest); err != nil {
+			return nil, err
+		}
 	}
 	p, err := decodePlan(plan, tasks, lim, reg)
 	if err != nil {
@@ -138,6 +140,14 @@ func (gc graphCache) compile(plan, digest []byte, tasks int, lim transport.Limit
 	}
 	gc.c.Put(key, &cachedPlan{plan: bytes.Clone(plan), pt: pt}, max(len(p.Vertices), 1))
 	return pt, nil
+}
+
+// checkDigest refuses a plan whose SHA-256 is not digest (ErrPlanDigest).
+func checkDigest(plan, digest []byte) error {
+	if len(digest) != sha256.Size || sha256.Sum256(plan) != [sha256.Size]byte(digest) {
+		return fmt.Errorf("%w: %w", runproto.ErrPlan, ErrPlanDigest)
+	}
+	return nil
 }
 
 // held is the cached plan whose SHA-256 is digest, compiled for a run of

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -74,8 +73,10 @@ func (r *run) update(a *transport.Assignment) error {
 // task a gives this node (its own goroutine: the node takes one control
 // message at a time, so the part it extends is the one in force).
 func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
-	if a.PlanDigest != nil && (len(a.PlanDigest) != sha256.Size || sha256.Sum256(a.Plan) != [sha256.Size]byte(a.PlanDigest)) {
-		return nil, fmt.Errorf("%w: %w", runproto.ErrPlan, ErrPlanDigest)
+	if a.PlanDigest != nil {
+		if err := checkDigest(a.Plan, a.PlanDigest); err != nil {
+			return nil, err
+		}
 	}
 	p, err := decodePlan(a.Plan, len(a.Owner), r.n.conn.Limits(), r.n.reg)
 	if err != nil {
