@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,8 +104,9 @@ type dest struct {
 	epoch   uint64
 }
 
-// Offsets of the patched fields in a batch buffer: fixarray(5), type, version,
-// then from (variable), then seq as uint64 (9 bytes), then the array32 header.
+// Offsets of the patched fields in a batch buffer: fixarray(6), type, version,
+// then from (variable), then seq as uint64 (9 bytes), then the run
+// (variable), then the array32 header.
 const (
 	seqWidth   = 9
 	countWidth = 5
@@ -141,10 +143,28 @@ func (d *dest) header(from string) {
 	d.buf = appendHeader(d.buf[:0], TypeBatch, batchFields)
 	d.buf = appendStr(d.buf, from)
 	d.buf = append(d.buf, mpUint64, 0, 0, 0, 0, 0, 0, 0, 0)
+	d.buf = appendStr(d.buf, d.key.run) // once a batch (Version 9)
 	d.buf = appendArray32Header(d.buf)
 }
 
-func (b *Batcher) headerLen() int { return 3 + len(appendStr(nil, b.from)) + seqWidth + countWidth }
+// headerLen is the length of d's batch header (dest.header).
+func (b *Batcher) headerLen(d *dest) int {
+	return 3 + strLen(b.from) + seqWidth + strLen(d.key.run) + countWidth
+}
+
+// strLen is len(appendStr(nil, s)).
+func strLen(s string) int {
+	switch n := len(s); {
+	case n < 32:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	default:
+		return 5 + len(s)
+	}
+}
 
 // Add queues s for node. It returns ErrInvalidSignal for a malformed Signal,
 // ErrInvalidID for a bad node, ErrOversized when s alone would not fit in one
@@ -274,7 +294,7 @@ func (b *Batcher) addLocked(d *dest, s *Signal, dsts []uint32) error {
 	}
 	k := max(1, len(dsts))
 	mark := len(d.buf)
-	d.buf = appendArrayHeader(d.buf, signalFields)
+	d.buf = appendArrayHeader(d.buf, entryFields)
 	d.buf = s.appendFan(d.buf, dsts)
 	if len(d.buf) > b.o.maxBytes && d.n > 0 {
 		// It does not fit beside what is queued: send those, start afresh with it.
@@ -287,7 +307,7 @@ func (b *Batcher) addLocked(d *dest, s *Signal, dsts []uint32) error {
 		d.buf = append(d.buf, enc...)
 	}
 	if mp := int(b.c.nc.MaxPayload()); mp > 0 && len(d.buf) > mp {
-		size := len(d.buf) - b.headerLen()
+		size := len(d.buf) - b.headerLen(d)
 		if d.n == 0 {
 			d.buf = d.buf[:0]
 		} else {
@@ -345,9 +365,9 @@ func (b *Batcher) flushDest(d *dest) error {
 	}
 	d.epoch++
 	b.seq++
-	at := 3 + len(appendStr(nil, b.from)) // fixarray, type, version, from
+	at := 3 + strLen(b.from) // fixarray, type, version, from
 	binary.BigEndian.PutUint64(d.buf[at+1:], b.seq)
-	putArray32Count(d.buf, at+seqWidth, d.n)
+	putArray32Count(d.buf, b.headerLen(d)-countWidth, d.n)
 	n, sigs := d.n, d.sigs
 	d.n, d.sigs = 0, 0
 	var err error

@@ -522,11 +522,10 @@ func (c *Conn) decodeBatch(b *Batch, data []byte, subject string) bool {
 		c.stats.mismatched.Add(1)
 		return false
 	}
-	for i := range b.Signals {
-		if b.Signals[i].Run != run {
-			c.stats.mismatched.Add(1)
-			return false
-		}
+	// Decode gives every Signal the batch's one run (Version 9)
+	if len(b.Signals) > 0 && b.Signals[0].Run != run {
+		c.stats.mismatched.Add(1)
+		return false
 	}
 	c.stats.recvBatches.Add(1)
 	c.stats.recvSignals.Add(uint64(len(b.Signals)))

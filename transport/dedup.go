@@ -128,27 +128,28 @@ type srcActs struct {
 	one [1]dstActs
 }
 
-type dstActs struct {
-	dst  uint32
-	acts edgeActs
-}
+// dstActs is one destination's edgeActs (its dst set).
+type dstActs = edgeActs
 
 // edgeActs is the accepted activations of one edge: one interval inline
 // (a strong edge's, however long a loop runs it), an index into its run's
 // spilled lists once they are not one stretch. It holds no pointer: a run's
-// edges cost the GC nothing to scan.
+// edges cost the GC nothing to scan. With its destination, 24 bytes.
 type edgeActs struct {
-	has   bool
-	spill int32    // 1 + index in dedupRun.spills; 0: none
-	one   interval // while spill is 0
+	dst   uint32   // in a source's list (dstActs)
+	spill int32    // 1 + index in dedupRun.spills; 0: none yet; oneAct: one
+	one   interval // while spill is oneAct
 }
+
+// oneAct is edgeActs.spill for activations that are one interval, inline.
+const oneAct = -1
 
 // insert adds act, reporting false when it was there.
 func (r *dedupRun) insert(a *edgeActs, act uint64) bool {
-	if a.spill == 0 {
+	if a.spill <= 0 {
 		switch {
-		case !a.has:
-			a.has, a.one = true, interval{act, act}
+		case a.spill == 0:
+			a.spill, a.one = oneAct, interval{act, act}
 			return true
 		case act >= a.one.lo && act <= a.one.hi:
 			return false
@@ -185,15 +186,15 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 			sa.at[e.dst] = i
 			sa.dsts = append(ds, dstActs{dst: e.dst})
 		}
-		return &sa.dsts[i].acts
+		return &sa.dsts[i]
 	}
 	if n := len(ds); n == 0 || ds[n-1].dst < e.dst { // in order: append
 		sa.dsts = append(ds, dstActs{dst: e.dst})
-		return &sa.dsts[n].acts
+		return &sa.dsts[n]
 	}
 	i, ok := slices.BinarySearchFunc(ds, e.dst, func(d dstActs, dst uint32) int { return cmp.Compare(d.dst, dst) })
 	if ok {
-		return &sa.dsts[i].acts
+		return &sa.dsts[i]
 	}
 	sa.at = make(map[uint32]int32, len(ds)+1)
 	for j := range ds {
@@ -201,7 +202,7 @@ func (r *dedupRun) edge(e edgeID) *edgeActs {
 	}
 	sa.at[e.dst] = int32(len(ds))
 	sa.dsts = append(ds, dstActs{dst: e.dst})
-	return &sa.dsts[len(ds)].acts
+	return &sa.dsts[len(ds)]
 }
 
 // source is src's state, made on first sight. A source is kept in a chunk

@@ -15,6 +15,20 @@ func fuzzSeeds(f *testing.F, t Type) {
 			f.Add(Encode(m))
 		}
 	}
+	if t == TypeBatch || t == 0 {
+		// a batch of fan entries (the Batcher's), and one of no Signals
+		// that names a run (refused)
+		b := &Batch{From: "n1", Seq: 7}
+		for d := range uint32(5) {
+			b.Signals = append(b.Signals, Signal{Run: "r1", Gen: 2, Src: 1, Dst: d, Act: 3, Kind: SignalEdge, Output: []byte("o")})
+		}
+		f.Add(Encode(b))
+		fan := appendStr(appendUint(appendStr(appendHeader(nil, TypeBatch, batchFields), "n1"), 7), "r1")
+		fan = appendArrayHeader(fan, 1)
+		fan = b.Signals[0].appendFan(appendArrayHeader(fan, entryFields), []uint32{0, 1, 2, 3, 4})
+		f.Add(fan)
+		f.Add(appendArrayHeader(appendStr(appendUint(appendStr(appendHeader(nil, TypeBatch, batchFields), "n1"), 7), "r1"), 0))
+	}
 	f.Add([]byte{})
 	f.Add([]byte{0x90})
 	f.Add([]byte{0x92, byte(t), 1})

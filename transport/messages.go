@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// Wire format (version 8). Every top-level message is one msgpack array whose first
+// Wire format (version 9). Every top-level message is one msgpack array whose first
 // two elements are the message Type and the format Version, followed by the fields
 // of that type in a fixed order:
 //
-//	Signal      [1, 8, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
-//	Batch       [2, 8, from, seq, [[run, gen, src, dst | [dst, ...], act, kind, output, dst_act, [ctx, ...]], ...]]
-//	TaskEvent   [3, 8, run, gen, task, name, node, state, act, executions, output, error, start, end]
-//	Assignment  [4, 8, run, gen, [node, ...], [owner, ...], plan, [boot, ...], plan_digest]
-//	Cancel      [5, 8, run, gen, reason]
-//	TermReport  [6, 8, run, gen, node, wave, sent, received, idle, {from: count, ...}]
-//	Envelope    [7, 8, kind, run, node, body]
-//	EventBatch  [8, 8, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
-//	Ack         [9, 8, run, gen, node, boot, need_plan]
-//	Plan        [10, 8, tasks, [vertex, ...], [loop, ...]]   (plan.go)
-//	TaskReport  [11, 8, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
+//	Signal      [1, 9, run, gen, src, dst, act, kind, output, dst_act, [ctx, ...]]
+//	Batch       [2, 9, from, seq, run, [[gen, src, dst | [dst, ...], act, kind, output, dst_act, [ctx, ...]], ...]]
+//	TaskEvent   [3, 9, run, gen, task, name, node, state, act, executions, output, error, start, end]
+//	Assignment  [4, 9, run, gen, [node, ...], [owner, ...], plan, [boot, ...], plan_digest]
+//	Cancel      [5, 9, run, gen, reason]
+//	TermReport  [6, 9, run, gen, node, wave, sent, received, idle, {from: count, ...}]
+//	Envelope    [7, 9, kind, run, node, body]
+//	EventBatch  [8, 9, [[run, gen, task, name, node, state, act, executions, output, error, start, end], ...]]
+//	Ack         [9, 9, run, gen, node, boot, need_plan]
+//	Plan        [10, 9, tasks, [vertex, ...], [loop, ...]]   (plan.go)
+//	TaskReport  [11, 9, run, gen, node, base, [[task, name, state, act, executions, output, error, start, end], ...]]   (report.go)
 //
 // Version 2 added a Signal's dst_act and ctx (the destination activation it
 // starts, and the loop context of the source's activation); a version 1
@@ -60,6 +60,12 @@ import (
 // node would refuse a plan-less Assignment (ErrNoPlan), so the two do not
 // mix: live processes still speak one version, and the stored task events
 // of versions 5 to 7 are read as before.
+// Version 9 writes a batch's run once, after its seq, where each entry
+// wrote it before (a batch is one run's, the run its subject names): a
+// run id is some 22 bytes of a fan-in Signal's ~36, which its sender
+// wrote, NATS and the record carried and stored, and its receiver read
+// and compared, once an edge. A batch of no Signals names the run "".
+// Nothing else changed: the stored task events are version 8's.
 //
 // Strings are msgpack str, byte fields bin (nil stays nil), times int64 Unix
 // nanoseconds (0 for the zero time). A decoder rejects an unknown type or version,
@@ -86,7 +92,7 @@ const (
 )
 
 // Version is the wire format version this package writes and reads.
-const Version = 8
+const Version = 9
 
 func (t Type) String() string {
 	switch t {
@@ -224,7 +230,8 @@ func (r *reader) header(t Type) error {
 // upgrade; their layout is the same in versions 5 and 6 (version 6 changed
 // only a Batch's entries) and 7 reads them as they are (it added a
 // TaskReport's range entries, which none of them holds); version 8 changed
-// only Assignments and Acks, so its stored events are version 7's. Messages between
+// only Assignments and Acks and version 9 only Batches, so their stored
+// events are version 7's. Messages between
 // live processes (Signals, Batches, Assignments, ...) are still refused
 // unless of this Version: the processes of one run do not mix versions.
 const oldestStored = 5
@@ -353,14 +360,14 @@ func (s *Signal) validate(known string) error {
 	return nil
 }
 
-func (s *Signal) appendFields(b []byte) []byte { return s.appendFan(b, nil) }
+func (s *Signal) appendFields(b []byte) []byte { return s.appendFan(appendStr(b, s.Run), nil) }
 
-// appendFan writes s's fields with, when dsts holds two or more, the array of
-// dsts in place of Dst: one entry of a batch for as many Signals, equal but
-// for Dst (a fan; Version 6). Decoding a batch gives the Signals back, in
-// the order of dsts.
+// appendFan writes s's fields but its run (a batch entry's eight: the batch
+// names the run once, Version 9) with, when dsts holds two or more, the
+// array of dsts in place of Dst: one entry of a batch for as many Signals,
+// equal but for Dst (a fan; Version 6). Decoding a batch gives the Signals
+// back, in the order of dsts.
 func (s *Signal) appendFan(b []byte, dsts []uint32) []byte {
-	b = appendStr(b, s.Run)
 	b = appendUint(b, s.Gen)
 	b = appendUint(b, uint64(s.Src))
 	if len(dsts) > 1 {
@@ -382,30 +389,31 @@ func (s *Signal) appendFan(b []byte, dsts []uint32) []byte {
 	return b
 }
 
-const signalFields = 9
+const (
+	signalFields = 9
+	entryFields  = signalFields - 1 // a batch entry: no run (Version 9)
+)
 
 // AppendWire implements Message.
 func (s *Signal) AppendWire(b []byte) []byte {
 	return s.appendFields(appendHeader(b, TypeSignal, signalFields))
 }
 
-// decodeFields reads the nine Signal fields. prevRun lets a batch share one run
-// string across its signals instead of allocating one each. fan, in a
-// batch, takes the destinations of a fan entry (appendFan; Dst is then the
-// first); nil refuses one.
-func (s *Signal) decodeFields(r *reader, prevRun string, fan *[]uint32) error {
-	run, err := r.rawStr("run", MaxIDLen)
+// decodeFields reads the nine Signal fields. fan, in a batch, takes the
+// destinations of a fan entry (appendFan; Dst is then the first); nil
+// refuses one.
+func (s *Signal) decodeFields(r *reader, fan *[]uint32) error {
+	run, err := r.id("run")
 	if err != nil {
 		return err
 	}
-	if string(run) == prevRun && prevRun != "" {
-		s.Run = prevRun
-	} else {
-		if !validIDBytes(run) {
-			return r.errf("run: %q is not a valid id", run)
-		}
-		s.Run = string(run)
-	}
+	s.Run = run
+	return s.decodeEntry(r, fan)
+}
+
+// decodeEntry reads a Signal's fields after its run: the eight of a batch
+// entry (Version 9: the batch names the run once).
+func (s *Signal) decodeEntry(r *reader, fan *[]uint32) (err error) {
 	if s.Gen, err = r.uint("gen"); err != nil {
 		return err
 	}
@@ -479,7 +487,7 @@ func (s *Signal) Decode(data []byte, lim Limits) error {
 	if err := r.init(data, lim, TypeSignal, signalFields); err != nil {
 		return err
 	}
-	if err := s.decodeFields(&r, "", nil); err != nil {
+	if err := s.decodeFields(&r, nil); err != nil {
 		return err
 	}
 	return r.end()
@@ -494,8 +502,12 @@ func DecodeSignal(data []byte, lim Limits) (Signal, error) {
 
 // ---- Batch ----
 
-// Batch is many Signals for one destination node, sent as one NATS message. From is
-// the sending node and Seq its batch counter (per Batcher, from 1), for tracing.
+// Batch is many Signals of one run for one destination node, sent as one
+// NATS message. From is the sending node and Seq its batch counter (per
+// Batcher, from 1), for tracing. The run is written once (Version 9): the
+// first Signal's, which every Signal of a batch shares (a batch's subject
+// names its run, and a receiver drops a batch with a Signal of another);
+// AppendWire writes no other.
 type Batch struct {
 	From    string
 	Seq     uint64
@@ -505,23 +517,33 @@ type Batch struct {
 // Type implements Message.
 func (*Batch) Type() Type { return TypeBatch }
 
-const batchFields = 3
+const batchFields = 4
 
 // AppendWire implements Message.
 func (bt *Batch) AppendWire(b []byte) []byte {
 	b = appendHeader(b, TypeBatch, batchFields)
 	b = appendStr(b, bt.From)
 	b = appendUint(b, bt.Seq)
+	b = appendStr(b, bt.run())
 	b = appendArrayHeader(b, len(bt.Signals))
 	for i := range bt.Signals {
-		b = appendArrayHeader(b, signalFields)
-		b = bt.Signals[i].appendFields(b)
+		b = appendArrayHeader(b, entryFields)
+		b = bt.Signals[i].appendFan(b, nil)
 	}
 	return b
 }
 
+// run is the run a batch is written under: its first Signal's ("" when it
+// has none).
+func (bt *Batch) run() string {
+	if len(bt.Signals) == 0 {
+		return ""
+	}
+	return bt.Signals[0].Run
+}
+
 // Decode decodes a Batch message into bt, reusing bt.Signals' storage. Outputs
-// alias data.
+// alias data; every Signal shares one run string.
 func (bt *Batch) Decode(data []byte, lim Limits) error {
 	var r reader
 	if err := r.init(data, lim, TypeBatch, batchFields); err != nil {
@@ -534,27 +556,39 @@ func (bt *Batch) Decode(data []byte, lim Limits) error {
 	if bt.Seq, err = r.uint("seq"); err != nil {
 		return err
 	}
+	raw, err := r.rawStr("run", MaxIDLen)
+	if err != nil {
+		return err
+	}
 	n, err := r.arrayLen("signals", r.lim.MaxBatch)
 	if err != nil {
 		return err
+	}
+	run := ""
+	switch {
+	case n > 0 && !validIDBytes(raw):
+		return r.errf("run: %q is not a valid id", raw)
+	case n > 0:
+		run = string(raw)
+	case len(raw) > 0:
+		return r.errf("run: %q named by a batch of no signals (AppendWire writes none)", raw)
 	}
 	if cap(bt.Signals) >= n {
 		bt.Signals = bt.Signals[:n]
 	} else {
 		bt.Signals = make([]Signal, n)
 	}
-	prev := ""
 	var fan []uint32
 	k := 0 // Signals decoded: a fan entry gives several
 	for i := range n {
-		if err := r.fields("signal", signalFields); err != nil {
+		if err := r.fields("signal", entryFields); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
 		s := bt.slot(k)
-		if err := s.decodeFields(&r, prev, &fan); err != nil {
+		s.Run = run
+		if err := s.decodeEntry(&r, &fan); err != nil {
 			return fmt.Errorf("signal %d: %w", i, err)
 		}
-		prev = s.Run
 		k++
 		if len(fan) == 0 {
 			continue
@@ -602,13 +636,13 @@ func PeekBatch(data []byte, lim Limits) (from string, seq, gen uint64, n int, ok
 	if seq, err = r.uint("seq"); err != nil {
 		return "", 0, 0, 0, false
 	}
+	if _, err := r.rawStr("run", MaxIDLen); err != nil {
+		return "", 0, 0, 0, false
+	}
 	if n, err = r.arrayLen("signals", r.lim.MaxBatch); err != nil || n == 0 {
 		return "", 0, 0, 0, false
 	}
-	if r.fields("signal", signalFields) != nil {
-		return "", 0, 0, 0, false
-	}
-	if _, err := r.rawStr("run", MaxIDLen); err != nil {
+	if r.fields("signal", entryFields) != nil {
 		return "", 0, 0, 0, false
 	}
 	if gen, err = r.uint("gen"); err != nil {

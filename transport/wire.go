@@ -275,7 +275,17 @@ func (r *reader) fields(what string, want int) error {
 	return nil
 }
 
+// uint reads an unsigned integer; a positive fixint (most of a Signal's
+// fields) without a call.
 func (r *reader) uint(what string) (uint64, error) {
+	if r.off < len(r.b) && r.b[r.off] < 0x80 {
+		r.off++
+		return uint64(r.b[r.off-1]), nil
+	}
+	return r.uintSlow(what)
+}
+
+func (r *reader) uintSlow(what string) (uint64, error) {
 	c, err := r.byte1()
 	if err != nil {
 		return 0, err

@@ -25,7 +25,7 @@ func sampleMessages() []Message {
 			{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge, Output: []byte{1, 2, 3}},
 			{Run: "r1", Gen: 1, Src: 1, Dst: 3, Act: 1, Kind: SignalChoice},
 			{Run: "r1", Gen: 2, Act: 1, Kind: SignalSwitched},
-			{Run: "r2", Gen: 2, Src: 4, Dst: 5, Act: 2, Kind: SignalEdge, Output: bytes.Repeat([]byte{9}, 300), DstAct: 3, Ctx: []uint64{2, 1 << 40}},
+			{Run: "r1", Gen: 2, Src: 4, Dst: 5, Act: 2, Kind: SignalEdge, Output: bytes.Repeat([]byte{9}, 300), DstAct: 3, Ctx: []uint64{2, 1 << 40}},
 		}},
 		&TaskEvent{Run: "r1", Gen: 2, Task: 5, Name: "body/child", Node: "n2", State: TaskDone, Act: 10, Executions: 11,
 			Output: []byte("sum"), Error: "", Start: time.Unix(100, 5), End: time.Unix(-5, 0)},
@@ -284,7 +284,7 @@ func TestDecodeRejects(t *testing.T) {
 		{name: "output over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 11) }), lim: Limits{MaxOutput: 10}, oversize: true},
 		{name: "message over limit", data: sig(func(s *Signal) { s.Output = make([]byte, 100) }), lim: Limits{MaxMessage: 50}, oversize: true},
 		{name: "batch over limit", data: Encode(&Batch{From: "n", Signals: make([]Signal, 3)}), lim: Limits{MaxBatch: 2}, oversize: true},
-		{name: "batch claims huge length", data: []byte{0x95, 2, Version, 0xa1, 'n', 1, 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
+		{name: "batch claims huge length", data: []byte{0x96, 2, Version, 0xa1, 'n', 1, 0xa1, 'r', 0xdd, 0x7f, 0xff, 0xff, 0xff}, lim: Limits{MaxBatch: math.MaxInt32}, want: "claims"},
 		{name: "bin claims huge length", data: raw(sig(func(s *Signal) { s.Output = nil })[:len(sig(func(s *Signal) { s.Output = nil }))-3], []byte{0xc6, 0x7f, 0, 0, 0}), lim: Limits{MaxOutput: math.MaxInt32, MaxMessage: math.MaxInt32}, want: "truncated"},
 		{name: "ctx over limit", data: sig(func(s *Signal) { s.Ctx = make([]uint64, MaxSignalCtx+1) }), oversize: true},
 		{name: "ctx not an array", data: raw(sig(func(*Signal) {})[:len(sig(func(*Signal) {}))-1], []byte{0xa1, 'x'}), want: "ctx: want an array"},
@@ -394,6 +394,60 @@ func TestPeekBatch(t *testing.T) {
 	}
 }
 
+// A batch names its run once (Version 9): however many Signals it holds,
+// the run's bytes appear once in its encoding, and every decoded Signal
+// has it. A batch of Signals without a valid run, and one of no Signals
+// that names a run, are refused.
+func TestBatchNamesItsRunOnce(t *testing.T) {
+	const run = "r0123456789abcdef-xyz"
+	var bt Batch
+	bt.From, bt.Seq = "n1", 5
+	for i := range 50 {
+		bt.Signals = append(bt.Signals, Signal{Run: run, Gen: 1, Src: uint32(i), Dst: 7, Act: 1, Kind: SignalEdge})
+	}
+	data := Encode(&bt)
+	if n := bytes.Count(data, []byte(run)); n != 1 {
+		t.Fatalf("the run appears %d times in a batch of 50 Signals, want 1", n)
+	}
+	got, err := DecodeBatch(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got.Signals {
+		if got.Signals[i].Run != run || got.Signals[i].Src != uint32(i) {
+			t.Fatalf("signal %d: %+v", i, got.Signals[i])
+		}
+	}
+	// the run's place: after from (n1) and seq (a fixint)
+	at := bytes.Index(data, []byte(run)) - 1
+	bad := func(name string, replace []byte, lim Limits) {
+		t.Helper()
+		d := append(append(append([]byte(nil), data[:at]...), replace...), data[at+1+len(run):]...)
+		if _, err := DecodeBatch(d, lim); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	bad("no run", []byte{0xa0}, Limits{})
+	bad("a run that is no id", []byte{0xa3, 'a', '.', 'b'}, Limits{})
+	bad("a run that is no string", []byte{0x01}, Limits{})
+	for _, n := range []int{0, 31, 32, 255, 256, 65535, 65536} {
+		if s := strings.Repeat("x", n); strLen(s) != len(appendStr(nil, s)) {
+			t.Errorf("strLen of %d bytes: %d, want %d", n, strLen(s), len(appendStr(nil, s)))
+		}
+	}
+	empty := Encode(&Batch{From: "n1", Seq: 5})
+	named := bytes.Replace(empty, []byte{0xa0}, []byte{0xa1, 'r'}, 1)
+	if _, err := DecodeBatch(empty, Limits{}); err != nil {
+		t.Errorf("an empty batch: %v", err)
+	}
+	if _, err := DecodeBatch(named, Limits{}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("an empty batch that names a run: %v, want ErrMalformed", err)
+	}
+	if from, seq, gen, n, ok := PeekBatch(data, Limits{}); !ok || from != "n1" || seq != 5 || gen != 1 || n != 50 {
+		t.Errorf("PeekBatch: %s %d %d %d %v", from, seq, gen, n, ok)
+	}
+}
+
 // A fan entry (Version 6) decodes to one Signal per destination and is
 // smaller than the Signals one by one; one of fewer than two destinations,
 // one outside a batch, and one that would make a batch larger than
@@ -404,9 +458,10 @@ func TestFanEntries(t *testing.T) {
 		b := appendHeader(nil, TypeBatch, batchFields)
 		b = appendStr(b, "n1")
 		b = appendUint(b, 9)
+		b = appendStr(b, s.Run)
 		b = appendArrayHeader(b, len(dsts))
 		for _, d := range dsts {
-			b = appendArrayHeader(b, signalFields)
+			b = appendArrayHeader(b, entryFields)
 			b = s.appendFan(b, d)
 		}
 		return b
@@ -441,7 +496,7 @@ func TestFanEntries(t *testing.T) {
 		{"a fan of one", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x91, 1}, 1), Limits{}},
 		{"a fan of none", bytes.Replace(batch([]uint32{1, 2}), []byte{0x92, 1, 2}, []byte{0x90}, 1), Limits{}},
 		{"over MaxBatch", batch([]uint32{1, 2, 3}, []uint32{4, 5, 6}), Limits{MaxBatch: 5}},
-		{"outside a batch", s.appendFan(appendHeader(nil, TypeSignal, signalFields), []uint32{1, 2}), Limits{}},
+		{"outside a batch", s.appendFan(appendStr(appendHeader(nil, TypeSignal, signalFields), s.Run), []uint32{1, 2}), Limits{}},
 	} {
 		var err error
 		if c.name == "outside a batch" {
@@ -462,10 +517,11 @@ func TestFanEntries(t *testing.T) {
 // event stream keeps them for days) are still read after the bumps to
 // version 6, whose change touched only a Batch's entries, and to 7, which
 // added a TaskReport's range entries (a report of versions 5 and 6 holds
-// single deltas alone); a message between live processes of version 5 is
-// still refused.
+// single deltas alone), to 8 and to 9 (an Assignment's and a Batch's
+// changes); a message between live processes of an earlier version is
+// still refused (a version 8 batch among them).
 func TestStoredEventsOfVersion5(t *testing.T) {
-	for _, v := range []byte{5, 6} {
+	for _, v := range []byte{5, 6, 7, 8} {
 		testStoredEventsOf(t, v)
 	}
 }
@@ -506,6 +562,11 @@ func testStoredEventsOf(t *testing.T, v byte) {
 	var s Signal
 	err := s.Decode(asV5((&Signal{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1}).AppendWire(nil)), Limits{})
 	if !errors.Is(err, ErrMalformed) {
-		t.Errorf("a version 5 Signal: %v, want ErrMalformed", err)
+		t.Errorf("a version %d Signal: %v, want ErrMalformed", v, err)
+	}
+	var bt Batch
+	err = bt.Decode(asV5((&Batch{From: "n1", Seq: 1, Signals: []Signal{{Run: "r1", Gen: 1, Src: 1, Dst: 2, Act: 1}}}).AppendWire(nil)), Limits{})
+	if !errors.Is(err, ErrMalformed) {
+		t.Errorf("a version %d Batch: %v, want ErrMalformed", v, err)
 	}
 }

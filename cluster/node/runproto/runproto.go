@@ -231,7 +231,7 @@ type Run struct {
 
 	acts []Action
 	ok   []*transport.Signal // scratch: the Signals that passed the fence
-	ids  []PhysID
+	idx  []int // scratch: their places in their batch (PhysID.Index)
 	vd   []transport.Verdict
 }
 
@@ -689,7 +689,7 @@ func (r *Run) Batch(from string, seq uint64, first int, sigs []transport.Signal)
 	// its actions (pointers: a write barrier each while the collector
 	// marks) at every doubling, in every run.
 	r.acts = slices.Grow(r.acts, len(sigs))
-	r.ids = slices.Grow(r.ids[:0], len(sigs))
+	r.idx = slices.Grow(r.idx[:0], len(sigs))
 	r.vd = slices.Grow(r.vd[:0], len(sigs))
 	ptrs := slices.Grow(r.ok[:0], len(sigs))
 	for i := range sigs {
@@ -760,11 +760,11 @@ func (r *Run) SeenBatch(from string, gen, seq uint64) (signals int, ok bool) {
 func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signal) {
 	tab := r.tab.Load()
 	// The Signals that pass the fence, compacted to the front of sigs
-	// (which may be r.ok itself) and r.ids.
-	ok, ids := sigs[:0], r.ids[:0]
+	// (which may be r.ok itself) and their places to r.idx (a PhysID is
+	// made for the few that need one: Signals held, of moved sources).
+	ok, idx := sigs[:0], r.idx[:0]
 	base := len(r.acts)
 	for i, s := range sigs {
-		id := PhysID{from, s.Gen, seq, first + i}
 		switch {
 		case s.Kind == transport.SignalSwitched:
 			r.acts = append(r.acts, Action{Kind: Drop, Sig: s, From: from, Reason: "a mark of a switch is for the record alone"})
@@ -776,7 +776,7 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 			}
 			c := *s
 			c.Output = clone(s.Output)
-			r.held = append(r.held, held{id: id, s: c})
+			r.held = append(r.held, held{id: PhysID{from, s.Gen, seq, first + i}, s: c})
 			r.acts = append(r.acts, Action{Kind: Hold, Sig: s, From: from})
 			continue
 		case int(s.Src) >= r.n || int(s.Dst) >= r.n:
@@ -789,9 +789,9 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 		}
 		// Keep the order of the input: the verdict fills this place.
 		r.acts = append(r.acts, Action{Sig: s, From: from})
-		ok, ids = append(ok, s), append(ids, id)
+		ok, idx = append(ok, s), append(idx, first+i)
 	}
-	r.ids = ids
+	r.idx = idx
 	if len(ok) == 0 {
 		return
 	}
@@ -802,15 +802,11 @@ func (r *Run) accept(from string, seq uint64, first int, sigs []*transport.Signa
 		if a.Kind != 0 {
 			continue
 		}
-		s, v, id := ok[k], r.vd[k], ids[k]
+		s, v, at := ok[k], r.vd[k], r.idx[k]
 		k++
 		moved := r.moved == nil || r.moved[s.Src]
 		if moved && v != transport.Ended {
-			if _, seen := r.phys[id]; !seen {
-				if r.phys == nil {
-					r.phys = map[PhysID]struct{}{}
-				}
-				r.phys[id] = struct{}{}
+			if !r.seenPhys(PhysID{from, s.Gen, seq, at}) {
 				counted++
 			}
 		} else if v == transport.Accept {
