@@ -506,8 +506,8 @@ func DecodeSignal(data []byte, lim Limits) (Signal, error) {
 // NATS message. From is the sending node and Seq its batch counter (per
 // Batcher, from 1), for tracing. The run is written once (Version 9): the
 // first Signal's, which every Signal of a batch shares (a batch's subject
-// names its run, and a receiver drops a batch with a Signal of another);
-// AppendWire writes no other.
+// names its run); a batch of Signals of two runs is written so that every
+// receiver refuses it (see run).
 type Batch struct {
 	From    string
 	Seq     uint64
@@ -534,12 +534,21 @@ func (bt *Batch) AppendWire(b []byte) []byte {
 }
 
 // run is the run a batch is written under: its first Signal's ("" when it
-// has none).
+// has none). A batch whose Signals name more than one run is written under
+// "", which no receiver accepts with Signals in it: the wire cannot say such
+// a batch, and relabelling its Signals as the first's would apply them to
+// the wrong run.
 func (bt *Batch) run() string {
 	if len(bt.Signals) == 0 {
 		return ""
 	}
-	return bt.Signals[0].Run
+	run := bt.Signals[0].Run
+	for i := 1; i < len(bt.Signals); i++ {
+		if bt.Signals[i].Run != run {
+			return ""
+		}
+	}
+	return run
 }
 
 // Decode decodes a Batch message into bt, reusing bt.Signals' storage. Outputs

@@ -570,3 +570,17 @@ func testStoredEventsOf(t *testing.T, v byte) {
 		t.Errorf("a version %d Batch: %v, want ErrMalformed", v, err)
 	}
 }
+
+// A Batch whose Signals name two runs cannot be said on the wire, which
+// names a batch's run once: it is written so that every receiver refuses it,
+// never with the second run's Signals relabelled as the first's.
+func TestBatchOfTwoRunsRefused(t *testing.T) {
+	bt := Batch{From: "n1", Seq: 1, Signals: []Signal{
+		{Run: "ra", Gen: 1, Src: 1, Dst: 2, Act: 1, Kind: SignalEdge},
+		{Run: "rb", Gen: 1, Src: 3, Dst: 4, Act: 1, Kind: SignalEdge},
+	}}
+	got, err := DecodeBatch(Encode(&bt), Limits{})
+	if !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a batch of runs ra and rb decoded as %+v, %v; want ErrMalformed", got, err)
+	}
+}
