@@ -145,22 +145,34 @@ func (f *Fold) pack() {
 	most := len(f.vert) / 64 // beyond that, packing saves too little
 	var segs []aggSeg
 	for i := range f.vert {
-		a := f.vert[i]
-		if a.ver = 0; !a.seen {
-			a = taskAgg{}
-		}
-		if n := len(segs); n > 0 && segs[n-1].a == a {
+		a := &f.vert[i]
+		if n := len(segs); n > 0 && sameRow(&segs[n-1].a, a) {
 			segs[n-1].end = i + 1
 			continue
 		}
 		if len(segs) == most {
 			return
 		}
-		segs = append(segs, aggSeg{i + 1, a})
+		s := aggSeg{end: i + 1}
+		if a.seen {
+			s.a = *a
+			s.a.ver = 0
+		}
+		segs = append(segs, s)
 	}
 	f.packed = slices.Clip(segs)
 	putAggs(f.vert)
 	f.vert = nil
+}
+
+// sameRow reports whether a and b are the same but for their versions
+// (any two aggregates of no event are).
+func sameRow(a, b *taskAgg) bool {
+	if !a.seen || !b.seen {
+		return a.seen == b.seen
+	}
+	return a.act == b.act && a.gen == b.gen && a.sum == b.sum && a.node == b.node && a.enode == b.enode &&
+		a.state == b.state && a.hasE == b.hasE && a.multi == b.multi
 }
 
 // unpack makes a packed fold's array of aggregates again.
