@@ -164,3 +164,39 @@ func TestFoldPackLeavesAMixedFold(t *testing.T) {
 		t.Fatalf("a fold of %d alternating aggregates was packed", len(g.Vertices))
 	}
 }
+
+// BenchmarkFoldRunAgain100K is the fold of one run again of the 100,000-
+// task layered flow as the leader reads it: the node's reports of ranges
+// of 50 tasks done (a TaskReport decoded by runs), let in by the run's
+// assignment, then the run's end (Touch, pack): the arrays a run's fold
+// takes are the ones the run before handed on.
+func BenchmarkFoldRunAgain100K(b *testing.B) {
+	f, err := spec.ParseJSON("layered.json", flowgen.Layered(100, 1000, 1, true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	nv := len(g.Vertices)
+	r := Run{ID: "r", FlowName: "layered", State: proto.RunRunning, Gen: 1, Assignment: make([]string, nv)}
+	for i := range r.Assignment {
+		r.Assignment[i] = "n1"
+	}
+	tr := transport.TaskReport{Run: "r", Gen: 1, Node: "n1"}
+	var runs []uint32
+	for lo := 0; lo < nv; lo += 50 {
+		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
+		runs = append(runs, uint32(min(50, nv-lo)))
+	}
+	for b.Loop() {
+		fo := NewFold()
+		fo.addReport(g, &tr, runs, &r)
+		if fo.n.state[transport.TaskDone] != nv {
+			b.Fatalf("%d done", fo.n.state[transport.TaskDone])
+		}
+		fo.Touch()
+		fo.pack()
+	}
+}
