@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -286,7 +287,7 @@ func DecodeCommand(data []byte) (*Command, error) {
 		if c.Op != OpRunSubmit || c.Run == nil || len(c.Run.Assignment) != 0 {
 			return bad("that is not a run_submit of an assignment")
 		}
-		a, err := unpackAssignment(bulk)
+		a, err := internAssignment(bulk)
 		if err != nil {
 			return bad(err.Error())
 		}
@@ -321,6 +322,36 @@ func packAssignment(assign []string) []byte {
 		}
 	}
 	return b
+}
+
+// lastAssignment is the assignment DecodeCommand read last, and its
+// packed bytes: a run of a flow again on the same placement (the leader's
+// placed cache) decodes to the same array, which the FSM's runs then
+// share, where each run of a 100,000-task flow held its own 1.6 MB of
+// string headers, for the garbage collector to scan, until pruned. A run's
+// assignment is read-only (a reassign replaces it whole), as the placed
+// cache already shares it between runs on the leader.
+var lastAssignment struct {
+	mu     sync.Mutex
+	packed []byte
+	a      []string
+}
+
+// internAssignment is unpackAssignment, the array of the assignment
+// decoded last when b is its bytes again.
+func internAssignment(b []byte) ([]string, error) {
+	la := &lastAssignment
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if la.a != nil && bytes.Equal(b, la.packed) {
+		return la.a, nil
+	}
+	a, err := unpackAssignment(b)
+	if err != nil {
+		return nil, err
+	}
+	la.packed, la.a = bytes.Clone(b), a
+	return a, nil
 }
 
 // unpackAssignment reads packAssignment's bytes, all of them.

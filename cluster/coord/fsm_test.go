@@ -371,3 +371,39 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// A run_submit of the assignment decoded last (a run of a flow again on
+// the same placement) decodes to the same array, which the FSM's runs
+// share; any other decodes to its own, and each reads as it was written.
+func TestDecodeSharesARepeatedAssignment(t *testing.T) {
+	decode := func(id string, assign []string) []string {
+		t.Helper()
+		b, err := EncodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: id, FlowID: "f", State: proto.RunRunning, Gen: 1, Assignment: assign}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Run.Assignment, assign) || c.Run.ID != id {
+			t.Fatalf("run %s decoded as %s, assignment %v, want %v", id, c.Run.ID, c.Run.Assignment, assign)
+		}
+		return c.Run.Assignment
+	}
+	one := []string{"n1", "n1", "n2", "n1"}
+	other := []string{"n1", "n2", "n2", "n1"}
+	a := decode("r1", one)
+	if b := decode("r2", slices.Clone(one)); &a[0] != &b[0] {
+		t.Fatal("the same assignment again decoded to a new array")
+	}
+	if c := decode("r3", other); &a[0] == &c[0] {
+		t.Fatal("another assignment decoded to the array of the one before")
+	}
+	if d := decode("r4", one); &a[0] == &d[0] {
+		t.Fatal("an assignment decoded to an array of two decodes ago") // one is kept
+	}
+	if !slices.Equal(a, one) {
+		t.Fatalf("the first assignment now reads %v, want %v", a, one)
+	}
+}

@@ -580,7 +580,7 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 	// Before anything grows with the run's size. ExpandedSize is safe on a
 	// file not validated yet (a module cycle saturates it): a file over the
 	// limit is validated first, so that a cycle is reported as one.
-	if n := f.ExpandedSize(); n > s.cfg.MaxTasks {
+	if n := bf.tasks; n > s.cfg.MaxTasks { // f.ExpandedSize(), counted once when f was bound
 		if err := f.Validate(opts); err != nil {
 			return "", invalid(err)
 		}

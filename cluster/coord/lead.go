@@ -164,6 +164,26 @@ type Leader struct {
 	live       *Liveness
 	held       map[string]*heldPlans // node → the plans its process acknowledged
 	out        []LeaderAction
+	owned      ownedBy // the owners of the last assignment tracked
+}
+
+// ownedBy is owners(nodes, assign), kept: runs of a flow again on the same
+// placement share their assignment's array (internAssignment) and the
+// Assignments the leader sends them one Owner array (read-only: encoded).
+type ownedBy struct {
+	nodes, assign []string
+	owner         []uint32
+}
+
+// of is owners(nodes, assign), the kept array when assign is the array
+// and nodes the nodes it was made of.
+func (o *ownedBy) of(nodes, assign []string) []uint32 {
+	if len(assign) > 0 && len(o.assign) == len(assign) && &o.assign[0] == &assign[0] && slices.Equal(o.nodes, nodes) {
+		return o.owner
+	}
+	owner, _ := owners(nodes, assign)
+	*o = ownedBy{slices.Clone(nodes), assign, owner}
+	return owner
 }
 
 // tracker is the leader's view of one running run.
@@ -408,7 +428,7 @@ func (l *Leader) reconcile(now time.Time) {
 // Assignment goes out to every node of the run now, and again (Tick,
 // resend) only to a node that has neither acknowledged nor reported it.
 func (l *Leader) track(now time.Time, r Run) {
-	owner, _ := owners(r.Nodes, r.Assignment) // the FSM made Nodes of Assignment
+	owner := l.owned.of(r.Nodes, r.Assignment) // the FSM made Nodes of Assignment
 	t := &tracker{run: r, det: NewDetector(r.Gen, r.Nodes, probeTimeout), dlv: map[string]*delivery{},
 		asg: map[string]*transport.Assignment{}, digest: map[string][32]byte{}}
 	l.runs[r.ID] = t

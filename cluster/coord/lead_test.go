@@ -403,3 +403,26 @@ func TestAssignmentNamesTheBoots(t *testing.T) {
 		t.Fatalf("a run without boots: %q, want none", got)
 	}
 }
+
+// The leader's owners of an assignment are kept for the same array and
+// nodes (the runs of a flow again share both) and made again otherwise.
+func TestOwnersKeptForTheSameAssignment(t *testing.T) {
+	var o ownedBy
+	assign := []string{"b", "a", "a", "b"}
+	nodes := []string{"a", "b"}
+	first := o.of(nodes, assign)
+	if want := []uint32{1, 0, 0, 1}; !slices.Equal(first, want) {
+		t.Fatalf("owners %v, want %v", first, want)
+	}
+	if again := o.of(slices.Clone(nodes), assign); &again[0] != &first[0] {
+		t.Fatal("the same assignment and nodes: owners made again")
+	}
+	if got, want := o.of([]string{"b", "a"}, assign), []uint32{0, 1, 1, 0}; !slices.Equal(got, want) {
+		t.Fatalf("other nodes: owners %v, want %v", got, want)
+	}
+	same := slices.Clone(assign)
+	same[0] = "a"
+	if got, want := o.of(nodes, same), []uint32{0, 0, 0, 1}; !slices.Equal(got, want) {
+		t.Fatalf("another array: owners %v, want %v", got, want)
+	}
+}

@@ -42,6 +42,7 @@ import (
 // change.
 type Fold struct {
 	vert   []taskAgg      // the vertices' tasks, by index (seen false: no event yet)
+	packed []aggSeg       // instead of vert, once packed (a finished run's): its aggregates run-length
 	named  []taskAgg      // the tasks that are no vertex (subflow children), in first-seen order
 	extra  []string       // their names (extra[k] is named[k]'s)
 	byName map[string]int // index in named, by name
@@ -87,6 +88,13 @@ type taskAgg struct {
 	multi bool // more than one node reported executions: Fold.execs holds each node's
 }
 
+// aggSeg is a run of equal aggregates of a packed fold: the vertices from
+// the end of the segment before up to end (excluded).
+type aggSeg struct {
+	end int
+	a   taskAgg
+}
+
 type nodeExecs struct {
 	node uint32
 	n    uint64
@@ -99,10 +107,87 @@ func NewFold() *Fold {
 
 // vertAgg is the aggregate of vertex v (nil: no event yet).
 func (f *Fold) vertAgg(v int) *taskAgg {
+	if f.packed != nil {
+		return f.packedAgg(v)
+	}
 	if v < len(f.vert) && f.vert[v].seen {
 		return &f.vert[v]
 	}
 	return nil
+}
+
+// packedAgg is vertAgg of a packed fold. The aggregate is shared by the
+// vertices of its segment: read it only.
+func (f *Fold) packedAgg(v int) *taskAgg {
+	i, _ := slices.BinarySearchFunc(f.packed, v, func(s aggSeg, v int) int {
+		if s.end <= v {
+			return -1
+		}
+		return 1
+	})
+	if i < len(f.packed) && f.packed[i].a.seen {
+		return &f.packed[i].a
+	}
+	return nil
+}
+
+// pack stores the vertices' aggregates run-length when they are few runs
+// (a finished run's: in the common case every task done once, on one node
+// or a few) and hands their array on to the next run's fold (foldArrays).
+// It changes nothing Status, Delta, Progress or CheckSuccess read: only
+// the rows' versions, which no journal entry names (pack does nothing
+// while the journal holds one: a change since the last change of the
+// whole table). A fold folding an event again is unpacked first (grow).
+func (f *Fold) pack() {
+	if f.packed != nil || len(f.vert) < minPooledAgg || len(f.journal) > 0 {
+		return
+	}
+	most := len(f.vert) / 64 // beyond that, packing saves too little
+	var segs []aggSeg
+	for i := range f.vert {
+		a := &f.vert[i]
+		if n := len(segs); n > 0 && sameRow(&segs[n-1].a, a) {
+			segs[n-1].end = i + 1
+			continue
+		}
+		if len(segs) == most {
+			return
+		}
+		s := aggSeg{end: i + 1}
+		if a.seen {
+			s.a = *a
+			s.a.ver = 0
+		}
+		segs = append(segs, s)
+	}
+	f.packed = slices.Clip(segs)
+	putAggs(f.vert)
+	f.vert = nil
+}
+
+// sameRow reports whether a and b are the same but for their versions
+// (any two aggregates of no event are).
+func sameRow(a, b *taskAgg) bool {
+	if !a.seen || !b.seen {
+		return a.seen == b.seen
+	}
+	return a.act == b.act && a.gen == b.gen && a.sum == b.sum && a.node == b.node && a.enode == b.enode &&
+		a.state == b.state && a.hasE == b.hasE && a.multi == b.multi
+}
+
+// unpack makes a packed fold's array of aggregates again.
+func (f *Fold) unpack() {
+	vert := takeAggs(f.packed[len(f.packed)-1].end)
+	lo := 0
+	for _, s := range f.packed {
+		if s.a.seen {
+			for i := lo; i < s.end; i++ {
+				vert[i] = s.a
+			}
+		}
+		lo = s.end
+	}
+	f.vert, f.packed = vert, nil
 }
 
 // agg is task key's aggregate (nil: no event yet).
@@ -199,10 +284,18 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 	}
 }
 
-// grow makes room for nv vertices.
+// grow makes room for nv vertices (and unpacks a packed fold).
 func (f *Fold) grow(nv int) {
-	if len(f.vert) < nv {
-		f.vert = slices.Grow(f.vert, nv-len(f.vert))[:nv]
+	if f.packed != nil {
+		f.unpack()
+	}
+	switch n := len(f.vert); {
+	case n >= nv:
+	case n == 0:
+		f.vert = takeAggs(nv)
+	default:
+		f.vert = slices.Grow(f.vert, nv-n)[:nv]
+		clear(f.vert[n:]) // a kept array's room is not zeroed
 	}
 }
 
@@ -259,7 +352,7 @@ func (f *Fold) fold(key taskKey, a *taskAgg, node uint32, gen uint64, st transpo
 		f.ver++
 		a.ver = f.ver
 		if f.journal == nil { // room for a change of every vertex, as a run makes
-			f.journal = make([]change, 0, len(f.vert)+64)
+			f.journal = takeJournal(len(f.vert) + 64)
 		}
 		f.journal = append(f.journal, change{f.ver, key})
 		if len(f.journal) > 2*f.ntasks+64 {
@@ -326,6 +419,7 @@ func (f *Fold) Version() uint64 { return f.ver }
 // changed: tasks it did not start turn skipped or cancelled).
 func (f *Fold) Touch() {
 	f.ver++
+	putJournal(f.journal)
 	f.floor, f.journal = f.ver, nil // a finished run's fold keeps none
 }
 
@@ -392,8 +486,20 @@ func (f *Fold) rows(g *spec.Graph, fn func(name string, key taskKey, a *taskAgg,
 		done = make([]bool, len(f.extra))
 	}
 	if g != nil {
+		seg := 0 // a packed fold's segment of vertex i
 		for i, v := range g.Vertices {
-			fn(v.Path, taskKey(i), f.vertAgg(i), len(v.Succ) == 0)
+			var a *taskAgg
+			if f.packed == nil {
+				a = f.vertAgg(i)
+			} else {
+				for seg < len(f.packed) && f.packed[seg].end <= i {
+					seg++
+				}
+				if seg < len(f.packed) && f.packed[seg].a.seen {
+					a = &f.packed[seg].a
+				}
+			}
+			fn(v.Path, taskKey(i), a, len(v.Succ) == 0)
 			if done == nil {
 				continue
 			}
@@ -673,8 +779,10 @@ func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCac
 	}
 	fn(c, r)
 	if proto.Finished(r.State) && c.g != nil {
-		// The run has ended: let the graph go (c.graph takes it back).
+		// The run has ended: let the graph go (c.graph takes it back), and
+		// pack the fold, its array of aggregates kept for the next run.
 		c.done, c.gw, c.g = true, weak.Make(c.g), nil
+		c.fold.pack()
 	}
 	return nil
 }
