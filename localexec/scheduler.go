@@ -151,6 +151,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/gpu"
 )
@@ -249,7 +250,46 @@ type worker struct {
 	// host is this worker as a host thread of the timed gpu sim (gpu.Host): GPU tasks launch
 	// from it, and runtime tasks get it (Runtime.GPUHost).
 	host *gpu.Host
+	// warmSucc: static tasks' successors are warmed (WithWarmSuccessors).
+	warmSucc bool
+	// warmed is the sum warm keeps of the words it loads.
+	warmed int32
 }
+
+// warm loads a word of each of t's successors (up to warmMax) before t's
+// function runs (WithWarmSuccessors): complete reads their counters when t
+// ends, and in a graph larger than the cache each is a miss, a stall a
+// successor where the join counter's atomic add waits for its line. Asked
+// for before the function, the lines come in while it runs (and while the
+// function's own state misses, side by side), not one after another after
+// it. For a function that does next to nothing (localexec's own
+// benchmarks) it is a few loads more a task, so it is an option. The sum
+// is kept (warmed) so that the compiler keeps the loads.
+func (w *worker) warm(t *node) {
+	switch n := t.nSucc; {
+	case n == 1:
+		w.warmOne((*node)(t.succ))
+	case n > 1:
+		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
+			w.warmOne(s)
+		}
+	}
+}
+
+// warmOne loads s's counter and the first word of its function's closure
+// (where a closure keeps what it captured: the state it goes on to read,
+// which a miss there would hold back).
+func (w *worker) warmOne(s *node) {
+	w.warmed += s.nStrong
+	if s.static != nil {
+		w.warmed += *(*int32)(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+	}
+}
+
+// warmMax is the most successors warm loads: a wide fan-out's complete
+// walks its successors in order anyway, and the hardware prefetcher
+// follows a walk.
+const warmMax = 8
 
 func (w *worker) rand() uint64 {
 	// xorshift64*
@@ -336,6 +376,9 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 		if t.static != nil {
 			w.cur = t
+			if w.warmSucc {
+				w.warm(t)
+			}
 			t.static()
 			w.cur = nil
 		}
