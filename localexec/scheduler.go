@@ -254,6 +254,10 @@ type worker struct {
 	warmSucc bool
 	// warmed is the sum warm keeps of the words it loads.
 	warmed int32
+	// carry is the word carried tasks share (EmplaceCarried): what the
+	// task w ran last left there, 0 once w ran anything else or looked
+	// for work beyond its own deque.
+	carry int64
 }
 
 // warm loads a word of each of t's successors (up to warmMax) before t's
@@ -342,6 +346,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 	defer func() {
 		if n := w.cur; n != nil {
 			w.cur = nil
+			w.carry = 0
 			if r := recover(); r != nil {
 				next = w.taskPanicked(n, newPanic(n, r))
 			}
@@ -359,6 +364,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 		if t.kind != kindStatic {
 			t = w.invoke(t)
+			w.carry = 0 // see EmplaceCarried
 			continue
 		}
 		// A static task runs here, not in invoke (inlined: it is most
@@ -379,7 +385,12 @@ func (w *worker) runGuarded(t *node) (next *node) {
 			if w.warmSucc {
 				w.warm(t)
 			}
-			t.static()
+			if t.carried {
+				(*(*func(*int64))(unsafe.Pointer(&t.static)))(&w.carry)
+			} else {
+				t.static()
+				w.carry = 0 // see EmplaceCarried
+			}
 			w.cur = nil
 		}
 		w.executed++
@@ -406,8 +417,9 @@ func (w *worker) findWork() *node {
 	d := w.dom
 	for {
 		if t := w.q.pop(); t != nil {
-			return t
+			return t // straight from the task before: w.carry stays
 		}
+		w.carry = 0 // w looks elsewhere, maybe for long (see EmplaceCarried)
 		// Out of local work: pay what w owes its frame before looking
 		// elsewhere (see giveBack).
 		if t := w.settle(); t != nil {

@@ -63,6 +63,9 @@ type node struct {
 	// predecessors: it runs only when scheduled (OpenRun.Schedule,
 	// Runtime.Schedule). Proxies for remote predecessors are external.
 	external bool
+	// carried marks a static task whose static is a func(*int64)
+	// (EmplaceCarried), called with its worker's carry word.
+	carried bool
 
 	static func()
 	frame  *frame // the frame this node runs in (set when its graph is scheduled)
@@ -420,7 +423,7 @@ func (t Task) Work(fn func()) Task {
 			panic("localexec: Work on a " + t.n.kind.String() + " task " + t.n.taskName())
 		}
 		t.n.kind = kindStatic
-		t.n.static = fn
+		t.n.static, t.n.carried = fn, false
 	}
 	return t
 }
@@ -509,6 +512,23 @@ func (b *builder) task(n *node) Task { return Task{n: n, g: b.g} }
 func (b *builder) Emplace(fn func()) Task {
 	n := b.add(kindStatic)
 	n.static = fn
+	return b.task(n)
+}
+
+// EmplaceCarried adds a static task whose function gets a word its worker
+// carries from task to task: the value the carried task its worker ran
+// just before left there, when the worker came to this one straight from
+// it (handed over at its completion or popped from the worker's own deque
+// next), and 0 when it came from anything else (a task of another kind or
+// a plain static one, a steal, a park, a panic). So a function can hand
+// its successor on the worker what both need and the worker already
+// holds: the cluster node hands on its end stamp, which is the next
+// task's start (one clock read an activation instead of two). The word is
+// the worker's alone: read and write it only during the call.
+func (b *builder) EmplaceCarried(fn func(carry *int64)) Task {
+	n := b.add(kindStatic)
+	n.static = *(*func())(unsafe.Pointer(&fn)) // called as what it is: runGuarded
+	n.carried = true
 	return b.task(n)
 }
 

@@ -627,6 +627,6 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (ent
 			return entry, exit, nil
 		}
 	}
-	t := tf.Emplace(func() { b.run().runStatic(v) }).Name(path)
+	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path)
 	return t, t, nil
 }
