@@ -67,13 +67,15 @@ func WithGPUWorkers(n int) Option { return func(c *config) { c.gpuPerDevice = n 
 // WithObserver attaches an observer from the start.
 func WithObserver(o Observer) Option { return func(c *config) { c.observers = append(c.observers, o) } }
 
-// WithWarmSuccessors has each worker load a word of a static task's
-// successors (the first few) before it calls the task's function, so that
-// the successors' lines, which the task's completion reads and counts
-// into, arrive while the function runs rather than one after another after
-// it. It pays where functions do some work and graphs outgrow the cache
-// (the cluster node's wrapped tasks); for empty functions it is a few
-// loads more a task.
+// WithWarmSuccessors has each worker ask for the lines of a static task's
+// successors (the first few) before it calls the task's function, and for
+// the first line of their closures after, so that the successors' lines,
+// which the task's completion reads and counts into, and what the next
+// task's function reads first arrive while the function runs rather than
+// one after another after it (prefetches on amd64; nothing elsewhere). It
+// pays where functions do some work and graphs outgrow the cache (the
+// cluster node's wrapped tasks); for empty functions it is a few
+// instructions more a task.
 func WithWarmSuccessors() Option { return func(c *config) { c.warmSucc = true } }
 
 // NewExecutor starts an executor. With no options it has GOMAXPROCS CPU

@@ -252,45 +252,52 @@ type worker struct {
 	host *gpu.Host
 	// warmSucc: static tasks' successors are warmed (WithWarmSuccessors).
 	warmSucc bool
-	// warmed is the sum warm keeps of the words it loads.
-	warmed int32
 	// carry is the word carried tasks share (EmplaceCarried): what the
 	// task w ran last left there, 0 once w ran anything else or looked
 	// for work beyond its own deque.
 	carry int64
 }
 
-// warm loads a word of each of t's successors (up to warmMax) before t's
+// warm asks for the lines of t's successors (up to warmMax) before t's
 // function runs (WithWarmSuccessors): complete reads their counters when t
 // ends, and in a graph larger than the cache each is a miss, a stall a
 // successor where the join counter's atomic add waits for its line. Asked
-// for before the function, the lines come in while it runs (and while the
-// function's own state misses, side by side), not one after another after
-// it. For a function that does next to nothing (localexec's own
-// benchmarks) it is a few loads more a task, so it is an option. The sum
-// is kept (warmed) so that the compiler keeps the loads.
+// for before the function (a prefetch, which holds nothing back), the
+// lines come in while it runs, not one after another after it. For a
+// function that does next to nothing (localexec's own benchmarks) it is a
+// few instructions more a task, so it is an option.
 func (w *worker) warm(t *node) {
 	switch n := t.nSucc; {
 	case n == 1:
-		w.warmOne((*node)(t.succ))
+		prefetch(t.succ)
 	case n > 1:
 		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
-			w.warmOne(s)
+			prefetch(unsafe.Pointer(s))
 		}
 	}
 }
 
-// warmOne loads s's counter and the first word of its function's closure
-// (where a closure keeps what it captured: the state it goes on to read,
-// which a miss there would hold back).
-func (w *worker) warmOne(s *node) {
-	w.warmed += s.nStrong
-	if s.static != nil {
-		w.warmed += *(*int32)(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+// warmClosures asks for the first line of the closures of t's successors
+// (up to warmMax) once t's function has returned, when the successors'
+// own lines (warm) have come: what a closure captured is what its
+// function reads first (the cluster node's wrapper: its build and vertex,
+// which name the vertex's state), and one of these successors runs next.
+func (w *worker) warmClosures(t *node) {
+	switch n := t.nSucc; {
+	case n == 1:
+		if s := (*node)(t.succ); s.static != nil {
+			prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+		}
+	case n > 1:
+		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
+			if s.static != nil {
+				prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+			}
+		}
 	}
 }
 
-// warmMax is the most successors warm loads: a wide fan-out's complete
+// warmMax is the most successors warm asks for: a wide fan-out's complete
 // walks its successors in order anyway, and the hardware prefetcher
 // follows a walk.
 const warmMax = 8
@@ -392,6 +399,9 @@ func (w *worker) runGuarded(t *node) (next *node) {
 				w.carry = 0 // see EmplaceCarried
 			}
 			w.cur = nil
+			if w.warmSucc {
+				w.warmClosures(t)
+			}
 		}
 		w.executed++
 		if obs != nil {

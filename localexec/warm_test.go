@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestWarmSuccessors: with WithWarmSuccessors a worker loads a word of a
-// static task's successors (and of their functions' closures) before it
-// runs the task, and nothing else changes: random DAGs, a fan-out wider
+// TestWarmSuccessors: with WithWarmSuccessors a worker asks for the lines
+// of a static task's successors before it runs the task, and of their
+// closures after, and nothing else changes (prefetches: nothing to see but
+// the time): random DAGs, a fan-out wider
 // than warmMax, and successors of every kind (a condition, whose node has
 // no static function, a subflow, a module) run each task once per
 // iteration, in order.
@@ -56,12 +57,5 @@ func TestWarmSuccessors(t *testing.T) {
 	// src, sink, the fan, cond, after, the subflow and its child, the module's task
 	if got, want := ran.Load(), int32(2+3*warmMax+2+2+1); got != want {
 		t.Fatalf("%d functions ran, want %d", got, want)
-	}
-	var warmed int32
-	for _, w := range ex.workers {
-		warmed |= w.warmed
-	}
-	if warmed == 0 {
-		t.Fatal("no worker warmed a successor")
 	}
 }
