@@ -67,8 +67,8 @@ func WithGPUWorkers(n int) Option { return func(c *config) { c.gpuPerDevice = n 
 // WithObserver attaches an observer from the start.
 func WithObserver(o Observer) Option { return func(c *config) { c.observers = append(c.observers, o) } }
 
-// WithWarmSuccessors has each worker ask for the lines of a static task's
-// successors (the first few) before it calls the task's function, and for
+// WithWarmSuccessors has each worker ask for the lines of a carried task's
+// (EmplaceCarried) successors (the first few) before it calls the task's function, and for
 // the first line of their closures after, so that the successors' lines,
 // which the task's completion reads and counts into, and what the next
 // task's function reads first arrive while the function runs rather than

@@ -259,7 +259,7 @@ type worker struct {
 }
 
 // warm asks for the lines of t's successors (up to warmMax) before t's
-// function runs (WithWarmSuccessors): complete reads their counters when t
+// function runs (WithWarmSuccessors, carried tasks): complete reads their counters when t
 // ends, and in a graph larger than the cache each is a miss, a stall a
 // successor where the join counter's atomic add waits for its line. Asked
 // for before the function (a prefetch, which holds nothing back), the
@@ -294,6 +294,22 @@ func (w *worker) warmClosures(t *node) {
 				prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
 			}
 		}
+	}
+}
+
+// callCarried calls carried task t's function with w's carry word
+// (EmplaceCarried), its successors warmed before and their closures
+// after (WithWarmSuccessors): out of runGuarded's loop, which plain
+// static tasks run through as before.
+//
+//go:noinline
+func (w *worker) callCarried(t *node) {
+	if w.warmSucc {
+		w.warm(t)
+	}
+	(*(*func(*int64))(unsafe.Pointer(&t.static)))(&w.carry)
+	if w.warmSucc {
+		w.warmClosures(t)
 	}
 }
 
@@ -389,19 +405,13 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 		if t.static != nil {
 			w.cur = t
-			if w.warmSucc {
-				w.warm(t)
-			}
 			if t.carried {
-				(*(*func(*int64))(unsafe.Pointer(&t.static)))(&w.carry)
+				w.callCarried(t)
 			} else {
 				t.static()
 				w.carry = 0 // see EmplaceCarried
 			}
 			w.cur = nil
-			if w.warmSucc {
-				w.warmClosures(t)
-			}
 		}
 		w.executed++
 		if obs != nil {

@@ -7,9 +7,9 @@ import (
 )
 
 // TestWarmSuccessors: with WithWarmSuccessors a worker asks for the lines
-// of a static task's successors before it runs the task, and of their
+// of a carried task's successors before it runs the task, and of their
 // closures after, and nothing else changes (prefetches: nothing to see but
-// the time): random DAGs, a fan-out wider
+// the time): random DAGs, a carried source's fan-out, wider
 // than warmMax, and successors of every kind (a condition, whose node has
 // no static function, a subflow, a module) run each task once per
 // iteration, in order.
@@ -36,10 +36,15 @@ func TestWarmSuccessors(t *testing.T) {
 	// module after one source, all before one sink.
 	var ran atomic.Int32
 	tf := NewTaskflow("kinds")
-	src := tf.Emplace(func() { ran.Add(1) })
-	sink := tf.Emplace(func() { ran.Add(1) })
-	for range 3 * warmMax {
-		src.Precede(tf.Emplace(func() { ran.Add(1) }).Precede(sink))
+	count := func(*int64) { ran.Add(1) }
+	src := tf.EmplaceCarried(count)
+	sink := tf.EmplaceCarried(count)
+	for i := range 3 * warmMax {
+		if i%2 == 0 {
+			src.Precede(tf.EmplaceCarried(count).Precede(sink))
+		} else {
+			src.Precede(tf.Emplace(func() { ran.Add(1) }).Precede(sink))
+		}
 	}
 	cond := tf.EmplaceCondition(func() int { ran.Add(1); return 0 })
 	after := tf.Emplace(func() { ran.Add(1) })
