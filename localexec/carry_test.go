@@ -6,7 +6,7 @@ import "testing"
 // worker ran just before left, when it came straight from it (handed over
 // inline, or popped next from the worker's own deque), and 0 after
 // anything else: the run's start (the source is taken from the shared
-// queue), a plain static task, a condition.
+// queue), a condition; a plain static task leaves it as it is.
 func TestEmplaceCarried(t *testing.T) {
 	ex := newEx(t, WithWorkers(1))
 	seen := map[string]int64{}
@@ -20,7 +20,7 @@ func TestEmplaceCarried(t *testing.T) {
 	a := carried("a", 1)
 	b := carried("b", 2) // after a alone: inline
 	plain := tf.Emplace(func() {}).Name("plain")
-	c := carried("c", 3) // after plain
+	c := carried("c", 3) // after plain, which carries b's word across
 	cond := tf.EmplaceCondition(func() int { return 0 }).Name("cond")
 	d := carried("d", 4) // after cond
 	e1 := carried("e1", 5)
@@ -36,7 +36,7 @@ func TestEmplaceCarried(t *testing.T) {
 		if err := ex.Run(tf).Wait(); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int64{"a": 0, "b": 1, "c": 0, "d": 0}
+		want := map[string]int64{"a": 0, "b": 1, "c": 2, "d": 0}
 		for k, v := range want {
 			if seen[k] != v {
 				t.Fatalf("%s saw %d, want %d (all: %v)", k, seen[k], v, seen)

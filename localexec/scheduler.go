@@ -253,8 +253,8 @@ type worker struct {
 	// warmSucc: static tasks' successors are warmed (WithWarmSuccessors).
 	warmSucc bool
 	// carry is the word carried tasks share (EmplaceCarried): what the
-	// task w ran last left there, 0 once w ran anything else or looked
-	// for work beyond its own deque.
+	// carried task w ran last left there, 0 once w ran a task of another
+	// kind or looked for work beyond its own deque.
 	carry int64
 }
 
@@ -307,7 +307,9 @@ func (w *worker) callCarried(t *node) {
 	if w.warmSucc {
 		w.warm(t)
 	}
+	w.cur = t // a panic: runGuarded's recover
 	(*(*func(*int64))(unsafe.Pointer(&t.static)))(&w.carry)
+	w.cur = nil
 	if w.warmSucc {
 		w.warmClosures(t)
 	}
@@ -403,14 +405,11 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		if obs != nil {
 			w.observe(*obs, t, true)
 		}
-		if t.static != nil {
+		if t.carried {
+			w.callCarried(t)
+		} else if t.static != nil {
 			w.cur = t
-			if t.carried {
-				w.callCarried(t)
-			} else {
-				t.static()
-				w.carry = 0 // see EmplaceCarried
-			}
+			t.static()
 			w.cur = nil
 		}
 		w.executed++

@@ -517,15 +517,21 @@ func (b *builder) Emplace(fn func()) Task {
 
 // EmplaceCarried adds a static task whose function gets a word its worker
 // carries from task to task: the value the carried task its worker ran
-// just before left there, when the worker came to this one straight from
-// it (handed over at its completion or popped from the worker's own deque
-// next), and 0 when it came from anything else (a task of another kind or
-// a plain static one, a steal, a park, a panic). So a function can hand
-// its successor on the worker what both need and the worker already
+// last left there, when the worker came to this one straight from it
+// (handed over at its completion or popped from the worker's own deque
+// next), and 0 when it came from a task of another kind than static, a
+// steal, a park or a panic. Plain static tasks do not touch the word (the
+// loop every graph runs pays nothing for it): one that runs between two
+// carried tasks on a worker is carried across; a task whose time matters
+// to the word's users should be carried and reset it. So a function can
+// hand its successor on the worker what both need and the worker already
 // holds: the cluster node hands on its end stamp, which is the next
 // task's start (one clock read an activation instead of two). The word is
 // the worker's alone: read and write it only during the call.
 func (b *builder) EmplaceCarried(fn func(carry *int64)) Task {
+	if fn == nil {
+		return b.Emplace(nil)
+	}
 	n := b.add(kindStatic)
 	n.static = *(*func())(unsafe.Pointer(&fn)) // called as what it is: runGuarded
 	n.carried = true

@@ -255,7 +255,11 @@ func (r *run) runTask(v int, carried int64) (funcs.Result, uint64, time.Time, bo
 // than the wrapper's first instruction by what the scheduler did between
 // them (pushing successors; a pause of the worker's goroutine): never
 // across a steal, a park or a task of another kind, where the word is 0
-// and the activation reads the clock.
+// and the activation reads the clock. The node's other static tasks (the
+// edge proxies, module and GPU ends, subflow children and their end) are
+// carried too, and reset the word: localexec's plain static tasks would
+// leave it as it was, and the activation after one of them would take a
+// start from before it.
 func (r *run) runStatic(v int, carry *int64) {
 	var carried int64
 	if r.n.fastClock {
@@ -421,9 +425,10 @@ func (r *run) runSubflow(v int, sf *localexec.Subflow) {
 		}
 	}
 	for _, ch := range res.Children {
-		tasks[ch.Name] = sf.Emplace(func() { r.runChild(v, act, ch, outs, !hasSucc[ch.Name]) }).Name(path + "/" + ch.Name)
+		tasks[ch.Name] = sf.EmplaceCarried(func(c *int64) { *c = 0; r.runChild(v, act, ch, outs, !hasSucc[ch.Name]) }).Name(path + "/" + ch.Name)
 	}
-	fin := sf.Emplace(func() {
+	fin := sf.EmplaceCarried(func(c *int64) {
+		*c = 0
 		if r.ctx.Err() == nil {
 			r.complete(v, act, nil, start)
 		}
