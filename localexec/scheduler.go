@@ -151,6 +151,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/gpu"
 )
@@ -249,7 +250,75 @@ type worker struct {
 	// host is this worker as a host thread of the timed gpu sim (gpu.Host): GPU tasks launch
 	// from it, and runtime tasks get it (Runtime.GPUHost).
 	host *gpu.Host
+	// warmSucc: static tasks' successors are warmed (WithWarmSuccessors).
+	warmSucc bool
+	// carry is the word carried tasks share (EmplaceCarried): what the
+	// carried task w ran last left there, 0 once w ran a task of another
+	// kind or looked for work beyond its own deque.
+	carry int64
 }
+
+// warm asks for the lines of t's successors (up to warmMax) before t's
+// function runs (WithWarmSuccessors, carried tasks): complete reads their counters when t
+// ends, and in a graph larger than the cache each is a miss, a stall a
+// successor where the join counter's atomic add waits for its line. Asked
+// for before the function (a prefetch, which holds nothing back), the
+// lines come in while it runs, not one after another after it. For a
+// function that does next to nothing (localexec's own benchmarks) it is a
+// few instructions more a task, so it is an option.
+func (w *worker) warm(t *node) {
+	switch n := t.nSucc; {
+	case n == 1:
+		prefetch(t.succ)
+	case n > 1:
+		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
+			prefetch(unsafe.Pointer(s))
+		}
+	}
+}
+
+// warmClosures asks for the first line of the closures of t's successors
+// (up to warmMax) once t's function has returned, when the successors'
+// own lines (warm) have come: what a closure captured is what its
+// function reads first (the cluster node's wrapper: its build and vertex,
+// which name the vertex's state), and one of these successors runs next.
+func (w *worker) warmClosures(t *node) {
+	switch n := t.nSucc; {
+	case n == 1:
+		if s := (*node)(t.succ); s.static != nil {
+			prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+		}
+	case n > 1:
+		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
+			if s.static != nil {
+				prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+			}
+		}
+	}
+}
+
+// callCarried calls carried task t's function with w's carry word
+// (EmplaceCarried), its successors warmed before and their closures
+// after (WithWarmSuccessors): out of runGuarded's loop, which plain
+// static tasks run through as before.
+//
+//go:noinline
+func (w *worker) callCarried(t *node) {
+	if w.warmSucc {
+		w.warm(t)
+	}
+	w.cur = t // a panic: runGuarded's recover
+	(*(*func(*int64))(unsafe.Pointer(&t.static)))(&w.carry)
+	w.cur = nil
+	if w.warmSucc {
+		w.warmClosures(t)
+	}
+}
+
+// warmMax is the most successors warm asks for: a wide fan-out's complete
+// walks its successors in order anyway, and the hardware prefetcher
+// follows a walk.
+const warmMax = 8
 
 func (w *worker) rand() uint64 {
 	// xorshift64*
@@ -302,6 +371,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 	defer func() {
 		if n := w.cur; n != nil {
 			w.cur = nil
+			w.carry = 0
 			if r := recover(); r != nil {
 				next = w.taskPanicked(n, newPanic(n, r))
 			}
@@ -319,6 +389,7 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		}
 		if t.kind != kindStatic {
 			t = w.invoke(t)
+			w.carry = 0 // see EmplaceCarried
 			continue
 		}
 		// A static task runs here, not in invoke (inlined: it is most
@@ -334,7 +405,9 @@ func (w *worker) runGuarded(t *node) (next *node) {
 		if obs != nil {
 			w.observe(*obs, t, true)
 		}
-		if t.static != nil {
+		if t.carried {
+			w.callCarried(t)
+		} else if t.static != nil {
 			w.cur = t
 			t.static()
 			w.cur = nil
@@ -363,8 +436,9 @@ func (w *worker) findWork() *node {
 	d := w.dom
 	for {
 		if t := w.q.pop(); t != nil {
-			return t
+			return t // straight from the task before: w.carry stays
 		}
+		w.carry = 0 // w looks elsewhere, maybe for long (see EmplaceCarried)
 		// Out of local work: pay what w owes its frame before looking
 		// elsewhere (see giveBack).
 		if t := w.settle(); t != nil {

@@ -63,6 +63,9 @@ type node struct {
 	// predecessors: it runs only when scheduled (OpenRun.Schedule,
 	// Runtime.Schedule). Proxies for remote predecessors are external.
 	external bool
+	// carried marks a static task whose static is a func(*int64)
+	// (EmplaceCarried), called with its worker's carry word.
+	carried bool
 
 	static func()
 	frame  *frame // the frame this node runs in (set when its graph is scheduled)
@@ -420,7 +423,7 @@ func (t Task) Work(fn func()) Task {
 			panic("localexec: Work on a " + t.n.kind.String() + " task " + t.n.taskName())
 		}
 		t.n.kind = kindStatic
-		t.n.static = fn
+		t.n.static, t.n.carried = fn, false
 	}
 	return t
 }
@@ -509,6 +512,29 @@ func (b *builder) task(n *node) Task { return Task{n: n, g: b.g} }
 func (b *builder) Emplace(fn func()) Task {
 	n := b.add(kindStatic)
 	n.static = fn
+	return b.task(n)
+}
+
+// EmplaceCarried adds a static task whose function gets a word its worker
+// carries from task to task: the value the carried task its worker ran
+// last left there, when the worker came to this one straight from it
+// (handed over at its completion or popped from the worker's own deque
+// next), and 0 when it came from a task of another kind than static, a
+// steal, a park or a panic. Plain static tasks do not touch the word (the
+// loop every graph runs pays nothing for it): one that runs between two
+// carried tasks on a worker is carried across; a task whose time matters
+// to the word's users should be carried and reset it. So a function can
+// hand its successor on the worker what both need and the worker already
+// holds: the cluster node hands on its end stamp, which is the next
+// task's start (one clock read an activation instead of two). The word is
+// the worker's alone: read and write it only during the call.
+func (b *builder) EmplaceCarried(fn func(carry *int64)) Task {
+	if fn == nil {
+		return b.Emplace(nil)
+	}
+	n := b.add(kindStatic)
+	n.static = *(*func())(unsafe.Pointer(&fn)) // called as what it is: runGuarded
+	n.carried = true
 	return b.task(n)
 }
 

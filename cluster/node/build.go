@@ -502,7 +502,8 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int, ends []task
 			}
 			if weak {
 				se := &sendEdge{src: v, dst: u}
-				ends[v].exit.Precede(tf.Emplace(func() { b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
+				// Carried, and the word reset: see run.runStatic.
+				ends[v].exit.Precede(tf.EmplaceCarried(func(c *int64) { *c = 0; b.run().send(se) }).Name(vx.Path + ">" + g.Vertices[u].Path))
 				vs.condSends[k] = se
 				continue
 			}
@@ -559,7 +560,7 @@ func (r *run) buildScope(p *part, tf *localexec.Taskflow, scope int, ends []task
 				re.task = ends[u].entry.Await(re.mult)
 			default:
 				re.kind = transport.SignalEdge
-				re.task = tf.Emplace(func() { b.run().recvEdge(re) }).Name(proxyName(g, src, u)).External()
+				re.task = tf.EmplaceCarried(func(c *int64) { *c = 0; b.run().recvEdge(re) }).Name(proxyName(g, src, u)).External()
 				for range re.mult {
 					re.task.Precede(ends[u].entry)
 				}
@@ -596,7 +597,7 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (ent
 			return entry, exit, err
 		}
 		entry = tf.ComposedOf(inner).Name(path)
-		exit = tf.Emplace(func() { b.run().moduleDone(v) }).Name(path + "#done")
+		exit = tf.EmplaceCarried(func(c *int64) { *c = 0; b.run().moduleDone(v) }).Name(path + "#done")
 		entry.Precede(exit)
 		return entry, exit, nil
 	case spec.KindSubflow:
@@ -622,11 +623,11 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (ent
 				dev = *vx.Task.Device
 			}
 			entry = tf.EmplaceGPU(job.build).On(dev).Name(path)
-			exit = tf.Emplace(func() { b.run().gpuDone(v, job) }).Name(path + "#done")
+			exit = tf.EmplaceCarried(func(c *int64) { *c = 0; b.run().gpuDone(v, job) }).Name(path + "#done")
 			entry.Precede(exit)
 			return entry, exit, nil
 		}
 	}
-	t := tf.Emplace(func() { b.run().runStatic(v) }).Name(path)
+	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path)
 	return t, t, nil
 }

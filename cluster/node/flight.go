@@ -9,7 +9,8 @@ import (
 
 // flights is a run's table of the vertex activations in flight here: a
 // slot per vertex of the run's graph, holding the activation that runs
-// and when it began. The run's loop scans it every scanPeriod while the
+// and when it began (its start stamp: for a static task that its worker
+// came to straight from another, that one's end, runStatic). The run's loop scans it every scanPeriod while the
 // run is not idle and publishes one running event for each activation
 // still running RunningAfter after it began (so within
 // RunningAfter+scanPeriod). An activation costs two

@@ -287,7 +287,9 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s: %w", ErrConfig, cfg.ID, err)
 	}
-	var opts []localexec.Option
+	// Every task here is a wrapper that reads and writes its vertex's
+	// state: a successor's line asked for before it runs comes in under it.
+	opts := []localexec.Option{localexec.WithWarmSuccessors()}
 	if cfg.CPUs > 0 {
 		opts = append(opts, localexec.WithWorkers(cfg.CPUs))
 	}

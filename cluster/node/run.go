@@ -601,8 +601,8 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 // event records a change of v (name "" or its path) or of its subflow
 // child name in the run's task table: a vertex's in its row, by the worker
 // (eventPub.record), a child's under the publisher's lock.
-func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start time.Time) {
-	end := r.n.stamp()
+func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start time.Time) (end time.Time) {
+	end = r.n.stamp()
 	if start.IsZero() || (r.n.fastClock && end.Before(start)) {
 		start = end // none, or a wallClock rebase between them took the wall clock's slew back
 	}
@@ -610,12 +610,13 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 	if name == "" || name == r.graph().Vertices[v].Path {
 		first := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, transport.UnixNanos(start), transport.UnixNanos(end))
 		p.nudgeFor(st, first)
-		return
+		return end
 	}
 	p.emitTo(r.tab, nil, transport.TaskEvent{
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
 		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
 	})
+	return end
 }
 
 // nodeMask marks, by index in nodes, the entries that name node: an owner

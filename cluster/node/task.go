@@ -186,7 +186,9 @@ func (r *run) ctxOf(v int, act uint64) []uint64 {
 }
 
 // begin counts a new activation of v, or reports that the run is stopping.
-func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
+// Its start is the stamp its worker carried from the activation it ended
+// just before (runStatic) when there is one, else the clock now.
+func (r *run) begin(v int, carried int64) (act uint64, start time.Time, ok bool) {
 	if r.ctx.Err() != nil {
 		return 0, time.Time{}, false
 	}
@@ -203,11 +205,16 @@ func (r *run) begin(v int) (act uint64, start time.Time, ok bool) {
 	if f&vHasCtx != 0 { // else its context stays nil
 		vs.setCtx(r.ctxOf(v, act))
 	}
+	if carried != 0 {
+		return act, time.Unix(0, carried), true
+	}
 	return act, r.n.stamp(), true
 }
 
-func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
-	act, start, ok := r.begin(v)
+// runTask runs an activation of v: carried is the stamp its worker carried
+// to it (runStatic), 0 for none.
+func (r *run) runTask(v int, carried int64) (funcs.Result, uint64, time.Time, bool) {
+	act, start, ok := r.begin(v, carried)
 	if !ok {
 		return funcs.Result{}, 0, start, false
 	}
@@ -239,15 +246,37 @@ func (r *run) runTask(v int) (funcs.Result, uint64, time.Time, bool) {
 	return res, act, start, true
 }
 
-func (r *run) runStatic(v int) {
-	res, act, start, ok := r.runTask(v)
+// runStatic runs an activation of a static task v. carry is its worker's
+// word (localexec.EmplaceCarried): with the node's wallClock (no
+// Config.Now) an activation that ends leaves its end stamp there, and the
+// next one its worker comes to straight from it takes that as its start,
+// instead of a clock read of its own (about 45 ns here). So a start is
+// when the worker took the activation up after the one before, earlier
+// than the wrapper's first instruction by what the scheduler did between
+// them (pushing successors; a pause of the worker's goroutine): never
+// across a steal, a park or a task of another kind, where the word is 0
+// and the activation reads the clock. The node's other static tasks (the
+// edge proxies, module and GPU ends, subflow children and their end) are
+// carried too, and reset the word: localexec's plain static tasks would
+// leave it as it was, and the activation after one of them would take a
+// start from before it.
+func (r *run) runStatic(v int, carry *int64) {
+	var carried int64
+	if r.n.fastClock {
+		carried = *carry
+	}
+	*carry = 0 // left so unless this activation completes
+	res, act, start, ok := r.runTask(v, carried)
 	if ok {
-		r.complete(v, act, res.Output, start)
+		end := r.complete(v, act, res.Output, start)
+		if r.n.fastClock {
+			*carry = transport.UnixNanos(end)
+		}
 	}
 }
 
 func (r *run) runCondition(v int) int {
-	res, act, start, ok := r.runTask(v)
+	res, act, start, ok := r.runTask(v, 0)
 	if !ok {
 		return -1
 	}
@@ -340,7 +369,7 @@ func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
 }
 
 func (r *run) runMulti(v int) []int {
-	res, act, start, ok := r.runTask(v)
+	res, act, start, ok := r.runTask(v, 0)
 	if !ok {
 		return nil
 	}
@@ -382,7 +411,7 @@ pick:
 // runSubflow runs a subflow task's function and spawns its children, and a
 // hidden last child that completes the task once every child has run.
 func (r *run) runSubflow(v int, sf *localexec.Subflow) {
-	res, act, start, ok := r.runTask(v)
+	res, act, start, ok := r.runTask(v, 0)
 	if !ok {
 		return
 	}
@@ -396,9 +425,10 @@ func (r *run) runSubflow(v int, sf *localexec.Subflow) {
 		}
 	}
 	for _, ch := range res.Children {
-		tasks[ch.Name] = sf.Emplace(func() { r.runChild(v, act, ch, outs, !hasSucc[ch.Name]) }).Name(path + "/" + ch.Name)
+		tasks[ch.Name] = sf.EmplaceCarried(func(c *int64) { *c = 0; r.runChild(v, act, ch, outs, !hasSucc[ch.Name]) }).Name(path + "/" + ch.Name)
 	}
-	fin := sf.Emplace(func() {
+	fin := sf.EmplaceCarried(func(c *int64) {
+		*c = 0
 		if r.ctx.Err() == nil {
 			r.complete(v, act, nil, start)
 		}
@@ -453,7 +483,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 
 // moduleDone completes a module task: its instance has run.
 func (r *run) moduleDone(v int) {
-	act, start, ok := r.begin(v)
+	act, start, ok := r.begin(v, 0)
 	if !ok {
 		return
 	}
@@ -464,7 +494,7 @@ func (r *run) moduleDone(v int) {
 // gpuDone is the hidden CPU task after a GPU task: it reads the result the
 // GPU graph copied back and completes the task.
 func (r *run) gpuDone(v int, job *gpuJob) {
-	act, start, ok := r.begin(v)
+	act, start, ok := r.begin(v, 0)
 	if !ok {
 		return
 	}
@@ -475,8 +505,8 @@ func (r *run) gpuDone(v int, job *gpuJob) {
 
 // complete records activation act of v: its output (for local successors'
 // Inputs; not when none reads it: vNoReaders), sends the traversals of its strong cross-node edges, and emits a
-// done event.
-func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
+// done event. It returns the event's end stamp.
+func (r *run) complete(v int, act uint64, out []byte, start time.Time) time.Time {
 	vs := &r.vs[v]
 	if vs.flags&vNoReaders == 0 {
 		vs.setOut(act, out)
@@ -488,8 +518,9 @@ func (r *run) complete(v int, act uint64, out []byte, start time.Time) {
 	if vs.flags&vSink != 0 {
 		evOut = out
 	}
-	r.event(v, "", transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
+	end := r.event(v, "", transport.TaskDone, act, vs.execs.Load(), evOut, "", start)
 	r.completed(v)
+	return end
 }
 
 // completed counts an activation of v completed and lets in the Signals
