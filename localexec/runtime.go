@@ -98,6 +98,7 @@ func (w *worker) corunUntil(done interface{ Load() bool }) {
 func (w *worker) step() bool {
 	t := w.q.pop()
 	if t == nil {
+		w.carry = 0 // a stolen task, or none (the co-run loop spins): see EmplaceCarried
 		t = w.stealOnce()
 	}
 	if t == nil {

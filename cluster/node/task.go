@@ -252,8 +252,12 @@ func (r *run) runTask(v int, carried int64) (funcs.Result, uint64, time.Time, bo
 // next one its worker comes to straight from it takes that as its start,
 // instead of a clock read of its own (about 45 ns here). So a start is
 // when the worker took the activation up after the one before, earlier
-// than the wrapper's first instruction by what the scheduler did between
-// them (pushing successors; a pause of the worker's goroutine): never
+// than the wrapper's first instruction by what happened between them: the
+// node's own work after the end stamp (completed: the node lock, applying
+// Signals that waited on the task), the scheduler's (pushing successors),
+// a pause of the worker's goroutine. Only shown times stretch: no timeout,
+// failure or verdict reads a start (a task's timeout starts at its call),
+// and a flight only publishes its running event sooner. Never
 // across a steal, a park or a task of another kind, where the word is 0
 // and the activation reads the clock. The node's other static tasks (the
 // edge proxies, module and GPU ends, subflow children and their end) are
