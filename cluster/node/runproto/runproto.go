@@ -231,7 +231,7 @@ type Run struct {
 
 	acts []Action
 	ok   []*transport.Signal // scratch: the Signals that passed the fence
-	idx  []int // scratch: their places in their batch (PhysID.Index)
+	idx  []int               // scratch: their places in their batch (PhysID.Index)
 	vd   []transport.Verdict
 }
 
