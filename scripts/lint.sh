@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# go vet and staticcheck over the whole tree; scripts/test.sh (and so .ci/run) runs it first,
+# gofmt, go vet and staticcheck over the whole tree; scripts/test.sh (and so .ci/run) runs it first,
 # `make lint` alone. staticcheck is pinned and comes from the Go module proxy with `go install`;
 # the binary is kept in the Go bin directory and installed again only when its version is not
 # the pinned one. If it cannot be installed the script fails: CI never skips the linter.
@@ -17,6 +17,13 @@ if ! { [ -x "$sc" ] && "$sc" -version 2>/dev/null | grep -qF "(${STATICCHECK_VER
     echo "FAIL: could not install staticcheck $STATICCHECK_VERSION (GOPROXY=$(go env GOPROXY)); the lint step cannot run" >&2
     exit 1
   fi
+fi
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "FAIL: not gofmt-ed (run gofmt -w on them):" >&2
+  echo "$unformatted" >&2
+  exit 1
 fi
 echo "== go vet"
 go vet ./...
