@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -268,5 +270,60 @@ func TestRecordReadAtStartOnlyAfterALoss(t *testing.T) {
 	}
 	if s := n1.Stats(); s.SignalsReplayed == 0 {
 		t.Fatalf("n1 read none of its evicted signals from the record: %+v", s)
+	}
+}
+
+// The record stream stores a batch after the server delivered it live (on
+// the stream's own goroutine), so the read of a run's record at its start
+// can miss Signals the early buffer evicted moments before: with nothing
+// to read them again, the run never ended (BenchmarkCrossNodeEdgeCost/dense
+// under load, 2026-12-07). Here n1 gets the dense flow's 10,000 Signals
+// before its Assignment, keeps 4,096 and evicts the rest, and every batch
+// is missing from the first read of n1's record that meets it (recordGate):
+// the run must read again until the record shows the evicted batches, and
+// end with every task run once.
+func TestRecordReadAtStartWaitsForEvictedBatches(t *testing.T) {
+	const k = 100
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	n1 := c.nodes[1]
+	file, g := parseFlow(t, denseFlow(k))
+	own := make([]uint32, len(g.Vertices))
+	for v := range g.Vertices {
+		if strings.HasPrefix(g.Vertices[v].Path, "b") {
+			own[v] = 1
+		}
+	}
+	var mu sync.Mutex
+	met := map[string]bool{}
+	gate := func(from string, seq uint64) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		key := fmt.Sprint(from, "/", seq)
+		if met[key] {
+			return true
+		}
+		met[key] = true
+		return false
+	}
+	n1.recordGate.Store(&gate)
+	for range 3 {
+		ev0, rr0 := n1.Stats().SignalsEvicted, n1.Stats().Rereads
+		ctx := testCtx(t, 30*time.Second)
+		got := c.runFlow(ctx, file, own, runOpts{sendTo: []int{0}, before: func(string) {
+			testsupport.Eventually(t, 10*time.Second, "n1 holds or evicts every signal of the run", func() bool {
+				return n1.Stats().SignalsEvicted-ev0 >= k*k-maxEarlySignals
+			})
+		}})
+		if got.failed != nil {
+			t.Fatalf("failed: %+v", got.failed)
+		}
+		for v := range g.Vertices {
+			if f := got.tasks[g.Vertices[v].Path]; f.acts != 1 {
+				t.Fatalf("task %s ran %d times, want 1", g.Vertices[v].Path, f.acts)
+			}
+		}
+		if s := n1.Stats(); s.Rereads == rr0 {
+			t.Fatalf("n1's record read missed batches, yet n1 did not read it again: %+v", s)
+		}
 	}
 }

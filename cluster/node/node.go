@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,7 @@ type Stats struct {
 	SignalsEvicted       uint64 // such Signals not kept (their run expired, or the buffer was full): the record supplies them
 	SignalsReplayed      uint64 // Signals missed during a NATS outage and read back from the record
 	StartReads           uint64 // runs that read their record at their start: the node may have lost a Signal of theirs (mayHaveLostLocked)
+	Rereads              uint64 // reads of a run's record that found it behind the Signals the early buffer evicted: read again (replaySignals)
 	ReadBacks            uint64 // times the node read back the held runs' records: after a reconnect or a slow consumer's drops
 	EventsPublished      uint64 // task deltas (a task's values in a TaskReport) stored in JetStream
 	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
@@ -157,6 +159,7 @@ type counters struct {
 	sent, received, dropped, failure atomic.Uint64
 	early, fenced, replayed, evicted atomic.Uint64
 	startReads                       atomic.Uint64 // Stats.StartReads
+	rereads                          atomic.Uint64 // Stats.Rereads
 	readBacks                        atomic.Uint64 // Stats.ReadBacks
 	late                             atomic.Uint64
 	picks                            atomic.Uint64 // Stats.PicksRecorded
@@ -210,6 +213,12 @@ type Node struct {
 	earlyQ   []earlyRef // early's runs by first arrival; stale entries skipped
 	earlyN   int        // Signals in early
 	earlySeq uint64
+	// unread is, for runs not held here, the newest batch of each sender
+	// with a Signal the early buffer evicted (its record must be read up
+	// to there when the run starts: takeUnreadLocked); unreadQ its runs by
+	// first eviction, to bound it.
+	unread   map[string]map[string]uint64
+	unreadQ  []string
 	ended    map[string]uint64 // run → last generation released
 	endedQ   []string
 	refused  map[runGen]error
@@ -234,11 +243,19 @@ type Node struct {
 	flushDone               chan struct{}
 	unhook                  func()                 // removes the OnReconnect and OnSlowConsumer hooks
 	batchGate               atomic.Pointer[func()] // tests only: called before each batch is taken
-	wg                      sync.WaitGroup         // run goroutines
-	closeOnce               sync.Once
-	closeErr                error
-	stats                   counters
-	scratch                 acceptScratch // under mu
+	// recordGate (tests only) is asked of each batch a read of the record
+	// meets: false makes the read pass it by, as a batch the record stream
+	// has not stored yet (the server stores what it delivers live later,
+	// on the stream's own goroutine).
+	recordGate atomic.Pointer[func(from string, seq uint64) bool]
+	// rereads are the runs whose record a read found behind what the node
+	// received (run.unread; the flusher's, which reads them again).
+	rereads   map[string]struct{}
+	wg        sync.WaitGroup // run goroutines
+	closeOnce sync.Once
+	closeErr  error
+	stats     counters
+	scratch   acceptScratch // under mu
 }
 
 // acceptScratch is the storage run.apply reuses for every batch, so that
@@ -527,6 +544,7 @@ func (n *Node) Stats() Stats {
 		SignalsEvicted:       n.stats.evicted.Load(),
 		SignalsReplayed:      n.stats.replayed.Load(),
 		StartReads:           n.stats.startReads.Load(),
+		Rereads:              n.stats.rereads.Load(),
 		ReadBacks:            n.stats.readBacks.Load(),
 		EventsPublished:      n.events.published.Load(),
 		EventReports:         n.events.reports.Load(),
@@ -548,10 +566,33 @@ func (n *Node) flusher() {
 	var dropped uint64 // sigDropped when the record was last read back
 	drops := time.NewTicker(replayAgain)
 	defer drops.Stop()
+	// reread reads again the runs whose record was behind (rereads), from
+	// rereadFirst after the read on, twice as long each time up to
+	// replayAgain, while one is.
+	reread := time.NewTimer(time.Hour)
+	reread.Stop()
+	defer reread.Stop()
+	wait, armed := rereadFirst, false
 	for {
+		if len(n.rereads) == 0 {
+			wait = rereadFirst
+		} else if !armed {
+			reread.Reset(wait)
+			armed, wait = true, min(2*wait, replayAgain)
+		}
 		select {
 		case <-n.flushStop:
 			return
+		case <-reread.C:
+			armed = false
+			runs := make([]string, 0, len(n.rereads))
+			for run := range n.rereads {
+				runs = append(runs, run)
+			}
+			clear(n.rereads)
+			for _, run := range runs {
+				n.replaySignals(run)
+			}
 		case <-n.flushKick:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := n.batcher.Flush(ctx); err != nil && !errors.Is(err, transport.ErrClosed) {
@@ -594,6 +635,10 @@ func (n *Node) sigDropped() uint64 {
 // buffer, Signals that reached the server before this node's interest did.
 const replayAgain = time.Second
 
+// rereadFirst is when a run's record that a read found behind what the
+// node received is read again (the flusher's reread).
+const rereadFirst = 10 * time.Millisecond
+
 // replayMissed reads, after NATS came back, the record (JetStream) of the
 // Signals addressed to this node for every run it holds, and hands them to
 // the runs as if they had arrived: core NATS does not redeliver what was
@@ -632,16 +677,28 @@ func (n *Node) replayRun(run string) {
 // replaySignals reads the record (JetStream) of the Signals addressed to
 // this node in run and hands them to the run as if they had arrived; the
 // run's fencing and dedup drop what did arrive.
+//
+// The record stream stores a batch after the server delivered it live (on
+// the stream's goroutine), so a read can miss a batch the node received: a
+// run that started with Signals the early buffer evicted (run.unread) is
+// read again (the flusher's reread) until the record has shown, from each
+// of their senders, the newest batch with one (the stream stores one
+// sender's batches in the order it published them, which is their Seq's).
 func (n *Node) replaySignals(run string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	var got uint64
+	gate := n.recordGate.Load()
 	seen := func(from string, seq, gen uint64) bool { // taken whole already: not even decoded
+		if gate != nil && !(*gate)(from, seq) {
+			return true // not stored yet, as far as this read goes
+		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r := n.runs[run]
 		if r == nil {
 			return false
 		}
+		r.readBack(from, seq)
 		k, ok := r.sm.SeenBatch(from, gen, seq)
 		if ok {
 			n.stats.duplicate.Add(uint64(k))
@@ -653,6 +710,15 @@ func (n *Node) replaySignals(run string) {
 		return nil
 	})
 	cancel()
+	n.mu.Lock()
+	if r := n.runs[run]; r != nil && len(r.unread) > 0 {
+		if n.rereads == nil {
+			n.rereads = map[string]struct{}{} // a Node made by hand (tests)
+		}
+		n.rereads[run] = struct{}{}
+		n.stats.rereads.Add(1)
+	}
+	n.mu.Unlock()
 	n.stats.replayed.Add(got)
 	if err != nil {
 		n.log.Warn("reading missed signals from the record", "run", run, "err", err)
@@ -787,11 +853,12 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	held := n.takeEarlyLocked(a.Run)
 	r.takeEarly(held)
+	r.unread = n.takeUnreadLocked(a.Run)
 	// Read once the run is held: a loss counted later is a reconnect's or
 	// a slow consumer's, whose replay (OnReconnect, OnSlowConsumer) covers
 	// the runs held by then. A slow consumer's drop before this point is
 	// in sigSub.Dropped already (counted before the Assignment was read).
-	read := a.Gen > 1 || n.mayHaveLostLocked(a.BootOf(me))
+	read := a.Gen > 1 || len(r.unread) > 0 || n.mayHaveLostLocked(a.BootOf(me))
 	n.wg.Add(1)
 	go r.loop()
 	n.mu.Unlock()
@@ -860,6 +927,7 @@ func (n *Node) cancel(c *transport.Cancel) {
 	r := n.runs[c.Run]
 	if r == nil {
 		n.takeEarlyLocked(c.Run)
+		n.takeUnreadLocked(c.Run)
 		if _, ok := n.ended[c.Run]; !ok {
 			n.markEndedLocked(c.Run, c.Gen)
 		}
@@ -988,6 +1056,7 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 		}
 		if er.n >= maxEarlySignals {
 			evicted++ // and every Signal after it: er keeps its count
+			n.unreadLocked(run, from, seq)
 			continue
 		}
 		own := false
@@ -996,6 +1065,7 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 		}
 		if own {
 			evicted++ // its own run was the oldest
+			n.unreadLocked(run, from, seq)
 			er, cur = nil, nil
 			continue
 		}
@@ -1113,10 +1183,51 @@ func (n *Node) evictOldestLocked(why string) string {
 
 func (n *Node) evictLocked(run, why string) {
 	held := n.takeEarlyLocked(run)
+	for i := range held {
+		n.unreadLocked(run, held[i].from, held[i].seq)
+	}
 	k := earlyCount(held)
 	n.stats.evicted.Add(uint64(k))
 	n.log.Debug("signals before their assignment evicted; the run's record supplies them if it starts here",
 		"run", run, "signals", k, "why", why)
+}
+
+// maxUnreadRuns bounds Node.unread: past it, the runs evicted first are
+// forgotten (such a run, should it start here, reads its record once).
+const maxUnreadRuns = 4 * maxEarlyRuns
+
+// unreadLocked notes that the early buffer evicted a Signal of run from
+// batch seq of sender from (under n.mu).
+func (n *Node) unreadLocked(run, from string, seq uint64) {
+	u := n.unread[run]
+	if u == nil {
+		if n.unread == nil {
+			n.unread = map[string]map[string]uint64{} // a Node made by hand (tests)
+		}
+		for len(n.unreadQ) >= maxUnreadRuns {
+			delete(n.unread, n.unreadQ[0])
+			n.unreadQ = n.unreadQ[1:]
+		}
+		u = map[string]uint64{}
+		n.unread[run] = u
+		n.unreadQ = append(n.unreadQ, run)
+	}
+	if s, ok := u[from]; !ok || seq > s {
+		u[from] = seq
+	}
+}
+
+// takeUnreadLocked removes and returns what unread holds for run.
+func (n *Node) takeUnreadLocked(run string) map[string]uint64 {
+	u := n.unread[run]
+	if u == nil {
+		return nil
+	}
+	delete(n.unread, run)
+	if i := slices.Index(n.unreadQ, run); i >= 0 {
+		n.unreadQ = slices.Delete(n.unreadQ, i, i+1)
+	}
+	return u
 }
 
 // earlyCount is how many Signals held keeps.

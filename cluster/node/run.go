@@ -54,6 +54,10 @@ type run struct {
 	// it takes the record's outcome (runCondition).
 	caughtCh chan struct{}
 	jobs     []*gpuJob // GPU work to free when the run ends
+	// unread is, for each sender, the newest batch with a Signal the early
+	// buffer evicted before the run was held, that no read of the record
+	// has shown yet (under n.mu; replaySignals).
+	unread map[string]uint64
 
 	failed   atomic.Bool
 	stopping atomic.Bool
@@ -399,6 +403,14 @@ func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal, 
 		return r.apply(acts).fresh
 	}
 	return r.apply(r.sm.Batch(from, seq, first, sigs)).fresh
+}
+
+// readBack notes that a read of the record met batch seq of sender from
+// (under n.mu): the record holds every batch of from up to it.
+func (r *run) readBack(from string, seq uint64) {
+	if s, ok := r.unread[from]; ok && seq >= s {
+		delete(r.unread, from)
+	}
 }
 
 // applied is what apply left for its caller: the actions that must wait
