@@ -217,7 +217,7 @@ type Node struct {
 	// with a Signal the early buffer evicted (its record must be read up
 	// to there when the run starts: takeUnreadLocked); unreadQ its runs by
 	// first eviction, to bound it.
-	unread   map[string]map[string]uint64
+	unread   map[string]map[unreadKey]uint64
 	unreadQ  []string
 	ended    map[string]uint64 // run → last generation released
 	endedQ   []string
@@ -698,7 +698,7 @@ func (n *Node) replaySignals(run string) {
 		if r == nil {
 			return false
 		}
-		r.readBack(from, seq)
+		r.readBack(from, gen, seq)
 		k, ok := r.sm.SeenBatch(from, gen, seq)
 		if ok {
 			n.stats.duplicate.Add(uint64(k))
@@ -717,6 +717,12 @@ func (n *Node) replaySignals(run string) {
 		}
 		n.rereads[run] = struct{}{}
 		n.stats.rereads.Add(1)
+		if r.rereadsN++; r.rereadsN == rereadsWarn {
+			// Past a few seconds of reads: the record may have lost the
+			// batch (a stream limit, a full disk), and the run waits for it.
+			n.log.Warn("the run's record still lacks batches the early buffer evicted; reading it again each second",
+				"run", run, "missing", fmt.Sprint(r.unread))
+		}
 	}
 	n.mu.Unlock()
 	n.stats.replayed.Add(got)
@@ -1056,7 +1062,7 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 		}
 		if er.n >= maxEarlySignals {
 			evicted++ // and every Signal after it: er keeps its count
-			n.unreadLocked(run, from, seq)
+			n.unreadLocked(run, from, s.Gen, seq)
 			continue
 		}
 		own := false
@@ -1065,7 +1071,7 @@ func (n *Node) earlyLocked(from string, seq uint64, first int, sigs []transport.
 		}
 		if own {
 			evicted++ // its own run was the oldest
-			n.unreadLocked(run, from, seq)
+			n.unreadLocked(run, from, s.Gen, seq)
 			er, cur = nil, nil
 			continue
 		}
@@ -1184,7 +1190,11 @@ func (n *Node) evictOldestLocked(why string) string {
 func (n *Node) evictLocked(run, why string) {
 	held := n.takeEarlyLocked(run)
 	for i := range held {
-		n.unreadLocked(run, held[i].from, held[i].seq)
+		for j := range held[i].sigs { // a stretch is one batch's: its generations, most often one
+			if j == 0 || held[i].sigs[j].Gen != held[i].sigs[j-1].Gen {
+				n.unreadLocked(run, held[i].from, held[i].sigs[j].Gen, held[i].seq)
+			}
+		}
 	}
 	k := earlyCount(held)
 	n.stats.evicted.Add(uint64(k))
@@ -1192,33 +1202,43 @@ func (n *Node) evictLocked(run, why string) {
 		"run", run, "signals", k, "why", why)
 }
 
-// maxUnreadRuns bounds Node.unread: past it, the runs evicted first are
-// forgotten (such a run, should it start here, reads its record once).
-const maxUnreadRuns = 4 * maxEarlyRuns
+// maxUnreadRuns bounds Node.unread (a note is a run id and a sender or
+// two: about 5 MB at the bound): past it, the runs evicted first are
+// forgotten, with a warning, and such a run, should it start here, reads
+// its record once at its start, not until the record shows its evicted
+// batches (the store-lag hole the note closes is open again for it). rereadsWarn is the read of a
+// run found behind that logs a warning (about 4 s after its start).
+const (
+	maxUnreadRuns = 64 * maxEarlyRuns
+	rereadsWarn   = 10
+)
 
 // unreadLocked notes that the early buffer evicted a Signal of run from
 // batch seq of sender from (under n.mu).
-func (n *Node) unreadLocked(run, from string, seq uint64) {
+func (n *Node) unreadLocked(run, from string, gen, seq uint64) {
 	u := n.unread[run]
 	if u == nil {
 		if n.unread == nil {
-			n.unread = map[string]map[string]uint64{} // a Node made by hand (tests)
+			n.unread = map[string]map[unreadKey]uint64{} // a Node made by hand (tests)
 		}
 		for len(n.unreadQ) >= maxUnreadRuns {
+			n.log.Warn("forgetting which batches of a run the early buffer evicted; should it start here, its record is read once, not until it shows them",
+				"run", n.unreadQ[0])
 			delete(n.unread, n.unreadQ[0])
 			n.unreadQ = n.unreadQ[1:]
 		}
-		u = map[string]uint64{}
+		u = map[unreadKey]uint64{}
 		n.unread[run] = u
 		n.unreadQ = append(n.unreadQ, run)
 	}
-	if s, ok := u[from]; !ok || seq > s {
-		u[from] = seq
+	k := unreadKey{from, gen}
+	if s, ok := u[k]; !ok || seq > s {
+		u[k] = seq
 	}
 }
 
 // takeUnreadLocked removes and returns what unread holds for run.
-func (n *Node) takeUnreadLocked(run string) map[string]uint64 {
+func (n *Node) takeUnreadLocked(run string) map[unreadKey]uint64 {
 	u := n.unread[run]
 	if u == nil {
 		return nil

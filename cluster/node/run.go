@@ -54,10 +54,12 @@ type run struct {
 	// it takes the record's outcome (runCondition).
 	caughtCh chan struct{}
 	jobs     []*gpuJob // GPU work to free when the run ends
-	// unread is, for each sender, the newest batch with a Signal the early
-	// buffer evicted before the run was held, that no read of the record
-	// has shown yet (under n.mu; replaySignals).
-	unread map[string]uint64
+	// unread is, for each sender and generation, the newest batch with a
+	// Signal the early buffer evicted before the run was held, that no read
+	// of the record has shown yet (under n.mu; replaySignals); rereadsN
+	// counts the reads that found it behind (a warning past a few).
+	unread   map[unreadKey]uint64
+	rereadsN int
 
 	failed   atomic.Bool
 	stopping atomic.Bool
@@ -405,11 +407,27 @@ func (r *run) take(from string, seq uint64, first int, sigs []transport.Signal, 
 	return r.apply(r.sm.Batch(from, seq, first, sigs)).fresh
 }
 
-// readBack notes that a read of the record met batch seq of sender from
-// (under n.mu): the record holds every batch of from up to it.
-func (r *run) readBack(from string, seq uint64) {
-	if s, ok := r.unread[from]; ok && seq >= s {
-		delete(r.unread, from)
+// unreadKey names the sender of an evicted Signal's batch by its id and
+// the Signal's generation: a sender's batch numbers (Seq) count from 1 again
+// in a new process, which sends a run's Signals only under a later
+// generation, so the order argument of replaySignals holds within one
+// (sender, generation) and a batch of an earlier process of the same id
+// proves nothing about a later one's (as runproto's batchID).
+type unreadKey struct {
+	from string
+	gen  uint64
+}
+
+// readBack notes that a read of the record met batch seq of sender from,
+// whose first Signal is of generation gen (under n.mu): the record holds
+// every batch of that sender's process up to it. A batch whose Signals
+// span two generations (the Batcher does not split them) is named by its
+// first's: it clears no note of the later one, which costs reads, never a
+// Signal.
+func (r *run) readBack(from string, gen, seq uint64) {
+	k := unreadKey{from, gen}
+	if s, ok := r.unread[k]; ok && seq >= s {
+		delete(r.unread, k)
 	}
 }
 
