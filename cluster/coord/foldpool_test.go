@@ -15,14 +15,7 @@ import (
 // packGraph is a layered graph large enough for a fold to pack.
 func packGraph(t *testing.T) *spec.Graph {
 	t.Helper()
-	f, err := spec.ParseJSON("layered.json", flowgen.Layered(10, 500, 1, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := f.Expand()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := layeredGraph(t, 10, 500)
 	if len(g.Vertices) < minPooledAgg {
 		t.Fatalf("%d vertices: too few to pack", len(g.Vertices))
 	}
@@ -199,4 +192,19 @@ func BenchmarkFoldRunAgain100K(b *testing.B) {
 		fo.Touch()
 		fo.pack()
 	}
+}
+
+// layeredGraph is flowgen's layered DAG of layers × width no-op tasks
+// (seed 1), expanded.
+func layeredGraph(tb testing.TB, layers, width int) *spec.Graph {
+	tb.Helper()
+	f, err := spec.ParseJSON("layered.json", flowgen.Layered(layers, width, 1, true))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := f.Expand()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g
 }

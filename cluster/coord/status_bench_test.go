@@ -11,7 +11,6 @@ import (
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
-	"github.com/hetflow/hetflow/internal/flowgen"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -19,14 +18,7 @@ import (
 // no-op tasks) and a fold of it run to its end on one node.
 func layered100K(b *testing.B) (*spec.Graph, *Fold) {
 	b.Helper()
-	f, err := spec.ParseJSON("layered.json", flowgen.Layered(100, 1000, 1, true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := f.Expand()
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := layeredGraph(b, 100, 1000)
 	fo := NewFold()
 	for i := range g.Vertices {
 		fo.Add(g, &transport.TaskEvent{Run: "r", Gen: 1, Task: uint32(i), Node: "n1", State: transport.TaskRunning, Act: 1})
