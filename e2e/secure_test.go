@@ -146,6 +146,8 @@ func TestLoopbackSecuredCluster(t *testing.T) {
 	}
 	if _, body := get(t, "http://"+nodeHTTP+"/metrics", token); !strings.Contains(body, `hetflow_messages_dropped_total{reason="malformed"} 0`) {
 		t.Fatalf("the node exports no dropped-message counter:\n%s", body)
+	} else if !strings.Contains(body, `hetflow_node_record_reads_total{kind="behind"}`) || !strings.Contains(body, `hetflow_node_record_reads_total{kind="readback"}`) {
+		t.Fatalf("the node exports no record-read counters:\n%s", body)
 	}
 }
 

@@ -16,11 +16,12 @@ var (
 	descSignals = prometheus.NewDesc("hetflow_node_signals_total", "Cross-node signals by direction and fate.", []string{"kind"}, nil)
 	descEvents  = prometheus.NewDesc("hetflow_node_events_published_total", "Task events stored in JetStream.", nil, nil)
 	descDropped = prometheus.NewDesc("hetflow_messages_dropped_total", "Messages on the node's subjects dropped undecoded, by reason.", []string{"reason"}, nil)
+	descReads   = prometheus.NewDesc("hetflow_node_record_reads_total", "Reads of runs' records (the durable Signal stream) beyond a run's start: \"readback\" after a reconnect or a slow consumer's drops, \"behind\" again while the record lacked a batch the early buffer evicted.", []string{"kind"}, nil)
 	descSched   = prometheus.NewDesc("hetflow_scheduler_total", "Scheduler counters per domain (see localexec/scheduler.go).", []string{"domain", "counter"}, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descTasks, descAssign, descSignals, descEvents, descDropped, descSched} {
+	for _, d := range []*prometheus.Desc{descRuns, descTasks, descAssign, descSignals, descEvents, descDropped, descReads, descSched} {
 		ch <- d
 	}
 }
@@ -40,6 +41,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		"mismatched": s.MessagesMismatched} {
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v), k)
 	}
+	ch <- prometheus.MustNewConstMetric(descReads, prometheus.CounterValue, float64(s.ReadBacks), "readback")
+	ch <- prometheus.MustNewConstMetric(descReads, prometheus.CounterValue, float64(s.Rereads), "behind")
 	for _, d := range c.n.Executor().Stats().Domains {
 		for k, v := range map[string]uint64{"executed": d.Executed, "steal_attempts": d.StealAttempts,
 			"failed_steals": d.FailedSteals, "parks": d.Parks, "wakeups": d.Wakeups} {
