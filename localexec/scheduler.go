@@ -267,13 +267,9 @@ type worker struct {
 // function that does next to nothing (localexec's own benchmarks) it is a
 // few instructions more a task, so it is an option.
 func (w *worker) warm(t *node) {
-	switch n := t.nSucc; {
-	case n == 1:
-		prefetch(t.succ)
-	case n > 1:
-		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
-			prefetch(unsafe.Pointer(s))
-		}
+	succ := t.successors()
+	for _, s := range succ[:min(len(succ), warmMax)] {
+		prefetch(unsafe.Pointer(s))
 	}
 }
 
@@ -283,16 +279,10 @@ func (w *worker) warm(t *node) {
 // function reads first (the cluster node's wrapper: its build and vertex,
 // which name the vertex's state), and one of these successors runs next.
 func (w *worker) warmClosures(t *node) {
-	switch n := t.nSucc; {
-	case n == 1:
-		if s := (*node)(t.succ); s.static != nil {
+	succ := t.successors()
+	for _, s := range succ[:min(len(succ), warmMax)] {
+		if s.static != nil {
 			prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
-		}
-	case n > 1:
-		for _, s := range unsafe.Slice((**node)(t.succ), min(n, warmMax)) {
-			if s.static != nil {
-				prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
-			}
 		}
 	}
 }
