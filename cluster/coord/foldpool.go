@@ -27,51 +27,48 @@ const (
 // takeAggs returns a zeroed array of n aggregates, a kept one if one is
 // large enough.
 func takeAggs(n int) []taskAgg {
-	if n >= minPooledAgg {
-		foldArrays.mu.Lock()
-		s := takeFit(&foldArrays.aggs, n)
-		foldArrays.mu.Unlock()
-		if s != nil {
-			s = s[:n]
-			clear(s)
-			return s
-		}
+	if s := takeKept(&foldArrays.aggs, n); s != nil {
+		s = s[:n]
+		clear(s)
+		return s
 	}
 	return make([]taskAgg, n)
 }
 
 // putAggs keeps s for a later fold; the caller no longer uses it.
-func putAggs(s []taskAgg) {
-	if cap(s) < minPooledAgg || cap(s) > maxPooledAgg {
-		return
-	}
-	foldArrays.mu.Lock()
-	keep(&foldArrays.aggs, s[:0])
-	foldArrays.mu.Unlock()
-}
+func putAggs(s []taskAgg) { putKept(&foldArrays.aggs, s) }
 
 // takeJournal returns an empty journal with room for n changes, a kept one
 // if one is large enough.
 func takeJournal(n int) []change {
-	if n >= minPooledAgg {
-		foldArrays.mu.Lock()
-		s := takeFit(&foldArrays.journals, n)
-		foldArrays.mu.Unlock()
-		if s != nil {
-			return s[:0]
-		}
+	if s := takeKept(&foldArrays.journals, n); s != nil {
+		return s
 	}
 	return make([]change, 0, n)
 }
 
 // putJournal keeps s for a later fold; the caller no longer uses it.
-func putJournal(s []change) {
+func putJournal(s []change) { putKept(&foldArrays.journals, s) }
+
+// takeKept removes and returns, empty, a kept array of foldArrays with
+// room for n (nil: none, or n too small to keep).
+func takeKept[T any](kept *[][]T, n int) []T {
+	if n < minPooledAgg {
+		return nil
+	}
+	foldArrays.mu.Lock()
+	defer foldArrays.mu.Unlock()
+	return takeFit(kept, n)
+}
+
+// putKept keeps s in foldArrays when its size is worth keeping.
+func putKept[T any](kept *[][]T, s []T) {
 	if cap(s) < minPooledAgg || cap(s) > maxPooledAgg {
 		return
 	}
 	foldArrays.mu.Lock()
-	keep(&foldArrays.journals, s[:0])
-	foldArrays.mu.Unlock()
+	defer foldArrays.mu.Unlock()
+	keep(kept, s[:0])
 }
 
 // takeFit removes and returns the smallest kept array with room for n (nil:
