@@ -162,7 +162,7 @@ func strLen(s string) int {
 	case n <= math.MaxUint16:
 		return 3 + n
 	default:
-		return 5 + len(s)
+		return 5 + n
 	}
 }
 

@@ -1206,8 +1206,9 @@ func (n *Node) evictLocked(run, why string) {
 // two: about 5 MB at the bound): past it, the runs evicted first are
 // forgotten, with a warning, and such a run, should it start here, reads
 // its record once at its start, not until the record shows its evicted
-// batches (the store-lag hole the note closes is open again for it). rereadsWarn is the read of a
-// run found behind that logs a warning (about 4 s after its start).
+// batches (the store-lag hole the note closes is open again for it).
+// rereadsWarn is the read of a run found behind that logs a warning
+// (about 4 s after its start).
 const (
 	maxUnreadRuns = 64 * maxEarlyRuns
 	rereadsWarn   = 10
