@@ -198,13 +198,5 @@ func BenchmarkFoldRunAgain100K(b *testing.B) {
 // (seed 1), expanded.
 func layeredGraph(tb testing.TB, layers, width int) *spec.Graph {
 	tb.Helper()
-	f, err := spec.ParseJSON("layered.json", flowgen.Layered(layers, width, 1, true))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g, err := f.Expand()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return g
+	return expand(tb, string(flowgen.Layered(layers, width, 1, false)))
 }

@@ -14,15 +14,15 @@ import (
 	"github.com/hetflow/hetflow/cluster/spec"
 )
 
-func expand(t *testing.T, text string) *spec.Graph {
-	t.Helper()
+func expand(tb testing.TB, text string) *spec.Graph {
+	tb.Helper()
 	f, err := spec.Parse("flow.yaml", []byte(text))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	g, err := f.Expand()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return g
 }
