@@ -75,7 +75,7 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 // table (flight.go) when its slot is free, a subflow child's (or a
 // vertex's whose slot another activation holds) by a timer of its own.
 // body is fn bound (nil: looked up by name at each execution).
-func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start time.Time, child bool) (funcs.Result, error) {
+func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool) (funcs.Result, error) {
 	if child || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
 		defer w.stop()
@@ -187,10 +187,12 @@ func (r *run) ctxOf(v int, act uint64) []uint64 {
 
 // begin counts a new activation of v, or reports that the run is stopping.
 // Its start is the stamp its worker carried from the activation it ended
-// just before (runStatic) when there is one, else the clock now.
-func (r *run) begin(v int, carried int64) (act uint64, start time.Time, ok bool) {
+// just before (runStatic) when there is one, else the clock now. Stamps
+// are Unix nanoseconds (Node.nanos), 0 for none, from begin to the row
+// (record): no time.Time on the way.
+func (r *run) begin(v int, carried int64) (act uint64, start int64, ok bool) {
 	if r.ctx.Err() != nil {
-		return 0, time.Time{}, false
+		return 0, 0, false
 	}
 	vs := &r.vs[v]
 	// The activation's record, both its lines (the vertex's and its row's,
@@ -204,14 +206,14 @@ func (r *run) begin(v int, carried int64) (act uint64, start time.Time, ok bool)
 		vs.setCtx(r.ctxOf(v, act))
 	}
 	if carried != 0 {
-		return act, time.Unix(0, carried), true
+		return act, carried, true
 	}
-	return act, r.n.stamp(), true
+	return act, r.n.nanos(), true
 }
 
 // runTask runs an activation of v: carried is the stamp its worker carried
 // to it (runStatic), 0 for none.
-func (r *run) runTask(v int, carried int64) (funcs.Result, uint64, time.Time, bool) {
+func (r *run) runTask(v int, carried int64) (funcs.Result, uint64, int64, bool) {
 	act, start, ok := r.begin(v, carried)
 	if !ok {
 		return funcs.Result{}, 0, start, false
@@ -272,7 +274,7 @@ func (r *run) runStatic(v int, carry *int64) {
 	if ok {
 		end := r.complete(v, act, res.Output, start)
 		if r.n.fastClock {
-			*carry = transport.UnixNanos(end)
+			*carry = end
 		}
 	}
 }
@@ -320,7 +322,7 @@ func (r *run) recordPick(v int, act uint64, k int) bool {
 	s := transport.Signal{Run: r.id, Gen: tab.Gen, Src: uint32(v), Dst: uint32(r.graph().Vertices[v].Succ[k].To), Act: act, Kind: transport.SignalChoice}
 	if err := r.n.batcher.AddPick(r.ctx, &s); err != nil {
 		if r.ctx.Err() == nil {
-			r.fail(v, "", act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("recording its pick of %q: %w", r.graph().Vertices[s.Dst].Path, err))
+			r.fail(v, "", act, r.vs[v].execs.Load(), 0, fmt.Errorf("recording its pick of %q: %w", r.graph().Vertices[s.Dst].Path, err))
 		}
 		return false
 	}
@@ -453,7 +455,7 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 	if r.ctx.Err() != nil {
 		return
 	}
-	start := r.n.now()
+	start := r.n.nanos()
 	vx := &r.graph().Vertices[v]
 	path := vx.Path + "/" + ch.Name
 	c := &funcs.Call{Run: r.id, Task: ch.Name, Path: path, Args: ch.Args, Activation: act, Domain: spec.DomainCPU}
@@ -507,8 +509,8 @@ func (r *run) gpuDone(v int, job *gpuJob) {
 
 // complete records activation act of v: its output (for local successors'
 // Inputs; not when none reads it: vNoReaders), sends the traversals of its strong cross-node edges, and emits a
-// done event. It returns the event's end stamp.
-func (r *run) complete(v int, act uint64, out []byte, start time.Time) time.Time {
+// done event. It returns the event's end stamp (Unix nanoseconds).
+func (r *run) complete(v int, act uint64, out []byte, start int64) int64 {
 	vs := &r.vs[v]
 	if vs.flags&vNoReaders == 0 {
 		vs.setOut(act, out)
@@ -568,7 +570,7 @@ func (r *run) sendStrong(v int, act uint64, out []byte, dsts []int) {
 		}
 		if err := r.n.batcher.AddAll(r.ctx, node, ptrs[i:j]); err != nil {
 			if r.ctx.Err() == nil {
-				r.fail(v, "", act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edges to node %s: %w", node, err))
+				r.fail(v, "", act, r.vs[v].execs.Load(), 0, fmt.Errorf("sending its edges to node %s: %w", node, err))
 			}
 			return
 		}
@@ -623,7 +625,7 @@ func (r *run) send(se *sendEdge) {
 	if err := r.n.batcher.Add(r.ctx, node, &s); err != nil {
 		if r.ctx.Err() == nil {
 			v := se.src
-			r.fail(v, "", it.act, r.vs[v].execs.Load(), time.Time{}, fmt.Errorf("sending its edge to %q on node %s: %w", r.graph().Vertices[se.dst].Path, node, err))
+			r.fail(v, "", it.act, r.vs[v].execs.Load(), 0, fmt.Errorf("sending its edge to %q on node %s: %w", r.graph().Vertices[se.dst].Path, node, err))
 		}
 		return
 	}
