@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -234,17 +236,23 @@ func (p *eventPub) emit(ev transport.TaskEvent) { p.emitTo(nil, nil, ev) }
 // not nil) is set; stopped is set under p.mu (see runningWatch), so a
 // change recorded here precedes what follows the stop.
 func (p *eventPub) emitTo(t *taskTable, stopped *atomic.Bool, ev transport.TaskEvent) {
+	if first, ok := p.emitLocked(t, stopped, &ev); ok {
+		p.nudgeFor(ev.State, first)
+	}
+}
+
+// emitLocked is emitTo's part under p.mu (released by a defer: a panic
+// there leaves the publisher usable). It reports whether ev was recorded.
+func (p *eventPub) emitLocked(t *taskTable, stopped *atomic.Bool, ev *transport.TaskEvent) (first, ok bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if stopped != nil && stopped.Load() {
-		p.mu.Unlock()
-		return
+		return false, false
 	}
 	if t == nil {
-		t = p.tableLocked(&ev)
+		t = p.tableLocked(ev)
 	}
-	first := p.recordLocked(t, &ev)
-	p.mu.Unlock()
-	p.nudgeFor(ev.State, first)
+	return p.recordLocked(t, ev), true
 }
 
 // emitFlight records the running event ev of the activation act that slot
@@ -253,14 +261,19 @@ func (p *eventPub) emitTo(t *taskTable, stopped *atomic.Bool, ev transport.TaskE
 // final one (the activation that finds its slot marked when it clears it
 // takes p.mu before it records anything: flights.end) or not at all.
 func (p *eventPub) emitFlight(t *taskTable, slot *atomic.Uint64, act uint64, ev transport.TaskEvent) {
-	p.mu.Lock()
-	if !slot.CompareAndSwap(act, act|reported) {
-		p.mu.Unlock()
-		return
+	if first, ok := p.emitFlightLocked(t, slot, act, &ev); ok {
+		p.nudgeFor(ev.State, first)
 	}
-	first := p.recordLocked(t, &ev)
-	p.mu.Unlock()
-	p.nudgeFor(ev.State, first)
+}
+
+// emitFlightLocked is emitFlight's part under p.mu (released by a defer).
+func (p *eventPub) emitFlightLocked(t *taskTable, slot *atomic.Uint64, act uint64, ev *transport.TaskEvent) (first, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slot.CompareAndSwap(act, act|reported) {
+		return false, false
+	}
+	return p.recordLocked(t, ev), true
 }
 
 // barrier waits for what is being recorded under p.mu.
@@ -274,8 +287,9 @@ func (p *eventPub) barrier() {
 // first change since the last publish.
 func (p *eventPub) recordLocked(t *taskTable, ev *transport.TaskEvent) (first bool) {
 	if ev.Name == "" {
-		return p.record(t, true, ev.Gen, ev.Task, ev.State, ev.Act, ev.Executions, ev.Output, ev.Error,
-			transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End))
+		first, _ := p.record(t, true, ev.Gen, ev.Task, ev.State, ev.Act, ev.Executions, ev.Output, ev.Error,
+			transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)) // locked: no error, a panic goes on
+		return first
 	}
 	nr := t.named[ev.Name]
 	if nr == nil {
@@ -316,19 +330,66 @@ func (p *eventPub) listLocked(t *taskTable) (first bool) {
 // record writes a change of vertex v into its row of t, under the row's
 // lock (locked: the caller holds p.mu), and reports whether it is the
 // first change since the last publish.
-func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool) {
+//
+// The common change (the generation the table's last, the row clean or
+// waiting under it) takes no lock but the row's and has no defer (a defer
+// in a loop, as this had, is not open-coded: every call paid for the defer
+// chain); the others (a generation change: every run's first change) go
+// through recordSlow, which takes p.mu with a defer of its own. A panic
+// there (a bug in a cut, say) releases p.mu and, where recordSlow took it,
+// comes back as err (errRecordPanic): the caller fails the task with it
+// (run.event), and that failure's record finds p.mu free, where a lock
+// released by hand would have been held forever
+// (TestPanicRecordingAChangeFailsTheRun). With locked, err is nil: a
+// panic goes on to the caller, which holds p.mu by a defer of its own.
+func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool, err error) {
+	if t.gen.Load() != gen {
+		return p.recordSlow(t, locked, gen, v, st, act, execs, out, errText, start, end)
+	}
+	row := &t.vs[v].row
+	f := row.lock()
+	if f&rowDirty != 0 && row.gen != gen {
+		row.unlock(f)
+		return p.recordSlow(t, locked, gen, v, st, act, execs, out, errText, start, end)
+	}
+	p.write(t, row, f, gen, v, st, act, execs, out, errText, start, end)
+	if t.listed.Load() {
+		return false, nil
+	}
+	if locked {
+		return p.listLocked(t), nil
+	}
+	return p.list(t), nil
+}
+
+// errRecordPanic: recording a task's change panicked (recordSlow).
+var errRecordPanic = errors.New("node: panic recording a task's change")
+
+// recordTestHook, when set, runs in recordSlow with p.mu held (tests: a
+// panic there).
+var recordTestHook atomic.Pointer[func()]
+
+// recordSlow is record's path under p.mu (taken here unless locked): a
+// change of generation, or a row that waits to be sent under another.
+func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool, err error) {
+	if !locked {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		defer func() { // runs before the unlock
+			if x := recover(); x != nil {
+				p.log.Error("panic recording a task's change", "run", t.run, "task", v, "panic", x, "stack", string(debug.Stack()))
+				first, err = false, fmt.Errorf("%w (task %d of run %s): %v", errRecordPanic, v, t.run, x)
+			}
+		}()
+	}
+	if h := recordTestHook.Load(); h != nil {
+		(*h)()
+	}
 	if t.gen.Load() != gen {
 		// A report is of one generation: what changed under the last goes
 		// first (a generation change: no hot path).
-		if !locked {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			locked = true
-		}
-		if t.gen.Load() != gen {
-			p.cutLocked(t)
-			t.gen.Store(gen)
-		}
+		p.cutLocked(t)
+		t.gen.Store(gen)
 	}
 	row := &t.vs[v].row
 	f := row.lock()
@@ -336,14 +397,16 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 		// The row waits to be sent under another generation (a writer that
 		// read the generation in force before it changed): cut it first.
 		row.unlock(f)
-		if !locked {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			locked = true
-		}
 		p.cutLocked(t)
 		f = row.lock()
 	}
+	p.write(t, row, f, gen, v, st, act, execs, out, errText, start, end)
+	return p.listLocked(t), nil
+}
+
+// write writes a change into row, whose lock the caller holds (its flags
+// f), releases it dirty, and sets the row's bit in t's dirty bitmap.
+func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) {
 	if row.take(st, act, execs, start, end) {
 		// The output stays until an event says another (a done one, or one
 		// with an output), as in the status fold: a report of a sink that
@@ -365,25 +428,23 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 	}
 	row.gen = gen
 	row.unlock(f | rowDirty)
-	// The bit and the listing, even when the row was dirty already: its
-	// earlier writer may not have set them yet, and a cut between could
-	// have unlisted the table, so that this change (a failure, say) would
-	// wait for that writer's listing and its linger instead of going now.
-	// A bit left set on a row a cut has sent costs that cut nothing.
+	// The bit and the listing (the caller's), even when the row was dirty
+	// already: its earlier writer may not have set them yet, and a cut
+	// between could have unlisted the table, so that this change (a
+	// failure, say) would wait for that writer's listing and its linger
+	// instead of going now. A bit left set on a row a cut has sent costs
+	// that cut nothing.
 	w := &t.dirty[v/64]
 	if bit := uint64(1) << (v % 64); w.Load()&bit == 0 {
 		w.Or(bit)
 	}
-	if t.listed.Load() {
-		return false
-	}
-	if locked {
-		return p.listLocked(t)
-	}
+}
+
+// list lists t as changed (listLocked, under p.mu taken here).
+func (p *eventPub) list(t *taskTable) bool {
 	p.mu.Lock()
-	first = p.listLocked(t)
-	p.mu.Unlock()
-	return first
+	defer p.mu.Unlock()
+	return p.listLocked(t)
 }
 
 // nudgeFor wakes the publisher for a change recorded: at once for a

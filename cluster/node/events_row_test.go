@@ -25,7 +25,7 @@ func TestFailureBehindAnotherWriterOfItsRowGoesAtOnce(t *testing.T) {
 	f := tab.vs[3].row.lock()
 	tab.vs[3].row.unlock(f | rowDirty)
 	// W2 fails activation 3 of vertex 3: recorded, the publisher nudged.
-	first := p.record(tab, false, 1, 3, transport.TaskFailed, 3, 3, nil, "boom", 1, 2)
+	first, _ := p.record(tab, false, 1, 3, transport.TaskFailed, 3, 3, nil, "boom", 1, 2)
 	p.nudgeFor(transport.TaskFailed, first)
 	got := p.cut() // the publish the failure's nudge runs
 	for _, tr := range got {

@@ -639,7 +639,14 @@ func (r *run) event(v int, name string, st transport.TaskState, act, execs uint6
 	}
 	p := r.n.events
 	if name == "" || name == r.graph().Vertices[v].Path {
-		first := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, start, end)
+		first, err := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, start, end)
+		if err != nil {
+			// A bug recording it (recordSlow recovered the panic, and let
+			// the publisher's lock go): the task fails with it, once (a
+			// failure's own record that fails so ends here).
+			r.fail(v, "", act, execs, start, err)
+			return end
+		}
 		p.nudgeFor(st, first)
 		return end
 	}
