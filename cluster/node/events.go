@@ -29,11 +29,12 @@ import (
 // A vertex's row (vstate.row: in the run's vertex record, beside what its
 // activations read of the vertex) is written by the worker that ends its
 // activation (record), under the row's own lock word, not the publisher's: the row is
-// marked dirty, and its first change since the last cut sets its bit in
-// the table's dirty bitmap and, the table's first since the last cut, lists
-// the table for the publisher (under p.mu, once a cut). A cut (under p.mu)
-// unlists the table first, then swaps the bitmap's words and reads each
-// row marked (under its lock), so a change either is in the cut or lists
+// marked dirty, and its first change since the last cut sets its chunk's
+// bit in the table's dirty bitmap (a bit for 64 rows: rowsPerBit) and, the
+// table's first since the last cut, lists the table for the publisher
+// (under p.mu, once a cut). A cut (under p.mu) unlists the table first,
+// then swaps the bitmap's words and reads each row marked dirty in each
+// chunk marked (under its lock), so a change either is in the cut or lists
 // the table again: what was recorded before a flush is in the reports that
 // flush stores (the report before every TermReport holds every change
 // before it). A report is of one generation: a row changed under another
@@ -76,7 +77,7 @@ type taskTable struct {
 	// of the table's own (tableLocked: emit without open), whose vstate
 	// half is unused.
 	vs     []vstate
-	dirty  []atomic.Uint64 // bitmap of the rows changed since the last cut
+	dirty  []atomic.Uint64 // bitmap of the chunks of rows (rowsPerBit) changed since the last cut
 	fixed  bool            // made by open: rows may be written without p.mu, so they never move
 	gen    atomic.Uint64   // the generation of the latest change (set under p.mu)
 	listed atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
@@ -180,7 +181,7 @@ func (p *eventPub) close() {
 // A table the run left when it ended here before (forgotten) is cut
 // first: what it still has goes ahead of the new one's.
 func (p *eventPub) open(run, node string, vs []vstate) *taskTable {
-	t := &taskTable{run: run, node: node, vs: vs, dirty: make([]atomic.Uint64, (len(vs)+63)/64), fixed: true}
+	t := &taskTable{run: run, node: node, vs: vs, dirty: dirtyBitmap(len(vs)), fixed: true}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.tabs[run]; old != nil {
@@ -191,7 +192,22 @@ func (p *eventPub) open(run, node string, vs []vstate) *taskTable {
 }
 
 func newTable(run, node string, vertices int) *taskTable {
-	return &taskTable{run: run, node: node, vs: make([]vstate, vertices), dirty: make([]atomic.Uint64, (vertices+63)/64)}
+	return &taskTable{run: run, node: node, vs: make([]vstate, vertices), dirty: dirtyBitmap(vertices)}
+}
+
+// rowsPerBit is the rows a bit of a table's dirty bitmap stands for: the
+// first change of any of them since the last cut sets it. A bit a row, as
+// it was, had both workers of a run set bits of the same few lines (a
+// layer's vertices are neighbours), a locked write to a line the other
+// core held on nearly every activation; a bit for 64 rows is set once
+// for 64 changes, and a cut reads the lock words of a chunk's 64 rows
+// (most of them changed, where one is) to find those that did.
+const rowsPerBit = 64
+
+// dirtyBitmap is the dirty bitmap of a table of n rows.
+func dirtyBitmap(n int) []atomic.Uint64 {
+	chunks := (n + rowsPerBit - 1) / rowsPerBit
+	return make([]atomic.Uint64, (chunks+63)/64)
 }
 
 // tableLocked is the table ev is recorded in (under p.mu): its run's, or a
@@ -218,7 +234,7 @@ func (p *eventPub) tableLocked(ev *transport.TaskEvent) *taskTable {
 			r.state, r.act, r.execs = o.state, o.act, o.execs
 			r.start, r.end, r.gen = o.start, o.end, o.gen
 		}
-		dirty := make([]atomic.Uint64, (n+63)/64)
+		dirty := dirtyBitmap(n)
 		for i := range t.dirty {
 			dirty[i].Store(t.dirty[i].Load())
 		}
@@ -405,7 +421,8 @@ func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, s
 }
 
 // write writes a change into row, whose lock the caller holds (its flags
-// f), releases it dirty, and sets the row's bit in t's dirty bitmap.
+// f), releases it dirty, and sets the bit of its chunk in t's dirty
+// bitmap.
 func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) {
 	if row.take(st, act, execs, start, end) {
 		// The output stays until an event says another (a done one, or one
@@ -432,10 +449,11 @@ func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uin
 	// already: its earlier writer may not have set them yet, and a cut
 	// between could have unlisted the table, so that this change (a
 	// failure, say) would wait for that writer's listing and its linger
-	// instead of going now. A bit left set on a row a cut has sent costs
-	// that cut nothing.
-	w := &t.dirty[v/64]
-	if bit := uint64(1) << (v % 64); w.Load()&bit == 0 {
+	// instead of going now. A bit left set on rows a cut has sent costs
+	// that cut a read of their lock words.
+	c := v / rowsPerBit
+	w := &t.dirty[c/64]
+	if bit := uint64(1) << (c % 64); w.Load()&bit == 0 {
 		w.Or(bit)
 	}
 }
@@ -479,10 +497,11 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		reps = append(reps, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
 		return reps[len(reps)-1]
 	}
-	n := len(t.dirtyN)
+	n := 0 // at most the rows of the chunks marked, and the children
 	for i := range t.dirty {
 		n += bits.OnesCount64(t.dirty[i].Load())
 	}
+	n = min(n*rowsPerBit, len(t.vs)) + len(t.dirtyN)
 	if n == 0 {
 		return
 	}
@@ -492,27 +511,36 @@ func (p *eventPub) cutLocked(t *taskTable) {
 			continue
 		}
 		for b := w.Swap(0); b != 0; b &= b - 1 {
-			v := uint32(i*64 + bits.TrailingZeros64(b))
-			row := &t.vs[v].row
-			f := row.lock()
-			if f&rowDirty == 0 {
-				row.unlock(f) // cut already with an earlier bit
-				continue
+			c := (i*64 + bits.TrailingZeros64(b)) * rowsPerBit
+			for v := uint32(c); v < uint32(min(c+rowsPerBit, len(t.vs))); v++ {
+				row := &t.vs[v].row
+				if row.lk.Load()&rowDirty == 0 {
+					// Not changed since the last cut (or being changed for
+					// the first time since: its writer then marks the chunk
+					// and lists the table again, which this cut unlisted
+					// before it read the bitmap).
+					continue
+				}
+				f := row.lock()
+				if f&rowDirty == 0 {
+					row.unlock(f) // only a cut clears the mark, and cuts hold p.mu: never
+					continue
+				}
+				d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
+				if f&rowPay != 0 {
+					t.payMu.Lock()
+					pay := t.payload[v]
+					t.payMu.Unlock()
+					d.Output, d.Error = pay.out, pay.err
+				}
+				gen := row.gen
+				row.unlock(f &^ rowDirty)
+				tr := rep(gen)
+				if tr.Tasks == nil {
+					tr.Tasks = p.takeDeltasLocked(n)
+				}
+				tr.Tasks = append(tr.Tasks, d)
 			}
-			d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
-			if f&rowPay != 0 {
-				t.payMu.Lock()
-				pay := t.payload[v]
-				t.payMu.Unlock()
-				d.Output, d.Error = pay.out, pay.err
-			}
-			gen := row.gen
-			row.unlock(f &^ rowDirty)
-			tr := rep(gen)
-			if tr.Tasks == nil {
-				tr.Tasks = p.takeDeltasLocked(n)
-			}
-			tr.Tasks = append(tr.Tasks, d)
 		}
 	}
 	for _, nr := range t.dirtyN {
