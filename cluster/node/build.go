@@ -15,31 +15,18 @@ import (
 
 // vstate is what the node keeps about one vertex of a run: counters and the
 // last activation's state for local vertices, the latest output for every
-// vertex whose output a local task reads, and the vertex's task row.
+// vertex whose output a local task reads.
 //
-// A vstate is the vertex's one record of what every activation of a plain
-// task touches, 128 bytes: its first line what begin and call read (the
-// counters, the bound function, the name, the flags) and a pointer to the
-// rest (vcold), its second line the vertex's task row (row: its flight
-// slot, flight.go, and its latest values for the run's reports,
-// events.go), which the activation claims when it begins and writes when
-// it ends. A run's table of them is a large allocation, page-aligned, so
-// each vertex's record is two whole lines of one 128-byte block in one
-// page: an activation waits for one miss (the two lines asked for side by
-// side, the second often brought by the first's adjacent-line prefetch)
-// and one page, not for lines of two tables (the rows were a table of
-// their own, in the event publisher, before). The table is dense: a
-// run's vertex table is larger than a core's caches, each line an
-// activation reads is a miss, and the pages are many more than the TLB
-// holds. What only some vertices' activations read (args, a path of their
-// own, a timeout or retries, a device or a domain not cpu, remote strong
-// successors) is in the vcold, read where a flag says so.
-// TestVstateLayout holds it.
-//
-// The row is the event publisher's (its lock word orders a writer with the
-// cuts) for as long as the run's task table holds the table (from open
-// until forget): the table indexes the run's vstates, and a run's reset
-// (reuse.go) clears the rows only once forget has let them go.
+// A vstate is what every activation of a plain task touches, side by side
+// in 64 bytes (one cache line), and a pointer to the rest (vcold): a run's
+// table of them is a large allocation, page-aligned, so each vertex's is
+// one whole line, and the table is dense (a fifth of the pages and lines
+// it took with the rest inline: a run's vertex table is larger than a
+// core's caches, each line an activation reads is a miss, and the pages
+// are many more than the TLB holds). What only some vertices' activations
+// read (args, a path of their own, a timeout or retries, a device or a
+// domain not cpu, remote strong successors) is in the vcold, read where a
+// flag says so. TestVstateLayout holds it.
 type vstate struct {
 	acts  atomic.Uint64 // activations so far (local vertices)
 	execs atomic.Uint64 // function executions so far (local vertices)
@@ -56,8 +43,6 @@ type vstate struct {
 	*vcold
 	flags vflags
 	_     [6]byte // to 64 bytes
-
-	row taskRow // the second line: the vertex's flight slot and task row (events.go)
 }
 
 // vcold is the part of a vertex's state (vstate) that a plain task's
@@ -381,12 +366,9 @@ func (r *run) build(in []bool) (*part, error) {
 	if first {
 		if b := r.n.builds.take(r.pt.Load(), in); b != nil {
 			r.n.stats.buildsReused.Add(1)
-			p := r.adopt(b)
-			r.openTable()
-			return p, nil
+			return r.adopt(b), nil
 		}
 		r.vs = newVstates(len(g.Vertices))
-		r.openTable()
 	}
 	tab := r.sm.Table()
 	devs := len(r.n.ex.Devices())
@@ -461,13 +443,6 @@ func (r *run) build(in []bool) (*part, error) {
 		b.vs, b.nLocal, b.gpu = r.vs, r.nLocal, len(r.jobs) > jobs
 	}
 	return p, nil
-}
-
-// openTable opens the run's task table on its vertex records (the first
-// build's, fresh or kept), and its flight table, a view of the same rows.
-func (r *run) openTable() {
-	r.tab = r.n.events.open(r.id, r.n.id, r.vs)
-	r.flights = flights{vs: r.vs}
 }
 
 // hasPred reports whether p is among a vertex's strong predecessors found

@@ -26,9 +26,8 @@ import (
 // changed several times between two reports is sent once, with its latest
 // values; no per-task message is made on the way.
 //
-// A vertex's row (vstate.row: in the run's vertex record, beside what its
-// activations read of the vertex) is written by the worker that ends its
-// activation (record), under the row's own lock word, not the publisher's: the row is
+// A vertex's row is written by the worker that ends its activation
+// (record), under the row's own lock word, not the publisher's: the row is
 // marked dirty, and its first change since the last cut sets its chunk's
 // bit in the table's dirty bitmap (a bit for 64 rows: rowsPerBit) and, the
 // table's first since the last cut, lists the table for the publisher
@@ -50,6 +49,12 @@ type eventPub struct {
 	tabs    map[string]*taskTable // by run
 	changed []*taskTable          // tables with changes not yet cut, in order of their first
 	queue   []*transport.TaskReport
+	// spare is the rows of the last run's table dropped (everything in it
+	// sent), for the next run of as many vertices: a run again of a plan
+	// writes rows already in memory, not fresh pages (the first write of
+	// each was a fault and a miss).
+	spare      []taskRow
+	spareDirty []atomic.Uint64
 	// deltas are the Tasks of reports stored (PublishReports encodes them
 	// and keeps nothing), cleared, for the next cuts: a cut of a large run
 	// allocates no slice of deltas a report.
@@ -67,20 +72,15 @@ type eventPub struct {
 	retries           atomic.Uint64 // publishes JetStream did not store at the first try
 }
 
-// taskTable is one run's tasks on this node: rows by vertex (each the row
-// of the vertex's record, vstate.row), and rows by name for the subflow
-// children (that are no vertex).
+// taskTable is one run's tasks on this node: rows by vertex, and rows by
+// name for the subflow children (that are no vertex).
 type taskTable struct {
 	run, node string
-	// vs holds the rows by vertex: a run's vertex records (open; the table
-	// never grows, and lets them go when forgotten: forget), or records
-	// of the table's own (tableLocked: emit without open), whose vstate
-	// half is unused.
-	vs     []vstate
-	dirty  []atomic.Uint64 // bitmap of the chunks of rows (rowsPerBit) changed since the last cut
-	fixed  bool            // made by open: rows may be written without p.mu, so they never move
-	gen    atomic.Uint64   // the generation of the latest change (set under p.mu)
-	listed atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
+	rows      []taskRow       // by vertex; a run's table is made for its graph (open) and never grows
+	dirty     []atomic.Uint64 // bitmap of the chunks of rows (rowsPerBit) changed since the last cut
+	fixed     bool            // made by open: rows may be written without p.mu, so they never move
+	gen       atomic.Uint64   // the generation of the latest change (set under p.mu)
+	listed    atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
 
 	payMu   sync.Mutex            // payload (taken with a row's lock held)
 	payload map[uint32]rowPayload // output or error, of the rows that have one
@@ -91,10 +91,10 @@ type taskTable struct {
 	forget bool        // the run has ended here: dropped once everything is sent
 }
 
-// taskRow is a vertex's latest values (no pointers: a row costs the
+// taskRow is a vertex's latest values (no pointers: a run's rows cost the
 // garbage collector nothing to scan), and its slot in the run's flight
-// table (flight.go): 64 bytes, the second cache line of the vertex's
-// record (vstate).
+// table (flight.go): 64 bytes, a cache line (a run's rows are a large
+// allocation: page-aligned).
 type taskRow struct {
 	fl         flight
 	lk         atomic.Uint32 // rowLocked | rowDirty | rowPay
@@ -175,13 +175,24 @@ func (p *eventPub) close() {
 	}
 }
 
-// open returns the table of run for a run object whose vertex records are
-// vs (their rows clear: fresh, or reset by the build cache, reuse.go): a
-// fresh table, whose rows its workers write without p.mu (record), in vs.
-// A table the run left when it ended here before (forgotten) is cut
-// first: what it still has goes ahead of the new one's.
-func (p *eventPub) open(run, node string, vs []vstate) *taskTable {
-	t := &taskTable{run: run, node: node, vs: vs, dirty: dirtyBitmap(len(vs)), fixed: true}
+// open returns the table of run for a run object of vertices vertices: a
+// fresh one, whose rows its workers write without p.mu (record). A table
+// the run left when it ended here before (forgotten) is cut first: what it
+// still has goes ahead of the new one's.
+func (p *eventPub) open(run, node string, vertices int) *taskTable {
+	var t *taskTable
+	p.mu.Lock()
+	if len(p.spare) == vertices {
+		t = &taskTable{run: run, node: node, rows: p.spare, dirty: p.spareDirty}
+		p.spare, p.spareDirty = nil, nil
+	}
+	p.mu.Unlock()
+	if t != nil {
+		clear(t.rows) // its last cut left no bit in t.dirty
+	} else {
+		t = newTable(run, node, vertices)
+	}
+	t.fixed = true
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.tabs[run]; old != nil {
@@ -192,7 +203,7 @@ func (p *eventPub) open(run, node string, vs []vstate) *taskTable {
 }
 
 func newTable(run, node string, vertices int) *taskTable {
-	return &taskTable{run: run, node: node, vs: make([]vstate, vertices), dirty: dirtyBitmap(vertices)}
+	return &taskTable{run: run, node: node, rows: make([]taskRow, vertices), dirty: dirtyBitmap(vertices)}
 }
 
 // rowsPerBit is the rows a bit of a table's dirty bitmap stands for: the
@@ -222,23 +233,22 @@ func (p *eventPub) tableLocked(ev *transport.TaskEvent) *taskTable {
 		t = newTable(ev.Run, ev.Node, 64)
 		p.tabs[ev.Run] = t
 	}
-	if v := int(ev.Task); ev.Name == "" && v >= len(t.vs) {
+	if v := int(ev.Task); ev.Name == "" && v >= len(t.rows) {
 		if t.fixed {
-			panic(fmt.Sprintf("node: task %d of run %s outside its table of %d", v, ev.Run, len(t.vs)))
+			panic(fmt.Sprintf("node: task %d of run %s outside its table of %d", v, ev.Run, len(t.rows)))
 		}
-		n := max(2*len(t.vs), v+1)
-		vs := make([]vstate, n)
-		for i := range t.vs {
-			r, o := &vs[i].row, &t.vs[i].row
-			r.lk.Store(o.lk.Load())
-			r.state, r.act, r.execs = o.state, o.act, o.execs
-			r.start, r.end, r.gen = o.start, o.end, o.gen
+		n := max(2*len(t.rows), v+1)
+		rows := make([]taskRow, n)
+		for i := range t.rows {
+			rows[i].lk.Store(t.rows[i].lk.Load())
+			rows[i].state, rows[i].act, rows[i].execs = t.rows[i].state, t.rows[i].act, t.rows[i].execs
+			rows[i].start, rows[i].end, rows[i].gen = t.rows[i].start, t.rows[i].end, t.rows[i].gen
 		}
 		dirty := dirtyBitmap(n)
 		for i := range t.dirty {
 			dirty[i].Store(t.dirty[i].Load())
 		}
-		t.vs, t.dirty = vs, dirty
+		t.rows, t.dirty = rows, dirty
 	}
 	return t
 }
@@ -362,7 +372,7 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 	if t.gen.Load() != gen {
 		return p.recordSlow(t, locked, gen, v, st, act, execs, out, errText, start, end)
 	}
-	row := &t.vs[v].row
+	row := &t.rows[v]
 	f := row.lock()
 	if f&rowDirty != 0 && row.gen != gen {
 		row.unlock(f)
@@ -407,7 +417,7 @@ func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, s
 		p.cutLocked(t)
 		t.gen.Store(gen)
 	}
-	row := &t.vs[v].row
+	row := &t.rows[v]
 	f := row.lock()
 	for f&rowDirty != 0 && row.gen != gen {
 		// The row waits to be sent under another generation (a writer that
@@ -501,7 +511,7 @@ func (p *eventPub) cutLocked(t *taskTable) {
 	for i := range t.dirty {
 		n += bits.OnesCount64(t.dirty[i].Load())
 	}
-	n = min(n*rowsPerBit, len(t.vs)) + len(t.dirtyN)
+	n = min(n*rowsPerBit, len(t.rows)) + len(t.dirtyN)
 	if n == 0 {
 		return
 	}
@@ -512,8 +522,8 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		}
 		for b := w.Swap(0); b != 0; b &= b - 1 {
 			c := (i*64 + bits.TrailingZeros64(b)) * rowsPerBit
-			for v := uint32(c); v < uint32(min(c+rowsPerBit, len(t.vs))); v++ {
-				row := &t.vs[v].row
+			for v := uint32(c); v < uint32(min(c+rowsPerBit, len(t.rows))); v++ {
+				row := &t.rows[v]
 				if row.lk.Load()&rowDirty == 0 {
 					// Not changed since the last cut (or being changed for
 					// the first time since: its writer then marks the chunk
@@ -594,25 +604,11 @@ func (p *eventPub) keepDeltas(q []*transport.TaskReport) {
 }
 
 // forget drops t once everything recorded in it is sent (the run has
-// ended on this node; its last changes may still be on the way). A run's
-// table (open) lets its run's vertex records go at once, for the run's
-// build to reset and keep (reuse.go): what it still has, when its run's
-// last flush did not store it all, is cut into the queue first (reports
-// copy what they send), where the next publish takes it, in order. Its
-// records are taken from it, so that a write that came after all the
-// same would fail loudly rather than change another run's rows.
+// ended on this node; its last changes may still be on the way).
 func (p *eventPub) forget(t *taskTable) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t.forget = true
-	if t.fixed && t.vs != nil {
-		q := len(p.queue)
-		p.cutLocked(t) // nothing, almost always: the run's last flush sent it
-		t.vs, t.dirty = nil, nil
-		if len(p.queue) > q {
-			nudge(p.kick)
-		}
-	}
 	p.dropLocked(t)
 }
 
@@ -635,9 +631,19 @@ func (p *eventPub) cutAllLocked() []*transport.TaskReport {
 // (under p.mu; the queue holds reports, not tables, so only t.listed
 // matters). A table becomes droppable only where forget marks it or
 // publish unlists it, and both call this.
+//
+// A run's table dropped leaves its rows for the next run's (spare): its
+// run has ended (no worker writes them, its loop scans them no more), and
+// all it had is cut into reports, which copy what they send. Its rows are
+// taken from it, so that a write that came after all the same would fail
+// loudly rather than change another run's table.
 func (p *eventPub) dropLocked(t *taskTable) {
 	if t.forget && !t.listed.Load() && p.tabs[t.run] == t {
 		delete(p.tabs, t.run)
+		if t.fixed && len(t.dirtyN) == 0 {
+			p.spare, p.spareDirty = t.rows, t.dirty
+			t.rows, t.dirty = nil, nil
+		}
 	}
 }
 

@@ -17,13 +17,13 @@ import (
 // vertex in two parts after a recovery).
 func TestFailureBehindAnotherWriterOfItsRowGoesAtOnce(t *testing.T) {
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	tab := p.open("r", "n1", newVstates(8))
+	tab := p.open("r", "n1", 8)
 	p.record(tab, false, 1, 3, transport.TaskDone, 1, 1, nil, "", 1, 2)
 	p.cut()
 	// W1 (activation 2 of vertex 3, in another part) has written its row
 	// and unlocked it dirty, and not yet set its bit.
-	f := tab.vs[3].row.lock()
-	tab.vs[3].row.unlock(f | rowDirty)
+	f := tab.rows[3].lock()
+	tab.rows[3].unlock(f | rowDirty)
 	// W2 fails activation 3 of vertex 3: recorded, the publisher nudged.
 	first, _ := p.record(tab, false, 1, 3, transport.TaskFailed, 3, 3, nil, "boom", 1, 2)
 	p.nudgeFor(transport.TaskFailed, first)

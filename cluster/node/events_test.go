@@ -275,8 +275,7 @@ func BenchmarkEventTable100K(b *testing.B) {
 func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	const workers, per, acts = 4, 500, 20
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	vs := newVstates(workers * per)
-	tab := p.open("r", "n1", vs)
+	tab := p.open("r", "n1", workers*per)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	latest := map[uint32]uint64{}
@@ -330,58 +329,20 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	if got := p.cut(); len(got) != 0 {
 		t.Fatalf("a cut after everything was cut made %d reports", len(got))
 	}
-	// A forgotten table with nothing left goes, and lets the run's vertex
-	// records go: the old table holds none of them any more, and their
-	// rows, reset (as the build cache does, reuse.go), are clear for the
-	// next run's table.
+	// A forgotten table with nothing left goes, and leaves its rows to the
+	// next run's table of as many vertices, cleared; the old table holds
+	// none of them any more.
 	p.forget(tab)
 	if p.tabs["r"] != nil {
 		t.Fatal("a forgotten table with nothing to send was kept")
 	}
-	if tab.vs != nil {
-		t.Fatal("the dropped table still holds the run's records")
+	next := p.open("s", "n1", workers*per)
+	if tab.rows != nil {
+		t.Fatal("the dropped table still holds its rows")
 	}
-	for v := range vs {
-		vs[v].reset()
-	}
-	next := p.open("s", "n1", vs)
-	for v := range next.vs {
-		if r := &next.vs[v].row; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.gen != 0 || r.state != 0 {
+	for v := range next.rows {
+		if r := &next.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 {
 			t.Fatalf("row %d of a new table: %+v", v, r)
 		}
-	}
-}
-
-// A run's table forgotten before everything it recorded was sent (its
-// last flush did not store it all) cuts what it has into the queue at
-// once, in order, and lets the run's records go: the build cache may
-// reset them for the next run (reuse.go) while the reports wait.
-func TestForgottenTableCutsWhatItHasBeforeItsRecordsGo(t *testing.T) {
-	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	vs := newVstates(130)
-	tab := p.open("r", "n1", vs)
-	p.record(tab, false, 1, 3, transport.TaskDone, 1, 1, nil, "", 1, 2)
-	p.record(tab, false, 1, 129, transport.TaskFailed, 2, 2, nil, "boom", 3, 4)
-	p.forget(tab)
-	if tab.vs != nil {
-		t.Fatal("the forgotten table still holds the run's records")
-	}
-	for v := range vs {
-		vs[v].reset() // the build cache's, before the next run
-	}
-	got := map[uint32]transport.TaskDelta{}
-	for _, tr := range p.cut() {
-		for _, d := range tr.Tasks {
-			got[d.Task] = d
-		}
-	}
-	if d := got[3]; len(got) != 2 || d.State != transport.TaskDone || d.Act != 1 || d.Start != 1 || d.End != 2 {
-		t.Fatalf("reports after the forget: %+v", got)
-	}
-	if d := got[129]; d.State != transport.TaskFailed || d.Act != 2 || d.Error != "boom" {
-		t.Fatalf("reports after the forget: %+v", got)
-	}
-	if p.tabs["r"] != nil {
-		t.Fatal("a forgotten table with everything cut was kept")
 	}
 }

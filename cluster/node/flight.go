@@ -28,11 +28,11 @@ import (
 // timer's stop ensured, and an activation the scan did not reach (almost
 // all) takes no lock.
 //
-// The slots are in the run's vertex records, a slot in each vertex's row
-// (vstate.row.fl): the row an activation writes when it ends is the cache
-// line it took when it began, beside the line of the vertex it read.
+// The slots are in the run's task table, a slot in each vertex's row
+// (taskRow.fl): the row an activation writes when it ends is the cache
+// line it took when it began.
 type flights struct {
-	vs []vstate
+	rows []taskRow
 }
 
 type flight struct {
@@ -45,9 +45,9 @@ const reported = 1 << 63
 
 // scanEvery is how often a run's loop scans the flights of a run of up to
 // scanSlots vertices; a larger run's are scanned as much less often, so a
-// busy run spends at most one scan of scanSlots slots (a line each, one in
-// each 128-byte vertex record: 300–400 µs here under load, 80–120 µs when
-// the slots were 16 bytes) each scanEvery however large it is.
+// busy run spends at most one scan of scanSlots slots (a 64-byte row each:
+// 300–400 µs here under load, 80–120 µs when the slots were 16 bytes) each
+// scanEvery however large it is.
 const (
 	scanEvery = RunningAfter / 2
 	scanSlots = 100_000
@@ -55,7 +55,7 @@ const (
 
 // scanPeriod is how often the run's loop scans f.
 func (f *flights) scanPeriod() time.Duration {
-	return scanEvery * time.Duration(max(1, (len(f.vs)+scanSlots-1)/scanSlots))
+	return scanEvery * time.Duration(max(1, (len(f.rows)+scanSlots-1)/scanSlots))
 }
 
 // begin records that activation act of v began at start (Unix
@@ -63,7 +63,7 @@ func (f *flights) scanPeriod() time.Duration {
 // vertex running in two parts at once after a recovery): the caller
 // watches that one by a timer.
 func (f *flights) begin(v int, act uint64, start int64) bool {
-	s := &f.vs[v].row.fl
+	s := &f.rows[v].fl
 	if s.act.Load() != 0 || act == 0 || act&reported != 0 {
 		return false
 	}
@@ -74,7 +74,7 @@ func (f *flights) begin(v int, act uint64, start int64) bool {
 // end clears v's slot: its activation is over. It reports whether the
 // slot was marked reported (its running event recorded, or being recorded
 // under the event publisher's lock).
-func (f *flights) end(v int) bool { return f.vs[v].row.fl.act.Swap(0)&reported != 0 }
+func (f *flights) end(v int) bool { return f.rows[v].fl.act.Swap(0)&reported != 0 }
 
 // endFlight ends v's activation in flight; when the scan reported it
 // running, it waits until that event is recorded (see flights).
@@ -89,9 +89,9 @@ func (r *run) endFlight(v int) {
 // starts and the event's end, is of the node's stamp clock (Node.stamp).
 func (r *run) scanFlights(now time.Time) {
 	due := now.Add(-RunningAfter).UnixNano()
-	vs := r.flights.vs
-	for v := range vs {
-		s := &vs[v].row.fl
+	rows := r.flights.rows
+	for v := range rows {
+		s := &rows[v].fl
 		a := s.act.Load()
 		if a == 0 || a&reported != 0 {
 			continue

@@ -78,7 +78,7 @@ func TestScanPeriod(t *testing.T) {
 		slots int
 		want  time.Duration
 	}{{1, scanEvery}, {scanSlots, scanEvery}, {scanSlots + 1, 2 * scanEvery}, {1 << 20, 11 * scanEvery}} {
-		f := flights{vs: make([]vstate, c.slots)}
+		f := flights{rows: make([]taskRow, c.slots)}
 		if got := f.scanPeriod(); got != c.want {
 			t.Errorf("%d slots: every %v, want %v", c.slots, got, c.want)
 		}
@@ -88,7 +88,7 @@ func TestScanPeriod(t *testing.T) {
 // BenchmarkScanFlights100K is one scan of scanSlots slots with nothing in
 // flight (what a busy run's loop spends every scanEvery at most).
 func BenchmarkScanFlights100K(b *testing.B) {
-	r := &run{flights: flights{vs: make([]vstate, scanSlots)}}
+	r := &run{flights: flights{rows: make([]taskRow, scanSlots)}}
 	now := time.Now()
 	for b.Loop() {
 		r.scanFlights(now)

@@ -117,11 +117,10 @@ func (r *run) keepable(idle bool) *built {
 }
 
 // reset clears what a run left in a vertex's state, keeping what its build
-// made (predecessors, edges), and its task row (vstate.row). Only put calls
-// it, once the run has ended (its open runs done, no Signal delivered to
-// it: it is no longer in n.runs) and its task table has let the rows go
-// (eventPub.forget, in teardown before put), so nothing else touches s:
-// no lock (a lock a vertex was most of a kept build's reset).
+// made (predecessors, edges). Only put calls it, once the run has ended
+// (its open runs done, no Signal delivered to it: it is no longer in
+// n.runs), so nothing else touches s: no lock (a lock a vertex was most of
+// a kept build's reset).
 //
 // It writes only what is not clear already (a vertex's state is a hot
 // line and its cold part beside it; a store to a clear field dirties one for nothing, and a
@@ -138,7 +137,6 @@ func (s *vstate) reset() {
 	if s.state != nil || s.ctx != nil || s.childExecs != nil {
 		s.state, s.ctx, s.childExecs = nil, nil, nil
 	}
-	s.row.reset()
 	for _, e := range s.ins {
 		e.reset()
 	}
@@ -147,16 +145,6 @@ func (s *vstate) reset() {
 			se.fifo.reset()
 			se.picks.Store(0)
 		}
-	}
-}
-
-// reset clears a vertex's task row (vstate.row) for the next run's table:
-// only once the run's table has let it go (eventPub.forget), and only
-// where it is not clear (a vertex of another node's was never written).
-func (r *taskRow) reset() {
-	if r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.fl.start.Load() != 0 || r.state != 0 ||
-		r.act != 0 || r.execs != 0 || r.start != 0 || r.end != 0 || r.gen != 0 {
-		*r = taskRow{}
 	}
 }
 

@@ -46,7 +46,7 @@ type run struct {
 	follow *transport.Follow
 
 	vs      []vstate   // per vertex of the run's graph (made, or taken from an earlier run, by the first build)
-	tab     *taskTable // the run's task table (events.go): rows in vs, opened by the first build
+	tab     *taskTable // the run's task table (events.go)
 	flights flights    // the vertex activations in flight (flight.go)
 	// caughtCh is closed when the follow in force has caught up and read
 	// every node's mark of the generation (decidable; under n.mu; nil:
@@ -141,6 +141,8 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 		return r, err
 	}
 	r.pt.Store(pt)
+	r.tab = n.events.open(a.Run, n.id, len(pt.G.Vertices))
+	r.flights = flights{rows: r.tab.rows}
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
 		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
 	return r, r.named(err)
@@ -346,11 +348,10 @@ func (r *run) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.n.events.flush(ctx)
-	// The rows, in the run's vertex records, go with the build kept for the
-	// next run of the plan (eventPub.forget lets them go): the flight
-	// table, a view of them, goes first, so that a late writer (there is
-	// none: every part and pwg are waited for above) would fail loudly on a
-	// nil table instead of writing another run's slots.
+	// The rows go to the next run with as many vertices (eventPub.forget):
+	// the flight table, a view of them, goes first, so that a late writer
+	// (there is none: every part and pwg are waited for above) would fail
+	// loudly on a nil table instead of writing another run's slots.
 	r.flights = flights{}
 	r.n.events.forget(r.tab)
 	if err := r.n.batcher.Forget(r.id); err != nil && !errors.Is(err, transport.ErrClosed) {

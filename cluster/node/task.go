@@ -197,12 +197,14 @@ func (r *run) begin(v int, carried int64) (act uint64, start int64, ok bool) {
 		return 0, 0, false
 	}
 	vs := &r.vs[v]
-	// The activation's record, both its lines (the vertex's and its row's,
-	// the flight slot), asked for side by side by plain loads before the
-	// locked add (which waits for every load before it): one block of 128
-	// bytes in one page.
+	// The activation's two misses, its vstate and its row (the flight
+	// slot), asked for side by side by plain loads before the locked add
+	// (which waits for every load before it): their latencies overlap
+	// instead of adding up.
 	f := vs.flags
-	vs.row.fl.act.Load()
+	if v < len(r.flights.rows) {
+		r.flights.rows[v].fl.act.Load()
+	}
 	act = vs.acts.Add(1)
 	if f&vHasCtx != 0 { // else its context stays nil
 		vs.setCtx(r.ctxOf(v, act))
