@@ -37,3 +37,38 @@ func TestFailureBehindAnotherWriterOfItsRowGoesAtOnce(t *testing.T) {
 	}
 	t.Fatalf("the failure recorded before the publish it nudged is not in it: %v", got)
 }
+
+// A bit of the dirty bitmap marks a chunk of rowsPerBit rows: a cut sends
+// the rows of a marked chunk that changed since the last cut, and only
+// those (a row of the chunk sent before, or never changed, is not sent
+// again), and a row of another chunk as well.
+func TestCutSendsTheChangedRowsOfAMarkedChunkOnly(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	tab := p.open("r", "n1", 3*rowsPerBit)
+	deltas := func() map[uint32]uint64 {
+		got := map[uint32]uint64{}
+		for _, tr := range p.cut() {
+			for _, d := range tr.Tasks {
+				if _, dup := got[d.Task]; dup {
+					t.Fatalf("task %d twice in one cut", d.Task)
+				}
+				got[d.Task] = d.Act
+			}
+		}
+		return got
+	}
+	p.record(tab, false, 1, 1, transport.TaskDone, 1, 1, nil, "", 1, 2)
+	p.record(tab, false, 1, rowsPerBit+6, transport.TaskDone, 1, 1, nil, "", 1, 2)
+	if got := deltas(); len(got) != 2 || got[1] != 1 || got[rowsPerBit+6] != 1 {
+		t.Fatalf("first cut: %v", got)
+	}
+	p.record(tab, false, 1, 2, transport.TaskDone, 1, 1, nil, "", 1, 2)
+	p.record(tab, false, 1, 1, transport.TaskDone, 2, 2, nil, "", 3, 4)
+	p.record(tab, false, 1, 3*rowsPerBit-1, transport.TaskDone, 1, 1, nil, "", 1, 2)
+	if got := deltas(); len(got) != 3 || got[1] != 2 || got[2] != 1 || got[3*rowsPerBit-1] != 1 {
+		t.Fatalf("second cut: %v", got)
+	}
+	if got := deltas(); len(got) != 0 {
+		t.Fatalf("a cut with nothing changed: %v", got)
+	}
+}
