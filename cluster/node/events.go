@@ -408,8 +408,8 @@ func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, s
 			}
 		}()
 	}
-	if h := recordTestHook.Load(); h != nil {
-		(*h)()
+	if h := recordTestHook.Load(); h != nil && !locked {
+		(*h)() // only where the recover above catches it: a caller holding p.mu (a running event on the run's loop) has none
 	}
 	if t.gen.Load() != gen {
 		// A report is of one generation: what changed under the last goes
@@ -432,7 +432,10 @@ func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, s
 
 // write writes a change into row, whose lock the caller holds (its flags
 // f), releases it dirty, and sets the bit of its chunk in t's dirty
-// bitmap.
+// bitmap. The row lock (and payMu) are released by hand, not by a defer:
+// nothing between lock and unlock may panic (a panic there would leave
+// the row locked, and the failure's own record would spin on it). Only
+// p.mu, taken by recordSlow, is released by a defer.
 func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) {
 	if row.take(st, act, execs, start, end) {
 		// The output stays until an event says another (a done one, or one

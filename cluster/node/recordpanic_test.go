@@ -30,12 +30,13 @@ func TestPanicRecordingAChangeFailsTheRun(t *testing.T) {
 		}
 	}
 	recordTestHook.Store(&hook)
+	t.Cleanup(func() { recordTestHook.Store(nil) })
 	out := c.runFlow(ctx, file, own, runOpts{})
 	recordTestHook.Store(nil)
 	if !panicked.Load() {
 		t.Fatal("the hook never ran: no change was recorded through recordSlow")
 	}
-	if out.failed == nil || !strings.Contains(out.failed.Error, "injected") {
+	if out.failed == nil || !strings.Contains(out.failed.Error, "injected") || !strings.Contains(out.failed.Error, "panic recording a task's change") {
 		t.Fatalf("the run did not fail with the panic: %+v\n%s", out.failed, summary(out.tasks))
 	}
 	out = c.runFlow(ctx, file, own, runOpts{})

@@ -122,14 +122,14 @@ type runningWatch struct {
 
 func (r *run) watch(v int, path string, act uint64, execs *atomic.Uint64) *runningWatch {
 	w := &runningWatch{p: r.n.events}
-	start := r.n.now()
+	start := r.n.stamp() // the clock its done or failed row is stamped with
 	if path == r.graph().Vertices[v].Path {
 		path = "" // the vertex: its index names it
 	}
 	w.t = time.AfterFunc(RunningAfter, func() {
 		w.p.emitTo(r.tab, &w.stopped, transport.TaskEvent{
 			Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: path, Node: r.n.id, State: transport.TaskRunning,
-			Act: act, Executions: execs.Load(), Start: start, End: r.n.now(),
+			Act: act, Executions: execs.Load(), Start: start, End: r.n.stamp(),
 		})
 	})
 	return w
