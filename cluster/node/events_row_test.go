@@ -2,6 +2,8 @@ package node
 
 import (
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +72,73 @@ func TestCutSendsTheChangedRowsOfAMarkedChunkOnly(t *testing.T) {
 	}
 	if got := deltas(); len(got) != 0 {
 		t.Fatalf("a cut with nothing changed: %v", got)
+	}
+}
+
+// Workers share chunks (interleaved vertices), the generation
+// moves while they write, and cuts run at random: every change is in a
+// report, under the generation it was recorded with (Start carries it).
+func TestEventRowsSharedChunksAcrossGenerations(t *testing.T) {
+	const workers, per, acts = 4, 300, 30
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	tab := p.open("r", "n1", workers*per)
+	var gen atomic.Uint64
+	gen.Store(1)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var reports []*transport.TaskReport
+	cutter := make(chan struct{})
+	go func() {
+		defer close(cutter)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%50 == 0 {
+				gen.Add(1)
+			}
+			reports = append(reports, p.cut()...)
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for a := uint64(1); a <= acts; a++ {
+				for i := range per {
+					v := uint32(i*workers + w)
+					g := gen.Load()
+					first, err := p.record(tab, false, g, v, transport.TaskDone, a, a, nil, "", int64(g), int64(g))
+					if err != nil {
+						t.Error(err)
+					}
+					p.nudgeFor(transport.TaskDone, first)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-cutter
+	reports = append(reports, p.cut()...)
+	latest := map[uint32]uint64{}
+	for _, tr := range reports {
+		for _, d := range tr.Tasks {
+			if uint64(d.Start) != tr.Gen {
+				t.Fatalf("task %d act %d recorded under gen %d filed in report of gen %d", d.Task, d.Act, d.Start, tr.Gen)
+			}
+			if d.Act < latest[d.Task] {
+				t.Fatalf("task %d: activation %d reported after %d", d.Task, d.Act, latest[d.Task])
+			}
+			latest[d.Task] = d.Act
+		}
+	}
+	for v := range uint32(workers * per) {
+		if latest[v] != acts {
+			t.Fatalf("task %d: the reports end at activation %d, want %d", v, latest[v], acts)
+		}
+	}
+	if got := p.cut(); len(got) != 0 {
+		t.Fatalf("a cut after everything made %d reports", len(got))
 	}
 }
