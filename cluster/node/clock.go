@@ -3,6 +3,8 @@ package node
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/hetflow/hetflow/transport"
 )
 
 // wallClock is the wall clock an activation stamps its start and end with
@@ -39,6 +41,25 @@ func (c *wallClock) nanos() int64 {
 	mm := int64(t.Sub(monoEpoch))
 	c.base.Store(&clockBase{mono: mm, off: t.UnixNano() - mm})
 	return t.UnixNano()
+}
+
+// nanos is the time an activation begins or ends (its TaskReport's start
+// and end, its flight's start), in Unix nanoseconds: Config.Now's, or the
+// node's wallClock when none was set. The activation path carries it as
+// it is, into the task row (eventPub.record), with no time.Time between.
+func (n *Node) nanos() int64 {
+	if n.fastClock {
+		return n.clock.nanos()
+	}
+	return transport.UnixNanos(n.now())
+}
+
+// unixStamp is stamp ns (Unix nanoseconds, 0: none) as a time.Time.
+func unixStamp(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // stamp is the time an activation begins or ends (its TaskReport's start

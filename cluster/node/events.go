@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,11 +28,12 @@ import (
 //
 // A vertex's row is written by the worker that ends its activation
 // (record), under the row's own lock word, not the publisher's: the row is
-// marked dirty, and its first change since the last cut sets its bit in
-// the table's dirty bitmap and, the table's first since the last cut, lists
-// the table for the publisher (under p.mu, once a cut). A cut (under p.mu)
-// unlists the table first, then swaps the bitmap's words and reads each
-// row marked (under its lock), so a change either is in the cut or lists
+// marked dirty, and its first change since the last cut sets its chunk's
+// bit in the table's dirty bitmap (a bit for 64 rows: rowsPerBit) and, the
+// table's first since the last cut, lists the table for the publisher
+// (under p.mu, once a cut). A cut (under p.mu) unlists the table first,
+// then swaps the bitmap's words and reads each row marked dirty in each
+// chunk marked (under its lock), so a change either is in the cut or lists
 // the table again: what was recorded before a flush is in the reports that
 // flush stores (the report before every TermReport holds every change
 // before it). A report is of one generation: a row changed under another
@@ -74,7 +77,7 @@ type eventPub struct {
 type taskTable struct {
 	run, node string
 	rows      []taskRow       // by vertex; a run's table is made for its graph (open) and never grows
-	dirty     []atomic.Uint64 // bitmap of the rows changed since the last cut
+	dirty     []atomic.Uint64 // bitmap of the chunks of rows (rowsPerBit) changed since the last cut
 	fixed     bool            // made by open: rows may be written without p.mu, so they never move
 	gen       atomic.Uint64   // the generation of the latest change (set under p.mu)
 	listed    atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
@@ -200,7 +203,22 @@ func (p *eventPub) open(run, node string, vertices int) *taskTable {
 }
 
 func newTable(run, node string, vertices int) *taskTable {
-	return &taskTable{run: run, node: node, rows: make([]taskRow, vertices), dirty: make([]atomic.Uint64, (vertices+63)/64)}
+	return &taskTable{run: run, node: node, rows: make([]taskRow, vertices), dirty: dirtyBitmap(vertices)}
+}
+
+// rowsPerBit is the rows a bit of a table's dirty bitmap stands for: the
+// first change of any of them since the last cut sets it. A bit a row, as
+// it was, had both workers of a run set bits of the same few lines (a
+// layer's vertices are neighbours), a locked write to a line the other
+// core held on nearly every activation; a bit for 64 rows is set once
+// for 64 changes, and a cut reads the lock words of a chunk's 64 rows
+// (most of them changed, where one is) to find those that did.
+const rowsPerBit = 64
+
+// dirtyBitmap is the dirty bitmap of a table of n rows.
+func dirtyBitmap(n int) []atomic.Uint64 {
+	chunks := (n + rowsPerBit - 1) / rowsPerBit
+	return make([]atomic.Uint64, (chunks+63)/64)
 }
 
 // tableLocked is the table ev is recorded in (under p.mu): its run's, or a
@@ -226,7 +244,7 @@ func (p *eventPub) tableLocked(ev *transport.TaskEvent) *taskTable {
 			rows[i].state, rows[i].act, rows[i].execs = t.rows[i].state, t.rows[i].act, t.rows[i].execs
 			rows[i].start, rows[i].end, rows[i].gen = t.rows[i].start, t.rows[i].end, t.rows[i].gen
 		}
-		dirty := make([]atomic.Uint64, (n+63)/64)
+		dirty := dirtyBitmap(n)
 		for i := range t.dirty {
 			dirty[i].Store(t.dirty[i].Load())
 		}
@@ -244,17 +262,23 @@ func (p *eventPub) emit(ev transport.TaskEvent) { p.emitTo(nil, nil, ev) }
 // not nil) is set; stopped is set under p.mu (see runningWatch), so a
 // change recorded here precedes what follows the stop.
 func (p *eventPub) emitTo(t *taskTable, stopped *atomic.Bool, ev transport.TaskEvent) {
+	if first, ok := p.emitLocked(t, stopped, &ev); ok {
+		p.nudgeFor(ev.State, first)
+	}
+}
+
+// emitLocked is emitTo's part under p.mu (released by a defer: a panic
+// there leaves the publisher usable). It reports whether ev was recorded.
+func (p *eventPub) emitLocked(t *taskTable, stopped *atomic.Bool, ev *transport.TaskEvent) (first, ok bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if stopped != nil && stopped.Load() {
-		p.mu.Unlock()
-		return
+		return false, false
 	}
 	if t == nil {
-		t = p.tableLocked(&ev)
+		t = p.tableLocked(ev)
 	}
-	first := p.recordLocked(t, &ev)
-	p.mu.Unlock()
-	p.nudgeFor(ev.State, first)
+	return p.recordLocked(t, ev), true
 }
 
 // emitFlight records the running event ev of the activation act that slot
@@ -263,14 +287,19 @@ func (p *eventPub) emitTo(t *taskTable, stopped *atomic.Bool, ev transport.TaskE
 // final one (the activation that finds its slot marked when it clears it
 // takes p.mu before it records anything: flights.end) or not at all.
 func (p *eventPub) emitFlight(t *taskTable, slot *atomic.Uint64, act uint64, ev transport.TaskEvent) {
-	p.mu.Lock()
-	if !slot.CompareAndSwap(act, act|reported) {
-		p.mu.Unlock()
-		return
+	if first, ok := p.emitFlightLocked(t, slot, act, &ev); ok {
+		p.nudgeFor(ev.State, first)
 	}
-	first := p.recordLocked(t, &ev)
-	p.mu.Unlock()
-	p.nudgeFor(ev.State, first)
+}
+
+// emitFlightLocked is emitFlight's part under p.mu (released by a defer).
+func (p *eventPub) emitFlightLocked(t *taskTable, slot *atomic.Uint64, act uint64, ev *transport.TaskEvent) (first, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slot.CompareAndSwap(act, act|reported) {
+		return false, false
+	}
+	return p.recordLocked(t, ev), true
 }
 
 // barrier waits for what is being recorded under p.mu.
@@ -284,8 +313,9 @@ func (p *eventPub) barrier() {
 // first change since the last publish.
 func (p *eventPub) recordLocked(t *taskTable, ev *transport.TaskEvent) (first bool) {
 	if ev.Name == "" {
-		return p.record(t, true, ev.Gen, ev.Task, ev.State, ev.Act, ev.Executions, ev.Output, ev.Error,
-			transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End))
+		first, _ := p.record(t, true, ev.Gen, ev.Task, ev.State, ev.Act, ev.Executions, ev.Output, ev.Error,
+			transport.UnixNanos(ev.Start), transport.UnixNanos(ev.End)) // locked: no error, a panic goes on
+		return first
 	}
 	nr := t.named[ev.Name]
 	if nr == nil {
@@ -326,19 +356,66 @@ func (p *eventPub) listLocked(t *taskTable) (first bool) {
 // record writes a change of vertex v into its row of t, under the row's
 // lock (locked: the caller holds p.mu), and reports whether it is the
 // first change since the last publish.
-func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool) {
+//
+// The common change (the generation the table's last, the row clean or
+// waiting under it) takes no lock but the row's and has no defer (a defer
+// in a loop, as this had, is not open-coded: every call paid for the defer
+// chain); the others (a generation change: every run's first change) go
+// through recordSlow, which takes p.mu with a defer of its own. A panic
+// there (a bug in a cut, say) releases p.mu and, where recordSlow took it,
+// comes back as err (errRecordPanic): the caller fails the task with it
+// (run.event), and that failure's record finds p.mu free, where a lock
+// released by hand would have been held forever
+// (TestPanicRecordingAChangeFailsTheRun). With locked, err is nil: a
+// panic goes on to the caller, which holds p.mu by a defer of its own.
+func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool, err error) {
+	if t.gen.Load() != gen {
+		return p.recordSlow(t, locked, gen, v, st, act, execs, out, errText, start, end)
+	}
+	row := &t.rows[v]
+	f := row.lock()
+	if f&rowDirty != 0 && row.gen != gen {
+		row.unlock(f)
+		return p.recordSlow(t, locked, gen, v, st, act, execs, out, errText, start, end)
+	}
+	p.write(t, row, f, gen, v, st, act, execs, out, errText, start, end)
+	if t.listed.Load() {
+		return false, nil
+	}
+	if locked {
+		return p.listLocked(t), nil
+	}
+	return p.list(t), nil
+}
+
+// errRecordPanic: recording a task's change panicked (recordSlow).
+var errRecordPanic = errors.New("node: panic recording a task's change")
+
+// recordTestHook, when set, runs in recordSlow with p.mu held (tests: a
+// panic there).
+var recordTestHook atomic.Pointer[func()]
+
+// recordSlow is record's path under p.mu (taken here unless locked): a
+// change of generation, or a row that waits to be sent under another.
+func (p *eventPub) recordSlow(t *taskTable, locked bool, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) (first bool, err error) {
+	if !locked {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		defer func() { // runs before the unlock
+			if x := recover(); x != nil {
+				p.log.Error("panic recording a task's change", "run", t.run, "task", v, "panic", x, "stack", string(debug.Stack()))
+				first, err = false, fmt.Errorf("%w (task %d of run %s): %v", errRecordPanic, v, t.run, x)
+			}
+		}()
+	}
+	if h := recordTestHook.Load(); h != nil && !locked {
+		(*h)() // only where the recover above catches it: a caller holding p.mu (a running event on the run's loop) has none
+	}
 	if t.gen.Load() != gen {
 		// A report is of one generation: what changed under the last goes
 		// first (a generation change: no hot path).
-		if !locked {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			locked = true
-		}
-		if t.gen.Load() != gen {
-			p.cutLocked(t)
-			t.gen.Store(gen)
-		}
+		p.cutLocked(t)
+		t.gen.Store(gen)
 	}
 	row := &t.rows[v]
 	f := row.lock()
@@ -346,14 +423,20 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 		// The row waits to be sent under another generation (a writer that
 		// read the generation in force before it changed): cut it first.
 		row.unlock(f)
-		if !locked {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			locked = true
-		}
 		p.cutLocked(t)
 		f = row.lock()
 	}
+	p.write(t, row, f, gen, v, st, act, execs, out, errText, start, end)
+	return p.listLocked(t), nil
+}
+
+// write writes a change into row, whose lock the caller holds (its flags
+// f), releases it dirty, and sets the bit of its chunk in t's dirty
+// bitmap. The row lock (and payMu) are released by hand, not by a defer:
+// nothing between lock and unlock may panic (a panic there would leave
+// the row locked, and the failure's own record would spin on it). Only
+// p.mu, taken by recordSlow, is released by a defer.
+func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uint32, st transport.TaskState, act, execs uint64, out []byte, errText string, start, end int64) {
 	if row.take(st, act, execs, start, end) {
 		// The output stays until an event says another (a done one, or one
 		// with an output), as in the status fold: a report of a sink that
@@ -375,25 +458,24 @@ func (p *eventPub) record(t *taskTable, locked bool, gen uint64, v uint32, st tr
 	}
 	row.gen = gen
 	row.unlock(f | rowDirty)
-	// The bit and the listing, even when the row was dirty already: its
-	// earlier writer may not have set them yet, and a cut between could
-	// have unlisted the table, so that this change (a failure, say) would
-	// wait for that writer's listing and its linger instead of going now.
-	// A bit left set on a row a cut has sent costs that cut nothing.
-	w := &t.dirty[v/64]
-	if bit := uint64(1) << (v % 64); w.Load()&bit == 0 {
+	// The bit and the listing (the caller's), even when the row was dirty
+	// already: its earlier writer may not have set them yet, and a cut
+	// between could have unlisted the table, so that this change (a
+	// failure, say) would wait for that writer's listing and its linger
+	// instead of going now. A bit left set on rows a cut has sent costs
+	// that cut a read of their lock words.
+	c := v / rowsPerBit
+	w := &t.dirty[c/64]
+	if bit := uint64(1) << (c % 64); w.Load()&bit == 0 {
 		w.Or(bit)
 	}
-	if t.listed.Load() {
-		return false
-	}
-	if locked {
-		return p.listLocked(t)
-	}
+}
+
+// list lists t as changed (listLocked, under p.mu taken here).
+func (p *eventPub) list(t *taskTable) bool {
 	p.mu.Lock()
-	first = p.listLocked(t)
-	p.mu.Unlock()
-	return first
+	defer p.mu.Unlock()
+	return p.listLocked(t)
 }
 
 // nudgeFor wakes the publisher for a change recorded: at once for a
@@ -428,10 +510,11 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		reps = append(reps, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
 		return reps[len(reps)-1]
 	}
-	n := len(t.dirtyN)
+	n := 0 // at most the rows of the chunks marked, and the children
 	for i := range t.dirty {
 		n += bits.OnesCount64(t.dirty[i].Load())
 	}
+	n = min(n*rowsPerBit, len(t.rows)) + len(t.dirtyN)
 	if n == 0 {
 		return
 	}
@@ -441,27 +524,36 @@ func (p *eventPub) cutLocked(t *taskTable) {
 			continue
 		}
 		for b := w.Swap(0); b != 0; b &= b - 1 {
-			v := uint32(i*64 + bits.TrailingZeros64(b))
-			row := &t.rows[v]
-			f := row.lock()
-			if f&rowDirty == 0 {
-				row.unlock(f) // cut already with an earlier bit
-				continue
+			c := (i*64 + bits.TrailingZeros64(b)) * rowsPerBit
+			for v := uint32(c); v < uint32(min(c+rowsPerBit, len(t.rows))); v++ {
+				row := &t.rows[v]
+				if row.lk.Load()&rowDirty == 0 {
+					// Not changed since the last cut (or being changed for
+					// the first time since: its writer then marks the chunk
+					// and lists the table again, which this cut unlisted
+					// before it read the bitmap).
+					continue
+				}
+				f := row.lock()
+				if f&rowDirty == 0 {
+					row.unlock(f) // only a cut clears the mark, and cuts hold p.mu: never
+					continue
+				}
+				d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
+				if f&rowPay != 0 {
+					t.payMu.Lock()
+					pay := t.payload[v]
+					t.payMu.Unlock()
+					d.Output, d.Error = pay.out, pay.err
+				}
+				gen := row.gen
+				row.unlock(f &^ rowDirty)
+				tr := rep(gen)
+				if tr.Tasks == nil {
+					tr.Tasks = p.takeDeltasLocked(n)
+				}
+				tr.Tasks = append(tr.Tasks, d)
 			}
-			d := transport.TaskDelta{Task: v, State: row.state, Act: row.act, Executions: row.execs, Start: row.start, End: row.end}
-			if f&rowPay != 0 {
-				t.payMu.Lock()
-				pay := t.payload[v]
-				t.payMu.Unlock()
-				d.Output, d.Error = pay.out, pay.err
-			}
-			gen := row.gen
-			row.unlock(f &^ rowDirty)
-			tr := rep(gen)
-			if tr.Tasks == nil {
-				tr.Tasks = p.takeDeltasLocked(n)
-			}
-			tr.Tasks = append(tr.Tasks, d)
 		}
 	}
 	for _, nr := range t.dirtyN {

@@ -297,7 +297,7 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 			for a := uint64(1); a <= acts; a++ {
 				for i := range per {
 					v := uint32(w*per + i)
-					first := p.record(tab, false, 1, v, transport.TaskDone, a, a, nil, "", 1, 2)
+					first, _ := p.record(tab, false, 1, v, transport.TaskDone, a, a, nil, "", 1, 2)
 					p.nudgeFor(transport.TaskDone, first)
 				}
 			}

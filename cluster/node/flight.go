@@ -58,15 +58,16 @@ func (f *flights) scanPeriod() time.Duration {
 	return scanEvery * time.Duration(max(1, (len(f.rows)+scanSlots-1)/scanSlots))
 }
 
-// begin records that activation act of v began at start. It reports false
-// when v's slot holds another activation (a vertex running in two parts at
-// once after a recovery): the caller watches that one by a timer.
-func (f *flights) begin(v int, act uint64, start time.Time) bool {
+// begin records that activation act of v began at start (Unix
+// nanoseconds). It reports false when v's slot holds another activation (a
+// vertex running in two parts at once after a recovery): the caller
+// watches that one by a timer.
+func (f *flights) begin(v int, act uint64, start int64) bool {
 	s := &f.rows[v].fl
 	if s.act.Load() != 0 || act == 0 || act&reported != 0 {
 		return false
 	}
-	s.start.Store(start.UnixNano())
+	s.start.Store(start)
 	return s.act.CompareAndSwap(0, act)
 }
 

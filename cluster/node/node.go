@@ -168,9 +168,9 @@ type counters struct {
 }
 
 // spread is a counter every worker adds to at once: a cell of its own
-// cache line per shard, the shard picked by the caller (the vertex), so
-// that activations of neighbouring vertices running at once do not add to
-// one line. Load sums the cells (each only grows, so neither does the sum).
+// cache line per shard, the shard picked by the caller (the worker, where
+// it knows it: workerShard; else the vertex), so that activations running
+// at once do not add to one line. Load sums the cells (each only grows, so neither does the sum).
 type spread struct {
 	cells [16]struct {
 		n atomic.Uint64

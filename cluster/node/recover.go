@@ -171,7 +171,7 @@ func (r *run) startFollow(id uint64) {
 		return
 	}
 	if err != nil {
-		r.fail(-1, "", 0, 0, time.Time{}, fmt.Errorf("node %s cannot read the record of the lost nodes' tasks: %w", n.id, err))
+		r.fail(-1, "", 0, 0, 0, fmt.Errorf("node %s cannot read the record of the lost nodes' tasks: %w", n.id, err))
 		return
 	}
 	n.mu.Lock()

@@ -320,7 +320,7 @@ func (r *run) openEnded(err error) {
 	if v >= 0 {
 		act, execs = r.vs[v].acts.Load(), r.vs[v].execs.Load()
 	}
-	r.fail(v, task, act, execs, time.Time{}, err)
+	r.fail(v, task, act, execs, 0, err)
 }
 
 // teardown cancels what still runs, waits for it and forgets the run.
@@ -521,7 +521,7 @@ type deliveries struct {
 // a mark that cannot be queued fails the run.
 func (r *run) markSwitch(gen uint64) {
 	if err := r.n.batcher.AddSwitched(r.ctx, r.id, gen); err != nil && r.ctx.Err() == nil {
-		go r.fail(-1, "", 0, 0, time.Time{}, fmt.Errorf("node %s cannot record that it took generation %d: %w", r.n.id, gen, err))
+		go r.fail(-1, "", 0, 0, 0, fmt.Errorf("node %s cannot record that it took generation %d: %w", r.n.id, gen, err))
 	}
 }
 
@@ -603,8 +603,9 @@ func (r *run) schedule(q *deliveries) {
 
 // fail reports a task's final failure once: a failed TaskEvent, a fail
 // envelope to the leader, and the local run cancelled. v is the vertex (or
-// -1), name what the envelope names.
-func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err error) {
+// -1), name what the envelope names; start is the activation's start
+// stamp (Unix nanoseconds, 0 for none).
+func (r *run) fail(v int, name string, act, execs uint64, start int64, err error) {
 	if !r.failed.CompareAndSwap(false, true) {
 		return
 	}
@@ -630,21 +631,29 @@ func (r *run) fail(v int, name string, act, execs uint64, start time.Time, err e
 
 // event records a change of v (name "" or its path) or of its subflow
 // child name in the run's task table: a vertex's in its row, by the worker
-// (eventPub.record), a child's under the publisher's lock.
-func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start time.Time) (end time.Time) {
-	end = r.n.stamp()
-	if start.IsZero() || (r.n.fastClock && end.Before(start)) {
+// (eventPub.record), a child's under the publisher's lock. start and the
+// end stamp it returns are Unix nanoseconds (Node.nanos; start 0: none).
+func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start int64) (end int64) {
+	end = r.n.nanos()
+	if start == 0 || (r.n.fastClock && end < start) {
 		start = end // none, or a wallClock rebase between them took the wall clock's slew back
 	}
 	p := r.n.events
 	if name == "" || name == r.graph().Vertices[v].Path {
-		first := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, transport.UnixNanos(start), transport.UnixNanos(end))
+		first, err := p.record(r.tab, false, r.curGen(), uint32(v), st, act, execs, out, errText, start, end)
+		if err != nil {
+			// A bug recording it (recordSlow recovered the panic, and let
+			// the publisher's lock go): the task fails with it, once (a
+			// failure's own record that fails so ends here).
+			r.fail(v, "", act, execs, start, err)
+			return end
+		}
 		p.nudgeFor(st, first)
 		return end
 	}
 	p.emitTo(r.tab, nil, transport.TaskEvent{
 		Run: r.id, Gen: r.curGen(), Task: uint32(v), Name: name, Node: r.n.id, State: st,
-		Act: act, Executions: execs, Output: out, Error: errText, Start: start, End: end,
+		Act: act, Executions: execs, Output: out, Error: errText, Start: unixStamp(start), End: unixStamp(end),
 	})
 	return end
 }

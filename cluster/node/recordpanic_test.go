@@ -1,0 +1,51 @@
+package node
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hetflow/hetflow/transport"
+)
+
+// A panic while a change is recorded under the event publisher's lock
+// (recordSlow: every run's first change takes it) fails the task, and so
+// the run, under localexec's recover: the failure is recorded after it
+// (run.fail records again, through the same path), so the lock must be
+// free by then. Were it released by hand rather than by a defer, the
+// failure's record would wait for it forever: no fail envelope, the run
+// never ends, and the next run's records wait too. Here the run fails
+// naming the panic, and the node runs the next flow.
+func TestPanicRecordingAChangeFailsTheRun(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	text := chainFlow(`{name: t, func: hash, succeed: [init]}`)
+	file, g := parseFlow(t, text)
+	own := make([]uint32, len(g.Vertices))
+	var panicked atomic.Bool
+	hook := func() {
+		if panicked.CompareAndSwap(false, true) {
+			panic("recording a change: injected")
+		}
+	}
+	recordTestHook.Store(&hook)
+	t.Cleanup(func() { recordTestHook.Store(nil) })
+	out := c.runFlow(ctx, file, own, runOpts{})
+	recordTestHook.Store(nil)
+	if !panicked.Load() {
+		t.Fatal("the hook never ran: no change was recorded through recordSlow")
+	}
+	if out.failed == nil || !strings.Contains(out.failed.Error, "injected") || !strings.Contains(out.failed.Error, "panic recording a task's change") {
+		t.Fatalf("the run did not fail with the panic: %+v\n%s", out.failed, summary(out.tasks))
+	}
+	out = c.runFlow(ctx, file, own, runOpts{})
+	if out.failed != nil {
+		t.Fatalf("the next run failed: %+v", out.failed)
+	}
+	for _, name := range []string{"init", "t", "after"} {
+		if f := out.tasks[name]; f == nil || f.state != transport.TaskDone {
+			t.Fatalf("the next run's %s: %v\n%s", name, f, summary(out.tasks))
+		}
+	}
+}
