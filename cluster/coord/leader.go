@@ -270,6 +270,13 @@ func (l *leader) syncMembers(now time.Time) {
 		if addr, ok := voters[raft.ServerID(m.ID)]; ok && string(addr) == m.Meta.Raft {
 			continue
 		}
+		if _, known := voters[raft.ServerID(m.ID)]; !known && m.Meta.Log < LogRanges && s.entryRanges() {
+			// Of an earlier build, and the log may hold run_submits in
+			// ranges (every server reads them): it would replicate entries
+			// it cannot apply. It joins once it runs this build.
+			s.log.Warn("coordinator of an earlier build not added as a voter: the log may hold entries it cannot read", "id", m.ID)
+			continue
+		}
 		s.log.Info("adding voter", "id", m.ID, "raft", m.Meta.Raft)
 		if err := s.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Meta.Raft), 0, 5*time.Second).Error(); err != nil {
 			s.log.Warn("add voter", "id", m.ID, "err", err)
