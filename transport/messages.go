@@ -867,6 +867,22 @@ func (a *Assignment) NodeOf(task uint32) string {
 
 const assignmentFields = 7
 
+// sizeHint is the bytes of a's encoding or a little over: what Encode
+// makes room for at once, where a 100K-task owner table grew the buffer
+// some twenty times (650 KB made for a 100 KB message). Every owner is
+// below len(Nodes) (Decode checks it), so each takes the bytes of that.
+func (a *Assignment) sizeHint() int {
+	per := len(appendUint(nil, uint64(max(len(a.Nodes), 1)-1)))
+	n := 64 + len(a.Run) + len(a.Plan) + len(a.PlanDigest) + per*len(a.Owner)
+	for _, s := range a.Nodes {
+		n += 8 + len(s)
+	}
+	for _, s := range a.Boots {
+		n += 8 + len(s)
+	}
+	return n
+}
+
 // AppendWire implements Message.
 func (a *Assignment) AppendWire(b []byte) []byte {
 	b = appendHeader(b, TypeAssignment, assignmentFields)
