@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // TestRunAgainReusesBuild: a run of a plan run here before takes the
@@ -127,5 +131,57 @@ func TestReuseAfterAnIdleCancel(t *testing.T) {
 		if r := c.nodes[0].Stats().BuildsReused; r != reused+uint64(i)+1 {
 			t.Fatalf("run %d after the cancel: n0 reused %d builds in all, want %d", i+1, r, reused+uint64(i)+1)
 		}
+	}
+}
+
+// TestLateMessagesOfTheRunBefore: a run of a plan takes the build, the
+// vertex table and the protocol arrays (runproto.Spare) the run before
+// it left; that run's late Signals, Cancel and probe, arriving while the
+// new run (another id) runs, are the old run's: counted late, never let
+// into the new run's state, which ends as a fresh run does.
+func TestLateMessagesOfTheRunBefore(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 120*time.Second)
+	file, g := parseFlow(t, partialFlow)
+	body, cond := byName(g, "body"), byName(g, "cond")
+	own := placement(g, 2, nil, func(v int) int {
+		if v == body {
+			return 1
+		}
+		return 0
+	})
+	n0 := c.nodes[0]
+	first := c.runFlow(ctx, file, own, runOpts{})
+	if first.failed != nil {
+		t.Fatalf("the first run failed: %+v", first.failed)
+	}
+	if n, _, _ := n0.builds.c.Stats(); n == 0 {
+		t.Fatal("n0 kept no build of the first run")
+	}
+	before := n0.Stats()
+	var late []transport.Signal // what n1 sent n0 in the first run, again: body's turns to cond
+	for act := uint64(1); act <= 4; act++ {
+		late = append(late, transport.Signal{Run: first.run, Gen: 1, Src: uint32(body), Dst: uint32(cond), Act: act, Kind: transport.SignalEdge})
+	}
+	got := c.runFlow(ctx, file, own, runOpts{before: func(run string) {
+		testsupport.Eventually(t, 30*time.Second, "n0 holds the second run", func() bool {
+			n0.mu.Lock()
+			defer n0.mu.Unlock()
+			return n0.runs[run] != nil
+		})
+		n0.onBatch(&transport.Batch{From: c.ids[1], Seq: 1 << 40, Signals: late})
+		n0.probe(&transport.Envelope{Kind: proto.KindProbe, Run: first.run, Body: proto.ProbeBody(1)})
+		n0.cancel(&transport.Cancel{Run: first.run, Gen: 1, Reason: "cancelled"})
+	}})
+	if got.failed != nil {
+		t.Fatalf("the second run failed: %+v", got.failed)
+	}
+	compare(t, "the run after", first.tasks, got.tasks)
+	s := n0.Stats()
+	if s.BuildsReused != before.BuildsReused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", before.BuildsReused, s.BuildsReused)
+	}
+	if s.SignalsLate != before.SignalsLate+uint64(len(late)) {
+		t.Fatalf("n0 counted %d Signals late, then %d: want the %d of the run before", before.SignalsLate, s.SignalsLate, len(late))
 	}
 }

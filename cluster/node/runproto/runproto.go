@@ -170,6 +170,38 @@ type Config struct {
 	// Free marks the joins whose Signals do not wait for the join's
 	// previous activation (FreeJoins; nil: none). With Done.
 	Free []bool
+	// Spare is what an ended Run of the same plan handed on (Release):
+	// its per-vertex arrays, cleared, taken when they are of this run's
+	// size instead of making new ones (a run again of a big flow made and
+	// dropped them every run).
+	Spare Spare
+}
+
+// Spare holds an ended Run's per-vertex arrays, cleared, for the next Run
+// (Config.Spare). Whoever holds it owns them: the Run they came from has
+// them no longer.
+type Spare struct {
+	waits []atomic.Bool
+	moved []bool
+}
+
+// Release hands r's per-vertex arrays on, cleared. The caller must be done
+// with r: nothing calls it again (its node forgot the run, so no Signal,
+// probe or report reaches it). r's arrays are nil from here on, so a use
+// of r that is a mistake reads no waiting Signal and, where it would
+// write, panics on the nil array rather than writing the next run's state.
+//
+// Only a stopped Run hands its arrays on (Stop: it takes no Signal after
+// it); another keeps them and gives none.
+func (r *Run) Release() Spare {
+	if !r.stopped {
+		return Spare{}
+	}
+	sp := Spare{waits: r.waits, moved: r.moved}
+	r.waits, r.moved = nil, nil
+	clear(sp.waits)
+	clear(sp.moved)
+	return sp
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -248,13 +280,17 @@ func New(c Config) (*Run, error) {
 	}
 	if r.done != nil {
 		r.free = c.Free
-		r.waits = make([]atomic.Bool, r.n)
+		if r.waits = c.Spare.waits; r.waits == nil || len(r.waits) != r.n {
+			r.waits = make([]atomic.Bool, r.n)
+		}
 	}
 	if r.maxHeld <= 0 {
 		r.maxHeld = DefaultMaxHeld
 	}
 	if c.Gen == 1 {
-		r.moved = make([]bool, r.n)
+		if r.moved = c.Spare.moved; r.moved == nil || len(r.moved) != r.n {
+			r.moved = make([]bool, r.n)
+		}
 	}
 	r.tab.Store(t)
 	r.dedup.SetGen(c.Run, c.Gen)
