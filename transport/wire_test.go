@@ -588,7 +588,8 @@ func TestBatchOfTwoRunsRefused(t *testing.T) {
 
 // An Assignment's encoding fits the room Encode makes for it (sizeHint):
 // the buffer of a 100K-task owner table is made once, not grown, whatever
-// the bytes of a node's index (1, 2 or 3).
+// the bytes of a node's index (1, 2 or 3); it decodes back, the owners
+// read a byte at a time or the general way (appendOwners, decodeOwners).
 func TestAssignmentSizeHint(t *testing.T) {
 	for _, nodes := range []int{1, 3, 200, 300} {
 		a := &Assignment{Run: "r0123456789abcdefghij", Gen: 2, Owner: make([]uint32, 100_000), Plan: make([]byte, 1000), PlanDigest: make([]byte, PlanDigestLen)}
@@ -609,6 +610,17 @@ func TestAssignmentSizeHint(t *testing.T) {
 		var back Assignment
 		if err := back.Decode(b, Limits{}); err != nil || !slices.Equal(back.Owner, a.Owner) {
 			t.Fatalf("%d nodes: %v", nodes, err)
+		}
+		// an owner that names no node, in a stretch of one-byte owners and
+		// past one (decodeOwners' fast and general ways): refused, by task
+		for _, v := range []int{7, 99_999} {
+			bad := *a
+			bad.Owner = slices.Clone(a.Owner)
+			bad.Owner[v] = uint32(nodes)
+			want := fmt.Sprintf("owner of task %d: node index %d", v, nodes)
+			if err := back.Decode(Encode(&bad), Limits{}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%d nodes, task %d owned by node %d: %v, want %q", nodes, v, nodes, err, want)
+			}
 		}
 	}
 }
