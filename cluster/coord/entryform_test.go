@@ -85,3 +85,58 @@ func TestRunSubmitNotInRangesWithAnOlderCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// suffrage is id's place in s's raft configuration: "voter", "nonvoter"
+// or "" where it has none.
+func suffrage(t *testing.T, s *Server, id string) string {
+	t.Helper()
+	f := s.raft.GetConfiguration()
+	must(t, f.Error())
+	for _, sv := range f.Configuration().Servers {
+		if string(sv.ID) == id {
+			if sv.Suffrage == raft.Voter {
+				return "voter"
+			}
+			return "nonvoter"
+		}
+	}
+	return ""
+}
+
+// A leader of this build whose log holds a ranged run_submit never adds a
+// coordinator of an earlier build as a voter, even where the ring no longer
+// shows every server of its configuration (ghost: a server it cannot see,
+// which turns entryRanges off), nor moves a known one (c2: a server of the
+// configuration at another address) to its new address. Added, it would
+// replicate the ranged entry, refuse it (ErrCommand) and hold no run where
+// the leader holds it succeeded.
+func TestOlderCoordinatorNeverAddedAsAVoter(t *testing.T) {
+	for _, tc := range []struct{ name, nonvoter string }{
+		{"server the ring misses", "ghost"},
+		{"known at another address", "c2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := testsupport.NATS(t).URL()
+			c1 := leadingCoord(t, url, nil)
+			seeds := []string{c1.GossipAddr()}
+			startFakeNode(t, "n1", url, seeds, 2, 0, nil)
+			startFakeNode(t, "n2", url, seeds, 2, 0, nil)
+			testsupport.Eventually(t, 10*time.Second, "both nodes alive", func() bool {
+				return nodeState(c1, "n1") == proto.NodeAlive && nodeState(c1, "n2") == proto.NodeAlive
+			})
+			submitWide(t, c1, c1)
+			if n := c1.fsm.ranged.Load(); n != 1 {
+				t.Fatalf("%d run_submits applied in ranges, want 1", n)
+			}
+			must(t, c1.raft.AddNonvoter(raft.ServerID(tc.nonvoter), "127.0.0.1:1", 0, 5*time.Second).Error())
+
+			c2 := startCoord(t, "c2", t.TempDir(), url, false, seeds, func(c *Config) { c.oldLog = true })
+			testsupport.Eventually(t, 20*time.Second, "c2 refused or added as a voter", func() bool {
+				return c1.votersRefused.Load() > 0 || suffrage(t, c1, c2.ID()) == "voter"
+			})
+			if got := suffrage(t, c1, c2.ID()); got == "voter" {
+				t.Fatalf("c2, of an earlier build, is a voter of a configuration whose log holds a ranged run_submit")
+			}
+		})
+	}
+}

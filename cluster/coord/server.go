@@ -182,6 +182,9 @@ type Server struct {
 	// runs whose flow was validated, expanded and placed for them (not
 	// taken from flowCaches.placed)
 	placements atomic.Int64
+	// votersRefused counts the times a leader did not add a coordinator
+	// of an earlier build as a voter (syncMembers): a test waits on it.
+	votersRefused atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.
