@@ -682,10 +682,12 @@ func (s *Server) logForms() int {
 // it, and so does every other server of the raft configuration, as the
 // ring shows it (proto.Meta.Log). One the ring does not show now, or
 // shows without the field, may be of an earlier build: the entry goes in
-// the form every build reads. (A coordinator of an earlier build is not
-// added to a configuration whose servers all read ranges, syncMembers,
-// so one cannot join and then meet such an entry in the log it
-// replicates.)
+// the form every build reads. This is the cluster now, not what the log
+// holds: the log may hold ranged entries from before a server left the
+// ring. So a leader of this build never adds a coordinator of an earlier
+// build as a voter, nor moves a known one to a new address (syncMembers);
+// one downgraded in place, same id and address, after ranged entries
+// were written cannot apply them (a downgrade, not supported).
 func (s *Server) entryRanges() bool {
 	if s.logForms() < LogRanges {
 		return false
