@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
 )
@@ -138,7 +139,16 @@ func TestReuseAfterAnIdleCancel(t *testing.T) {
 // vertex table and the protocol arrays (runproto.Spare) the run before
 // it left; that run's late Signals, Cancel and probe, arriving while the
 // new run (another id) runs, are the old run's: counted late, never let
-// into the new run's state, which ends as a fresh run does.
+// into the new run's state, which ends as a fresh run does. The node
+// forgot the old run, so those go by its ended set; two paths reach the
+// old run's own state machine after it handed its arrays on, and are
+// taken here with the old run object itself: an Assignment that
+// Node.assign found before the release (old.update), and a follow's
+// caught-up callback that teardown did not wait for (startFollow). Both
+// must act on nothing: the old run stays at generation 1 (taken, it
+// would open body on the build the new run now runs, and follow). The
+// old run had no follow, so its caught-up acts on nothing either way;
+// runproto's TestSpareGoesToTheNextRunOnly takes one on a run that had.
 func TestLateMessagesOfTheRunBefore(t *testing.T) {
 	c := newCluster(t, nodeSpec{}, nodeSpec{})
 	ctx := testCtx(t, 120*time.Second)
@@ -151,10 +161,17 @@ func TestLateMessagesOfTheRunBefore(t *testing.T) {
 		return 0
 	})
 	n0 := c.nodes[0]
-	first := c.runFlow(ctx, file, own, runOpts{})
+	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
 	if first.failed != nil {
 		t.Fatalf("the first run failed: %+v", first.failed)
 	}
+	n0.mu.Lock()
+	old := n0.runs[first.run]
+	n0.mu.Unlock()
+	if old == nil {
+		t.Fatal("n0 does not hold the first run")
+	}
+	c.release(ctx, first.run, "done")
 	if n, _, _ := n0.builds.c.Stats(); n == 0 {
 		t.Fatal("n0 kept no build of the first run")
 	}
@@ -172,6 +189,23 @@ func TestLateMessagesOfTheRunBefore(t *testing.T) {
 		n0.onBatch(&transport.Batch{From: c.ids[1], Seq: 1 << 40, Signals: late})
 		n0.probe(&transport.Envelope{Kind: proto.KindProbe, Run: first.run, Body: proto.ProbeBody(1)})
 		n0.cancel(&transport.Cancel{Run: first.run, Gen: 1, Reason: "cancelled"})
+		// generation 2 of the old run, body moved to n0: a running run
+		// would switch, open body and follow the record
+		flow, err := spec.Marshal(file, spec.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := planned(t, flow, &transport.Assignment{Run: first.run, Gen: 2, Nodes: c.ids, Owner: make([]uint32, len(own)), Boots: []string{n0.boot, c.nodes[1].boot}}, c.ids[0])
+		if err := old.update(a); err != nil {
+			t.Fatalf("generation 2 of the released run: %v", err)
+		}
+		n0.mu.Lock()
+		caught := old.sm.CaughtUp(old.sm.FollowID()) // as startFollow's caught does
+		gen := old.sm.Gen()
+		n0.mu.Unlock()
+		if len(caught) != 0 || gen != 1 {
+			t.Fatalf("the released run took generation 2 (at %d) or a caught-up (%d actions)", gen, len(caught))
+		}
 	}})
 	if got.failed != nil {
 		t.Fatalf("the second run failed: %+v", got.failed)
