@@ -140,3 +140,27 @@ func TestOlderCoordinatorNeverAddedAsAVoter(t *testing.T) {
 		})
 	}
 }
+
+// Two coordinators of this build: the leader writes its run_submit in
+// ranges and the follower applies it (it holds the run succeeded, from the
+// ranged entry, not a snapshot).
+func TestFollowerAppliesARangedRunSubmit(t *testing.T) {
+	url := testsupport.NATS(t).URL()
+	c1 := leadingCoord(t, url, nil)
+	seeds := []string{c1.GossipAddr()}
+	c2 := startCoord(t, "c2", t.TempDir(), url, false, seeds, nil)
+	all := []*Server{c1, c2}
+	testsupport.Eventually(t, 20*time.Second, "c2 a voter", func() bool { return suffrage(t, c1, c2.ID()) == "voter" })
+	startFakeNode(t, "n1", url, seeds, 2, 0, nil)
+	startFakeNode(t, "n2", url, seeds, 2, 0, nil)
+	testsupport.Eventually(t, 10*time.Second, "c1 sees both nodes alive and c2 in the ring", func() bool {
+		_, ok := c1.members.Member(c2.ID())
+		return ok && nodeState(c1, "n1") == proto.NodeAlive && nodeState(c1, "n2") == proto.NodeAlive
+	})
+	submitWide(t, c1, all...)
+	for _, s := range all {
+		if n := s.fsm.ranged.Load(); n != 1 {
+			t.Fatalf("%s applied %d run_submits in ranges, want 1", s.ID(), n)
+		}
+	}
+}
