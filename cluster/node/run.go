@@ -367,10 +367,13 @@ func (r *run) teardown() {
 	n.mu.Unlock()
 	if keep != nil {
 		// No Signal, probe or report reaches the run now (it is not in
-		// n.runs, and its parts, follow and loop are done): its vertex
-		// table and the SM's per-vertex arrays go to the next run of the
-		// plan. A Cancel that found the run before it left n.runs reads
-		// only the SM's generation (Node.cancel).
+		// n.runs, its parts and loop are done, its follow stopped): its
+		// vertex table and the SM's per-vertex arrays go to the next run
+		// of the plan. A Cancel that found the run before it left n.runs
+		// reads only the SM's generation (Node.cancel); an Assignment
+		// that found it (update) and a follow still starting (its caught
+		// callback) reach the SM, stopped, which touches no array after
+		// Stop (runproto.Run.Release).
 		keep.spare = r.sm.Release()
 		n.builds.put(keep)
 	}

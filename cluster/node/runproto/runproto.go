@@ -185,11 +185,16 @@ type Spare struct {
 	moved []bool
 }
 
-// Release hands r's per-vertex arrays on, cleared. The caller must be done
-// with r: nothing calls it again (its node forgot the run, so no Signal,
-// probe or report reaches it). r's arrays are nil from here on, so a use
-// of r that is a mistake reads no waiting Signal and, where it would
-// write, panics on the nil array rather than writing the next run's state.
+// Release hands r's per-vertex arrays on, cleared. Its node forgot the
+// run, so no Signal, probe or report reaches it; two paths may still call
+// r, under the node's lock, after Release: an Assignment the node found
+// before it forgot the run (its update), and the caught-up callback of a
+// follow that was still starting when the run stopped (teardown does not
+// wait for one). That is safe by the rule Stop states: every method that
+// touches waits or moved checks stopped first and does nothing after
+// Stop. r's arrays are nil from here on, so a use that broke the rule
+// would read no waiting Signal and, where it would write, panic on the
+// nil array rather than write the next run's state.
 //
 // Only a stopped Run hands its arrays on (Stop: it takes no Signal after
 // it); another keeps them and gives none.
@@ -407,7 +412,11 @@ func (r *Run) Fail() []Action {
 // Failed reports whether Fail was called.
 func (r *Run) Failed() bool { return r.failed }
 
-// Stop ends the run's protocol: later inputs do nothing.
+// Stop ends the run's protocol: later inputs do nothing. The rule that
+// makes Release safe: after Stop no method touches waits or moved (each
+// that would checks stopped first: Assign, StartFollow, Completed,
+// CaughtUp, Batch, BatchAll, FollowBatch), since they may be the next
+// run's by then.
 func (r *Run) Stop() []Action {
 	if r.stopped {
 		return nil
