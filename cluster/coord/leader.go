@@ -277,8 +277,9 @@ func (l *leader) syncMembers(now time.Time) {
 			// Of an earlier build: this leader may have written ranged
 			// run_submits (0x03) to the log, or may yet, and what the
 			// servers read is what the ring shows now, not what the log
-			// holds (entryRanges: a server the ring misses, a dead
-			// coordinator, turns ranges off, not back). A voter that cannot
+			// holds (entryRanges turns false where the ring misses a
+			// server, a dead coordinator, yet the log keeps the ranged
+			// entries written before). A voter that cannot
 			// apply an entry replicates it all the same, and its FSM goes
 			// its own way. So a leader of this build never adds one, nor
 			// moves a known one to a new address (it stays where it was,
