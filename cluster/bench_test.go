@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"context"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,14 +259,35 @@ func BenchmarkRunAgainVsLocal100K(b *testing.B) {
 	}
 
 	var again, againCPU, loc, locCPU []time.Duration
+	// What a run again allocates (the process's: coordinator, nodes, NATS
+	// server and client, and what the run before still did meanwhile),
+	// read around it, outside its wall and CPU, and the GC's CPU over the
+	// loop but its idle marking (localexec's runs too: the same in any tree).
+	var allocB, allocN uint64
+	var ms0, ms1 runtime.MemStats
+	gcCPU := func() float64 { // the GC's CPU but its idle mark workers' (what an idle P soaks up, not taken from the run)
+		s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}}
+		metrics.Read(s)
+		return s[0].Value.Float64() - s[1].Value.Float64()
+	}
 	b.ResetTimer()
+	gc0 := gcCPU()
 	for range b.N {
+		runtime.ReadMemStats(&ms0)
 		w, c := runAgain()
+		runtime.ReadMemStats(&ms1)
+		allocB, allocN = allocB+ms1.TotalAlloc-ms0.TotalAlloc, allocN+ms1.Mallocs-ms0.Mallocs
 		again, againCPU = append(again, w), append(againCPU, c)
 		w, c = local()
 		loc, locCPU = append(loc, w), append(locCPU, c)
 	}
 	b.StopTimer()
+	// Counted at each cycle's end: a few cycles in 40 iterations (a cycle
+	// marks the whole heap, some hundreds of MB), so this is lumpy; the
+	// allocation per run again is what a change moves.
+	b.ReportMetric((gcCPU()-gc0)*1e3/float64(b.N), "gc-cpu-ms/iter")
+	b.ReportMetric(float64(allocB)/1e6/float64(b.N), "run-again-alloc-MB")
+	b.ReportMetric(float64(allocN)/float64(b.N), "run-again-allocs")
 	med := func(xs []time.Duration) time.Duration { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
 	mean := func(xs []time.Duration) time.Duration {
 		var s time.Duration

@@ -68,6 +68,8 @@ fuzz ./cluster/spec FuzzScanJSON 20000x
 fuzz ./partition FuzzPartition 10000x
 fuzz ./internal/jsonscan FuzzScan 20000x
 fuzz ./cluster/coord FuzzSplitSubmit 10000x
+fuzz ./cluster/coord FuzzDecodeCommand 5000x
+fuzz ./cluster/coord FuzzUnpackRanges 10000x
 fuzz ./cluster FuzzReadStatus 10000x
 fuzz ./cluster FuzzTaskTable 10000x
 echo "== all tests passed"

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -81,6 +82,17 @@ func FuzzDecodeTaskReport(f *testing.F) {
 
 func FuzzDecodeAssignment(f *testing.F) {
 	fuzzSeeds(f, TypeAssignment)
+	// owners past a one-byte fixint (a run on more than 128 nodes), alone
+	// and mixed with small ones, and one naming no node: the owner table's
+	// byte-a-time way and the general one, and the fall from one to the
+	// other mid-table
+	nodes := make([]string, 200)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("n%d", i)
+	}
+	for _, owner := range [][]uint32{{128, 150, 199}, {0, 130, 5, 199, 127, 128, 1}, {3, 127, 128}, {1, 2, 250}} {
+		f.Add(Encode(&Assignment{Run: "r1", Gen: 2, Nodes: nodes, Owner: owner}))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -582,5 +583,44 @@ func TestBatchOfTwoRunsRefused(t *testing.T) {
 	got, err := DecodeBatch(Encode(&bt), Limits{})
 	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("a batch of runs ra and rb decoded as %+v, %v; want ErrMalformed", got, err)
+	}
+}
+
+// An Assignment's encoding fits the room Encode makes for it (sizeHint):
+// the buffer of a 100K-task owner table is made once, not grown, whatever
+// the bytes of a node's index (1, 2 or 3); it decodes back, the owners
+// read a byte at a time or the general way (appendOwners, decodeOwners).
+func TestAssignmentSizeHint(t *testing.T) {
+	for _, nodes := range []int{1, 3, 200, 300} {
+		a := &Assignment{Run: "r0123456789abcdefghij", Gen: 2, Owner: make([]uint32, 100_000), Plan: make([]byte, 1000), PlanDigest: make([]byte, PlanDigestLen)}
+		for i := range nodes {
+			a.Nodes = append(a.Nodes, fmt.Sprintf("node-%d", i))
+			a.Boots = append(a.Boots, fmt.Sprintf("boot-%d", i))
+		}
+		for v := range a.Owner {
+			a.Owner[v] = uint32(v % nodes)
+		}
+		b := Encode(a)
+		if len(b) > a.sizeHint() || cap(b) != a.sizeHint() {
+			t.Errorf("%d nodes: %d bytes in a buffer of %d, hint %d", nodes, len(b), cap(b), a.sizeHint())
+		}
+		if a.sizeHint() > 3*len(b) { // an index takes the bytes of the last node's: over past 128 nodes
+			t.Errorf("%d nodes: hint %d for %d bytes", nodes, a.sizeHint(), len(b))
+		}
+		var back Assignment
+		if err := back.Decode(b, Limits{}); err != nil || !slices.Equal(back.Owner, a.Owner) {
+			t.Fatalf("%d nodes: %v", nodes, err)
+		}
+		// an owner that names no node, in a stretch of one-byte owners and
+		// past one (decodeOwners' fast and general ways): refused, by task
+		for _, v := range []int{7, 99_999} {
+			bad := *a
+			bad.Owner = slices.Clone(a.Owner)
+			bad.Owner[v] = uint32(nodes)
+			want := fmt.Sprintf("owner of task %d: node index %d", v, nodes)
+			if err := back.Decode(Encode(&bad), Limits{}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%d nodes, task %d owned by node %d: %v, want %q", nodes, v, nodes, err, want)
+			}
+		}
 	}
 }

@@ -380,7 +380,7 @@ func plansKey(flow [32]byte, r Run) [32]byte {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(h, "%d:%s;", len(n), n)
 	}
-	h.Write(packAssignment(r.Assignment)) // as the raft entry has it: one index a task
+	h.Write(packRanges(r.Assignment)) // its runs of tasks on one node: a few bytes where a byte a task was 100 KB to hash
 	var k [32]byte
 	h.Sum(k[:0])
 	return k

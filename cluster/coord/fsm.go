@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
 )
 
 // ErrCommand is matched by every error the FSM returns for a command it
@@ -218,7 +219,20 @@ const (
 	// framedRunSubmit: a run_submit; the bulk is its run's assignment,
 	// packed (packAssignment).
 	framedRunSubmit = 0x02
+	// framedRunSubmitRanges: a run_submit; the bulk is its run's
+	// assignment in runs of consecutive tasks on one node (packRanges): a
+	// few bytes for a flow placed in a few blocks, where framedRunSubmit's
+	// is a byte a task (100 KB a run of a 100K-task flow, written to bolt
+	// and synced, held in raft's log cache). A coordinator of an earlier
+	// build reads it as undecodable JSON, so a leader writes it only when
+	// every server of its raft configuration says it reads it
+	// (LogRanges, Server.entryRanges).
+	framedRunSubmitRanges = 0x03
 )
+
+// LogRanges is the entry form this build reads beyond the first frames
+// (proto.Meta.Log): a run_submit framed with its assignment in ranges.
+const LogRanges = 1
 
 // EncodeCommand writes c as a raft entry. A flow_put with a text and a
 // run_submit with an assignment are framed: the text, a flow's canonical
@@ -228,7 +242,12 @@ const (
 // FSM.putFlow), and the assignment, a node id a task, is a node's index a
 // task (100K JSON strings took 20-30 ms to write and read a run). Any
 // other command is its JSON.
-func EncodeCommand(c *Command) ([]byte, error) {
+func EncodeCommand(c *Command) ([]byte, error) { return encodeCommand(c, false) }
+
+// encodeCommand is EncodeCommand, with a run_submit's assignment in
+// ranges (framedRunSubmitRanges) when ranges is set: only when every
+// coordinator that applies the entry reads that form (Server.apply).
+func encodeCommand(c *Command, ranges bool) ([]byte, error) {
 	head := *c
 	var frame byte
 	var bulk []byte
@@ -240,7 +259,12 @@ func EncodeCommand(c *Command) ([]byte, error) {
 	case c.Op == OpRunSubmit && c.Run != nil && len(c.Run.Assignment) > 0:
 		r := *c.Run
 		r.Assignment = nil
-		head.Run, frame, bulk = &r, framedRunSubmit, packAssignment(c.Run.Assignment)
+		head.Run, frame, bulk = &r, framedRunSubmit, nil
+		if ranges {
+			frame, bulk = framedRunSubmitRanges, packRanges(c.Run.Assignment)
+		} else {
+			bulk = packAssignment(c.Run.Assignment)
+		}
 	default:
 		return json.Marshal(c)
 	}
@@ -260,7 +284,7 @@ func EncodeCommand(c *Command) ([]byte, error) {
 // decode is an ErrCommand.
 func DecodeCommand(data []byte) (*Command, error) {
 	var c Command
-	if len(data) == 0 || (data[0] != framedFlowPut && data[0] != framedRunSubmit) {
+	if len(data) == 0 || (data[0] != framedFlowPut && data[0] != framedRunSubmit && data[0] != framedRunSubmitRanges) {
 		if err := decodeExact(data, &c); err != nil {
 			return nil, fmt.Errorf("%w: undecodable command: %v", ErrCommand, err)
 		}
@@ -287,7 +311,7 @@ func DecodeCommand(data []byte) (*Command, error) {
 		if c.Op != OpRunSubmit || c.Run == nil || len(c.Run.Assignment) != 0 {
 			return bad("that is not a run_submit of an assignment")
 		}
-		a, err := internAssignment(bulk)
+		a, err := internAssignment(data[0], bulk)
 		if err != nil {
 			return bad(err.Error())
 		}
@@ -333,25 +357,120 @@ func packAssignment(assign []string) []byte {
 // cache already shares it between runs on the leader.
 var lastAssignment struct {
 	mu     sync.Mutex
+	frame  byte // the form packed is in
 	packed []byte
 	a      []string
 }
 
-// internAssignment is unpackAssignment, the array of the assignment
-// decoded last when b is its bytes again.
-func internAssignment(b []byte) ([]string, error) {
+// internAssignment is unpackAssignment (frame framedRunSubmit) or
+// unpackRanges (framedRunSubmitRanges), the array of the assignment
+// decoded last when b is its bytes again, in the same form.
+func internAssignment(frame byte, b []byte) ([]string, error) {
 	la := &lastAssignment
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	if la.a != nil && bytes.Equal(b, la.packed) {
+	if la.a != nil && la.frame == frame && bytes.Equal(b, la.packed) {
 		return la.a, nil
 	}
-	a, err := unpackAssignment(b)
+	unpack := unpackAssignment
+	if frame == framedRunSubmitRanges {
+		unpack = unpackRanges
+	}
+	a, err := unpack(b)
 	if err != nil {
 		return nil, err
 	}
-	la.packed, la.a = bytes.Clone(b), a
+	la.frame, la.packed, la.a = frame, bytes.Clone(b), a
 	return a, nil
+}
+
+// packRanges writes an assignment (vertex → node id) as the number of
+// distinct ids, each id (its length, its bytes) in the order it first
+// comes, the number of vertices, the number of runs (nodeRuns: maximal
+// spans of consecutive vertices on one node), and each run's id's place
+// among the ids and its length, all uvarints.
+func packRanges(assign []string) []byte {
+	idx := map[string]uint64{}
+	var ids []string
+	runs := 0
+	for lo := range nodeRuns(assign) {
+		runs++
+		if _, ok := idx[assign[lo]]; !ok {
+			idx[assign[lo]] = uint64(len(ids))
+			ids = append(ids, assign[lo])
+		}
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 32+8*len(ids)+4*runs), uint64(len(ids)))
+	for _, n := range ids {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(assign)))
+	b = binary.AppendUvarint(b, uint64(runs))
+	for lo, hi := range nodeRuns(assign) {
+		b = binary.AppendUvarint(b, idx[assign[lo]])
+		b = binary.AppendUvarint(b, uint64(hi-lo))
+	}
+	return b
+}
+
+// unpackRanges reads packRanges's bytes, all of them. The runs must cover
+// exactly the vertices counted, each run at least one (a run of none, or
+// one past the count, is damage, not an assignment), and no more
+// vertices than a flow expands to (spec.MaxVertices): the array is made
+// before the runs are read.
+func unpackRanges(b []byte) ([]string, error) {
+	next := func() (uint64, bool) {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+		return v, true
+	}
+	nids, ok := next()
+	if !ok || nids > uint64(len(b)) {
+		return nil, errors.New("with a bad count of node ids")
+	}
+	ids := make([]string, nids)
+	for i := range ids {
+		l, ok := next()
+		if !ok || l > uint64(len(b)) {
+			return nil, errors.New("with a bad node id")
+		}
+		ids[i], b = string(b[:l]), b[l:]
+	}
+	nv, ok := next()
+	if !ok || nv > spec.MaxVertices {
+		return nil, errors.New("with a bad count of tasks")
+	}
+	nruns, ok := next()
+	if !ok || nruns > uint64(len(b))/2 || nruns > nv { // a run is two bytes at least
+		return nil, errors.New("with a bad count of runs")
+	}
+	out := make([]string, nv)
+	at := uint64(0)
+	for range nruns {
+		i, ok := next()
+		if !ok || i >= nids {
+			return nil, errors.New("with a run of no node id")
+		}
+		l, ok := next()
+		if !ok || l == 0 || l > nv-at {
+			return nil, errors.New("with a run of a bad length")
+		}
+		for v := at; v < at+l; v++ {
+			out[v] = ids[i]
+		}
+		at += l
+	}
+	if at != nv {
+		return nil, errors.New("with runs that do not cover its tasks")
+	}
+	if len(b) > 0 {
+		return nil, errors.New("with bytes after its assignment")
+	}
+	return out, nil
 }
 
 // unpackAssignment reads packAssignment's bytes, all of them.

@@ -344,14 +344,64 @@ func TestRunSubmitEntries(t *testing.T) {
 	}
 }
 
+// fuzzMaxTasks bounds the task count of the ranged assignments the fuzz
+// targets decode: one names up to spec.MaxVertices, 16 MB of strings made
+// an input, which slows the fuzzer to a crawl and finds nothing more.
+const fuzzMaxTasks = 1 << 12
+
+// rangesTasks reads the task count a ranged assignment's bulk declares
+// (packRanges); ok is false where the bulk ends before it.
+func rangesTasks(b []byte) (n uint64, ok bool) {
+	nids, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, false
+	}
+	b = b[k:]
+	for range min(nids, uint64(len(b))) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b[k:])) {
+			return 0, false
+		}
+		b = b[k+int(l):]
+	}
+	n, k = binary.Uvarint(b)
+	return n, k > 0
+}
+
 // FuzzDecodeCommand: any entry decodes or is refused as an ErrCommand,
-// never a panic; a run_submit's decoded assignment packs back to the bytes
-// it came from.
+// never a panic; a run_submit's decoded assignment, in either frame, packs
+// back to the bytes it came from, or to an assignment that unpacks the
+// same.
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add(append(append([]byte{framedRunSubmit, 28}, `{"op":"run_submit","run":{}}`...), 1, 2, 'n', '1', 1, 0))
 	f.Add([]byte(`{"op":"config","config":{"retention":1}}`))
 	f.Add(append([]byte{framedFlowPut, 2}, "{}x"...))
+	for _, a := range [][]string{{"n1", "n1", "n2"}, {"n2", "n1", "n1", "n1", "n2"}} {
+		e, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: "r1", FlowID: "f", Gen: 1, Assignment: a}}, true)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if e[0] != framedRunSubmitRanges {
+			f.Fatalf("a ranged seed framed %#x", e[0])
+		}
+		f.Add(e)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var frame byte
+		if len(b) > 0 {
+			frame = b[0]
+		}
+		var bulk []byte
+		if frame == framedRunSubmit || frame == framedRunSubmitRanges {
+			if n, k := binary.Uvarint(b[1:]); k > 0 && n <= uint64(len(b)-1-k) {
+				bulk = b[1+k+int(n):]
+			}
+		}
+		if frame == framedRunSubmitRanges && bulk != nil {
+			if n, ok := rangesTasks(bulk); ok && n > fuzzMaxTasks {
+				return
+			}
+		}
 		c, err := DecodeCommand(b)
 		if err != nil {
 			if !errors.Is(err, ErrCommand) {
@@ -359,13 +409,22 @@ func FuzzDecodeCommand(f *testing.F) {
 			}
 			return
 		}
-		if len(b) > 0 && b[0] == framedRunSubmit {
-			n, k := binary.Uvarint(b[1:])
-			if bulk := b[1+k+int(n):]; !bytes.Equal(packAssignment(c.Run.Assignment), bulk) {
+		switch {
+		case frame == framedRunSubmit:
+			if !bytes.Equal(packAssignment(c.Run.Assignment), bulk) {
 				// the same assignment may pack shorter (ids listed once, in order)
 				back, err := unpackAssignment(packAssignment(c.Run.Assignment))
 				if err != nil || !slices.Equal(back, c.Run.Assignment) {
 					t.Fatalf("assignment %v does not round trip: %v", c.Run.Assignment, err)
+				}
+			}
+		case frame == framedRunSubmitRanges:
+			if !bytes.Equal(packRanges(c.Run.Assignment), bulk) {
+				// ids unused or listed twice, runs of one node split: the
+				// same assignment packs otherwise
+				back, err := unpackRanges(packRanges(c.Run.Assignment))
+				if err != nil || !slices.Equal(back, c.Run.Assignment) {
+					t.Fatalf("assignment %v does not round trip in ranges: %v", c.Run.Assignment, err)
 				}
 			}
 		}
@@ -406,4 +465,104 @@ func TestDecodeSharesARepeatedAssignment(t *testing.T) {
 	if !slices.Equal(a, one) {
 		t.Fatalf("the first assignment now reads %v, want %v", a, one)
 	}
+}
+
+// A run_submit in ranges (framedRunSubmitRanges, written only where every
+// coordinator reads it) decodes to the command the byte-a-task form and
+// the JSON decode to: an entry of the earlier forms still reads as it did,
+// and a ranged one is a few bytes whatever the run's size. A damaged one
+// is refused.
+func TestRunSubmitRangesEntries(t *testing.T) {
+	assign := make([]string, 100_000)
+	for v := range assign {
+		assign[v] = []string{"n1", "n2", "node-three"}[v*3/len(assign)]
+	}
+	assign[500] = "n2" // a run of one inside another
+	run := &Run{ID: "r1", FlowID: "f", FlowName: "a", State: proto.RunRunning, Submitted: time.Unix(1, 0).UTC(), Gen: 1, Assignment: assign}
+	sub := &Command{Op: OpRunSubmit, Run: run}
+	ranged, err := encodeCommand(sub, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ranged[0] != framedRunSubmitRanges || len(ranged) > 300 { // the JSON head is most of it
+		t.Fatalf("ranged run_submit of %d bytes, frame %#x: want a few bytes", len(ranged), ranged[0])
+	}
+	plain, err := EncodeCommand(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain[0] != framedRunSubmit {
+		t.Fatalf("EncodeCommand wrote frame %#x: the form every build reads is framedRunSubmit", plain[0])
+	}
+	js, err := json.Marshal(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeCommand(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, entry := range map[string][]byte{"ranged": ranged, "byte a task": plain} {
+		got, err := DecodeCommand(entry)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s entry decodes to another command than its JSON", name)
+		}
+	}
+	// the same bytes in the two forms are two assignments to the intern
+	one := []string{"n1", "n2"}
+	for _, frame := range []byte{framedRunSubmit, framedRunSubmitRanges, framedRunSubmit} {
+		b, _ := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: "r", FlowID: "f", Gen: 1, Assignment: one}}, frame == framedRunSubmitRanges)
+		if c, err := DecodeCommand(b); err != nil || !slices.Equal(c.Run.Assignment, one) {
+			t.Fatalf("frame %#x: %v %v", frame, c, err)
+		}
+	}
+	small, _ := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: "r1", FlowID: "f", Gen: 1, Assignment: []string{"n1", "n1", "n2"}}}, true)
+	head := small[:len(small)-len(packRanges([]string{"n1", "n1", "n2"}))]
+	ids := []byte{2, 2, 'n', '1', 2, 'n', '2'}
+	bulk := func(b ...byte) []byte { return append(append(slices.Clone(head), ids...), b...) }
+	if c, err := DecodeCommand(bulk(3, 2, 0, 2, 1, 1)); err != nil || !slices.Equal(c.Run.Assignment, []string{"n1", "n1", "n2"}) {
+		t.Fatalf("a hand-made ranged entry: %v %v", c, err)
+	}
+	bad := map[string][]byte{
+		"cut short":        small[:len(small)-1],
+		"a byte after":     append(slices.Clone(small), 0),
+		"runs short":       bulk(3, 1, 0, 2),
+		"runs long":        bulk(3, 2, 0, 2, 1, 2),
+		"a run of none":    bulk(3, 3, 0, 2, 1, 0, 1, 1),
+		"no such node":     bulk(3, 2, 0, 2, 2, 1),
+		"too many runs":    bulk(3, 0x7f, 0, 3),
+		"too many tasks":   bulk(0xff, 0xff, 0xff, 0x7f, 1, 0, 1),
+		"too many ids":     append(slices.Clone(head), 0xff, 0xff, 0x03),
+		"no assignment":    head,
+		"no runs, 3 tasks": bulk(3, 0),
+	}
+	for name, entry := range bad {
+		if _, err := DecodeCommand(entry); !errors.Is(err, ErrCommand) {
+			t.Errorf("%s: decoded (%v), want an ErrCommand", name, err)
+		}
+	}
+}
+
+// FuzzUnpackRanges: any bulk unpacks or is refused, never a panic; what
+// unpacks packs back to the same assignment.
+func FuzzUnpackRanges(f *testing.F) {
+	f.Add(packRanges([]string{"n1", "n1", "n2"}))
+	f.Add([]byte{1, 2, 'n', '1', 0xff, 0xff, 0x03, 1, 0, 0xff, 0xff, 0x03}) // past fuzzMaxTasks: skipped
+	f.Add([]byte{1, 2, 'n', '1', 0x80, 0x20, 1, 0, 0x80, 0x20})             // fuzzMaxTasks tasks in one run
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if n, ok := rangesTasks(b); ok && n > fuzzMaxTasks {
+			return
+		}
+		a, err := unpackRanges(b)
+		if err != nil {
+			return
+		}
+		back, err := unpackRanges(packRanges(a))
+		if err != nil || !slices.Equal(back, a) {
+			t.Fatalf("assignment %v does not round trip: %v", a, err)
+		}
+	})
 }

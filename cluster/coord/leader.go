@@ -21,6 +21,9 @@ type leader struct {
 	core      *Leader
 	lastPrune time.Time
 	pingInbox string // replies to pings come to pingInbox + "." + node
+	// refusedVoters: coordinators of an earlier build syncMembers did not
+	// add as voters, warned of once each
+	refusedVoters map[string]bool
 }
 
 // fsmView is the View of the server's FSM: each call under its read lock.
@@ -268,6 +271,27 @@ func (l *leader) syncMembers(now time.Time) {
 			}
 		}
 		if addr, ok := voters[raft.ServerID(m.ID)]; ok && string(addr) == m.Meta.Raft {
+			continue
+		}
+		if m.Meta.Log < LogRanges && s.logForms() >= LogRanges {
+			// Of an earlier build: this leader may have written ranged
+			// run_submits (0x03) to the log, or may yet, and what the
+			// servers read is what the ring shows now, not what the log
+			// holds (entryRanges turns false where the ring misses a
+			// server, a dead coordinator, yet the log keeps the ranged
+			// entries written before). A voter that cannot
+			// apply an entry replicates it all the same, and its FSM goes
+			// its own way. So a leader of this build never adds one, nor
+			// moves a known one to a new address (it stays where it was,
+			// unreachable there). It joins once it runs this build.
+			s.votersRefused.Add(1)
+			if !l.refusedVoters[m.ID] {
+				if l.refusedVoters == nil {
+					l.refusedVoters = map[string]bool{}
+				}
+				l.refusedVoters[m.ID] = true
+				s.log.Warn("coordinator of an earlier build not added as a voter: the log may hold entries it cannot read", "id", m.ID)
+			}
 			continue
 		}
 		s.log.Info("adding voter", "id", m.ID, "raft", m.Meta.Raft)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -16,15 +17,28 @@ type raftFSM struct {
 	mu      sync.RWMutex
 	f       *FSM
 	changed func()
+	// noRanges plays a build before framedRunSubmitRanges (Config.oldLog):
+	// such an entry is undecodable to it, as it was to that build.
+	noRanges bool
+	ranged   atomic.Uint64 // run_submits applied in ranges (a test reads which form the log holds)
 }
 
 func (r *raftFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	r.mu.Lock()
-	err := r.f.ApplyEntry(l.Data)
-	r.mu.Unlock()
+	ranged := len(l.Data) > 0 && l.Data[0] == framedRunSubmitRanges
+	var err error
+	if ranged && r.noRanges {
+		err = fmt.Errorf("%w: undecodable command: a build before the ranged run_submit", ErrCommand)
+	} else {
+		r.mu.Lock()
+		err = r.f.ApplyEntry(l.Data)
+		r.mu.Unlock()
+	}
+	if ranged && err == nil {
+		r.ranged.Add(1)
+	}
 	if r.changed != nil {
 		r.changed()
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,11 @@ type Config struct {
 	// process starves every member at once), so gossip never declares one
 	// dead (Liveness.InProcess).
 	InProcessNodes bool
+
+	// oldLog plays a coordinator of a build before proto.Meta.Log (a
+	// test's mixed-version cluster): it says it reads no later entry
+	// form, and writes none.
+	oldLog bool
 	// ReadyNodes, when above 0, keeps the coordinator not ready (/healthz
 	// 503, a submit refused as proto.ErrNotReady, which clients retry)
 	// until that many nodes have been alive at once: a cluster that knows
@@ -176,6 +182,9 @@ type Server struct {
 	// runs whose flow was validated, expanded and placed for them (not
 	// taken from flowCaches.placed)
 	placements atomic.Int64
+	// votersRefused counts the times a leader did not add a coordinator
+	// of an earlier build as a voter (syncMembers): a test waits on it.
+	votersRefused atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.
@@ -229,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TLS != nil {
 		s.fwd.Transport = &http.Transport{TLSClientConfig: cfg.ForwardTLS, Proxy: http.ProxyFromEnvironment}
 	}
-	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick); s.broadcastApplied() }}
+	s.fsm = &raftFSM{f: NewFSM(), changed: func() { wake(s.kick); s.broadcastApplied() }, noRanges: cfg.oldLog}
 	s.initMetrics()
 	return s, nil
 }
@@ -449,7 +458,7 @@ func (s *Server) startMembers(ctx context.Context) error {
 	// seeds are down must still start (findPeers keeps looking).
 	mcfg := member.Config{
 		ID: s.cfg.ID, BindAddr: s.cfg.GossipAddr, Advertise: s.cfg.Advertise,
-		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr},
+		Meta:      proto.Meta{Role: proto.RoleCoordinator, ID: s.cfg.ID, Raft: s.raftAddr, HTTP: s.httpAddr, Log: s.logForms()},
 		SecretKey: s.cfg.Secret.GossipKey, Logger: s.log,
 		OnEvent: func(member.Event) { wake(s.memberKick) },
 	}
@@ -641,7 +650,7 @@ func (s *Server) WaitLeader(ctx context.Context) error {
 
 // apply commits one command through raft and returns the FSM's answer.
 func (s *Server) apply(c *Command) error {
-	b, err := EncodeCommand(c)
+	b, err := encodeCommand(c, c.Op == OpRunSubmit && s.entryRanges())
 	if err != nil {
 		return fmt.Errorf("coord: encode %s: %w", c.Op, err)
 	}
@@ -656,6 +665,51 @@ func (s *Server) apply(c *Command) error {
 		return err
 	}
 	return nil
+}
+
+// logForms is the entry forms this coordinator says it reads
+// (proto.Meta.Log): LogRanges, unless a test plays a coordinator of an
+// earlier build (Config.oldLog).
+func (s *Server) logForms() int {
+	if s.cfg.oldLog {
+		return 0
+	}
+	return LogRanges
+}
+
+// entryRanges reports whether a run_submit may go into the log with its
+// assignment in ranges (framedRunSubmitRanges): this coordinator reads
+// it, and so does every other server of the raft configuration, as the
+// ring shows it (proto.Meta.Log). One the ring does not show now, or
+// shows without the field, may be of an earlier build: the entry goes in
+// the form every build reads. This is the cluster now, not what the log
+// holds: the log may hold ranged entries from before a server left the
+// ring. So a leader of this build never adds a coordinator of an earlier
+// build as a voter, nor moves a known one to a new address (syncMembers);
+// one downgraded in place, same id and address, after ranged entries
+// were written cannot apply them (a downgrade, not supported).
+func (s *Server) entryRanges() bool {
+	if s.logForms() < LogRanges {
+		return false
+	}
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	var ms []member.Member
+	for _, sv := range f.Configuration().Servers {
+		if string(sv.ID) == s.cfg.ID {
+			continue
+		}
+		if ms == nil {
+			ms = s.members.Members()
+		}
+		i := slices.IndexFunc(ms, func(m member.Member) bool { return m.ID == string(sv.ID) })
+		if i < 0 || ms[i].Meta.Role != proto.RoleCoordinator || ms[i].Meta.Log < LogRanges {
+			return false
+		}
+	}
+	return true
 }
 
 // leaderInfo names the current leader: its id, raft and HTTP addresses.

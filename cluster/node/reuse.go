@@ -39,6 +39,9 @@ type built struct {
 	vs     []vstate              // the run's vertex table (a run's first part only)
 	nLocal int                   // its vertices (a first part's)
 	gpu    bool                  // it has GPU tasks: never kept
+	// spare is the per-vertex arrays of the protocol state of the run that
+	// left it (runproto.Run.Release), for the next run's (buildCache.spare)
+	spare runproto.Spare
 }
 
 // run is the run the build runs for now (any worker of its open run).
@@ -78,6 +81,24 @@ func (bc buildCache) take(pt *runproto.Part, in []bool) *built {
 	}
 	s.b = nil
 	return b
+}
+
+// spare hands the kept build of pt's spare protocol arrays to a run of pt
+// starting (runproto.Config.Spare), which owns them from then on, whether
+// or not it takes the build itself; none when no build of pt is kept.
+func (bc buildCache) spare(pt *runproto.Part) runproto.Spare {
+	s, ok := bc.c.Get(pt)
+	if !ok {
+		return runproto.Spare{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b == nil {
+		return runproto.Spare{}
+	}
+	sp := s.b.spare
+	s.b.spare = runproto.Spare{}
+	return sp
 }
 
 // put keeps b, reset, for the next run of its plan (replacing the one kept).

@@ -5,6 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hetflow/hetflow/cluster/proto"
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/transport"
 )
 
 // TestRunAgainReusesBuild: a run of a plan run here before takes the
@@ -127,5 +132,90 @@ func TestReuseAfterAnIdleCancel(t *testing.T) {
 		if r := c.nodes[0].Stats().BuildsReused; r != reused+uint64(i)+1 {
 			t.Fatalf("run %d after the cancel: n0 reused %d builds in all, want %d", i+1, r, reused+uint64(i)+1)
 		}
+	}
+}
+
+// TestLateMessagesOfTheRunBefore: a run of a plan takes the build, the
+// vertex table and the protocol arrays (runproto.Spare) the run before
+// it left; that run's late Signals, Cancel and probe, arriving while the
+// new run (another id) runs, are the old run's: counted late, never let
+// into the new run's state, which ends as a fresh run does. The node
+// forgot the old run, so those go by its ended set; two paths reach the
+// old run's own state machine after it handed its arrays on, and are
+// taken here with the old run object itself: an Assignment that
+// Node.assign found before the release (old.update), and a follow's
+// caught-up callback that teardown did not wait for (startFollow). Both
+// must act on nothing: the old run stays at generation 1 (taken, it
+// would open body on the build the new run now runs, and follow). The
+// old run had no follow, so its caught-up acts on nothing either way;
+// runproto's TestSpareGoesToTheNextRunOnly takes one on a run that had.
+func TestLateMessagesOfTheRunBefore(t *testing.T) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 120*time.Second)
+	file, g := parseFlow(t, partialFlow)
+	body, cond := byName(g, "body"), byName(g, "cond")
+	own := placement(g, 2, nil, func(v int) int {
+		if v == body {
+			return 1
+		}
+		return 0
+	})
+	n0 := c.nodes[0]
+	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
+	if first.failed != nil {
+		t.Fatalf("the first run failed: %+v", first.failed)
+	}
+	n0.mu.Lock()
+	old := n0.runs[first.run]
+	n0.mu.Unlock()
+	if old == nil {
+		t.Fatal("n0 does not hold the first run")
+	}
+	c.release(ctx, first.run, "done")
+	if n, _, _ := n0.builds.c.Stats(); n == 0 {
+		t.Fatal("n0 kept no build of the first run")
+	}
+	before := n0.Stats()
+	var late []transport.Signal // what n1 sent n0 in the first run, again: body's turns to cond
+	for act := uint64(1); act <= 4; act++ {
+		late = append(late, transport.Signal{Run: first.run, Gen: 1, Src: uint32(body), Dst: uint32(cond), Act: act, Kind: transport.SignalEdge})
+	}
+	got := c.runFlow(ctx, file, own, runOpts{before: func(run string) {
+		testsupport.Eventually(t, 30*time.Second, "n0 holds the second run", func() bool {
+			n0.mu.Lock()
+			defer n0.mu.Unlock()
+			return n0.runs[run] != nil
+		})
+		n0.onBatch(&transport.Batch{From: c.ids[1], Seq: 1 << 40, Signals: late})
+		n0.probe(&transport.Envelope{Kind: proto.KindProbe, Run: first.run, Body: proto.ProbeBody(1)})
+		n0.cancel(&transport.Cancel{Run: first.run, Gen: 1, Reason: "cancelled"})
+		// generation 2 of the old run, body moved to n0: a running run
+		// would switch, open body and follow the record
+		flow, err := spec.Marshal(file, spec.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := planned(t, flow, &transport.Assignment{Run: first.run, Gen: 2, Nodes: c.ids, Owner: make([]uint32, len(own)), Boots: []string{n0.boot, c.nodes[1].boot}}, c.ids[0])
+		if err := old.update(a); err != nil {
+			t.Fatalf("generation 2 of the released run: %v", err)
+		}
+		n0.mu.Lock()
+		caught := old.sm.CaughtUp(old.sm.FollowID()) // as startFollow's caught does
+		gen := old.sm.Gen()
+		n0.mu.Unlock()
+		if len(caught) != 0 || gen != 1 {
+			t.Fatalf("the released run took generation 2 (at %d) or a caught-up (%d actions)", gen, len(caught))
+		}
+	}})
+	if got.failed != nil {
+		t.Fatalf("the second run failed: %+v", got.failed)
+	}
+	compare(t, "the run after", first.tasks, got.tasks)
+	s := n0.Stats()
+	if s.BuildsReused != before.BuildsReused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", before.BuildsReused, s.BuildsReused)
+	}
+	if s.SignalsLate != before.SignalsLate+uint64(len(late)) {
+		t.Fatalf("n0 counted %d Signals late, then %d: want the %d of the run before", before.SignalsLate, s.SignalsLate, len(late))
 	}
 }

@@ -144,7 +144,7 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 	r.tab = n.events.open(a.Run, n.id, len(pt.G.Vertices))
 	r.flights = flights{rows: r.tab.rows}
 	r.sm, err = runproto.New(runproto.Config{Self: n.id, Run: a.Run, Gen: a.Gen, Nodes: a.Nodes, Owner: a.Owner, MaxHeld: maxEarlySignals,
-		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free})
+		Done: func(v int) uint64 { return r.vs[v].done.Load() }, Loops: pt.Loops, Free: pt.Free, Spare: n.builds.spare(pt)})
 	return r, r.named(err)
 }
 
@@ -366,7 +366,16 @@ func (r *run) teardown() {
 	n.checkDrainedLocked()
 	n.mu.Unlock()
 	if keep != nil {
-		n.builds.put(keep) // no Signal reaches the run now: it is not in n.runs
+		// No Signal, probe or report reaches the run now (it is not in
+		// n.runs, its parts and loop are done, its follow stopped): its
+		// vertex table and the SM's per-vertex arrays go to the next run
+		// of the plan. A Cancel that found the run before it left n.runs
+		// reads only the SM's generation (Node.cancel); an Assignment
+		// that found it (update) and a follow still starting (its caught
+		// callback) reach the SM, stopped, which touches no array after
+		// Stop (runproto.Run.Release).
+		keep.spare = r.sm.Release()
+		n.builds.put(keep)
 	}
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }

@@ -359,6 +359,11 @@ type Meta struct {
 	// Funcs is the hash of the node's function catalog (Catalog.Hash); the
 	// catalog itself answers on CatalogSubject.
 	Funcs string `json:"funcs,omitempty"`
+	// Log is, for a coordinator, the raft entry forms it reads beyond
+	// those every build reads (coord.LogRanges); 0 from a build before
+	// the field. A leader writes an entry in a form only when every
+	// server of its raft configuration reads it.
+	Log int `json:"log,omitempty"`
 }
 
 // Secret is what a cluster secret yields.

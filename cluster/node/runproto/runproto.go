@@ -170,6 +170,43 @@ type Config struct {
 	// Free marks the joins whose Signals do not wait for the join's
 	// previous activation (FreeJoins; nil: none). With Done.
 	Free []bool
+	// Spare is what an ended Run of the same plan handed on (Release):
+	// its per-vertex arrays, cleared, taken when they are of this run's
+	// size instead of making new ones (a run again of a big flow made and
+	// dropped them every run).
+	Spare Spare
+}
+
+// Spare holds an ended Run's per-vertex arrays, cleared, for the next Run
+// (Config.Spare). Whoever holds it owns them: the Run they came from has
+// them no longer.
+type Spare struct {
+	waits []atomic.Bool
+	moved []bool
+}
+
+// Release hands r's per-vertex arrays on, cleared. Its node forgot the
+// run, so no Signal, probe or report reaches it; two paths may still call
+// r, under the node's lock, after Release: an Assignment the node found
+// before it forgot the run (its update), and the caught-up callback of a
+// follow that was still starting when the run stopped (teardown does not
+// wait for one). That is safe by the rule Stop states: every method that
+// touches waits or moved checks stopped first and does nothing after
+// Stop. r's arrays are nil from here on, so a use that broke the rule
+// would read no waiting Signal and, where it would write, panic on the
+// nil array rather than write the next run's state.
+//
+// Only a stopped Run hands its arrays on (Stop: it takes no Signal after
+// it); another keeps them and gives none.
+func (r *Run) Release() Spare {
+	if !r.stopped {
+		return Spare{}
+	}
+	sp := Spare{waits: r.waits, moved: r.moved}
+	r.waits, r.moved = nil, nil
+	clear(sp.waits)
+	clear(sp.moved)
+	return sp
 }
 
 // Run is one node's share of the run protocol for one run, across its
@@ -248,13 +285,17 @@ func New(c Config) (*Run, error) {
 	}
 	if r.done != nil {
 		r.free = c.Free
-		r.waits = make([]atomic.Bool, r.n)
+		if r.waits = c.Spare.waits; r.waits == nil || len(r.waits) != r.n {
+			r.waits = make([]atomic.Bool, r.n)
+		}
 	}
 	if r.maxHeld <= 0 {
 		r.maxHeld = DefaultMaxHeld
 	}
 	if c.Gen == 1 {
-		r.moved = make([]bool, r.n)
+		if r.moved = c.Spare.moved; r.moved == nil || len(r.moved) != r.n {
+			r.moved = make([]bool, r.n)
+		}
 	}
 	r.tab.Store(t)
 	r.dedup.SetGen(c.Run, c.Gen)
@@ -371,7 +412,11 @@ func (r *Run) Fail() []Action {
 // Failed reports whether Fail was called.
 func (r *Run) Failed() bool { return r.failed }
 
-// Stop ends the run's protocol: later inputs do nothing.
+// Stop ends the run's protocol: later inputs do nothing. The rule that
+// makes Release safe: after Stop no method touches waits or moved (each
+// that would checks stopped first: Assign, StartFollow, Completed,
+// CaughtUp, Batch, BatchAll, FollowBatch), since they may be the next
+// run's by then.
 func (r *Run) Stop() []Action {
 	if r.stopped {
 		return nil
