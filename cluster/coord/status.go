@@ -865,7 +865,12 @@ var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitin
 // and so does every command the FSM applies (appliedCh: a run's verdict
 // reaches its waiting client when it is applied; it waited up to
 // statusWaitTick, 50 ms on average, before).
-func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.Duration) error {
+//
+// answer (nil: none) is called with the status cache when the read that
+// ends the wait finds the version changed, under the same lock: the
+// caller's answer made from that read needs no read of its own (a request
+// to the event stream, as each read makes); answered says it was called.
+func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.Duration, answer func(c *statusCache, r Run)) (answered bool, err error) {
 	s.longPolls.Add(1)
 	defer s.longPolls.Add(-1)
 	deadline := time.NewTimer(wait)
@@ -874,7 +879,7 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	if s.nc != nil {
 		filter, err := transport.RunEventsFilter(id)
 		if err != nil {
-			return fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
+			return false, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
 		}
 		sub, err := s.nc.Subscribe(filter, func(*nats.Msg) {
 			select {
@@ -883,27 +888,36 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			}
 		})
 		if err != nil {
-			return fmt.Errorf("coord: await run %s: %w", id, err)
+			return false, fmt.Errorf("coord: await run %s: %w", id, err)
 		}
-		defer closeSub(sub)
+		// Stopped, not drained: the messages still on the way would only
+		// wake a wait that is over, and a drain with messages pending
+		// waits 100 ms for them (the client's check), which a node's
+		// events, sent in parts, made the common case.
+		defer stopSub(sub)
 	}
 	tick := time.NewTicker(statusWaitTick)
 	defer tick.Stop()
 	applied := s.appliedCh() // taken before the first read: a command applied after it wakes the wait
 	for read := true; ; {
 		if read {
-			v, err := s.statusVersion(ctx, id)
-			if err != nil || v != version {
-				return err
+			changed := false
+			err := s.withStatus(ctx, id, func(c *statusCache, r Run) {
+				if changed = c.version() != version; changed && answer != nil {
+					answer(c, r)
+				}
+			})
+			if err != nil || changed {
+				return changed && answer != nil && err == nil, err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-s.stop:
-			return nil
+			return false, nil
 		case <-deadline.C:
-			return nil
+			return false, nil
 		case <-woke:
 			read = true
 		case <-applied:
