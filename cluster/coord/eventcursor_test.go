@@ -105,8 +105,9 @@ func TestEventCursorRecovers(t *testing.T) {
 // before. The NATS server acks a publish before it tells the stream's
 // consumers of the message (on another goroutine), so a consumer kept
 // between reads can still answer "no messages" right after the ack; the
-// check reads through a consumer made for it, which counts what is stored.
-// Many other consumers on the stream make that window wide: the old cursor
+// check reads through a consumer made for it, which counts what is stored,
+// with the kept one set aside, not yet removed (the leader removes it once
+// the verdict is applied). Many other consumers on the stream make that window wide: the old cursor
 // missed the event in a good share of the rounds.
 func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	c, n1, id := busyRun(t)
@@ -131,18 +132,32 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	// Task a fails, then is done again, activation after activation; each
 	// check after the publish is acked must see the latest.
 	// A status read makes the cursor's consumer; the check reads through
-	// another, and removes the kept one.
+	// another, and sets the kept one aside for its caller to remove (the
+	// leader: once the verdict is applied): it is there until then.
 	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
 	_, err = c.runStatus(ctx, id)
 	must(t, err)
 	kept := consumer()
-	_, _, err = c.checkRecord(ctx, r)
+	_, _, stale, err := c.checkRecordAside(ctx, r)
 	must(t, err)
-	if now := consumer(); kept == "" || now == "" || now == kept {
-		t.Fatalf("the check read through consumer %q, the status read's was %q: want a new one", now, kept)
+	if now := consumer(); kept == "" || now == "" || now == kept || stale == nil || stale.CachedInfo().Name != kept {
+		t.Fatalf("the check read through consumer %q, the status read's was %q (set aside: %v): want a new one, the old one aside", now, kept, stale != nil)
 	}
+	if _, err := st.Consumer(ctx, kept); err != nil {
+		t.Fatalf("the consumer set aside, before its caller removes it: %v", err)
+	}
+	c.dropConsumer(ctx, stale)
 	if _, err := st.Consumer(ctx, kept); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("the kept consumer after the check: %v, want it removed", err)
+	}
+	// checkRecord removes it itself.
+	_, err = c.runStatus(ctx, id)
+	must(t, err)
+	kept = consumer()
+	_, _, err = c.checkRecord(ctx, r)
+	must(t, err)
+	if _, err := st.Consumer(ctx, kept); kept == "" || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the kept consumer %q after checkRecord: %v, want it removed", kept, err)
 	}
 	const rounds = 200
 	missed := 0
@@ -151,9 +166,17 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 		if i%2 == 0 {
 			state = transport.TaskFailed
 		}
+		if i%2 == 0 {
+			_, err := c.runStatus(ctx, id) // a status read: the consumer it keeps is what the check sets aside
+			must(t, err)
+		}
 		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: state, Act: uint64(i + 2), Executions: uint64(i + 2)}))
-		_, failed, err := c.checkRecord(ctx, r)
+		// As the leader checks: the consumer set aside (the last check's,
+		// or the status read's of every other round) is still there while
+		// the check reads, and goes after.
+		_, failed, stale, err := c.checkRecordAside(ctx, r)
 		must(t, err)
+		c.dropConsumer(ctx, stale)
 		if got := slices.Contains(failed, "a"); got != (state == transport.TaskFailed) {
 			missed++
 		}

@@ -200,8 +200,12 @@ func (l *leader) do(now time.Time, acts []LeaderAction) {
 			err := s.apply(a.Cmd)
 			l.do(now, l.core.Applied(now, a.Cmd, err))
 		case LeadCheck:
-			owed, failed, err := s.checkRecord(context.Background(), a.Run)
+			owed, failed, stale, err := s.checkRecordAside(context.Background(), a.Run)
 			l.do(now, l.core.Checked(now, a.Run.ID, a.Run.Gen, owed, failed, err))
+			// The status cursor's consumer the check set aside goes once
+			// the verdict is applied (Checked's actions): its removal is a
+			// request to the server the verdict need not wait for.
+			s.dropConsumer(context.Background(), stale)
 		case LeadResync:
 			l.syncMembers(now)
 		case LeadRefused:

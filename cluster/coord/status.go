@@ -945,24 +945,39 @@ func (s *Server) recordChanged(id string) bool {
 // checkRecord checks a success verdict for run r against its record,
 // folded up to now (the status cache's, brought up to date): CheckSuccess,
 // under the cache's lock. It reads every event stored when it starts: the
-// cursor's kept consumer is dropped and the new events are read through
+// cursor's kept consumer is set aside and the new events are read through
 // one made for the check. (The NATS server acks a publish before it tells
 // the stream's consumers of the message, on another goroutine, so a kept
 // consumer can still answer "no messages" for an event a node was told is
-// stored and reported after; a new consumer counts from storage.)
+// stored and reported after; a new consumer counts from storage.) The
+// consumer set aside is removed once the check is done.
 func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []string, err error) {
+	owed, failed, stale, err := s.checkRecordAside(ctx, r)
+	s.dropConsumer(ctx, stale)
+	return owed, failed, err
+}
+
+// checkRecordAside is checkRecord that leaves the removal of the consumer
+// it set aside (stale; nil: none) to its caller: the leader removes it
+// after the verdict is applied, so that the request is not on the way
+// from the node's last report to the verdict. What the check reads does
+// not depend on it: a new consumer counts every message stored when it is
+// made, whatever other consumers there are (the stale one still gets the
+// stream's signals until it goes, and delivers nothing, as nobody fetches
+// from it).
+func (s *Server) checkRecordAside(ctx context.Context, r Run) (owed []Owed, failed []string, stale jetstream.Consumer, err error) {
 	c := s.cacheOf(r.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.graph(r); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	c.cur.drop(ctx, s)
+	stale = c.cur.aside()
 	if err := s.readEvents(ctx, c, r); err != nil {
-		return nil, nil, err
+		return nil, nil, stale, err
 	}
 	owed, failed = verdictPlanOf(c.g).check(c.g, c.fold) // CheckSuccess, the graph's plan kept
-	return owed, failed, nil
+	return owed, failed, stale, nil
 }
 
 // cacheOf returns run id's status cache, made on first use (and then
