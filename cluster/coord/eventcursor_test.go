@@ -185,3 +185,46 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 		t.Fatalf("%d of %d checks right after an acked publish missed it", missed, rounds)
 	}
 }
+
+// A long poll woken by a verdict applied answers from the run's state
+// without a read of the event stream (awaitChange), and its tallies are
+// the record's as the leader's check folded it into the same cache.
+func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	r, _ := c.run(id)
+	for task := range uint32(2) {
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
+	}
+	owed, failed, err := c.checkRecord(ctx, r)
+	must(t, err)
+	if len(owed) != 0 || len(failed) != 0 {
+		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
+	}
+	v, err := c.statusVersion(ctx, id)
+	must(t, err)
+	var got proto.RunProgress
+	woke := make(chan bool, 1)
+	go func() {
+		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
+			got = cc.fold.progress(r, cc.nv)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- answered
+	}()
+	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunSucceeded, At: time.Now()}}))
+	select {
+	case answered := <-woke:
+		if !answered || got.State != proto.RunSucceeded || got.Counts.Done != 2 {
+			t.Fatalf("the answer after the verdict: answered %v, state %q, %d done; want %s with both tasks done", answered, got.State, got.Counts.Done, proto.RunSucceeded)
+		}
+	case <-ctx.Done():
+		t.Fatal("a waiting status read did not see the verdict applied")
+	}
+}
