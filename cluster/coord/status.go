@@ -937,14 +937,17 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			read, events = true, true
 		case <-applied:
 			applied = s.appliedCh()
-			read, events = s.recordChanged(id), woken(woke)
+			events = woken(woke)
+			read = events || s.recordChanged(id)
 		case <-tick.C:
-			read, events = s.recordChanged(id), woken(woke)
+			events = woken(woke)
+			read = events || s.recordChanged(id)
 		}
 	}
 }
 
-// woken reports whether an event woke the wait too (and takes it).
+// woken reports whether an event woke the wait too, and takes the wake:
+// the caller must then read (the event is read or its wake is lost).
 func woken(woke chan struct{}) bool {
 	select {
 	case <-woke:
