@@ -228,3 +228,40 @@ func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 		t.Fatal("a waiting status read did not see the verdict applied")
 	}
 }
+
+// A long poll whose tick (or a command applied) finds an event's wake
+// pending takes it and reads the events: the wake is not lost to a read of
+// the state alone. With the tick firing all the time, about every other
+// event's wake meets it in the wait's select.
+func TestEventWakeNotLostToTheTick(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 120*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	r, _ := c.run(id)
+	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
+	statusWaitTick = time.Microsecond
+	for i := range 12 {
+		v, err := c.statusVersion(ctx, id)
+		must(t, err)
+		done := make(chan bool, 1)
+		go func() {
+			answered, err := c.awaitChange(ctx, id, v, 20*time.Second, func(*statusCache, Run) {})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- answered
+		}()
+		state := transport.TaskDone
+		if i%2 == 0 {
+			state = transport.TaskFailed
+		}
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: state, Act: uint64(i + 2), Executions: uint64(i + 2)}))
+		if !<-done {
+			v2, err := c.statusVersion(ctx, id)
+			t.Fatalf("round %d: the wait ended at its deadline, not with the event's change (version %s, now %s, %v)", i, v, v2, err)
+		}
+	}
+}

@@ -914,7 +914,16 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	// events stored since the last read, which the next read adds. A
 	// verdict's tallies are whole without it: the leader's record check
 	// folded every event stored when it began, into this cache.
-	for read, events := true, true; ; {
+	//
+	// recheck: the first read, or one an event woke, found nothing new.
+	// The wake-up subscription can hear of a message before the cursor's
+	// kept consumer does (the server tells its consumers after it stores,
+	// on another goroutine), and a message stored just before the wait
+	// subscribed wakes nothing; so the next tick reads the events once more
+	// (it read only the state before, and such a wait lasted until the next
+	// event or its deadline). One read more a wait, and a wake, at most.
+	recheck := false
+	for read, events, fresh := true, true, true; ; {
 		if read {
 			changed := false
 			err := s.withStatusOf(ctx, id, events, func(c *statusCache, r Run) {
@@ -925,6 +934,9 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			if err != nil || changed {
 				return changed && answer != nil && err == nil, err
 			}
+			if events {
+				recheck = fresh
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -934,13 +946,14 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 		case <-deadline.C:
 			return false, nil
 		case <-woke:
-			read, events = true, true
+			read, events, fresh = true, true, true
 		case <-applied:
 			applied = s.appliedCh()
 			events = woken(woke)
-			read = events || s.recordChanged(id)
+			read, fresh = events || s.recordChanged(id), events
 		case <-tick.C:
-			events = woken(woke)
+			fresh = woken(woke)
+			events = fresh || recheck
 			read = events || s.recordChanged(id)
 		}
 	}
