@@ -866,6 +866,10 @@ const MaxStatusWait = 10 * time.Second
 // command the FSM applies wake it at once.
 var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitingRead
 
+// statusRechecks bounds the looks that read a run's events again after a
+// read found nothing new (awaitChange): a second of them.
+const statusRechecks = 10
+
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
 // (a subscription to the run's event subject, for the length of the wait),
@@ -915,14 +919,15 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	// verdict's tallies are whole without it: the leader's record check
 	// folded every event stored when it began, into this cache.
 	//
-	// recheck: the first read, or one an event woke, found nothing new.
+	// rechecks: the first read, or one an event woke, found nothing new.
 	// The wake-up subscription can hear of a message before the cursor's
 	// kept consumer does (the server tells its consumers after it stores,
 	// on another goroutine), and a message stored just before the wait
-	// subscribed wakes nothing; so the next tick reads the events once more
-	// (it read only the state before, and such a wait lasted until the next
-	// event or its deadline). One read more a wait, and a wake, at most.
-	recheck := false
+	// subscribed wakes nothing; so the next ticks read the events again,
+	// up to statusRechecks times, until one finds a change (they read only
+	// the state before, and such a wait lasted until the next event or its
+	// deadline).
+	rechecks := 0
 	for read, events, fresh := true, true, true; ; {
 		if read {
 			changed := false
@@ -934,8 +939,8 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			if err != nil || changed {
 				return changed && answer != nil && err == nil, err
 			}
-			if events {
-				recheck = fresh
+			if events && fresh {
+				rechecks = statusRechecks
 			}
 		}
 		select {
@@ -953,7 +958,10 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			read, fresh = events || s.recordChanged(id), events
 		case <-tick.C:
 			fresh = woken(woke)
-			events = fresh || recheck
+			events = fresh || rechecks > 0
+			if events && !fresh {
+				rechecks--
+			}
 			read = events || s.recordChanged(id)
 		}
 	}
