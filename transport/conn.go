@@ -443,6 +443,29 @@ func (s *Subscription) Close(ctx context.Context) error {
 	return s.err
 }
 
+// Stop ends the subscription at once: the messages the client holds for
+// it and has not handed to its handler yet are dropped (Close hands them
+// on first), and it waits, as Close does, until the handler has returned
+// for the last time, or ctx ends. For a subscription whose messages only
+// wake someone: Close waits for those still on the way, and the client
+// looks every 100 ms whether they have come.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.once.Do(func() {
+		for _, ns := range s.subs {
+			_ = ns.Unsubscribe() // an error: closed already, or the connection is; its handler ends either way
+		}
+		for _, d := range s.done {
+			select {
+			case <-d:
+			case <-ctx.Done():
+				s.err = fmt.Errorf("transport: stopping subscription: %w", ctx.Err())
+				return
+			}
+		}
+	})
+	return s.err
+}
+
 // SubscribeControl delivers the control messages for node (its own subject and the
 // broadcast one), decoded, to h, one at a time. Messages of one subject keep their
 // order; between the two subjects no order is defined. Undecodable messages are

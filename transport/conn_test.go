@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,5 +390,42 @@ func TestSlowConsumerDropCountedBeforeLaterMessages(t *testing.T) {
 	case <-heard:
 	case <-time.After(15 * time.Second):
 		t.Fatal("OnSlowConsumer was not called")
+	}
+}
+
+// Stop ends a subscription without handing on what the client holds for
+// it (Close would: a drain, which looks every 100 ms whether the messages
+// on the way have come), and returns once its handler has returned for the
+// last time.
+func TestStopDropsWhatIsPending(t *testing.T) {
+	ts := testsupport.NATS(t)
+	rx := connect(t, ts.URL())
+	tx := connect(t, ts.URL())
+	in := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	sub, err := rx.Subscribe("t.wake", func(*nats.Msg) {
+		if calls.Add(1) == 1 {
+			in <- struct{}{}
+			<-release
+		}
+	})
+	must(t, err)
+	must(t, rx.Sync(testCtx(t)))
+	for range 3 { // one in the handler, two held by the client
+		must(t, tx.Publish("t.wake", []byte{1}))
+	}
+	<-in
+	testsupport.Eventually(t, 15*time.Second, "two messages held for the handler", func() bool {
+		n, _, err := sub.subs[0].Pending() // the one in the handler counts until it returns
+		return err == nil && n == 3
+	})
+	stopped := make(chan error, 1)
+	go func() { stopped <- sub.Stop(testCtx(t)) }()
+	testsupport.Eventually(t, 15*time.Second, "the subscription ended", func() bool { return !sub.subs[0].IsValid() })
+	close(release)
+	must(t, <-stopped)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want 1: the messages held at Stop are dropped", n)
 	}
 }

@@ -25,8 +25,8 @@ import (
 // consumer can lag the stream: the server acks a publish before it tells
 // its consumers, so a read right after an ack may miss that message (it
 // comes with a later read); what must see everything stored (the leader's
-// record check) drops the consumer first (drop). The status cache's lock
-// guards it.
+// record check) sets the consumer aside first (aside) and reads through a
+// new one. The status cache's lock guards it.
 type eventCursor struct {
 	cons      jetstream.Consumer
 	delivered uint64               // consumer sequence of the last message handed on
@@ -48,15 +48,21 @@ type eventSink struct {
 	report func(tr *transport.TaskReport, runs []uint32)
 }
 
-// drop removes the cursor's consumer (on the server too, as far as it
-// answers): the next read makes one again, which counts every message
-// stored by then.
-func (cur *eventCursor) drop(ctx context.Context, s *Server) {
-	if cur.cons == nil {
-		return
-	}
-	s.deleteConsumer(ctx, cur.cons)
+// aside takes the cursor's consumer from it and returns it (nil: none),
+// for the caller to remove (dropConsumer): the next read makes one again,
+// which counts every message stored by then.
+func (cur *eventCursor) aside() jetstream.Consumer {
+	cons := cur.cons
 	cur.cons = nil
+	return cons
+}
+
+// dropConsumer removes consumer cons (nil: none) of the event stream, as
+// deleteConsumer does.
+func (s *Server) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
+	if cons != nil {
+		s.deleteConsumer(ctx, cons)
+	}
 }
 
 // deleteConsumer removes consumer cons of the event stream, as far as the

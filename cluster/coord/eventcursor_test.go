@@ -105,8 +105,9 @@ func TestEventCursorRecovers(t *testing.T) {
 // before. The NATS server acks a publish before it tells the stream's
 // consumers of the message (on another goroutine), so a consumer kept
 // between reads can still answer "no messages" right after the ack; the
-// check reads through a consumer made for it, which counts what is stored.
-// Many other consumers on the stream make that window wide: the old cursor
+// check reads through a consumer made for it, which counts what is stored,
+// with the kept one set aside, not yet removed (the leader removes it once
+// the verdict is applied). Many other consumers on the stream make that window wide: the old cursor
 // missed the event in a good share of the rounds.
 func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	c, n1, id := busyRun(t)
@@ -131,18 +132,32 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	// Task a fails, then is done again, activation after activation; each
 	// check after the publish is acked must see the latest.
 	// A status read makes the cursor's consumer; the check reads through
-	// another, and removes the kept one.
+	// another, and sets the kept one aside for its caller to remove (the
+	// leader: once the verdict is applied): it is there until then.
 	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
 	_, err = c.runStatus(ctx, id)
 	must(t, err)
 	kept := consumer()
-	_, _, err = c.checkRecord(ctx, r)
+	_, _, stale, err := c.checkRecordAside(ctx, r)
 	must(t, err)
-	if now := consumer(); kept == "" || now == "" || now == kept {
-		t.Fatalf("the check read through consumer %q, the status read's was %q: want a new one", now, kept)
+	if now := consumer(); kept == "" || now == "" || now == kept || stale == nil || stale.CachedInfo().Name != kept {
+		t.Fatalf("the check read through consumer %q, the status read's was %q (set aside: %v): want a new one, the old one aside", now, kept, stale != nil)
 	}
+	if _, err := st.Consumer(ctx, kept); err != nil {
+		t.Fatalf("the consumer set aside, before its caller removes it: %v", err)
+	}
+	c.dropConsumer(ctx, stale)
 	if _, err := st.Consumer(ctx, kept); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("the kept consumer after the check: %v, want it removed", err)
+	}
+	// checkRecord removes it itself.
+	_, err = c.runStatus(ctx, id)
+	must(t, err)
+	kept = consumer()
+	_, _, err = c.checkRecord(ctx, r)
+	must(t, err)
+	if _, err := st.Consumer(ctx, kept); kept == "" || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the kept consumer %q after checkRecord: %v, want it removed", kept, err)
 	}
 	const rounds = 200
 	missed := 0
@@ -151,14 +166,104 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 		if i%2 == 0 {
 			state = transport.TaskFailed
 		}
+		if i%2 == 0 {
+			_, err := c.runStatus(ctx, id) // a status read: the consumer it keeps is what the check sets aside
+			must(t, err)
+		}
 		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: state, Act: uint64(i + 2), Executions: uint64(i + 2)}))
-		_, failed, err := c.checkRecord(ctx, r)
+		// As the leader checks: the consumer set aside (the last check's,
+		// or the status read's of every other round) is still there while
+		// the check reads, and goes after.
+		_, failed, stale, err := c.checkRecordAside(ctx, r)
 		must(t, err)
+		c.dropConsumer(ctx, stale)
 		if got := slices.Contains(failed, "a"); got != (state == transport.TaskFailed) {
 			missed++
 		}
 	}
 	if missed > 0 {
 		t.Fatalf("%d of %d checks right after an acked publish missed it", missed, rounds)
+	}
+}
+
+// A long poll woken by a verdict applied answers from the run's state
+// without a read of the event stream (awaitChange), and its tallies are
+// the record's as the leader's check folded it into the same cache.
+func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	r, _ := c.run(id)
+	for task := range uint32(2) {
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
+	}
+	owed, failed, err := c.checkRecord(ctx, r)
+	must(t, err)
+	if len(owed) != 0 || len(failed) != 0 {
+		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
+	}
+	v, err := c.statusVersion(ctx, id)
+	must(t, err)
+	var got proto.RunProgress
+	woke := make(chan bool, 1)
+	go func() {
+		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
+			got = cc.fold.progress(r, cc.nv)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- answered
+	}()
+	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunSucceeded, At: time.Now()}}))
+	select {
+	case answered := <-woke:
+		if !answered || got.State != proto.RunSucceeded || got.Counts.Done != 2 {
+			t.Fatalf("the answer after the verdict: answered %v, state %q, %d done; want %s with both tasks done", answered, got.State, got.Counts.Done, proto.RunSucceeded)
+		}
+	case <-ctx.Done():
+		t.Fatal("a waiting status read did not see the verdict applied")
+	}
+}
+
+// A long poll whose tick (or a command applied) finds an event's wake
+// pending takes it and reads the events: the wake is not lost to a read of
+// the state alone; and a read that missed the event (the kept consumer
+// hears of it after the wake) is done again at the next looks. With the
+// tick firing every millisecond, a good share of the events' wakes meet it
+// in the wait's select (the wake comes during the wait's first read).
+func TestEventWakeNotLostToTheTick(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 120*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	r, _ := c.run(id)
+	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
+	statusWaitTick = time.Millisecond
+	for i := range 12 {
+		v, err := c.statusVersion(ctx, id)
+		must(t, err)
+		done := make(chan bool, 1)
+		go func() {
+			answered, err := c.awaitChange(ctx, id, v, 20*time.Second, func(*statusCache, Run) {})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- answered
+		}()
+		state := transport.TaskDone
+		if i%2 == 0 {
+			state = transport.TaskFailed
+		}
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: state, Act: uint64(i + 2), Executions: uint64(i + 2)}))
+		if !<-done {
+			v2, err := c.statusVersion(ctx, id)
+			t.Fatalf("round %d: the wait ended at its deadline, not with the event's change (version %s, now %s, %v)", i, v, v2, err)
+		}
 	}
 }

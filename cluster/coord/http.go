@@ -770,18 +770,29 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(wait, MaxStatusWait)
 	}
+	// A summary's long poll answers from the read that saw the change
+	// (awaitChange's answer): the tallies and the version of one read.
+	var p proto.RunProgress
+	var answer func(c *statusCache, r Run)
+	if view == "summary" {
+		answer = func(c *statusCache, r Run) { p = c.fold.progress(r, c.nv); p.Version = c.version() }
+	}
+	answered := false
 	if wait > 0 && version != "" {
-		if err := s.awaitChange(r.Context(), id, version, wait); err != nil {
+		var err error
+		if answered, err = s.awaitChange(r.Context(), id, version, wait, answer); err != nil {
 			writeErr(w, err)
 			return
 		}
 	}
 	switch {
 	case view == "summary":
-		p, err := s.runProgress(r.Context(), id)
-		if err != nil {
-			writeErr(w, err)
-			return
+		if !answered {
+			var err error
+			if p, err = s.runProgress(r.Context(), id); err != nil {
+				writeErr(w, err)
+				return
+			}
 		}
 		writeJSON(w, http.StatusOK, p)
 	case since != "":

@@ -203,8 +203,12 @@ func (l *leader) do(now time.Time, acts []LeaderAction) {
 			err := s.apply(a.Cmd)
 			l.do(now, l.core.Applied(now, a.Cmd, err))
 		case LeadCheck:
-			owed, failed, err := s.checkRecord(context.Background(), a.Run)
+			owed, failed, stale, err := s.checkRecordAside(context.Background(), a.Run)
 			l.do(now, l.core.Checked(now, a.Run.ID, a.Run.Gen, owed, failed, err))
+			// The status cursor's consumer the check set aside goes once
+			// the verdict is applied (Checked's actions): its removal is a
+			// request to the server the verdict need not wait for.
+			s.dropConsumer(context.Background(), stale)
 		case LeadResync:
 			l.syncMembers(now)
 		case LeadRefused:
@@ -233,6 +237,13 @@ func (l *leader) ping(id string) {
 	if err := l.s.nc.NATS().PublishMsg(m); err != nil {
 		l.s.log.Warn("ping node", "node", id, "err", err)
 	}
+}
+
+// stopSub ends sub at once, dropping what it holds (Subscription.Stop).
+func stopSub(sub *transport.Subscription) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = sub.Stop(ctx)
 }
 
 func closeSub(sub *transport.Subscription) {

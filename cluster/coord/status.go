@@ -756,6 +756,13 @@ func (c *statusCache) parseVersion(v string) (uint64, bool) {
 // withStatus brings run id's status cache up to date (its graph, the new
 // events, the run's state) and calls fn with it locked.
 func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCache, r Run)) error {
+	return s.withStatusOf(ctx, id, true, fn)
+}
+
+// withStatusOf is withStatus that reads the new events only when events
+// is set (else the cache is brought up to date but for them: a read that
+// only the run's state can have changed).
+func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn func(c *statusCache, r Run)) error {
 	r, ok := s.run(id)
 	if !ok {
 		return fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
@@ -768,7 +775,7 @@ func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCac
 			return err
 		}
 	}
-	if s.nc != nil {
+	if s.nc != nil && events {
 		if err := s.readEvents(ctx, c, r); err != nil {
 			s.log.Warn("read events", "run", id, "err", err)
 		}
@@ -859,13 +866,22 @@ const MaxStatusWait = 10 * time.Second
 // command the FSM applies wake it at once.
 var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitingRead
 
+// statusRechecks bounds the looks that read a run's events again after a
+// read found nothing new (awaitChange): a second of them.
+const statusRechecks = 10
+
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
 // (a subscription to the run's event subject, for the length of the wait),
 // and so does every command the FSM applies (appliedCh: a run's verdict
 // reaches its waiting client when it is applied; it waited up to
 // statusWaitTick, 50 ms on average, before).
-func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.Duration) error {
+//
+// answer (nil: none) is called with the status cache when the read that
+// ends the wait finds the version changed, under the same lock: the
+// caller's answer made from that read needs no read of its own (a request
+// to the event stream, as each read makes); answered says it was called.
+func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.Duration, answer func(c *statusCache, r Run)) (answered bool, err error) {
 	s.longPolls.Add(1)
 	defer s.longPolls.Add(-1)
 	deadline := time.NewTimer(wait)
@@ -874,7 +890,7 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	if s.nc != nil {
 		filter, err := transport.RunEventsFilter(id)
 		if err != nil {
-			return fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
+			return false, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
 		}
 		sub, err := s.nc.Subscribe(filter, func(*nats.Msg) {
 			select {
@@ -883,35 +899,82 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 			}
 		})
 		if err != nil {
-			return fmt.Errorf("coord: await run %s: %w", id, err)
+			return false, fmt.Errorf("coord: await run %s: %w", id, err)
 		}
-		defer closeSub(sub)
+		// Stopped, not drained: the messages still on the way would only
+		// wake a wait that is over, and a drain with messages pending
+		// waits 100 ms for them (the client's check), which a node's
+		// events, sent in parts, made the common case.
+		defer stopSub(sub)
 	}
 	tick := time.NewTicker(statusWaitTick)
 	defer tick.Stop()
 	applied := s.appliedCh() // taken before the first read: a command applied after it wakes the wait
-	for read := true; ; {
+	// events: whether the read reads the new events too. A read the run's
+	// state woke (a command applied, or the tick, that found it changed)
+	// does not, unless an event woke it as well: what changed is in the
+	// FSM, and a request to the event stream (under a busy machine, ~2 ms
+	// of the way from a verdict applied to its client) would only add the
+	// events stored since the last read, which the next read adds. A
+	// verdict's tallies are whole without it: the leader's record check
+	// folded every event stored when it began, into this cache.
+	//
+	// rechecks: the first read, or one an event woke, found nothing new.
+	// The wake-up subscription can hear of a message before the cursor's
+	// kept consumer does (the server tells its consumers after it stores,
+	// on another goroutine), and a message stored just before the wait
+	// subscribed wakes nothing; so the next ticks read the events again,
+	// up to statusRechecks times, until one finds a change (they read only
+	// the state before, and such a wait lasted until the next event or its
+	// deadline).
+	rechecks := 0
+	for read, events, fresh := true, true, true; ; {
 		if read {
-			v, err := s.statusVersion(ctx, id)
-			if err != nil || v != version {
-				return err
+			changed := false
+			err := s.withStatusOf(ctx, id, events, func(c *statusCache, r Run) {
+				if changed = c.version() != version; changed && answer != nil {
+					answer(c, r)
+				}
+			})
+			if err != nil || changed {
+				return changed && answer != nil && err == nil, err
+			}
+			if events && fresh {
+				rechecks = statusRechecks
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-s.stop:
-			return nil
+			return false, nil
 		case <-deadline.C:
-			return nil
+			return false, nil
 		case <-woke:
-			read = true
+			read, events, fresh = true, true, true
 		case <-applied:
 			applied = s.appliedCh()
-			read = s.recordChanged(id)
+			events = woken(woke)
+			read, fresh = events || s.recordChanged(id), events
 		case <-tick.C:
-			read = s.recordChanged(id)
+			fresh = woken(woke)
+			events = fresh || rechecks > 0
+			if events && !fresh {
+				rechecks--
+			}
+			read = events || s.recordChanged(id)
 		}
+	}
+}
+
+// woken reports whether an event woke the wait too, and takes the wake:
+// the caller must then read (the event is read or its wake is lost).
+func woken(woke chan struct{}) bool {
+	select {
+	case <-woke:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -931,24 +994,39 @@ func (s *Server) recordChanged(id string) bool {
 // checkRecord checks a success verdict for run r against its record,
 // folded up to now (the status cache's, brought up to date): CheckSuccess,
 // under the cache's lock. It reads every event stored when it starts: the
-// cursor's kept consumer is dropped and the new events are read through
+// cursor's kept consumer is set aside and the new events are read through
 // one made for the check. (The NATS server acks a publish before it tells
 // the stream's consumers of the message, on another goroutine, so a kept
 // consumer can still answer "no messages" for an event a node was told is
-// stored and reported after; a new consumer counts from storage.)
+// stored and reported after; a new consumer counts from storage.) The
+// consumer set aside is removed once the check is done.
 func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []string, err error) {
+	owed, failed, stale, err := s.checkRecordAside(ctx, r)
+	s.dropConsumer(ctx, stale)
+	return owed, failed, err
+}
+
+// checkRecordAside is checkRecord that leaves the removal of the consumer
+// it set aside (stale; nil: none) to its caller: the leader removes it
+// after the verdict is applied, so that the request is not on the way
+// from the node's last report to the verdict. What the check reads does
+// not depend on it: a new consumer counts every message stored when it is
+// made, whatever other consumers there are (the stale one still gets the
+// stream's signals until it goes, and delivers nothing, as nobody fetches
+// from it).
+func (s *Server) checkRecordAside(ctx context.Context, r Run) (owed []Owed, failed []string, stale jetstream.Consumer, err error) {
 	c := s.cacheOf(r.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.graph(r); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	c.cur.drop(ctx, s)
+	stale = c.cur.aside()
 	if err := s.readEvents(ctx, c, r); err != nil {
-		return nil, nil, err
+		return nil, nil, stale, err
 	}
 	owed, failed = verdictPlanOf(c.g).check(c.g, c.fold) // CheckSuccess, the graph's plan kept
-	return owed, failed, nil
+	return owed, failed, stale, nil
 }
 
 // cacheOf returns run id's status cache, made on first use (and then

@@ -351,7 +351,16 @@ func TestVerdictWakesAWaitingRead(t *testing.T) {
 	woke := make(chan error, 1)
 	waitCtx, stopWait := context.WithCancel(context.Background())
 	defer stopWait()
-	go func() { woke <- s.awaitChange(waitCtx, id, v, time.Hour) }() // neither its wait nor its tick ends it
+	var got proto.RunProgress // the answer made from the read that saw the change
+	answered := false
+	go func() {
+		var err error
+		answered, err = s.awaitChange(waitCtx, id, v, time.Hour, func(c *statusCache, r Run) { // neither its wait nor its tick ends it
+			got = c.fold.progress(r, c.nv)
+			got.Version = c.version()
+		})
+		woke <- err
+	}()
 	defer func() { stopWait(); <-woke }()
 	if err := s.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunCancelled, Error: "by the test", At: time.Now()}}); err != nil {
 		t.Fatal(err)
@@ -365,7 +374,13 @@ func TestVerdictWakesAWaitingRead(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a waiting status read did not see the run's verdict applied")
 	}
-	if v2, err := s.statusVersion(ctx, id); err != nil || v2 == v {
+	v2, err := s.statusVersion(ctx, id)
+	if err != nil || v2 == v {
 		t.Fatalf("status version after the verdict: %q (was %q), %v", v2, v, err)
+	}
+	// The answer is the read's that ended the wait: the verdict, at the
+	// version after it.
+	if !answered || got.State != proto.RunCancelled || got.Version != v2 {
+		t.Fatalf("the wait's answer: answered %v, state %q, version %q; want the verdict (%s) at %q", answered, got.State, got.Version, proto.RunCancelled, v2)
 	}
 }

@@ -59,6 +59,12 @@ type eventPub struct {
 	// and keeps nothing), cleared, for the next cuts: a cut of a large run
 	// allocates no slice of deltas a report.
 	deltas [][]transport.TaskDelta
+	// pointered are the reports on the way whose deltas hold a pointer
+	// (an output, an error, a child's name): keepDeltas clears only
+	// theirs. The rest hold none, and a kept slice is overwritten delta by
+	// delta before it is read: clearing 100K deltas (9.6 MB) a flush cost
+	// ~0.4 ms of the node's CPU (under p.mu).
+	pointered map[*transport.TaskReport]struct{}
 
 	kick     chan struct{}
 	full     chan struct{}
@@ -553,6 +559,9 @@ func (p *eventPub) cutLocked(t *taskTable) {
 					tr.Tasks = p.takeDeltasLocked(n)
 				}
 				tr.Tasks = append(tr.Tasks, d)
+				if d.Output != nil || d.Error != "" {
+					p.pointeredLocked(tr)
+				}
 			}
 		}
 	}
@@ -561,6 +570,7 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		tr := rep(nr.gen)
 		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: nr.task, Name: nr.name, State: nr.state, Act: nr.act,
 			Executions: nr.execs, Output: nr.out, Error: nr.err, Start: nr.start, End: nr.end})
+		p.pointeredLocked(tr)
 	}
 	clear(t.dirtyN)
 	t.dirtyN = t.dirtyN[:0]
@@ -586,17 +596,30 @@ func (p *eventPub) takeDeltasLocked(n int) []transport.TaskDelta {
 	return make([]transport.TaskDelta, 0, n)
 }
 
-// keepDeltas keeps the Tasks of reports stored for the next cuts.
-func (p *eventPub) keepDeltas(q []*transport.TaskReport) {
+// pointeredLocked notes that a delta of tr holds a pointer (under p.mu).
+func (p *eventPub) pointeredLocked(tr *transport.TaskReport) {
+	if p.pointered == nil {
+		p.pointered = map[*transport.TaskReport]struct{}{}
+	}
+	p.pointered[tr] = struct{}{}
+}
+
+// keepDeltas keeps the Tasks of reports stored for the next cuts (and
+// forgets the reports lost: kept false).
+func (p *eventPub) keepDeltas(q []*transport.TaskReport, kept bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, tr := range q {
 		d := tr.Tasks
 		tr.Tasks = nil
-		if cap(d) > maxSpareDelta || cap(d) == 0 {
+		_, ptr := p.pointered[tr]
+		delete(p.pointered, tr)
+		if !kept || cap(d) > maxSpareDelta || cap(d) == 0 {
 			continue
 		}
-		clear(d) // keep no output alive
+		if ptr {
+			clear(d) // keep no output alive (the others hold no pointer: a kept slice never does)
+		}
 		d = d[:0]
 		if len(p.deltas) < maxSpareDeltas {
 			p.deltas = append(p.deltas, d)
@@ -696,7 +719,8 @@ func (p *eventPub) loop() {
 	}
 	var waiting []chan struct{} // flushes answered once what they asked for is stored
 	publish := func() {
-		if err := p.publish(false); err != nil {
+		stored, err := p.publish(false)
+		if err != nil {
 			arm(retryEvery)
 			return
 		}
@@ -704,6 +728,9 @@ func (p *eventPub) loop() {
 			close(ch)
 		}
 		waiting = nil
+		// Their deltas are kept for the next cuts once the flushes are
+		// answered: the report that says idle waits for nothing else.
+		p.keepDeltas(stored, true)
 	}
 	for {
 		select {
@@ -719,7 +746,7 @@ func (p *eventPub) loop() {
 			publish()
 		case <-p.stop:
 			timer.Stop()
-			_ = p.publish(true)
+			_, _ = p.publish(true)
 			for _, ch := range waiting {
 				close(ch)
 			}
@@ -733,35 +760,35 @@ func (p *eventPub) loop() {
 // goes behind them, so a task's later values are stored after its earlier
 // ones) and publish returns the error, unless final: then they are counted
 // as lost.
-func (p *eventPub) publish(final bool) error {
+func (p *eventPub) publish(final bool) (stored []*transport.TaskReport, err error) {
 	p.mu.Lock()
 	q := p.cutAllLocked()
 	p.mu.Unlock()
 	if len(q) == 0 {
-		return nil
+		return nil, nil
 	}
 	deltas := 0
 	for _, tr := range q {
 		deltas += len(tr.Tasks)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err := p.conn.PublishReports(ctx, q...)
+	err = p.conn.PublishReports(ctx, q...)
 	cancel()
 	if err == nil {
 		p.published.Add(uint64(deltas))
 		p.reports.Add(uint64(len(q)))
-		p.keepDeltas(q)
-		return nil
+		return q, nil // the caller keeps their deltas (keepDeltas)
 	}
 	if final {
 		p.errors.Add(uint64(deltas))
 		p.log.Warn("task reports not stored", "tasks", deltas, "err", err)
-		return nil
+		p.keepDeltas(q, false)
+		return nil, nil
 	}
 	p.retries.Add(1)
 	p.log.Debug("task reports not stored yet; retrying", "tasks", deltas, "err", err)
 	p.mu.Lock()
 	p.queue = append(q, p.queue...)
 	p.mu.Unlock()
-	return err
+	return nil, err
 }

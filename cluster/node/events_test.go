@@ -346,3 +346,52 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 		}
 	}
 }
+
+// A report's deltas are kept for the next cuts once it is stored
+// (keepDeltas), and a kept slice holds no pointer in any of its room: those
+// of a report with an output, an error or a subflow child's name are
+// cleared, those of the others are not (they hold none: a kept slice is
+// overwritten delta by delta before it is read), so that a large run's
+// flush does not clear 100K deltas. No note of a report outlives it.
+func TestKeptDeltasHoldNoPointers(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	ev := func(run string, task uint32, name string, out []byte, errText string) transport.TaskEvent {
+		st := transport.TaskDone
+		if errText != "" {
+			st = transport.TaskFailed
+		}
+		return transport.TaskEvent{Run: run, Gen: 1, Task: task, Name: name, Node: "n1", State: st, Act: 1, Executions: 1, Output: out, Error: errText,
+			Start: time.Unix(100, 0), End: time.Unix(100, 5)}
+	}
+	noPointer := func(when string) {
+		t.Helper()
+		for _, d := range p.deltas {
+			for i, x := range d[:cap(d)] {
+				if x.Output != nil || x.Error != "" || x.Name != "" {
+					t.Fatalf("%s: a kept delta slice holds a pointer at %d: %v", when, i, x)
+				}
+			}
+		}
+		if len(p.pointered) != 0 {
+			t.Fatalf("%s: %d notes of reports with pointers left", when, len(p.pointered))
+		}
+	}
+	for round := range 3 {
+		for i := range uint32(200) {
+			p.emit(ev("plain", i, "", nil, "")) // no pointer
+		}
+		p.emit(ev("out", 0, "", []byte("o"), ""))
+		p.emit(ev("out", 1, "", nil, ""))
+		p.emit(ev("fail", 2, "", nil, "boom"))
+		p.emit(ev("child", 3, "fan/0", nil, ""))
+		q := p.cut()
+		if len(q) != 4 {
+			t.Fatalf("round %d: %d reports, want 4", round, len(q))
+		}
+		p.keepDeltas(q, true)
+		noPointer(fmt.Sprintf("round %d, stored", round))
+	}
+	p.emit(ev("out", 0, "", []byte("lost"), ""))
+	p.keepDeltas(p.cut(), false)
+	noPointer("a report lost")
+}
