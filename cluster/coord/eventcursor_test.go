@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -186,9 +187,47 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	}
 }
 
-// A long poll woken by a verdict applied answers from the run's state
-// without a read of the event stream (awaitChange), and its tallies are
-// the record's as the leader's check folded it into the same cache.
+// verdictWokenRead runs a long poll on run id whose first read is done
+// before a verdict of state is applied (finish), and returns the progress
+// its answer saw and the reads of the event stream the woken read made
+// (the wait's first read, which always reads the events, left out). The
+// tick is an hour: no look but the verdict's wakes it.
+func verdictWokenRead(t *testing.T, ctx context.Context, c *Server, id, state string) (got proto.RunProgress, reads int64) {
+	t.Helper()
+	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
+	statusWaitTick = time.Hour
+	v, err := c.statusVersion(ctx, id)
+	must(t, err)
+	base := c.eventReads.Load()
+	woke := make(chan bool, 1)
+	go func() {
+		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
+			got = cc.fold.progress(r, cc.nv)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- answered
+	}()
+	// The first read (under the cache's lock, which the woken read waits
+	// for) has begun.
+	testsupport.Eventually(t, 10*time.Second, "the wait's first read", func() bool { return c.eventReads.Load() > base })
+	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: state, At: time.Now()}}))
+	select {
+	case answered := <-woke:
+		if !answered || got.State != state {
+			t.Fatalf("the answer after the verdict: answered %v, state %q; want %s", answered, got.State, state)
+		}
+	case <-ctx.Done():
+		t.Fatal("a waiting status read did not see the verdict applied")
+	}
+	return got, c.eventReads.Load() - base - 1
+}
+
+// A long poll woken by a success verdict this server's record check
+// passed at the run's generation answers from the run's state without a
+// read of the event stream (awaitChange), and its tallies are the record's
+// as the check folded it into the same cache.
 func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
@@ -205,27 +244,32 @@ func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 	if len(owed) != 0 || len(failed) != 0 {
 		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
 	}
-	v, err := c.statusVersion(ctx, id)
-	must(t, err)
-	var got proto.RunProgress
-	woke := make(chan bool, 1)
-	go func() {
-		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
-			got = cc.fold.progress(r, cc.nv)
+	cc := c.cacheOf(id)
+	cc.mu.Lock()
+	checked := cc.fold.progress(r, cc.nv).Counts
+	cc.mu.Unlock()
+	got, reads := verdictWokenRead(t, ctx, c, id, proto.RunSucceeded)
+	if reads != 0 || got.Counts != checked || got.Counts.Done != 2 {
+		t.Fatalf("the read the checked verdict woke: %d reads of the events, tallies %+v; want none, the check's %+v (both tasks done)", reads, got.Counts, checked)
+	}
+}
+
+// A long poll woken by a verdict this server did not check (a failed or
+// cancelled one has no check; a success another leader checked) reads the
+// events: the summary it answers is whole.
+func TestUncheckedVerdictWokenReadReadsTheEvents(t *testing.T) {
+	for _, state := range []string{proto.RunCancelled, proto.RunFailed, proto.RunSucceeded} {
+		t.Run(state, func(t *testing.T) {
+			c, _, id := busyRun(t)
+			ctx := ctxFor(t, 60*time.Second)
+			testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+				r, ok := c.run(id)
+				return ok && len(r.Assignment) == 2
+			})
+			if _, reads := verdictWokenRead(t, ctx, c, id, state); reads != 1 {
+				t.Fatalf("the read a %s verdict woke made %d reads of the events, want 1", state, reads)
+			}
 		})
-		if err != nil {
-			t.Error(err)
-		}
-		woke <- answered
-	}()
-	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunSucceeded, At: time.Now()}}))
-	select {
-	case answered := <-woke:
-		if !answered || got.State != proto.RunSucceeded || got.Counts.Done != 2 {
-			t.Fatalf("the answer after the verdict: answered %v, state %q, %d done; want %s with both tasks done", answered, got.State, got.Counts.Done, proto.RunSucceeded)
-		}
-	case <-ctx.Done():
-		t.Fatal("a waiting status read did not see the verdict applied")
 	}
 }
 

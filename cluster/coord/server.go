@@ -176,6 +176,9 @@ type Server struct {
 	// runs whose flow was validated, expanded and placed for them (not
 	// taken from flowCaches.placed)
 	placements atomic.Int64
+	// eventReads counts the reads of the event stream a status cache made
+	// (readEvents): the tests see which reads asked the stream.
+	eventReads atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.
