@@ -187,6 +187,37 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	}
 }
 
+// The leader removes the status cursor's consumer its record check set
+// aside once the verdict is applied: it does not stay until the server
+// drops it a minute unread.
+func TestLeaderDropsTheConsumerSetAside(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	_, err := c.runStatus(ctx, id) // the cursor keeps a consumer
+	must(t, err)
+	kept := cursorConsumer(c.cacheOf(id))
+	if kept == "" {
+		t.Fatal("the status read kept no consumer")
+	}
+	st, err := c.eventStream(ctx)
+	must(t, err)
+	// n1 is idle from now on and says so, as its heartbeat would: the
+	// leader probes, hears it idle again, and checks the record.
+	n1.idle.Store(true)
+	r, _ := c.run(id)
+	n1.term(id, r.Gen, 0)
+	testsupport.Eventually(t, 20*time.Second, "the run succeeds", func() bool { return runState(c, id) == proto.RunSucceeded })
+	// Well inside the consumer's minute unread (eventCursorIdle).
+	testsupport.Eventually(t, 20*time.Second, "the consumer set aside removed", func() bool {
+		_, err := st.Consumer(ctx, kept)
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+}
+
 // verdictWokenRead runs a long poll on run id whose first read is done
 // before a verdict of state is applied (finish), and returns the progress
 // its answer saw and the reads of the event stream the woken read made
