@@ -318,8 +318,11 @@ func TestEventWakeNotLostToTheTick(t *testing.T) {
 		return ok && len(r.Assignment) == 2
 	})
 	r, _ := c.run(id)
-	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
-	statusWaitTick = time.Millisecond
+	defer func(d time.Duration, n int) { statusWaitTick, statusRechecks = d, n }(statusWaitTick, statusRechecks)
+	// The rechecks span a second, as they do at the 100 ms tick: at 10
+	// they would span 10 ms, which a busy machine can pass before the
+	// kept consumer hears of the event.
+	statusWaitTick, statusRechecks = time.Millisecond, 1000
 	for i := range 12 {
 		v, err := c.statusVersion(ctx, id)
 		must(t, err)

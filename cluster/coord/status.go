@@ -879,8 +879,12 @@ const MaxStatusWait = 10 * time.Second
 var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitingRead
 
 // statusRechecks bounds the looks that read a run's events again after a
-// read found nothing new (awaitChange): a second of them.
-const statusRechecks = 10
+// read found nothing new (awaitChange): a second of them at statusWaitTick.
+// Its cost: a poll that sees no change makes up to statusRechecks more
+// reads of the event stream (a FetchNoWait each, under the cache's lock)
+// in its first second. A var for TestEventWakeNotLostToTheTick, whose
+// tick is a millisecond.
+var statusRechecks = 10
 
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
