@@ -107,9 +107,10 @@ func TestEventCursorRecovers(t *testing.T) {
 // consumers of the message (on another goroutine), so a consumer kept
 // between reads can still answer "no messages" right after the ack; the
 // check reads through a consumer made for it, which counts what is stored,
-// with the kept one set aside, not yet removed (the leader removes it once
-// the verdict is applied). Many other consumers on the stream make that window wide: the old cursor
-// missed the event in a good share of the rounds.
+// with the kept one set aside, not yet removed (the leader removes it
+// after the check's outcome is taken). Many other consumers on the stream
+// make that window wide: the old cursor missed the event in a good share
+// of the rounds.
 func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 120*time.Second)
@@ -134,7 +135,7 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	// check after the publish is acked must see the latest.
 	// A status read makes the cursor's consumer; the check reads through
 	// another, and sets the kept one aside for its caller to remove (the
-	// leader: once the verdict is applied): it is there until then.
+	// leader: after the check's outcome is taken): it is there until then.
 	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
 	_, err = c.runStatus(ctx, id)
 	must(t, err)
@@ -188,7 +189,7 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 }
 
 // The leader removes the status cursor's consumer its record check set
-// aside once the verdict is applied: it does not stay until the server
+// aside once the verdict is applied (or refused): it does not stay until the server
 // drops it a minute unread.
 func TestLeaderDropsTheConsumerSetAside(t *testing.T) {
 	c, n1, id := busyRun(t)

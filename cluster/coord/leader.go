@@ -282,13 +282,6 @@ func (l *leader) ping(id string) {
 	}
 }
 
-// stopSub ends sub at once, dropping what it holds (Subscription.Stop).
-func stopSub(sub *transport.Subscription) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = sub.Stop(ctx)
-}
-
 func closeSub(sub *transport.Subscription) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

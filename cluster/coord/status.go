@@ -985,6 +985,13 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	}
 }
 
+// stopSub ends sub at once, dropping what it holds (Subscription.Stop).
+func stopSub(sub *transport.Subscription) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = sub.Stop(ctx)
+}
+
 // woken reports whether an event woke the wait too, and takes the wake:
 // the caller must then read (the event is read or its wake is lost).
 func woken(woke chan struct{}) bool {
@@ -1026,8 +1033,9 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 
 // checkRecordAside is checkRecord that leaves the removal of the consumer
 // it set aside (stale; nil: none) to its caller: the leader removes it
-// after the verdict is applied, so that the request is not on the way
-// from the node's last report to the verdict. What the check reads does
+// after the check's outcome is taken (the verdict applied, a refusal, or
+// the check's error), off its action loop, so that the request is not on
+// the way from the node's last report to the verdict. What the check reads does
 // not depend on it: a new consumer counts every message stored when it is
 // made, whatever other consumers there are (the stale one still gets the
 // stream's signals until it goes, and delivers nothing, as nobody fetches
