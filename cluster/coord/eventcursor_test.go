@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -106,9 +107,10 @@ func TestEventCursorRecovers(t *testing.T) {
 // consumers of the message (on another goroutine), so a consumer kept
 // between reads can still answer "no messages" right after the ack; the
 // check reads through a consumer made for it, which counts what is stored,
-// with the kept one set aside, not yet removed (the leader removes it once
-// the verdict is applied). Many other consumers on the stream make that window wide: the old cursor
-// missed the event in a good share of the rounds.
+// with the kept one set aside, not yet removed (the leader removes it
+// after the check's outcome is taken). Many other consumers on the stream
+// make that window wide: the old cursor missed the event in a good share
+// of the rounds.
 func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 120*time.Second)
@@ -133,7 +135,7 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	// check after the publish is acked must see the latest.
 	// A status read makes the cursor's consumer; the check reads through
 	// another, and sets the kept one aside for its caller to remove (the
-	// leader: once the verdict is applied): it is there until then.
+	// leader: after the check's outcome is taken): it is there until then.
 	consumer := func() string { return cursorConsumer(c.cacheOf(id)) }
 	_, err = c.runStatus(ctx, id)
 	must(t, err)
@@ -186,9 +188,78 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	}
 }
 
-// A long poll woken by a verdict applied answers from the run's state
-// without a read of the event stream (awaitChange), and its tallies are
-// the record's as the leader's check folded it into the same cache.
+// The leader removes the status cursor's consumer its record check set
+// aside once the verdict is applied (or refused): it does not stay until the server
+// drops it a minute unread.
+func TestLeaderDropsTheConsumerSetAside(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
+	_, err := c.runStatus(ctx, id) // the cursor keeps a consumer
+	must(t, err)
+	kept := cursorConsumer(c.cacheOf(id))
+	if kept == "" {
+		t.Fatal("the status read kept no consumer")
+	}
+	st, err := c.eventStream(ctx)
+	must(t, err)
+	// n1 is idle from now on and says so, as its heartbeat would: the
+	// leader probes, hears it idle again, and checks the record.
+	n1.idle.Store(true)
+	r, _ := c.run(id)
+	n1.term(id, r.Gen, 0)
+	testsupport.Eventually(t, 20*time.Second, "the run succeeds", func() bool { return runState(c, id) == proto.RunSucceeded })
+	// Well inside the consumer's minute unread (eventCursorIdle).
+	testsupport.Eventually(t, 20*time.Second, "the consumer set aside removed", func() bool {
+		_, err := st.Consumer(ctx, kept)
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+}
+
+// verdictWokenRead runs a long poll on run id whose first read is done
+// before a verdict of state is applied (finish), and returns the progress
+// its answer saw and the reads of the event stream the woken read made
+// (the wait's first read, which always reads the events, left out). The
+// tick is an hour: no look but the verdict's wakes it.
+func verdictWokenRead(t *testing.T, ctx context.Context, c *Server, id, state string) (got proto.RunProgress, reads int64) {
+	t.Helper()
+	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
+	statusWaitTick = time.Hour
+	v, err := c.statusVersion(ctx, id)
+	must(t, err)
+	base := c.eventReads.Load()
+	woke := make(chan bool, 1)
+	go func() {
+		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
+			got = cc.fold.progress(r, cc.nv)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- answered
+	}()
+	// The first read (under the cache's lock, which the woken read waits
+	// for) has begun.
+	testsupport.Eventually(t, 10*time.Second, "the wait's first read", func() bool { return c.eventReads.Load() > base })
+	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: state, At: time.Now()}}))
+	select {
+	case answered := <-woke:
+		if !answered || got.State != state {
+			t.Fatalf("the answer after the verdict: answered %v, state %q; want %s", answered, got.State, state)
+		}
+	case <-ctx.Done():
+		t.Fatal("a waiting status read did not see the verdict applied")
+	}
+	return got, c.eventReads.Load() - base - 1
+}
+
+// A long poll woken by a success verdict this server's record check
+// passed at the run's generation answers from the run's state without a
+// read of the event stream (awaitChange), and its tallies are the record's
+// as the check folded it into the same cache.
 func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
@@ -205,27 +276,32 @@ func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 	if len(owed) != 0 || len(failed) != 0 {
 		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
 	}
-	v, err := c.statusVersion(ctx, id)
-	must(t, err)
-	var got proto.RunProgress
-	woke := make(chan bool, 1)
-	go func() {
-		answered, err := c.awaitChange(ctx, id, v, time.Hour, func(cc *statusCache, r Run) { // neither its wait nor its tick ends it
-			got = cc.fold.progress(r, cc.nv)
+	cc := c.cacheOf(id)
+	cc.mu.Lock()
+	checked := cc.fold.progress(r, cc.nv).Counts
+	cc.mu.Unlock()
+	got, reads := verdictWokenRead(t, ctx, c, id, proto.RunSucceeded)
+	if reads != 0 || got.Counts != checked || got.Counts.Done != 2 {
+		t.Fatalf("the read the checked verdict woke: %d reads of the events, tallies %+v; want none, the check's %+v (both tasks done)", reads, got.Counts, checked)
+	}
+}
+
+// A long poll woken by a verdict this server did not check (a failed or
+// cancelled one has no check; a success another leader checked) reads the
+// events: the summary it answers is whole.
+func TestUncheckedVerdictWokenReadReadsTheEvents(t *testing.T) {
+	for _, state := range []string{proto.RunCancelled, proto.RunFailed, proto.RunSucceeded} {
+		t.Run(state, func(t *testing.T) {
+			c, _, id := busyRun(t)
+			ctx := ctxFor(t, 60*time.Second)
+			testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+				r, ok := c.run(id)
+				return ok && len(r.Assignment) == 2
+			})
+			if _, reads := verdictWokenRead(t, ctx, c, id, state); reads != 1 {
+				t.Fatalf("the read a %s verdict woke made %d reads of the events, want 1", state, reads)
+			}
 		})
-		if err != nil {
-			t.Error(err)
-		}
-		woke <- answered
-	}()
-	must(t, c.apply(&Command{Op: OpRunFinish, Finish: &Finish{ID: id, State: proto.RunSucceeded, At: time.Now()}}))
-	select {
-	case answered := <-woke:
-		if !answered || got.State != proto.RunSucceeded || got.Counts.Done != 2 {
-			t.Fatalf("the answer after the verdict: answered %v, state %q, %d done; want %s with both tasks done", answered, got.State, got.Counts.Done, proto.RunSucceeded)
-		}
-	case <-ctx.Done():
-		t.Fatal("a waiting status read did not see the verdict applied")
 	}
 }
 
@@ -243,8 +319,11 @@ func TestEventWakeNotLostToTheTick(t *testing.T) {
 		return ok && len(r.Assignment) == 2
 	})
 	r, _ := c.run(id)
-	defer func(d time.Duration) { statusWaitTick = d }(statusWaitTick)
-	statusWaitTick = time.Millisecond
+	defer func(d time.Duration, n int) { statusWaitTick, statusRechecks = d, n }(statusWaitTick, statusRechecks)
+	// The rechecks span a second, as they do at the 100 ms tick: at 10
+	// they would span 10 ms, which a busy machine can pass before the
+	// kept consumer hears of the event.
+	statusWaitTick, statusRechecks = time.Millisecond, 1000
 	for i := range 12 {
 		v, err := c.statusVersion(ctx, id)
 		must(t, err)

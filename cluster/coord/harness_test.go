@@ -70,6 +70,7 @@ type fakeNode struct {
 	silent   atomic.Bool
 	boot     atomic.Value // the boot id it answers pings with ("boot1", its gossip metadata's)
 	busy     bool
+	idle     atomic.Bool // set: a busy node is idle from then on (its run can end)
 	failTask string
 	lose     string
 
@@ -127,7 +128,7 @@ func (n *fakeNode) stop() {
 }
 
 func (n *fakeNode) term(run string, gen, wave uint64) {
-	r := transport.TermReport{Run: run, Gen: gen, Node: n.id, Wave: wave, Idle: !n.busy}
+	r := transport.TermReport{Run: run, Gen: gen, Node: n.id, Wave: wave, Idle: !n.busy || n.idle.Load()}
 	if err := n.nc.Publish(proto.TermSubject(n.id), transport.Encode(&r)); err != nil {
 		n.t.Errorf("%s: term report: %v", n.id, err)
 	}

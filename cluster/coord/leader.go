@@ -3,10 +3,12 @@ package coord
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/transport"
@@ -24,6 +26,9 @@ type leader struct {
 	// refusedVoters: coordinators of an earlier build syncMembers did not
 	// add as voters, warned of once each
 	refusedVoters map[string]bool
+	// drops takes the consumers the record checks set aside to the
+	// goroutine that removes them (dropConsumers), off the loop.
+	drops chan jetstream.Consumer
 }
 
 // fsmView is the View of the server's FSM: each call under its read lock.
@@ -155,6 +160,21 @@ func (s *Server) lead(ctx context.Context) {
 		defer closeSub(pong)
 	}
 
+	// The removals of the consumers set aside: a request each (up to 2 s
+	// when the server is slow) the loop does not wait for. The goroutine
+	// ends with the term; what it has not removed yet the server drops a
+	// minute unread.
+	l.drops = make(chan jetstream.Consumer, 64)
+	dropsDone := make(chan struct{})
+	var dropper sync.WaitGroup
+	dropper.Add(1)
+	go func() {
+		defer dropper.Done()
+		l.dropConsumers(dropsDone)
+	}()
+	defer dropper.Wait()
+	defer close(dropsDone)
+
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
 	l.syncMembers(time.Now())
@@ -205,10 +225,11 @@ func (l *leader) do(now time.Time, acts []LeaderAction) {
 		case LeadCheck:
 			owed, failed, stale, err := s.checkRecordAside(context.Background(), a.Run)
 			l.do(now, l.core.Checked(now, a.Run.ID, a.Run.Gen, owed, failed, err))
-			// The status cursor's consumer the check set aside goes once
-			// the verdict is applied (Checked's actions): its removal is a
-			// request to the server the verdict need not wait for.
-			s.dropConsumer(context.Background(), stale)
+			// The status cursor's consumer the check set aside goes after
+			// Checked's actions (the verdict applied, or a refusal, or the
+			// check's error logged), on another goroutine: its removal is
+			// a request to the server that nothing here waits for.
+			l.drop(stale)
 		case LeadResync:
 			l.syncMembers(now)
 		case LeadRefused:
@@ -226,6 +247,31 @@ func (l *leader) do(now time.Time, acts []LeaderAction) {
 	}
 }
 
+// drop hands consumer cons (nil: none) to the goroutine that removes it;
+// with its queue full it is left to the server, which drops it a minute
+// unread.
+func (l *leader) drop(cons jetstream.Consumer) {
+	if cons == nil || l.drops == nil {
+		return
+	}
+	select {
+	case l.drops <- cons:
+	default:
+	}
+}
+
+// dropConsumers removes the consumers drop hands it until done is closed.
+func (l *leader) dropConsumers(done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case cons := <-l.drops:
+			l.s.dropConsumer(context.Background(), cons)
+		}
+	}
+}
+
 // ping sends a liveness ping to a node gossip calls dead whose death is
 // not confirmed yet, or to a member not verified yet (Liveness); answers
 // come back through the inbound channel.
@@ -237,13 +283,6 @@ func (l *leader) ping(id string) {
 	if err := l.s.nc.NATS().PublishMsg(m); err != nil {
 		l.s.log.Warn("ping node", "node", id, "err", err)
 	}
-}
-
-// stopSub ends sub at once, dropping what it holds (Subscription.Stop).
-func stopSub(sub *transport.Subscription) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = sub.Stop(ctx)
 }
 
 func closeSub(sub *transport.Subscription) {

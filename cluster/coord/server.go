@@ -185,6 +185,9 @@ type Server struct {
 	// votersRefused counts the times a leader did not add a coordinator
 	// of an earlier build as a voter (syncMembers): a test waits on it.
 	votersRefused atomic.Int64
+	// eventReads counts the reads of the event stream a status cache made
+	// (readEvents): the tests see which reads asked the stream.
+	eventReads atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.

@@ -717,6 +717,11 @@ type statusCache struct {
 	state, errTx string // (Touch when they change)
 
 	body *rendered // a finished run's full status, once asked for
+
+	// checkedGen is the generation whose success this server's record
+	// check last passed (checkRecordAside; 0: none, generations start at
+	// 1): the fold then holds every event the verdict counted.
+	checkedGen uint64
 }
 
 // rendered is a run's full status JSON at fold version ver.
@@ -761,7 +766,9 @@ func (s *Server) withStatus(ctx context.Context, id string, fn func(c *statusCac
 
 // withStatusOf is withStatus that reads the new events only when events
 // is set (else the cache is brought up to date but for them: a read that
-// only the run's state can have changed).
+// only the run's state can have changed), or when the run has finished
+// and its verdict is not a success this server checked at this
+// generation.
 func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn func(c *statusCache, r Run)) error {
 	r, ok := s.run(id)
 	if !ok {
@@ -775,6 +782,11 @@ func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn fu
 			return err
 		}
 	}
+	// A finished run's summary reads the events unless its verdict is a
+	// success this server checked at this generation: a failed or
+	// cancelled verdict has no check, and a wait that began while this
+	// server led goes on after it lost the lead (another leader checked).
+	events = events || proto.Finished(r.State) && (r.State != proto.RunSucceeded || c.checkedGen != r.Gen)
 	if s.nc != nil && events {
 		if err := s.readEvents(ctx, c, r); err != nil {
 			s.log.Warn("read events", "run", id, "err", err)
@@ -867,8 +879,12 @@ const MaxStatusWait = 10 * time.Second
 var statusWaitTick = 100 * time.Millisecond // a var for TestVerdictWakesAWaitingRead
 
 // statusRechecks bounds the looks that read a run's events again after a
-// read found nothing new (awaitChange): a second of them.
-const statusRechecks = 10
+// read found nothing new (awaitChange): a second of them at statusWaitTick.
+// Its cost: a poll that sees no change makes up to statusRechecks more
+// reads of the event stream (a FetchNoWait each, under the cache's lock)
+// in its first second. A var for TestEventWakeNotLostToTheTick, whose
+// tick is a millisecond.
+var statusRechecks = 10
 
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
@@ -916,8 +932,10 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	// FSM, and a request to the event stream (under a busy machine, ~2 ms
 	// of the way from a verdict applied to its client) would only add the
 	// events stored since the last read, which the next read adds. A
-	// verdict's tallies are whole without it: the leader's record check
-	// folded every event stored when it began, into this cache.
+	// success verdict this server checked at the run's generation has its
+	// tallies whole without it (the record check folded every event stored
+	// when it began, into this cache); any other finished run's read does
+	// read the events (withStatusOf).
 	//
 	// rechecks: the first read, or one an event woke, found nothing new.
 	// The wake-up subscription can hear of a message before the cursor's
@@ -967,6 +985,13 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	}
 }
 
+// stopSub ends sub at once, dropping what it holds (Subscription.Stop).
+func stopSub(sub *transport.Subscription) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = sub.Stop(ctx)
+}
+
 // woken reports whether an event woke the wait too, and takes the wake:
 // the caller must then read (the event is read or its wake is lost).
 func woken(woke chan struct{}) bool {
@@ -1008,8 +1033,9 @@ func (s *Server) checkRecord(ctx context.Context, r Run) (owed []Owed, failed []
 
 // checkRecordAside is checkRecord that leaves the removal of the consumer
 // it set aside (stale; nil: none) to its caller: the leader removes it
-// after the verdict is applied, so that the request is not on the way
-// from the node's last report to the verdict. What the check reads does
+// after the check's outcome is taken (the verdict applied, a refusal, or
+// the check's error), off its action loop, so that the request is not on
+// the way from the node's last report to the verdict. What the check reads does
 // not depend on it: a new consumer counts every message stored when it is
 // made, whatever other consumers there are (the stale one still gets the
 // stream's signals until it goes, and delivers nothing, as nobody fetches
@@ -1026,6 +1052,9 @@ func (s *Server) checkRecordAside(ctx context.Context, r Run) (owed []Owed, fail
 		return nil, nil, stale, err
 	}
 	owed, failed = verdictPlanOf(c.g).check(c.g, c.fold) // CheckSuccess, the graph's plan kept
+	if len(owed) == 0 && len(failed) == 0 {
+		c.checkedGen = r.Gen
+	}
 	return owed, failed, stale, nil
 }
 
@@ -1083,6 +1112,7 @@ func (s *Server) readEvents(ctx context.Context, c *statusCache, r Run) error {
 		}
 		return gerr == nil
 	}
+	s.eventReads.Add(1)
 	seq, err := c.cur.read(ctx, s, r.ID, c.seq, eventSink{
 		event: func(e *transport.TaskEvent) {
 			if ready() && EventFromOwner(r, e) {
