@@ -324,8 +324,8 @@ func TestUncheckedVerdictWokenReadReadsTheEvents(t *testing.T) {
 				})
 				_, reads, ok := verdictWokenRead(t, ctx, c, id, state)
 				if ok {
-					if reads != 1 {
-						t.Fatalf("the read a %s verdict woke made %d reads of the events, want 1", state, reads)
+					if reads < 1 { // more when the wait also looked again (an event's wake, statusRechecks)
+						t.Fatalf("the read a %s verdict woke made %d reads of the events, want at least 1", state, reads)
 					}
 					return
 				}

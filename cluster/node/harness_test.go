@@ -389,6 +389,19 @@ loop:
 func (c *cluster) release(ctx context.Context, runID, reason string) {
 	t := c.t
 	cancel := &transport.Cancel{Run: runID, Gen: 1, Reason: reason}
+	// The runs held now: a node forgets a run (n.runs) before its teardown
+	// ends (the build and the SM's arrays handed to the next run of the
+	// plan), so released means those ended too; else the next run's
+	// Assignment can come before the build is kept (TestRunAgainReusesBuild
+	// failed so once in a run beside a CPU hog).
+	var holding []*run
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		if r := n.runs[runID]; r != nil {
+			holding = append(holding, r)
+		}
+		n.mu.Unlock()
+	}
 	for {
 		for _, id := range c.ids {
 			if err := c.leader.conn.SendControl(id, cancel); err != nil {
@@ -407,6 +420,13 @@ func (c *cluster) release(ctx context.Context, runID, reason string) {
 				held = held || ok || !ended
 			}
 			if !held {
+				for _, r := range holding {
+					select {
+					case <-r.done:
+					case <-ctx.Done():
+						t.Fatalf("run %s: its teardown did not end: %v", runID, ctx.Err())
+					}
+				}
 				return
 			}
 			time.Sleep(2 * time.Millisecond)
