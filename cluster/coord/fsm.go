@@ -420,42 +420,28 @@ func packRanges(assign []string) []byte {
 // vertices than a flow expands to (spec.MaxVertices): the array is made
 // before the runs are read.
 func unpackRanges(b []byte) ([]string, error) {
-	next := func() (uint64, bool) {
-		v, k := binary.Uvarint(b)
-		if k <= 0 {
-			return 0, false
-		}
-		b = b[k:]
-		return v, true
+	p := packed{b}
+	ids, err := p.nodeIDs()
+	if err != nil {
+		return nil, err
 	}
-	nids, ok := next()
-	if !ok || nids > uint64(len(b)) {
-		return nil, errors.New("with a bad count of node ids")
-	}
-	ids := make([]string, nids)
-	for i := range ids {
-		l, ok := next()
-		if !ok || l > uint64(len(b)) {
-			return nil, errors.New("with a bad node id")
-		}
-		ids[i], b = string(b[:l]), b[l:]
-	}
-	nv, ok := next()
+	nids := uint64(len(ids))
+	nv, ok := p.next()
 	if !ok || nv > spec.MaxVertices {
 		return nil, errors.New("with a bad count of tasks")
 	}
-	nruns, ok := next()
-	if !ok || nruns > uint64(len(b))/2 || nruns > nv { // a run is two bytes at least
+	nruns, ok := p.next()
+	if !ok || nruns > uint64(len(p.b))/2 || nruns > nv { // a run is two bytes at least
 		return nil, errors.New("with a bad count of runs")
 	}
 	out := make([]string, nv)
 	at := uint64(0)
 	for range nruns {
-		i, ok := next()
+		i, ok := p.next()
 		if !ok || i >= nids {
 			return nil, errors.New("with a run of no node id")
 		}
-		l, ok := next()
+		l, ok := p.next()
 		if !ok || l == 0 || l > nv-at {
 			return nil, errors.New("with a run of a bad length")
 		}
@@ -467,58 +453,77 @@ func unpackRanges(b []byte) ([]string, error) {
 	if at != nv {
 		return nil, errors.New("with runs that do not cover its tasks")
 	}
-	if len(b) > 0 {
-		return nil, errors.New("with bytes after its assignment")
-	}
-	return out, nil
+	return out, p.end()
 }
 
 // unpackAssignment reads packAssignment's bytes, all of them.
 func unpackAssignment(b []byte) ([]string, error) {
-	next := func() (uint64, bool) {
-		v, k := binary.Uvarint(b)
-		if k <= 0 {
-			return 0, false
-		}
-		b = b[k:]
-		return v, true
-	}
-	// count reads a count of things each written in a byte at least
-	count := func(what string) (uint64, error) {
-		n, ok := next()
-		if !ok || n > uint64(len(b)) {
-			return 0, fmt.Errorf("with a bad count of %s", what)
-		}
-		return n, nil
-	}
-	nids, err := count("node ids")
+	p := packed{b}
+	ids, err := p.nodeIDs()
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, nids)
-	for i := range ids {
-		l, ok := next()
-		if !ok || l > uint64(len(b)) {
-			return nil, errors.New("with a bad node id")
-		}
-		ids[i], b = string(b[:l]), b[l:]
-	}
-	nv, err := count("tasks")
+	nv, err := p.count("tasks")
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, nv)
 	for v := range out {
-		i, ok := next()
-		if !ok || i >= nids {
+		i, ok := p.next()
+		if !ok || i >= uint64(len(ids)) {
 			return nil, errors.New("with a task of no node id")
 		}
 		out[v] = ids[i]
 	}
-	if len(b) > 0 {
-		return nil, errors.New("with bytes after its assignment")
+	return out, p.end()
+}
+
+// packed reads the uvarints of a packed assignment (packAssignment,
+// packRanges) from the front of b.
+type packed struct{ b []byte }
+
+func (p *packed) next() (uint64, bool) {
+	v, k := binary.Uvarint(p.b)
+	if k <= 0 {
+		return 0, false
 	}
-	return out, nil
+	p.b = p.b[k:]
+	return v, true
+}
+
+// count reads a count of things each written in a byte at least.
+func (p *packed) count(what string) (uint64, error) {
+	n, ok := p.next()
+	if !ok || n > uint64(len(p.b)) {
+		return 0, fmt.Errorf("with a bad count of %s", what)
+	}
+	return n, nil
+}
+
+// nodeIDs reads the node ids both forms begin with: their count, then
+// each as its length and bytes.
+func (p *packed) nodeIDs() ([]string, error) {
+	nids, err := p.count("node ids")
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, nids)
+	for i := range ids {
+		l, ok := p.next()
+		if !ok || l > uint64(len(p.b)) {
+			return nil, errors.New("with a bad node id")
+		}
+		ids[i], p.b = string(p.b[:l]), p.b[l:]
+	}
+	return ids, nil
+}
+
+// end reports bytes left after a whole assignment.
+func (p *packed) end() error {
+	if len(p.b) > 0 {
+		return errors.New("with bytes after its assignment")
+	}
+	return nil
 }
 
 // decodeExact decodes a command or a snapshot with its numbers of no
