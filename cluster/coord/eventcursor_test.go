@@ -16,7 +16,8 @@ import (
 )
 
 // busyRun starts a leading coordinator and a busy fake node n1, and
-// submits run id of a flow of two tasks, a and b after it, both n1's.
+// submits run id of a flow of two tasks, a and b after it, both n1's,
+// and waits until it is assigned.
 func busyRun(t *testing.T) (c *Server, n1 *fakeNode, id string) {
 	t.Helper()
 	url := testsupport.NATS(t).URL()
@@ -25,6 +26,10 @@ func busyRun(t *testing.T) (c *Server, n1 *fakeNode, id string) {
 	testsupport.Eventually(t, 10*time.Second, "n1 alive", func() bool { return nodeState(c, "n1") == proto.NodeAlive })
 	id, err := c.Submit("f.yaml", []byte("name: f\ntasks:\n  - {name: a, func: noop}\n  - {name: b, func: hash, succeed: [a]}\n"))
 	must(t, err)
+	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
+		r, ok := c.run(id)
+		return ok && len(r.Assignment) == 2
+	})
 	return c, n1, id
 }
 
@@ -114,10 +119,6 @@ func TestEventCursorRecovers(t *testing.T) {
 func TestCheckRecordSeesAckedEvents(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 120*time.Second)
-	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
-		r, ok := c.run(id)
-		return ok && len(r.Assignment) == 2
-	})
 	r, _ := c.run(id)
 
 	// Other consumers of the run's events, each signalled of every message.
@@ -194,10 +195,6 @@ func TestCheckRecordSeesAckedEvents(t *testing.T) {
 func TestLeaderDropsTheConsumerSetAside(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
-	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
-		r, ok := c.run(id)
-		return ok && len(r.Assignment) == 2
-	})
 	_, err := c.runStatus(ctx, id) // the cursor keeps a consumer
 	must(t, err)
 	kept := cursorConsumer(c.cacheOf(id))
@@ -285,10 +282,6 @@ func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 func verdictWokenChecked(t *testing.T) bool {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
-	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
-		r, ok := c.run(id)
-		return ok && len(r.Assignment) == 2
-	})
 	r, _ := c.run(id)
 	for task := range uint32(2) {
 		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
@@ -318,10 +311,6 @@ func TestUncheckedVerdictWokenReadReadsTheEvents(t *testing.T) {
 			for try := 1; ; try++ {
 				c, _, id := busyRun(t)
 				ctx := ctxFor(t, 60*time.Second)
-				testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
-					r, ok := c.run(id)
-					return ok && len(r.Assignment) == 2
-				})
 				_, reads, ok := verdictWokenRead(t, ctx, c, id, state)
 				if ok {
 					if reads < 1 { // more when the wait also looked again (an event's wake, statusRechecks)
@@ -346,10 +335,6 @@ func TestUncheckedVerdictWokenReadReadsTheEvents(t *testing.T) {
 func TestEventWakeNotLostToTheTick(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 120*time.Second)
-	testsupport.Eventually(t, 10*time.Second, "the run assigned", func() bool {
-		r, ok := c.run(id)
-		return ok && len(r.Assignment) == 2
-	})
 	r, _ := c.run(id)
 	defer func(d time.Duration, n int) { statusWaitTick, statusRechecks = d, n }(statusWaitTick, statusRechecks)
 	// The rechecks span a second, as they do at the 100 ms tick: at 10
