@@ -25,11 +25,13 @@ func submitWide(t *testing.T, s *Server, all ...*Server) string {
 	return sub.ID
 }
 
-// A coordinator alone (every server of its configuration reads ranges)
-// writes its run_submits with the assignment in ranges, and applies them.
-func TestRunSubmitInRangesWhereEveryCoordinatorReadsThem(t *testing.T) {
-	url := testsupport.NATS(t).URL()
-	c1 := leadingCoord(t, url, nil)
+// rangedAlone starts a coordinator alone and nodes n1 and n2 on a NATS
+// server of its own (at url), submits a run across both nodes, and checks
+// that its run_submit was applied in ranges.
+func rangedAlone(t *testing.T) (url string, c1 *Server) {
+	t.Helper()
+	url = testsupport.NATS(t).URL()
+	c1 = leadingCoord(t, url, nil)
 	seeds := []string{c1.GossipAddr()}
 	startFakeNode(t, "n1", url, seeds, 2, 0, nil)
 	startFakeNode(t, "n2", url, seeds, 2, 0, nil)
@@ -40,6 +42,13 @@ func TestRunSubmitInRangesWhereEveryCoordinatorReadsThem(t *testing.T) {
 	if n := c1.fsm.ranged.Load(); n != 1 {
 		t.Fatalf("%d run_submits applied in ranges, want 1", n)
 	}
+	return url, c1
+}
+
+// A coordinator alone (every server of its configuration reads ranges)
+// writes its run_submits with the assignment in ranges, and applies them.
+func TestRunSubmitInRangesWhereEveryCoordinatorReadsThem(t *testing.T) {
+	rangedAlone(t)
 }
 
 // A coordinator of an earlier build (Config.oldLog: it says it reads no
@@ -116,18 +125,8 @@ func TestOlderCoordinatorNeverAddedAsAVoter(t *testing.T) {
 		{"known at another address", "c2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := testsupport.NATS(t).URL()
-			c1 := leadingCoord(t, url, nil)
+			url, c1 := rangedAlone(t)
 			seeds := []string{c1.GossipAddr()}
-			startFakeNode(t, "n1", url, seeds, 2, 0, nil)
-			startFakeNode(t, "n2", url, seeds, 2, 0, nil)
-			testsupport.Eventually(t, 10*time.Second, "both nodes alive", func() bool {
-				return nodeState(c1, "n1") == proto.NodeAlive && nodeState(c1, "n2") == proto.NodeAlive
-			})
-			submitWide(t, c1, c1)
-			if n := c1.fsm.ranged.Load(); n != 1 {
-				t.Fatalf("%d run_submits applied in ranges, want 1", n)
-			}
 			must(t, c1.raft.AddNonvoter(raft.ServerID(tc.nonvoter), "127.0.0.1:1", 0, 5*time.Second).Error())
 
 			c2 := startCoord(t, "c2", t.TempDir(), url, false, seeds, func(c *Config) { c.oldLog = true })
