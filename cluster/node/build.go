@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -628,6 +629,29 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (ent
 			return entry, exit, nil
 		}
 	}
-	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path)
+	// Hint: the worker that ran a predecessor asks for v's vstate and row
+	// with the closure (run.hint), a task ahead of begin's loads of them.
+	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path).Hint(v)
 	return t, t, nil
+}
+
+// hint gives p's taskflow the tables its activations' hints index
+// (localexec.Taskflow.SetHints), before p opens: the run's vertex table and
+// its rows (the flight slots), the two lines an activation's begin waits
+// for (a vertex's vstate and row, one line each: TestVstateLayout), so that
+// localexec asks for them a task ahead. The rows are the run's own (a kept
+// build's taskflow is given the next run's at its open); the tables are
+// only prefetched, so one that a later run replaced costs a miss, never a
+// wrong read.
+func (r *run) hint(p *part) {
+	vs, rows := r.vs, r.flights.rows
+	if len(vs) == 0 {
+		p.tf.SetHints(nil, nil, 0, 0)
+		return
+	}
+	var b unsafe.Pointer
+	if len(rows) >= len(vs) && unsafe.Sizeof(rows[0]) == unsafe.Sizeof(vs[0]) {
+		b = unsafe.Pointer(&rows[0])
+	}
+	p.tf.SetHints(unsafe.Pointer(&vs[0]), b, len(vs), unsafe.Sizeof(vs[0]))
 }
