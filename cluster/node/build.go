@@ -103,6 +103,7 @@ const (
 	vLimits                       // it has a timeout or retries: an activation reads vstate.timeout and retries
 	vSends                        // it has strong out-edges to other nodes: complete reads vstate.strongSends
 	vArgs                         // it has args: an activation reads vstate.args
+	vQuiet                        // a run writes nothing of its vcold: a kept build's reset reads only its counters (quiet)
 )
 
 // pathOf is v's path (vOwnPath).
@@ -442,8 +443,41 @@ func (r *run) build(in []bool) (*part, error) {
 	}
 	if first {
 		b.vs, b.nLocal, b.gpu = r.vs, r.nLocal, len(r.jobs) > jobs
+		for _, v := range fresh {
+			r.quiet(v)
+		}
 	}
 	return p, nil
+}
+
+// quiet marks v, built by the run's first part (its callInfo, readers and
+// edges set, no activation of it run yet), vQuiet when no run writes
+// anything of its vcold, so that a kept build's reset (vstate.reset) need
+// not read it: a cold line a vertex, which a no-op activation never
+// touches. What a run writes there, and what rules each out:
+//   - its output (setOut): by complete unless vNoReaders; by a receive
+//     edge's delivery only into its source's vstate, a vertex of another
+//     node or part (not built by this part: no vBuilt, not marked);
+//   - its state (setState) unless vNoInputs; its loop context (setCtx)
+//     where vHasCtx;
+//   - its in-edges' last traversals and queues (ins), its condition's
+//     sends (condSends), its subflow children's counters (childExecs):
+//     only a static task with neither is marked.
+//
+// A later part (a recovery's) may add a receive edge from v and so
+// deliver into v's vcold: a run of more than one part is never kept
+// (keepable), so its builds are never reset, and its flags are not
+// changed under the activations that read them.
+func (r *run) quiet(v int) {
+	s := &r.vs[v]
+	const need = vBuilt | vNoReaders | vNoInputs
+	if s.flags&(need|vHasCtx) != need || len(s.ins) > 0 || s.condSends != nil || s.childExecs != nil {
+		return
+	}
+	if r.graph().Vertices[v].Task.Kind.Or() != spec.KindStatic {
+		return
+	}
+	s.flags |= vQuiet
 }
 
 // hasPred reports whether p is among a vertex's strong predecessors found
