@@ -457,9 +457,11 @@ func (h *hintTables) line(p unsafe.Pointer, i uint32) unsafe.Pointer {
 // and subflows' tasks: one run's) the tables its tasks' hints index (see
 // Task.Hint): a and b point at the first of n entries each (b may be nil),
 // stride bytes apart. The tables are only ever prefetched, never read or
-// written, and a run holds them until it ends: they must be allocations
-// of at least n entries (the run's state, say); they may be replaced
-// between runs. A nil a or n 0 gives runs none.
+// written; they must be allocations of at least n entries (the run's
+// state, say), and tf keeps them reachable (as its last run does) until
+// it is given others: a prefetch of freed memory would be harmless, but
+// the pointer warmClosures forms to it would not be (the collector may
+// find it). They may be replaced between runs. A nil a or n 0 gives runs none.
 func (tf *Taskflow) SetHints(a, b unsafe.Pointer, n int, stride uintptr) {
 	if a == nil || n <= 0 || stride == 0 {
 		tf.hints = hintTables{}
