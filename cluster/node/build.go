@@ -456,16 +456,20 @@ func (r *run) build(in []bool) (*part, error) {
 // not read it: a cold line a vertex, which a no-op activation never
 // touches. What a run writes there, and what rules each out:
 //   - its output (setOut): by complete unless vNoReaders; by a receive
-//     edge's delivery only into its source's vstate, a vertex of another
-//     node or part (not built by this part: no vBuilt, not marked);
+//     edge's delivery only into its source's vstate: a vertex of another
+//     node (not built here: no vBuilt, never marked) or of another part
+//     of this node (see below);
 //   - its state (setState) unless vNoInputs; its loop context (setCtx)
 //     where vHasCtx;
-//   - its in-edges' last traversals and queues (ins), its condition's
-//     sends (condSends), its subflow children's counters (childExecs):
-//     only a static task with neither is marked.
+//   - its in-edges' last traversals and queues (ins): set by buildScope
+//     before this, so a vertex with any is not marked;
+//   - its condition's sends (condSends) and its subflow children's
+//     counters (childExecs): only a condition has the one and a subflow the
+//     other, and only a static task is marked. The checks of the two are
+//     belt and braces (childExecs is set by a run, so is nil here).
 //
-// A later part (a recovery's) may add a receive edge from v and so
-// deliver into v's vcold: a run of more than one part is never kept
+// A later part (a recovery's, on this node) may add a receive edge from v
+// and so deliver into v's vcold: a run of more than one part is never kept
 // (keepable), so its builds are never reset, and its flags are not
 // changed under the activations that read them.
 func (r *run) quiet(v int) {

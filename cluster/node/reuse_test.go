@@ -223,7 +223,8 @@ func TestLateMessagesOfTheRunBefore(t *testing.T) {
 // quietFlow: no-op tasks whose runs write only their counters (quiet),
 // beside tasks whose runs write their vcold:
 // hash keeps its State and its output is read by its successor, the loop's
-// body and condition have a loop context, and a subflow counts its
+// body and condition have a loop context (body, a no-op whose one
+// successor reads no Inputs, for that alone), and a subflow counts its
 // children's executions.
 const quietFlow = `
 name: quiet
@@ -234,7 +235,9 @@ tasks:
   - {name: h, func: hash, succeed: [b]}
   - {name: k, func: hash, succeed: [h]}
   - {name: body, func: noop, succeed: [c]}
-  - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body], precede: [body, done]}
+  - {name: body2, func: noop, succeed: [body]}
+  - {name: body3, func: hash, succeed: [body2]}
+  - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body3], precede: [body, done]}
   - {name: done, func: noop}
   - {name: fan, kind: subflow, func: fanout, args: {n: 3, us: 1}, succeed: [a]}
   - {name: z, func: noop, succeed: [k, fan, done]}
@@ -243,14 +246,32 @@ tasks:
 // TestKeptBuildClearsEveryVertex: the build a run leaves is reset whole
 // before the next run takes it: every vertex's counters and everything a
 // run wrote of its cold part (output, State, loop context, subflow
-// counters), whether or not the reset skipped its cold part (vQuiet: the
-// plain no-op tasks alone here). A vertex wrongly marked quiet keeps its
-// output or State here; a counter left shows as well.
+// counters, in-edges' last traversals), whether or not the reset skipped
+// its cold part (vQuiet: the plain no-op tasks alone here). A vertex
+// wrongly marked quiet keeps its output, State, context or in-edge here; a
+// counter left shows as well. On one node, body is quiet but for its loop
+// context; split, with a on n1, c is quiet on n0 but for its in-edge from
+// a (delivered into its vcold). A condition's sends and a subflow's
+// counters are not covered apart: only a static task is marked quiet, and
+// neither has them.
 func TestKeptBuildClearsEveryVertex(t *testing.T) {
-	c := newCluster(t, nodeSpec{})
+	for _, split := range []bool{false, true} {
+		name := map[bool]string{false: "one node", true: "split"}[split]
+		t.Run(name, func(t *testing.T) { keptBuildClears(t, split) })
+	}
+}
+
+func keptBuildClears(t *testing.T, split bool) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
 	ctx := testCtx(t, 60*time.Second)
 	file, g := parseFlow(t, quietFlow)
-	own := make([]uint32, len(g.Vertices))
+	a := byName(g, "a")
+	own := placement(g, 2, nil, func(v int) int {
+		if split && v == a {
+			return 1
+		}
+		return 0
+	})
 	n0 := c.nodes[0]
 	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
 	if first.failed != nil {
@@ -262,11 +283,15 @@ func TestKeptBuildClearsEveryVertex(t *testing.T) {
 	if r == nil {
 		t.Fatal("n0 does not hold the run")
 	}
-	// b's output is read (by h), body's is in the loop: neither is quiet
-	wantQuiet := map[string]bool{"a": true, "c": true, "done": true, "z": true}
-	wrote := 0 // vertices whose cold part the run wrote
+	// b's output is read (by h), body's is in the loop: neither is quiet;
+	// split, c has an in-edge
+	wantQuiet := map[string]bool{"a": !split, "c": !split, "done": true, "z": true}
+	wrote, ins := 0, 0 // vertices whose cold part the run wrote; in-edges delivered to
 	for v := range g.Vertices {
 		s, name := &r.vs[v], g.Vertices[v].Path
+		if own[v] != 0 {
+			continue // n1's: n0 built none of it
+		}
 		if got := s.flags&vQuiet != 0; got != wantQuiet[name] {
 			t.Errorf("%s: quiet %v, want %v", name, got, wantQuiet[name])
 		}
@@ -276,9 +301,17 @@ func TestKeptBuildClearsEveryVertex(t *testing.T) {
 		if s.ran || s.state != nil || s.ctx != nil || s.childExecs != nil {
 			wrote++
 		}
+		for _, e := range s.ins {
+			if e.has {
+				ins++
+			}
+		}
 	}
 	if wrote == 0 {
 		t.Fatal("the run wrote no vertex's cold part: nothing here to leak")
+	}
+	if split && ins == 0 {
+		t.Fatal("split, no in-edge on n0 was delivered to: nothing here to leak")
 	}
 	c.release(ctx, first.run, "done")
 	slot, ok := n0.builds.c.Get(r.pt.Load())
@@ -300,13 +333,19 @@ func TestKeptBuildClearsEveryVertex(t *testing.T) {
 			t.Errorf("%s: kept with its run's output (%v, act %d, %q), State %q, context %v or subflow counters %v",
 				name, s.ran, s.outAct, s.out, s.state, s.ctx, s.childExecs)
 		}
+		for _, e := range s.ins {
+			if e.has || e.last.act != 0 {
+				t.Errorf("%s: kept with its in-edge from %s's last traversal (act %d)", name, g.Vertices[e.src].Path, e.last.act)
+			}
+		}
 	}
+	reused := n0.Stats().BuildsReused
 	got := c.runFlow(ctx, file, own, runOpts{})
 	if got.failed != nil {
 		t.Fatalf("the run again failed: %+v", got.failed)
 	}
 	compare(t, "the run again", first.tasks, got.tasks)
-	if n0.Stats().BuildsReused != 1 {
-		t.Fatalf("n0 reused %d builds, want 1", n0.Stats().BuildsReused)
+	if r := n0.Stats().BuildsReused; r != reused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
 	}
 }
