@@ -421,16 +421,23 @@ func (t Task) NumStrongPredecessors() int {
 	return int(t.n.nStrong)
 }
 
-// Hint names the lines of a carried task (EmplaceCarried) that its
-// function reads first: the i-th entry of each table the taskflow's runs
-// are given (SetHints). With WithWarmSuccessors, a worker that has run a
-// predecessor of t asks for them (a prefetch) with t's closure, before t
+// Hint names the lines that t's function reads first: the i-th entry of
+// each table the taskflow's runs are given (SetHints). With
+// WithWarmSuccessors, a worker that has run a carried predecessor of t
+// (EmplaceCarried) asks for them (a prefetch) with t's closure, before t
 // may run next on it: a function that reads state of its own one pointer
 // beyond its closure (the cluster node's vertex state and event row) finds
-// it on its way. A hint changes nothing but when lines are read: an index
-// beyond the tables, or a task that is not carried, is not warmed.
+// it on its way. Only a carried task's worker warms its successors, so a
+// hint is seen only through a carried predecessor; t itself may be of any
+// kind. A hint changes nothing but when lines are read: an entry beyond
+// the tables a run is given is not asked for. A negative i (or one of
+// math.MaxUint32 or more) clears t's hint.
 func (t Task) Hint(i int) Task {
-	if t.n != nil && i >= 0 && i < math.MaxUint32 {
+	if t.n == nil {
+		return t
+	}
+	t.n.hint = 0
+	if i >= 0 && i < math.MaxUint32 {
 		t.n.hint = uint32(i) + 1
 	}
 	return t
@@ -462,6 +469,9 @@ func (h *hintTables) line(p unsafe.Pointer, i uint32) unsafe.Pointer {
 // it is given others: a prefetch of freed memory would be harmless, but
 // the pointer warmClosures forms to it would not be (the collector may
 // find it). They may be replaced between runs. A nil a or n 0 gives runs none.
+// SetHints writes tf's tables without tf's lock: it must not be called
+// while a run of tf is being submitted (Run, RunN, RunUntil, RunOpen),
+// which copies them; a run already submitted keeps its copy.
 func (tf *Taskflow) SetHints(a, b unsafe.Pointer, n int, stride uintptr) {
 	if a == nil || n <= 0 || stride == 0 {
 		tf.hints = hintTables{}

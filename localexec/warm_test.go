@@ -69,8 +69,13 @@ func TestWarmSuccessors(t *testing.T) {
 
 // TestHints: a carried task's hint names entry i of its run's tables
 // (Taskflow.SetHints, copied into each run when it is submitted), none
-// beyond them; a hint adds nothing to the node (one cache line), and
-// tasks with hints, in range or not, run as any other.
+// beyond them, and Hint(-1) clears it; a hint adds nothing to the node (one
+// cache line), and tasks with hints, in range or not, run as any other. The
+// successors warmClosures warms (the first warmMax) have hints inside the
+// tables and beyond them (past n, and near math.MaxUint32), so the run's
+// bound check is taken both ways (under -race, checkptr sees an address
+// formed past a table). No test can see a prefetch missing or made: it
+// changes nothing but the time.
 func TestHints(t *testing.T) {
 	if n := unsafe.Sizeof(node{}); n != 64 {
 		t.Fatalf("node is %d bytes, not one cache line", n)
@@ -82,10 +87,22 @@ func TestHints(t *testing.T) {
 	count := func(*int64) { ran.Add(1) }
 	src := tf.EmplaceCarried(count).Hint(0)
 	for i := range 3 * warmMax {
-		src.Precede(tf.EmplaceCarried(count).Hint(i)) // up to 23: beyond the tables from 10 on
+		hint := i // i%3 == 0: inside the tables up to 9
+		switch i % 3 {
+		case 1:
+			hint = 10 + i // beyond them
+		case 2:
+			hint = math.MaxUint32 - 1 // the largest hint: entry MaxUint32-1
+		}
+		src.Precede(tf.EmplaceCarried(count).Hint(hint))
 	}
 	if got := src.n.hint; got != 1 {
 		t.Fatalf("Hint(0) holds %d, want 1", got)
+	}
+	for _, i := range []int{-1, math.MaxUint32} {
+		if got := NewTaskflow("cleared").EmplaceCarried(count).Hint(3).Hint(i).n.hint; got != 0 {
+			t.Errorf("Hint(3).Hint(%d) holds %d, want 0 (none)", i, got)
+		}
 	}
 	tf.SetHints(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), len(a), unsafe.Sizeof(entry{}))
 	h := tf.hints
