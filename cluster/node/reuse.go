@@ -48,7 +48,13 @@ type built struct {
 func (b *built) run() *run { return b.cur.run }
 
 // maxBuiltVertices bounds the vertices of the builds a node keeps (a few
-// hundred bytes a vertex: about 60 MB).
+// hundred bytes a vertex: about 60 MB). A kept build's taskflow also keeps
+// its last run's event rows reachable, 64 bytes a vertex (up to 12.8 MB
+// more): its hint tables (run.hint), and the copy in its last run's
+// topology, which the taskflow holds until its next run. Clearing the
+// taskflow's in put would leave the topology's; the rows are often the
+// publisher's spare anyway (eventPub.spare), the table the next run of
+// as many vertices writes.
 const maxBuiltVertices = 200_000
 
 // buildCache keeps at most one idle build per compiled plan, least
