@@ -471,11 +471,12 @@ const reportBytes = 256 << 10
 
 // appendReports encodes tr as TaskReport messages of at most reportBytes
 // (but at least one entry each) and calls fn with each, in order; the
-// bytes are fn's to keep. Every part is written from the whole report's
+// bytes are fn's to keep. A part of reportBytes' room is written into
+// take's buffer (nil take: a new one). Every part is written from the whole report's
 // base (its earliest time, so no earlier than any part's), straight into
 // its message: the room for its head is left at the front and the head
 // written into it once its entries are counted.
-func appendReports(tr *TaskReport, fn func([]byte) error) error {
+func appendReports(tr *TaskReport, take func() []byte, fn func([]byte) error) error {
 	ds := tr.Tasks
 	if len(ds) == 0 {
 		return nil
@@ -489,7 +490,12 @@ func appendReports(tr *TaskReport, fn func([]byte) error) error {
 		// 20, ~8 in a no-op run's), a part at most: a part is cut where
 		// its entries reach reportBytes; one that holds more (outputs)
 		// grows.
-		b := make([]byte, head, min(reportBytes, head+64+24*(len(ds)-i)))
+		var b []byte
+		if room := head + 64 + 24*(len(ds)-i); room < reportBytes || take == nil {
+			b = make([]byte, head, min(reportBytes, room))
+		} else {
+			b = take()[:head]
+		}
 		b, n, entries := appendEntries(b, ds[i:], base, reportBytes)
 		h := appendArrayHeader(pre, entries)
 		off := head - len(h)

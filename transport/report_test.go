@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -211,10 +212,21 @@ func TestReportRangeMalformed(t *testing.T) {
 // random deltas with outputs large enough to force cuts, and a run of
 // 100,000 tasks done (a few messages, where cuts by the bound made ~23).
 func TestAppendReportsCutsByTheEntries(t *testing.T) {
+	// Parts are written into buffers taken (a kept one, holding an
+	// earlier part's bytes: here garbage) where a part will be large.
+	dirty := make([]byte, reportBytes)
+	for i := range dirty {
+		dirty[i] = 0xd9
+	}
+	taken := 0
+	take := func() []byte {
+		taken++
+		return slices.Clone(dirty)[:0]
+	}
 	check := func(name string, ds []TaskDelta) int {
 		var got []TaskDelta
 		msgs := 0
-		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, func(b []byte) error {
+		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, take, func(b []byte) error {
 			msgs++
 			if len(b) > reportBytes {
 				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
@@ -249,8 +261,11 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 		layered = append(layered, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1,
 			Start: 1700000000000000000 + int64(i)*900, End: 1700000000000000000 + int64(i)*900 + 600})
 	}
+	taken = 0
 	if msgs := check("layered", layered); msgs > 8 {
 		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
+	} else if taken == 0 || taken >= msgs {
+		t.Errorf("100,000 tasks done: %d of %d parts written into buffers taken, want those but the last", taken, msgs)
 	}
 }
 
