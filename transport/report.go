@@ -121,26 +121,17 @@ func appendEntries(b []byte, ds []TaskDelta, base int64, limit int) ([]byte, int
 			if entries > 0 && len(b)+rangeHeadSize+2*rangeTaskSize > limit {
 				break
 			}
-			b = appendArrayHeader(b, taskRangeFields)
-			b = appendUint(b, uint64(d0.Task))
-			count := len(b)
-			b = append(b, mpUint16, 0, 0)
-			b = append(b, byte(d0.State))
-			b = appendUint(b, d0.Act)
-			b = appendUint(b, d0.Executions)
-			times := len(b)
-			b = append(b, mpBin32, 0, 0, 0, 0)
+			var count, times int
+			b, count, times = appendRangeHead(b, d0)
 			n := 0
 			for ; i+n < len(ds) && n < maxRange; n++ {
 				d := &ds[i+n]
 				if n >= 2 && (!inRange(d0, d, n, base) || len(b)+rangeTaskSize > limit) {
 					break // the first two are checked above, and the room for them
 				}
-				b = binary.AppendUvarint(b, rangeOff(d.Start, base))
-				b = binary.AppendUvarint(b, rangeOff(d.End, base))
+				b = appendTimes(b, d, base)
 			}
-			binary.BigEndian.PutUint16(b[count+1:], uint16(n))
-			binary.BigEndian.PutUint32(b[times+1:], uint32(len(b)-times-5))
+			endRange(b, count, times, n)
 			i += n
 		} else {
 			if entries > 0 && len(b)+deltaSize(d0) > limit {
@@ -154,13 +145,46 @@ func appendEntries(b []byte, ds []TaskDelta, base int64, limit int) ([]byte, int
 	return b, i, entries
 }
 
+// appendRangeHead writes the head of a range entry from d0 on, up to its
+// times, and returns where its count and its times' length are to be
+// written (endRange).
+func appendRangeHead(b []byte, d0 *TaskDelta) (_ []byte, count, times int) {
+	b = appendArrayHeader(b, taskRangeFields)
+	b = appendUint(b, uint64(d0.Task))
+	count = len(b)
+	b = append(b, mpUint16, 0, 0)
+	b = append(b, byte(d0.State))
+	b = appendUint(b, d0.Act)
+	b = appendUint(b, d0.Executions)
+	times = len(b)
+	return append(b, mpBin32, 0, 0, 0, 0), count, times
+}
+
+// appendTimes writes d's times in a range entry (rangeOff).
+func appendTimes(b []byte, d *TaskDelta, base int64) []byte {
+	b = binary.AppendUvarint(b, rangeOff(d.Start, base))
+	return binary.AppendUvarint(b, rangeOff(d.End, base))
+}
+
+// endRange writes the count (n) and the times' length of the range entry
+// appendRangeHead began.
+func endRange(b []byte, count, times, n int) {
+	binary.BigEndian.PutUint16(b[count+1:], uint16(n))
+	binary.BigEndian.PutUint32(b[times+1:], uint32(len(b)-times-5))
+}
+
 // inRange says whether d can be task n of a range entry that starts at d0:
 // consecutive tasks (vertices, named by index alone) in one state, with
 // one activation and one count of executions, without output or error,
 // their times at most 2⁶³-1 after base.
 func inRange(d0, d *TaskDelta, n int, base int64) bool {
+	return continues(d0, d, n) && rangeTime(d.Start, base) && rangeTime(d.End, base)
+}
+
+// continues is inRange but for the times.
+func continues(d0, d *TaskDelta, n int) bool {
 	return uint64(d.Task) == uint64(d0.Task)+uint64(n) && d.State == d0.State && d.Act == d0.Act && d.Executions == d0.Executions &&
-		d.Name == "" && d.Output == nil && d.Error == "" && rangeTime(d.Start, base) && rangeTime(d.End, base)
+		d.Name == "" && d.Output == nil && d.Error == ""
 }
 
 // rangeTime says whether a range can hold time t of a report from base.
@@ -470,42 +494,29 @@ func unixTime(ns int64) time.Time {
 const reportBytes = 256 << 10
 
 // appendReports encodes tr as TaskReport messages of at most reportBytes
-// (but at least one entry each) and calls fn with each, in order; the
-// bytes are fn's to keep. A part of reportBytes' room is written into
-// take's buffer (nil take: a new one). Every part is written from the whole report's
-// base (its earliest time, so no earlier than any part's), straight into
-// its message: the room for its head is left at the front and the head
-// written into it once its entries are counted.
-func appendReports(tr *TaskReport, take func() []byte, fn func([]byte) error) error {
-	ds := tr.Tasks
-	if len(ds) == 0 {
-		return nil
-	}
-	base := reportBase(ds)
-	var scratch [128]byte
-	pre := appendReportPre(scratch[:0], tr.Run, tr.Gen, tr.Node, base)
-	head := len(pre) + 5 // and the entries' array header, at its widest
-	for i := 0; i < len(ds); {
-		// Room for the rest at ~24 bytes a task (a range task takes 2 to
-		// 20, ~8 in a no-op run's), a part at most: a part is cut where
-		// its entries reach reportBytes; one that holds more (outputs)
-		// grows.
-		var b []byte
-		if room := head + 64 + 24*(len(ds)-i); room < reportBytes || take == nil {
-			b = make([]byte, head, min(reportBytes, room))
-		} else {
-			b = take()[:head]
-		}
-		b, n, entries := appendEntries(b, ds[i:], base, reportBytes)
-		h := appendArrayHeader(pre, entries)
-		off := head - len(h)
-		copy(b[off:], h)
-		if err := fn(b[off:]); err != nil {
+// (but at least one entry each), through a ReportWriter from the whole
+// report's base (its earliest time, so no earlier than any part's), and
+// calls fn with each, in order; the bytes are fn's to keep.
+func appendReports(tr *TaskReport, fn func([]byte) error) error {
+	w := tr.writer(false)
+	for _, b := range w.Messages() {
+		if err := fn(b); err != nil {
 			return err
 		}
-		i += n
 	}
 	return nil
+}
+
+// writer is a ReportWriter of tr's deltas, written from its base; pooled:
+// its message buffers come from reportBufs (PublishWritten puts them
+// back).
+func (tr *TaskReport) writer(pooled bool) *ReportWriter {
+	w := &ReportWriter{Run: tr.Run, Gen: tr.Gen, Node: tr.Node, fixed: true, based: true, base: reportBase(tr.Tasks), hint: len(tr.Tasks), unpooled: !pooled}
+	for i := range tr.Tasks {
+		w.Add(&tr.Tasks[i])
+	}
+	w.Finish()
+	return w
 }
 
 // deltaSize bounds the encoded size of d (its times at their widest).

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
-	"slices"
 	"testing"
 )
 
@@ -212,39 +211,38 @@ func TestReportRangeMalformed(t *testing.T) {
 // random deltas with outputs large enough to force cuts, and a run of
 // 100,000 tasks done (a few messages, where cuts by the bound made ~23).
 func TestAppendReportsCutsByTheEntries(t *testing.T) {
-	// Parts are written into buffers taken (a kept one, holding an
-	// earlier part's bytes: here garbage) where a part will be large.
-	dirty := make([]byte, reportBytes)
-	for i := range dirty {
-		dirty[i] = 0xd9
+	// A writer's messages are written into kept buffers (reportBufs),
+	// which hold an earlier message's bytes: here garbage.
+	dirty := func() {
+		for range 4 {
+			b := make([]byte, reportBytes)
+			for i := range b {
+				b[i] = 0xd9
+			}
+			b = b[:0]
+			reportBufs.Put(&b)
+		}
 	}
 	taken := 0
-	take := func() []byte {
-		taken++
-		return slices.Clone(dirty)[:0]
-	}
 	check := func(name string, ds []TaskDelta) int {
+		dirty()
+		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer(true)
+		taken = len(w.bufs)
 		var got []TaskDelta
-		msgs := 0
-		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, take, func(b []byte) error {
-			msgs++
+		for _, b := range w.Messages() {
 			if len(b) > reportBytes {
 				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
 			}
 			var tr TaskReport
 			if err := tr.Decode(b, Limits{}); err != nil {
-				return err
+				t.Fatalf("%s: %v", name, err)
 			}
 			got = append(got, tr.Tasks...)
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
 		}
 		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
 			t.Fatalf("%s: the messages decode to %d deltas, not the report's %d", name, len(got), len(ds))
 		}
-		return msgs
+		return len(w.Messages())
 	}
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 9))
@@ -261,11 +259,10 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 		layered = append(layered, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1,
 			Start: 1700000000000000000 + int64(i)*900, End: 1700000000000000000 + int64(i)*900 + 600})
 	}
-	taken = 0
 	if msgs := check("layered", layered); msgs > 8 {
 		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
 	} else if taken == 0 || taken >= msgs {
-		t.Errorf("100,000 tasks done: %d of %d parts written into buffers taken, want those but the last", taken, msgs)
+		t.Errorf("100,000 tasks done: %d of %d messages written into kept buffers, want those but the last", taken, msgs)
 	}
 }
 
@@ -303,5 +300,67 @@ func TestEachEventWalksRangesInPlace(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	if got := m1.TotalAlloc - m0.TotalAlloc; got > 1<<20 {
 		t.Fatalf("EachEvent of %d range tasks (%d bytes) allocated %d bytes (%.0f allocations), want under 1 MB", n, len(b), got, allocs)
+	}
+}
+
+// A writer fed deltas one at a time, as a node's cut does, with no base
+// given, writes messages within reportBytes that decode to them in order:
+// random deltas (times in any order, some zero, some at the extremes), and
+// times falling all the way, each before every earlier one (a message
+// begun for a time before its base widens the next one's margin: a few
+// dozen messages, not one every few deltas).
+func TestReportWriterFindsItsBases(t *testing.T) {
+	check := func(name string, ds []TaskDelta, hint int) int {
+		w := NewReportWriter("r1", 4, "n2", hint)
+		for i := range ds {
+			w.Add(&ds[i])
+		}
+		w.Finish()
+		if w.Tasks() != len(ds) {
+			t.Fatalf("%s: %d tasks written, want %d", name, w.Tasks(), len(ds))
+		}
+		var got []TaskDelta
+		for _, b := range w.Messages() {
+			if len(b) > reportBytes {
+				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if tr.Run != "r1" || tr.Gen != 4 || tr.Node != "n2" {
+				t.Fatalf("%s: a message of %s, %d, %s", name, tr.Run, tr.Gen, tr.Node)
+			}
+			got = append(got, tr.Tasks...)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("%s: the messages decode to\n%v\nwant\n%v", name, got, ds)
+		}
+		return len(w.Messages())
+	}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		ds := randomDeltas(rng, 1+rng.IntN(3000))
+		for k := range ds {
+			if rng.IntN(10) == 0 { // a time well before the others
+				ds[k].Start -= rng.Int64N(1 << 34)
+			}
+			if rng.IntN(300) == 0 {
+				ds[k].Output = make([]byte, rng.IntN(120<<10))
+			}
+		}
+		check("random", ds, rng.IntN(2)*len(ds))
+	}
+	var falling []TaskDelta
+	for i := range 20_000 {
+		at := int64(1700000000000000000) - int64(i)*1_000_000 // a ms earlier each
+		falling = append(falling, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500})
+	}
+	if msgs := check("falling", falling, len(falling)); msgs > 48 {
+		t.Errorf("20,000 tasks, each a ms before the one before: %d messages, want a few dozen at most", msgs)
+	}
+	w := NewReportWriter("r1", 1, "n1", 0)
+	if w.Finish(); len(w.Messages()) != 0 {
+		t.Errorf("a writer of no deltas wrote %d messages", len(w.Messages()))
 	}
 }

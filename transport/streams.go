@@ -141,54 +141,12 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 // of some of its deltas), and waits until every one is stored, or ctx
 // ends.
 func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
-	if err := c.check(); err != nil {
-		return err
+	ws := make([]*ReportWriter, len(trs))
+	for i, tr := range trs {
+		ws[i] = tr.writer(true)
 	}
-	var futs []jetstream.PubAckFuture
-	var bufs []*[]byte // the parts' buffers taken from reportBufs
-	take := func() []byte {
-		p, _ := reportBufs.Get().(*[]byte)
-		if p == nil {
-			b := make([]byte, 0, reportBytes)
-			p = &b
-		}
-		bufs = append(bufs, p)
-		return *p
-	}
-	for _, tr := range trs {
-		subj, err := EventSubject(tr.Run, tr.Node)
-		if err != nil {
-			return errors.Join(fmt.Errorf("transport: task report: %w", err), waitAcks(ctx, futs))
-		}
-		err = appendReports(tr, take, func(b []byte) error {
-			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
-			if err != nil {
-				return fmt.Errorf("transport: publish a task report on %s: %w", subj, err)
-			}
-			futs = append(futs, f)
-			return nil
-		})
-		if err != nil {
-			return errors.Join(err, waitAcks(ctx, futs))
-		}
-	}
-	if err := waitAcks(ctx, futs); err != nil {
-		return err // a part not acked may still be the client's (its retry, its error callback): not reused
-	}
-	// Every part is stored: the client holds none of them any more (it
-	// copies a message into its write buffer as it publishes, and keeps
-	// it beside the ack's future only to publish it again until acked).
-	for _, p := range bufs {
-		reportBufs.Put(p) // a part that grew past its room (an output) went in a new array: this one is free too
-	}
-	return nil
+	return c.PublishWritten(ctx, ws...)
 }
-
-// reportBufs are message buffers of reportBytes' room for the parts of
-// reports (appendReports), put back once stored: a 100K-task run's report
-// is ~0.8 MB of parts at its end, where a run again allocates ~8 MB in
-// all.
-var reportBufs sync.Pool
 
 // ReplaySignals reads the record of run from its first batch to the last one stored
 // when it catches up, in stream order, and hands each decodable batch to fn with

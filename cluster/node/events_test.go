@@ -17,11 +17,34 @@ import (
 	"github.com/hetflow/hetflow/transport"
 )
 
-// cut returns the reports a publish would store now, without storing them.
+// cut returns the reports a publish would store now, without storing
+// them: each writer's messages decoded into one report.
 func (p *eventPub) cut() []*transport.TaskReport {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cutAllLocked()
+	q := p.cutAllLocked()
+	p.mu.Unlock()
+	return decodeWritten(q)
+}
+
+// decodeWritten is the reports of writers q, each decoded from its
+// messages into one.
+func decodeWritten(q []*transport.ReportWriter) []*transport.TaskReport {
+	var out []*transport.TaskReport
+	for _, w := range q {
+		tr := &transport.TaskReport{Run: w.Run, Gen: w.Gen, Node: w.Node}
+		for _, b := range w.Messages() {
+			var m transport.TaskReport
+			if err := m.Decode(b, transport.Limits{}); err != nil {
+				panic(fmt.Sprintf("a report cut does not decode: %v", err))
+			}
+			if m.Run != w.Run || m.Gen != w.Gen || m.Node != w.Node {
+				panic(fmt.Sprintf("a message of %s/%d/%s in a report of %s/%d/%s", m.Run, m.Gen, m.Node, w.Run, w.Gen, w.Node))
+			}
+			tr.Tasks = append(tr.Tasks, m.Tasks...)
+		}
+		out = append(out, tr)
+	}
+	return out
 }
 
 func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
@@ -347,51 +370,54 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	}
 }
 
-// A report's deltas are kept for the next cuts once it is stored
-// (keepDeltas), and a kept slice holds no pointer in any of its room: those
-// of a report with an output, an error or a subflow child's name are
-// cleared, those of the others are not (they hold none: a kept slice is
-// overwritten delta by delta before it is read), so that a large run's
-// flush does not clear 100K deltas. No note of a report outlives it.
-func TestKeptDeltasHoldNoPointers(t *testing.T) {
+// A cut writes what it sends as it cuts (no delta is kept a task): a
+// row, its output or its error changed after the cut leaves the reports
+// cut before as they were. And the rows of a run cut at its end, their
+// times in no strict order within a few µs, go in a few messages of a
+// few bytes a task (a message's base, from its first row, serves them).
+func TestCutWritesWhatItSends(t *testing.T) {
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	ev := func(run string, task uint32, name string, out []byte, errText string) transport.TaskEvent {
-		st := transport.TaskDone
-		if errText != "" {
-			st = transport.TaskFailed
-		}
-		return transport.TaskEvent{Run: run, Gen: 1, Task: task, Name: name, Node: "n1", State: st, Act: 1, Executions: 1, Output: out, Error: errText,
-			Start: time.Unix(100, 0), End: time.Unix(100, 5)}
+	out := []byte("first")
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1, Output: out,
+		Start: time.Unix(100, 0), End: time.Unix(100, 5)})
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskFailed, Act: 1, Executions: 1, Error: "boom",
+		Start: time.Unix(100, 0), End: time.Unix(100, 5)})
+	p.mu.Lock()
+	q := p.cutAllLocked()
+	p.mu.Unlock()
+	copy(out, "XXXXX")
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskDone, Act: 2, Executions: 2,
+		Start: time.Unix(101, 0), End: time.Unix(101, 5)})
+	got := decodeWritten(q)
+	if len(got) != 1 || len(got[0].Tasks) != 2 || string(got[0].Tasks[0].Output) != "first" || got[0].Tasks[1].Error != "boom" || got[0].Tasks[1].Act != 1 {
+		t.Fatalf("the reports cut before the changes: %+v", got)
 	}
-	noPointer := func(when string) {
-		t.Helper()
-		for _, d := range p.deltas {
-			for i, x := range d[:cap(d)] {
-				if x.Output != nil || x.Error != "" || x.Name != "" {
-					t.Fatalf("%s: a kept delta slice holds a pointer at %d: %v", when, i, x)
-				}
-			}
-		}
-		if len(p.pointered) != 0 {
-			t.Fatalf("%s: %d notes of reports with pointers left", when, len(p.pointered))
+
+	p.cut() // the change after the first cut
+	const n = 100_000
+	tab := p.open("big", "n1", n)
+	t0 := time.Now().UnixNano()
+	for v := range uint32(n) {
+		s := t0 + int64(v/2)*200 + int64(v%2)*3000 // two workers, one a few µs behind
+		if _, err := p.record(tab, false, 1, v, transport.TaskDone, 1, 1, nil, "", s, s+60); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for round := range 3 {
-		for i := range uint32(200) {
-			p.emit(ev("plain", i, "", nil, "")) // no pointer
+	p.mu.Lock()
+	q = p.cutAllLocked()
+	p.mu.Unlock()
+	msgs, bytes := 0, 0
+	for _, w := range q {
+		for _, b := range w.Messages() {
+			msgs++
+			bytes += len(b)
 		}
-		p.emit(ev("out", 0, "", []byte("o"), ""))
-		p.emit(ev("out", 1, "", nil, ""))
-		p.emit(ev("fail", 2, "", nil, "boom"))
-		p.emit(ev("child", 3, "fan/0", nil, ""))
-		q := p.cut()
-		if len(q) != 4 {
-			t.Fatalf("round %d: %d reports, want 4", round, len(q))
-		}
-		p.keepDeltas(q, true)
-		noPointer(fmt.Sprintf("round %d, stored", round))
 	}
-	p.emit(ev("out", 0, "", []byte("lost"), ""))
-	p.keepDeltas(p.cut(), false)
-	noPointer("a report lost")
+	if msgs > 5 || bytes > 9*n {
+		t.Errorf("a run's %d rows cut at its end: %d messages, %d bytes, want a few messages of a few bytes a task", n, msgs, bytes)
+	}
+	rs := decodeWritten(q)
+	if len(rs) != 1 || len(rs[0].Tasks) != n || rs[0].Tasks[n-1].Start != t0+int64((n-1)/2)*200+3000 {
+		t.Fatalf("a run's rows cut at its end: %d reports", len(rs))
+	}
 }
