@@ -74,7 +74,7 @@ func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta)
 	b = appendReportPre(b, run, gen, node, base)
 	at := len(b)
 	b = appendArray32Header(b)
-	b, _, entries := appendEntries(b, ds, base, math.MaxInt)
+	b, entries := appendEntries(b, ds, base)
 	putArray32Count(b, at, entries)
 	return b
 }
@@ -101,48 +101,37 @@ const (
 	rangeTaskSize = 2 * binary.MaxVarintLen64
 )
 
-// appendEntries writes deltas of ds from the first on to b as entries (a
-// run of deltas inRange from the first as one range entry, any other
-// delta as a delta entry) while b stays within limit bytes, but at least one entry,
-// and returns b, how many deltas it wrote and in how many entries.
+// appendEntries writes ds to b as entries (a run of deltas inRange from
+// the first as one range entry, any other delta as a delta entry) and
+// returns b and how many entries it wrote: one message's, with no bound
+// on its size (ReportWriter cuts a report into messages).
 //
 // It reads each delta once: a range is written as its deltas are found to
 // continue it, its count (mpUint16: at most maxRange) and its times'
 // length (bin32) at a fixed width, patched when it ends. That is legal
 // msgpack that every reader of ranges reads (the reader takes any width of
-// a uint and of a bin header), where finding the run first,
-// then sizing its times, then writing them read the deltas three times (a
-// 100K-task report's deltas are 10 MB: the encoding cost ~25 ns a task).
-func appendEntries(b []byte, ds []TaskDelta, base int64, limit int) ([]byte, int, int) {
+// a uint and of a bin header), where finding the run first, then sizing
+// its times, then writing them read the deltas three times.
+func appendEntries(b []byte, ds []TaskDelta, base int64) ([]byte, int) {
 	i, entries := 0, 0
 	for i < len(ds) {
 		d0 := &ds[i]
 		if i+1 < len(ds) && inRange(d0, d0, 0, base) && inRange(d0, &ds[i+1], 1, base) {
-			if entries > 0 && len(b)+rangeHeadSize+2*rangeTaskSize > limit {
-				break
-			}
 			var count, times int
 			b, count, times = appendRangeHead(b, d0)
 			n := 0
-			for ; i+n < len(ds) && n < maxRange; n++ {
-				d := &ds[i+n]
-				if n >= 2 && (!inRange(d0, d, n, base) || len(b)+rangeTaskSize > limit) {
-					break // the first two are checked above, and the room for them
-				}
-				b = appendTimes(b, d, base)
+			for ; i+n < len(ds) && n < maxRange && (n < 2 || inRange(d0, &ds[i+n], n, base)); n++ {
+				b = appendTimes(b, &ds[i+n], base) // the first two are checked above
 			}
 			endRange(b, count, times, n)
 			i += n
 		} else {
-			if entries > 0 && len(b)+deltaSize(d0) > limit {
-				break
-			}
 			b = d0.appendFields(b, base)
 			i++
 		}
 		entries++
 	}
-	return b, i, entries
+	return b, entries
 }
 
 // appendRangeHead writes the head of a range entry from d0 on, up to its
@@ -493,23 +482,10 @@ func unixTime(ns int64) time.Time {
 // several before it).
 const reportBytes = 256 << 10
 
-// appendReports encodes tr as TaskReport messages of at most reportBytes
-// (but at least one entry each), through a ReportWriter from the whole
-// report's base (its earliest time, so no earlier than any part's), and
-// calls fn with each, in order; the bytes are fn's to keep.
-func appendReports(tr *TaskReport, fn func([]byte) error) error {
-	w := tr.writer(false)
-	for _, b := range w.Messages() {
-		if err := fn(b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writer is a ReportWriter of tr's deltas, written from its base; pooled:
-// its message buffers come from reportBufs (PublishWritten puts them
-// back).
+// writer is a ReportWriter of tr's deltas (PublishReports' messages of
+// tr), written from the whole report's base (its earliest time, so no
+// earlier than any message's); pooled: its message buffers come from
+// reportBufs (PublishWritten puts them back).
 func (tr *TaskReport) writer(pooled bool) *ReportWriter {
 	w := &ReportWriter{Run: tr.Run, Gen: tr.Gen, Node: tr.Node, fixed: true, based: true, base: reportBase(tr.Tasks), hint: len(tr.Tasks), unpooled: !pooled}
 	for i := range tr.Tasks {
