@@ -364,3 +364,43 @@ func TestReportWriterFindsItsBases(t *testing.T) {
 		t.Errorf("a writer of no deltas wrote %d messages", len(w.Messages()))
 	}
 }
+
+// A writer given too few tasks (a node's cut counts the chunks it will read
+// before it reads them, while workers go on writing rows) writes all it is
+// given all the same: a message begun after the hint is passed (a time
+// before the base, here, or the size) takes a buffer of its own size, not
+// one of the room the hint left, which is none.
+func TestReportWriterOutgrowsItsHint(t *testing.T) {
+	for _, hint := range []int{1, 10, 64} {
+		var ds []TaskDelta
+		for i := range 4000 {
+			at := int64(1700000000000000000) - int64(i)*1_000_000_000 // a second earlier each: messages begun for an earlier time
+			ds = append(ds, TaskDelta{Task: uint32(2 * i), State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500})
+			if i%7 == 0 {
+				ds = append(ds, TaskDelta{Task: uint32(2*i + 1), State: TaskDone, Act: 1, Executions: 1, Output: make([]byte, 900), Start: at, End: at + 500})
+			}
+		}
+		w := NewReportWriter("r1", 3, "n1", hint)
+		for i := range ds {
+			w.Add(&ds[i])
+		}
+		w.Finish()
+		var got []TaskDelta
+		for _, b := range w.Messages() {
+			if len(b) > reportBytes {
+				t.Errorf("hint %d: a message of %d bytes, over %d", hint, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				t.Fatalf("hint %d: %v", hint, err)
+			}
+			got = append(got, tr.Tasks...)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("hint %d: the messages decode to %d deltas, not the %d written", hint, len(got), len(ds))
+		}
+		if len(w.Messages()) < 3 {
+			t.Fatalf("hint %d: %d messages: none begun past the hint", hint, len(w.Messages()))
+		}
+	}
+}

@@ -174,8 +174,14 @@ func (w *ReportWriter) begin(lo int64) {
 			var scratch [128]byte
 			w.head = len(appendReportPre(scratch[:0], w.Run, w.Gen, w.Node, math.MinInt64)) + 5 // the widest base and entries' header
 		}
-		room := w.head + 64 + 24*(w.hint-w.tasks+2) // ~24 bytes a task (a range's take 2 to 20, ~8 in a no-op run's)
-		if w.unpooled || w.hint > 0 && room < reportBytes {
+		// The tasks still to write by the hint: the one held and the one
+		// after it are added already. A hint the tasks added passed (a
+		// node's cut counts its marked chunks before it reads them, and
+		// writers go on marking) says nothing of what is left: unknown,
+		// as 0 is (TestReportWriterOutgrowsItsHint).
+		left := w.hint - w.tasks + 2
+		room := w.head + 64 + 24*max(left, 1) // ~24 bytes a task (a range's take 2 to 20, ~8 in a no-op run's)
+		if w.unpooled || w.hint >= w.tasks && room < reportBytes {
 			w.b = make([]byte, w.head, min(room, reportBytes))
 		} else {
 			p, _ := reportBufs.Get().(*[]byte)

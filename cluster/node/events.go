@@ -492,18 +492,25 @@ func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 	}
 }
 
+// cutTestHook, when set, runs in cutLocked (under p.mu) after it counted
+// t's marked chunks and before it swaps them (tests: rows written there).
+var cutTestHook atomic.Pointer[func(*taskTable)]
+
 // cutLocked moves t's changes into reports on the queue (under p.mu), one
 // per generation, the older first, each written as it is cut. t is
 // unlisted before its rows are read: a change a cut misses lists it again.
 func (p *eventPub) cutLocked(t *taskTable) {
 	var reps []*transport.ReportWriter // by generation, ascending; almost always one
-	n := 0                             // at most the rows of the chunks marked, and the children
+	n := 0                             // the rows of the chunks marked, and the children: a hint (workers mark more until the swap)
 	for i := range t.dirty {
 		n += bits.OnesCount64(t.dirty[i].Load())
 	}
 	n = min(n*rowsPerBit, len(t.rows)) + len(t.dirtyN)
 	if n == 0 {
 		return
+	}
+	if h := cutTestHook.Load(); h != nil {
+		(*h)(t) // between the count and the swap, where workers go on marking chunks
 	}
 	rep := func(gen uint64) *transport.ReportWriter {
 		for i, w := range reps {

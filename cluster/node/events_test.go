@@ -370,6 +370,60 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	}
 }
 
+// A cut reads the rows of the chunks marked when it swaps the bitmap, which
+// may be more than it counted for its writer's hint: workers go on marking
+// chunks until the swap (here the hook writes them there, as a worker on
+// record's fast path would, each a second before the one before so that
+// the writer begins message after message). The cut sends them all and
+// does not panic: a message begun past the hint once made a buffer of
+// negative room (publish's cut has no recover; the node died).
+func TestCutReadsMoreRowsThanItCounted(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	const more = 300
+	tab := p.open("r", "n1", (more+1)*rowsPerBit)
+	at := int64(1700000000000000000)
+	if _, err := p.record(tab, false, 1, 0, transport.TaskDone, 1, 1, nil, "", at, at+500); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(tab *taskTable) {
+		for k := 1; k <= more; k++ {
+			s := at - int64(k)*1_000_000_000
+			// locked: the cut holds p.mu (tab is listed already).
+			if _, err := p.record(tab, true, 1, uint32(k*rowsPerBit), transport.TaskDone, 1, 1, nil, "", s, s+500); err != nil {
+				panic(err)
+			}
+		}
+	}
+	cutTestHook.Store(&hook)
+	defer cutTestHook.Store(nil)
+	p.mu.Lock()
+	func() {
+		defer func() {
+			if x := recover(); x != nil {
+				p.mu.Unlock()
+				t.Fatalf("a cut of %d rows counted as %d panicked: %v", more+1, rowsPerBit, x)
+			}
+		}()
+		p.cutLocked(tab)
+	}()
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	cutTestHook.Store(nil)
+	rs := decodeWritten(q)
+	if len(rs) != 1 || len(rs[0].Tasks) != more+1 {
+		t.Fatalf("a cut of %d rows: %d reports", more+1, len(rs))
+	}
+	for k, d := range rs[0].Tasks {
+		if d.Task != uint32(k*rowsPerBit) || d.Start != at-int64(k)*1_000_000_000 {
+			t.Fatalf("row %d of the cut: %+v", k, d)
+		}
+	}
+	if msgs := len(q[0].Messages()); msgs < 3 {
+		t.Fatalf("%d messages: none begun past the hint", msgs)
+	}
+}
+
 // A cut writes what it sends as it cuts (no delta is kept a task): a
 // row, its output or its error changed after the cut leaves the reports
 // cut before as they were. And the rows of a run cut at its end, their
