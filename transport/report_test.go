@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -212,22 +214,32 @@ func TestReportRangeMalformed(t *testing.T) {
 // 100,000 tasks done (a few messages, where cuts by the bound made ~23).
 func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	// A writer's messages are written into kept buffers (reportBufs),
-	// which hold an earlier message's bytes: here garbage.
-	dirty := func() {
-		for range 4 {
+	// which hold an earlier message's bytes: here garbage, in a pool that
+	// keeps them all (a sync.Pool may drop them: the writer would take
+	// clean new ones).
+	kept := useKeptBufs(t)
+	dirty := map[*[]byte]bool{}
+	fill := func() {
+		for len(kept.free) < 4 {
 			b := make([]byte, reportBytes)
 			for i := range b {
 				b[i] = 0xd9
 			}
 			b = b[:0]
-			reportBufs.Put(&b)
+			dirty[&b] = true
+			kept.Put(&b)
 		}
 	}
 	taken := 0
 	check := func(name string, ds []TaskDelta) int {
-		dirty()
+		fill()
 		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer(true)
 		taken = len(w.bufs)
+		for i, p := range w.bufs {
+			if i < 4 && !dirty[p] {
+				t.Fatalf("%s: message %d written into a new buffer, not a kept one", name, i)
+			}
+		}
 		var got []TaskDelta
 		for _, b := range w.Messages() {
 			if len(b) > reportBytes {
@@ -262,6 +274,8 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	if msgs := check("layered", layered); msgs > 8 {
 		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
 	} else if taken == 0 || taken >= msgs {
+		// The last message's buffer is made for its room (the hint), not
+		// taken: the writer's choice, whatever the pool keeps.
 		t.Errorf("100,000 tasks done: %d of %d messages written into kept buffers, want those but the last", taken, msgs)
 	}
 }
@@ -403,4 +417,48 @@ func TestReportWriterOutgrowsItsHint(t *testing.T) {
 			t.Fatalf("hint %d: %d messages: none begun past the hint", hint, len(w.Messages()))
 		}
 	}
+}
+
+// keptBufs is a bufPool that keeps every buffer put, where a sync.Pool
+// drops some (every GC empties it, and under -race a Put is dropped at
+// random): a test of what is taken and put back reads it (useKeptBufs).
+type keptBufs struct {
+	mu   sync.Mutex
+	free []*[]byte
+	puts []*[]byte // every buffer put, in order
+}
+
+func (k *keptBufs) Get() any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.free) == 0 {
+		return nil
+	}
+	p := k.free[len(k.free)-1]
+	k.free = k.free[:len(k.free)-1]
+	return p
+}
+
+func (k *keptBufs) Put(x any) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.free = append(k.free, x.(*[]byte))
+	k.puts = append(k.puts, x.(*[]byte))
+}
+
+// put reports whether p was put.
+func (k *keptBufs) put(p *[]byte) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Contains(k.puts, p)
+}
+
+// useKeptBufs has the writers take and put back their buffers in a
+// keptBufs until the test ends (the package's tests run one at a time).
+func useKeptBufs(t testing.TB) *keptBufs {
+	k := &keptBufs{}
+	old := reportBufs
+	reportBufs = k
+	t.Cleanup(func() { reportBufs = old })
+	return k
 }

@@ -241,8 +241,37 @@ func (w *ReportWriter) endMessage() {
 // after Finish) in JetStream, in order, and waits for their acks. Once all
 // are stored their buffers are kept for the next writers, and the writers
 // are spent; on an error nothing is, and the same messages may be
-// published again.
+// published again, but their buffers are never kept, even once a later
+// attempt stores them.
 func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
+	if err := c.publishWritten(ctx, ws); err != nil {
+		// A message of this attempt not acked may still be the client's:
+		// an async publish keeps it beside its ack's future and sends it
+		// again on an ack timeout or no responders, for seconds after
+		// waitAcks gave up, and a later attempt's acks say nothing of the
+		// earlier one's futures. Its buffer, were it kept for the next
+		// writers, could be written over while the client sends it again.
+		for _, w := range ws {
+			w.bufs = nil
+		}
+		return err
+	}
+	// Every message is stored, and no attempt before failed (its buffers
+	// would be gone): the client holds none of them any more (it copies a
+	// message into its write buffer as it publishes it, and keeps it beside
+	// the ack's future only to publish it again until acked).
+	for _, w := range ws {
+		for _, p := range w.bufs {
+			reportBufs.Put(p) // a message that grew past its room (an output) is in an array of its own: this one is free too
+		}
+		w.bufs, w.msgs = nil, nil
+	}
+	return nil
+}
+
+// publishWritten is PublishWritten's attempt: it publishes ws's messages
+// and waits for their acks.
+func (c *Conn) publishWritten(ctx context.Context, ws []*ReportWriter) error {
 	if err := c.check(); err != nil {
 		return err
 	}
@@ -260,22 +289,17 @@ func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
 			futs = append(futs, f)
 		}
 	}
-	if err := waitAcks(ctx, futs); err != nil {
-		return err // a message not acked may still be the client's (its retry, its error callback): its buffer is not kept
-	}
-	// Every message is stored: the client holds none of them any more (it
-	// copies a message into its write buffer as it publishes it, and keeps
-	// it beside the ack's future only to publish it again until acked).
-	for _, w := range ws {
-		for _, p := range w.bufs {
-			reportBufs.Put(p) // a message that grew past its room (an output) is in an array of its own: this one is free too
-		}
-		w.bufs, w.msgs = nil, nil
-	}
-	return nil
+	return waitAcks(ctx, futs)
+}
+
+// bufPool keeps buffers: a sync.Pool (reportBufs), or a test's, which
+// keeps every one.
+type bufPool interface {
+	Get() any
+	Put(any)
 }
 
 // reportBufs are message buffers of reportBytes' room for reports' messages
 // (ReportWriter), put back once stored: a 100K-task run's report at its
 // end is ~0.8 MB of messages, where a run again allocates ~8 MB in all.
-var reportBufs sync.Pool
+var reportBufs bufPool = new(sync.Pool)
