@@ -462,3 +462,36 @@ func useKeptBufs(t testing.TB) *keptBufs {
 	t.Cleanup(func() { reportBufs = old })
 	return k
 }
+
+// A lone running task's delta, its end 0 (none), cannot be in a message
+// of a base after 0 (a delta entry's times are at or after its base), so
+// it begins one of base 0; but it is not a time before the base, and the
+// next message's margin stays as it was.
+func TestReportWriterZeroTimeKeepsTheMargin(t *testing.T) {
+	at := int64(1700000000000000000)
+	ds := []TaskDelta{
+		{Task: 0, State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500},
+		{Task: 1, State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 700},
+		{Task: 5, State: TaskRunning, Act: 1, Start: at + 900},
+		{Task: 9, State: TaskDone, Act: 1, Executions: 1, Start: at + 100, End: at + 900},
+	}
+	w := NewReportWriter("r1", 1, "n1", len(ds))
+	for i := range ds {
+		w.Add(&ds[i])
+	}
+	w.Finish()
+	var got []TaskDelta
+	for _, b := range w.Messages() {
+		var tr TaskReport
+		if err := tr.Decode(b, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tr.Tasks...)
+	}
+	if !reflect.DeepEqual(got, ds) {
+		t.Fatalf("the messages decode to\n%v\nwant\n%v", got, ds)
+	}
+	if len(w.Messages()) != 2 || w.splits != 0 {
+		t.Fatalf("%d messages, %d begun for a time before the base: want 2 (the running task's a base of 0), none", len(w.Messages()), w.splits)
+	}
+}

@@ -156,7 +156,13 @@ func earliest(lo int64, ts ...int64) int64 {
 func (w *ReportWriter) writeDelta(d *TaskDelta) {
 	lo := min(d.Start, d.End) // 0 too: a delta entry's times count from base
 	if w.entries > 0 {
-		if early := lo < w.base; early || len(w.b)+deltaSize(d) > reportBytes { // early only where the base is not fixed: a fixed one is the earliest of all
+		if before := lo < w.base; before || len(w.b)+deltaSize(d) > reportBytes { // before only where the base is not fixed: a fixed one is the earliest of all
+			// A zero time (none: a running task's end) before the base
+			// begins a message of base 0 all the same (a delta entry's
+			// times are at or after its base), but it is no clock set
+			// back: the margin stays.
+			t := earliest(0, d.Start, d.End)
+			early := before && t != 0 && t < w.base
 			w.endMessage()
 			w.early(early)
 		}
