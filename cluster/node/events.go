@@ -513,17 +513,25 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		(*h)(t) // between the count and the swap, where workers go on marking chunks
 	}
 	rep := func(gen uint64) *transport.ReportWriter {
-		for i, w := range reps {
-			if w.Gen == gen {
-				return w
-			}
-			if w.Gen > gen {
-				reps = slices.Insert(reps, i, transport.NewReportWriter(t.run, gen, t.node, n))
-				return reps[i]
-			}
+		// A report begun after the cut's first gets the rows still to
+		// read as its hint (its rows are among them), not all of them: a
+		// second generation in a cut is mostly a row or two a worker wrote
+		// under the generation before it changed, which with the cut's
+		// hint of many thousands would take a pooled buffer of 256 KiB.
+		i := 0
+		for i < len(reps) && reps[i].Gen < gen {
+			i++
 		}
-		reps = append(reps, transport.NewReportWriter(t.run, gen, t.node, n))
-		return reps[len(reps)-1]
+		if i < len(reps) && reps[i].Gen == gen {
+			return reps[i]
+		}
+		hint := n
+		for _, w := range reps {
+			hint -= w.Tasks()
+		}
+		w := transport.NewReportWriter(t.run, gen, t.node, max(hint, 0)) // below 0: more read than counted, unknown
+		reps = slices.Insert(reps, i, w)
+		return w
 	}
 	var last *transport.ReportWriter // the report of the row before's generation
 	for i := range t.dirty {

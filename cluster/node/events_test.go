@@ -424,6 +424,36 @@ func TestCutReadsMoreRowsThanItCounted(t *testing.T) {
 	}
 }
 
+// A cut of a run's rows and a row a worker wrote under the generation
+// before (it read the generation before it changed) writes two reports;
+// the old generation's one row, read last, takes a buffer of its size, not
+// a pooled one of 256 KiB by the cut's hint.
+func TestCutSizesALateReportByTheRowsLeft(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	const n = 20_000
+	tab := p.open("r", "n1", n)
+	at := int64(1700000000000000000)
+	for v := range uint32(n - 1) {
+		if _, err := p.record(tab, false, 2, v, transport.TaskDone, 1, 1, nil, "", at, at+500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := &tab.rows[n-1]
+	p.write(tab, row, row.lock(), 1, n-1, transport.TaskDone, 1, 1, nil, "", at, at+500) // record's fast path, generation 1 read before it changed
+	p.mu.Lock()
+	p.cutLocked(tab)
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	rs := decodeWritten(q)
+	if len(rs) != 2 || rs[0].Gen != 1 || len(rs[0].Tasks) != 1 || rs[1].Gen != 2 || len(rs[1].Tasks) != n-1 {
+		t.Fatalf("a cut of %d rows under generation 2 and one under 1: %d reports", n-1, len(rs))
+	}
+	if c := cap(q[0].Messages()[0]); c > 4<<10 {
+		t.Errorf("a report of one row written into a buffer of %d bytes", c)
+	}
+}
+
 // A cut writes what it sends as it cuts (no delta is kept a task): a
 // row, its output or its error changed after the cut leaves the reports
 // cut before as they were. And the rows of a run cut at its end, their
