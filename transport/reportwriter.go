@@ -20,9 +20,10 @@ import (
 // run's deltas are 10 MB, which the cut wrote and the encoding read again.
 //
 // A message's base (the time its entries' times count from, no later than
-// any of them) is set by its first entry, baseMargin before its earliest
-// time; a delta with a time before the base begins the next message, with
-// a base of its own. What a node cuts at
+// any of them) is set by its first entry, a margin before its earliest
+// time (baseMargin, widened by each message begun for a time before its
+// base), or 0 for a single delta with a zero time; a delta with a time
+// before the base begins the next message, with a base of its own. What a node cuts at
 // once are the tasks that ended since its last cut, in the order of their
 // vertices, most of them within milliseconds of one another: the first
 // message's base serves them all but for a clock set back.
