@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 )
@@ -68,64 +67,113 @@ func (tr *TaskReport) AppendWire(b []byte) []byte {
 }
 
 // appendReport writes a TaskReport of run's deltas ds: a run of deltas
-// that a range stands for (rangeLen) as one range entry, any other delta
-// as a delta entry.
+// that a range stands for as one range entry, any other delta as a
+// delta entry (appendEntries).
 func appendReport(b []byte, run string, gen uint64, node string, ds []TaskDelta) []byte {
 	base := reportBase(ds)
-	entries := 0
-	for i := 0; i < len(ds); i += rangeLen(ds[i:], base) {
-		entries++
-	}
-	b = appendReportHead(b, run, gen, node, base, entries)
-	for i := 0; i < len(ds); {
-		n := rangeLen(ds[i:], base)
-		b = appendEntry(b, ds[i:i+n], base)
-		i += n
-	}
+	b = appendReportPre(b, run, gen, node, base)
+	at := len(b)
+	b = appendArray32Header(b)
+	b, entries := appendEntries(b, ds, base)
+	putArray32Count(b, at, entries)
 	return b
 }
 
-// appendEntry writes ds, a run rangeLen found, as one entry: a delta entry
-// for one delta, a range entry for more.
-func appendEntry(b []byte, ds []TaskDelta, base int64) []byte {
-	if len(ds) == 1 {
-		return ds[0].appendFields(b, base)
-	}
-	return appendRange(b, ds, base)
-}
-
-// appendReportHead writes a TaskReport's fields up to its entries' array
-// header, of entries entries.
-func appendReportHead(b []byte, run string, gen uint64, node string, base int64, entries int) []byte {
+// appendReportPre writes a TaskReport's fields up to its entries' array
+// header.
+func appendReportPre(b []byte, run string, gen uint64, node string, base int64) []byte {
 	b = appendHeader(b, TypeTaskReport, taskReportFields)
 	b = appendStr(b, run)
 	b = appendUint(b, gen)
 	b = appendStr(b, node)
-	b = appendInt(b, base)
-	return appendArrayHeader(b, entries)
+	return appendInt(b, base)
 }
 
 // maxRange is the most tasks one range entry stands for, so that an entry
 // stays well within a stored message (reportBytes).
 const maxRange = 4096
 
-// rangeLen is how many deltas from ds[0] on one range entry stands for
-// (1: none, ds[0] goes as a delta entry; at most maxRange): consecutive tasks (vertices,
-// named by index alone) in one state, with one activation and one count
-// of executions, without output or error, their times at most 2⁶³-1 after
-// base.
-func rangeLen(ds []TaskDelta, base int64) int {
-	d0 := &ds[0]
-	n := 0
-	for n < min(len(ds), maxRange) {
-		d := &ds[n]
-		if uint64(d.Task) != uint64(d0.Task)+uint64(n) || d.State != d0.State || d.Act != d0.Act || d.Executions != d0.Executions ||
-			d.Name != "" || d.Output != nil || d.Error != "" || !rangeTime(d.Start, base) || !rangeTime(d.End, base) {
-			break
+// rangeHeadSize bounds a range entry's bytes before its times (its count
+// and its times' length are written at a fixed width: see appendEntries),
+// and rangeTaskSize a task's two times in it.
+const (
+	rangeHeadSize = 1 + 5 + 3 + 1 + 9 + 9 + 5
+	rangeTaskSize = 2 * binary.MaxVarintLen64
+)
+
+// appendEntries writes ds to b as entries (a run of deltas inRange from
+// the first as one range entry, any other delta as a delta entry) and
+// returns b and how many entries it wrote: one message's, with no bound
+// on its size (ReportWriter cuts a report into messages).
+//
+// It reads each delta once: a range is written as its deltas are found to
+// continue it, its count (mpUint16: at most maxRange) and its times'
+// length (bin32) at a fixed width, patched when it ends. That is legal
+// msgpack that every reader of ranges reads (the reader takes any width of
+// a uint and of a bin header), where finding the run first, then sizing
+// its times, then writing them read the deltas three times.
+func appendEntries(b []byte, ds []TaskDelta, base int64) ([]byte, int) {
+	i, entries := 0, 0
+	for i < len(ds) {
+		d0 := &ds[i]
+		if i+1 < len(ds) && inRange(d0, d0, 0, base) && inRange(d0, &ds[i+1], 1, base) {
+			var count, times int
+			b, count, times = appendRangeHead(b, d0)
+			n := 0
+			for ; i+n < len(ds) && n < maxRange && (n < 2 || inRange(d0, &ds[i+n], n, base)); n++ {
+				b = appendTimes(b, &ds[i+n], base) // the first two are checked above
+			}
+			endRange(b, count, times, n)
+			i += n
+		} else {
+			b = d0.appendFields(b, base)
+			i++
 		}
-		n++
+		entries++
 	}
-	return max(n, 1)
+	return b, entries
+}
+
+// appendRangeHead writes the head of a range entry from d0 on, up to its
+// times, and returns where its count and its times' length are to be
+// written (endRange).
+func appendRangeHead(b []byte, d0 *TaskDelta) (_ []byte, count, times int) {
+	b = appendArrayHeader(b, taskRangeFields)
+	b = appendUint(b, uint64(d0.Task))
+	count = len(b)
+	b = append(b, mpUint16, 0, 0)
+	b = append(b, byte(d0.State))
+	b = appendUint(b, d0.Act)
+	b = appendUint(b, d0.Executions)
+	times = len(b)
+	return append(b, mpBin32, 0, 0, 0, 0), count, times
+}
+
+// appendTimes writes d's times in a range entry (rangeOff).
+func appendTimes(b []byte, d *TaskDelta, base int64) []byte {
+	b = binary.AppendUvarint(b, rangeOff(d.Start, base))
+	return binary.AppendUvarint(b, rangeOff(d.End, base))
+}
+
+// endRange writes the count (n) and the times' length of the range entry
+// appendRangeHead began.
+func endRange(b []byte, count, times, n int) {
+	binary.BigEndian.PutUint16(b[count+1:], uint16(n))
+	binary.BigEndian.PutUint32(b[times+1:], uint32(len(b)-times-5))
+}
+
+// inRange says whether d can be task n of a range entry that starts at d0:
+// consecutive tasks (vertices, named by index alone) in one state, with
+// one activation and one count of executions, without output or error,
+// their times at most 2⁶³-1 after base.
+func inRange(d0, d *TaskDelta, n int, base int64) bool {
+	return continues(d0, d, n) && rangeTime(d.Start, base) && rangeTime(d.End, base)
+}
+
+// continues is inRange but for the times.
+func continues(d0, d *TaskDelta, n int) bool {
+	return uint64(d.Task) == uint64(d0.Task)+uint64(n) && d.State == d0.State && d.Act == d0.Act && d.Executions == d0.Executions &&
+		d.Name == "" && d.Output == nil && d.Error == ""
 }
 
 // rangeTime says whether a range can hold time t of a report from base.
@@ -140,31 +188,6 @@ func rangeOff(t, base int64) uint64 {
 		return 0
 	}
 	return uint64(t) - uint64(base) + 1
-}
-
-func uvarintLen(v uint64) int { return 1 + (bits.Len64(v|1)-1)/7 }
-
-// appendRange writes deltas ds (rangeLen of them) as one range entry:
-// [first task, count, state, act, executions, times], times being each
-// task's start and end in turn as uvarints (rangeOff).
-func appendRange(b []byte, ds []TaskDelta, base int64) []byte {
-	d0 := &ds[0]
-	b = appendArrayHeader(b, taskRangeFields)
-	b = appendUint(b, uint64(d0.Task))
-	b = appendUint(b, uint64(len(ds)))
-	b = append(b, byte(d0.State))
-	b = appendUint(b, d0.Act)
-	b = appendUint(b, d0.Executions)
-	n := 0
-	for i := range ds {
-		n += uvarintLen(rangeOff(ds[i].Start, base)) + uvarintLen(rangeOff(ds[i].End, base))
-	}
-	b = appendBinHeader(b, n)
-	for i := range ds {
-		b = binary.AppendUvarint(b, rangeOff(ds[i].Start, base))
-		b = binary.AppendUvarint(b, rangeOff(ds[i].End, base))
-	}
-	return b
 }
 
 func (d *TaskDelta) appendFields(b []byte, base int64) []byte {
@@ -459,48 +482,18 @@ func unixTime(ns int64) time.Time {
 // several before it).
 const reportBytes = 256 << 10
 
-// appendReports encodes tr as TaskReport messages of at most reportBytes
-// (but at least one entry each) and calls fn with each, in order; the
-// bytes are fn's to keep. Every part is written from the whole report's
-// base (its earliest time, so no earlier than any part's), its entries
-// once into one scratch buffer, cut where the next entry's bound would
-// pass reportBytes: a message is as long as its entries, not as their
-// bound.
-func appendReports(tr *TaskReport, fn func([]byte) error) error {
-	ds := tr.Tasks
-	if len(ds) == 0 {
-		return nil
+// writer is a ReportWriter of tr's deltas (PublishReports' messages of
+// tr), written from the whole report's base (its earliest time, so no
+// earlier than any message's); pooled: its message buffers come from
+// reportBufs (PublishWritten puts them back).
+func (tr *TaskReport) writer(pooled bool) *ReportWriter {
+	w := &ReportWriter{Run: tr.Run, Gen: tr.Gen, Node: tr.Node, fixed: true, based: true, base: reportBase(tr.Tasks), hint: len(tr.Tasks), unpooled: !pooled}
+	for i := range tr.Tasks {
+		w.Add(&tr.Tasks[i])
 	}
-	base := reportBase(ds)
-	head := 2 + 9 + 5 + len(tr.Run) + 9 + 5 + len(tr.Node) + 9 + 5 // the widest head
-	var body []byte                                                // the entries of the part at hand
-	entries := 0
-	flush := func() error {
-		b := appendReportHead(make([]byte, 0, head+len(body)), tr.Run, tr.Gen, tr.Node, base, entries)
-		b = append(b, body...)
-		body, entries = body[:0], 0
-		return fn(b)
-	}
-	for i := 0; i < len(ds); {
-		n := rangeLen(ds[i:], base)
-		bound := deltaSize(&ds[i])
-		if n > 1 {
-			bound = rangeSize(n)
-		}
-		if entries > 0 && head+len(body)+bound > reportBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		body = appendEntry(body, ds[i:i+n], base)
-		entries++
-		i += n
-	}
-	return flush()
+	w.Finish()
+	return w
 }
-
-// rangeSize bounds the encoded size of a range entry of n tasks.
-func rangeSize(n int) int { return 1 + 5 + 9 + 1 + 9 + 9 + 5 + 20*n }
 
 // deltaSize bounds the encoded size of d (its times at their widest).
 func deltaSize(d *TaskDelta) int {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -117,7 +119,7 @@ func TestReportRangesRoundTrip(t *testing.T) {
 			Start: 1700000000000000000 + int64(i)*1000, End: 1700000000000000000 + int64(i)*1000 + 700})
 	}
 	b := appendReport(nil, "r1", 1, "n1", layer)
-	if len(b) > 6*len(layer) {
+	if len(b) > 6*len(layer)+16 { // and the head, an array32 header and a range's fixed-width count and times' length
 		t.Errorf("a layer of %d tasks done: %d bytes, want ranges (at most 6 a task)", len(layer), len(b))
 	}
 	var tr TaskReport
@@ -211,28 +213,48 @@ func TestReportRangeMalformed(t *testing.T) {
 // random deltas with outputs large enough to force cuts, and a run of
 // 100,000 tasks done (a few messages, where cuts by the bound made ~23).
 func TestAppendReportsCutsByTheEntries(t *testing.T) {
+	// A writer's messages are written into kept buffers (reportBufs),
+	// which hold an earlier message's bytes: here garbage, in a pool that
+	// keeps them all (a sync.Pool may drop them: the writer would take
+	// clean new ones).
+	kept := useKeptBufs(t)
+	dirty := map[*[]byte]bool{}
+	fill := func() {
+		for len(kept.free) < 4 {
+			b := make([]byte, reportBytes)
+			for i := range b {
+				b[i] = 0xd9
+			}
+			b = b[:0]
+			dirty[&b] = true
+			kept.Put(&b)
+		}
+	}
+	taken := 0
 	check := func(name string, ds []TaskDelta) int {
+		fill()
+		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer(true)
+		taken = len(w.bufs)
+		for i, p := range w.bufs {
+			if i < 4 && !dirty[p] {
+				t.Fatalf("%s: message %d written into a new buffer, not a kept one", name, i)
+			}
+		}
 		var got []TaskDelta
-		msgs := 0
-		err := appendReports(&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}, func(b []byte) error {
-			msgs++
+		for _, b := range w.Messages() {
 			if len(b) > reportBytes {
 				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
 			}
 			var tr TaskReport
 			if err := tr.Decode(b, Limits{}); err != nil {
-				return err
+				t.Fatalf("%s: %v", name, err)
 			}
 			got = append(got, tr.Tasks...)
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
 		}
 		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
 			t.Fatalf("%s: the messages decode to %d deltas, not the report's %d", name, len(got), len(ds))
 		}
-		return msgs
+		return len(w.Messages())
 	}
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 9))
@@ -251,6 +273,10 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	}
 	if msgs := check("layered", layered); msgs > 8 {
 		t.Errorf("100,000 tasks done stored as %d messages, want a few (cut by their bytes, not their bound)", msgs)
+	} else if taken == 0 || taken >= msgs {
+		// The last message's buffer is made for its room (the hint), not
+		// taken: the writer's choice, whatever the pool keeps.
+		t.Errorf("100,000 tasks done: %d of %d messages written into kept buffers, want those but the last", taken, msgs)
 	}
 }
 
@@ -288,5 +314,184 @@ func TestEachEventWalksRangesInPlace(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	if got := m1.TotalAlloc - m0.TotalAlloc; got > 1<<20 {
 		t.Fatalf("EachEvent of %d range tasks (%d bytes) allocated %d bytes (%.0f allocations), want under 1 MB", n, len(b), got, allocs)
+	}
+}
+
+// A writer fed deltas one at a time, as a node's cut does, with no base
+// given, writes messages within reportBytes that decode to them in order:
+// random deltas (times in any order, some zero, some at the extremes), and
+// times falling all the way, each before every earlier one (a message
+// begun for a time before its base widens the next one's margin: a few
+// dozen messages, not one every few deltas).
+func TestReportWriterFindsItsBases(t *testing.T) {
+	check := func(name string, ds []TaskDelta, hint int) int {
+		w := NewReportWriter("r1", 4, "n2", hint)
+		for i := range ds {
+			w.Add(&ds[i])
+		}
+		w.Finish()
+		if w.Tasks() != len(ds) {
+			t.Fatalf("%s: %d tasks written, want %d", name, w.Tasks(), len(ds))
+		}
+		var got []TaskDelta
+		for _, b := range w.Messages() {
+			if len(b) > reportBytes {
+				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if tr.Run != "r1" || tr.Gen != 4 || tr.Node != "n2" {
+				t.Fatalf("%s: a message of %s, %d, %s", name, tr.Run, tr.Gen, tr.Node)
+			}
+			got = append(got, tr.Tasks...)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("%s: the messages decode to\n%v\nwant\n%v", name, got, ds)
+		}
+		return len(w.Messages())
+	}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		ds := randomDeltas(rng, 1+rng.IntN(3000))
+		for k := range ds {
+			if rng.IntN(10) == 0 { // a time well before the others
+				ds[k].Start -= rng.Int64N(1 << 34)
+			}
+			if rng.IntN(300) == 0 {
+				ds[k].Output = make([]byte, rng.IntN(120<<10))
+			}
+		}
+		check("random", ds, rng.IntN(2)*len(ds))
+	}
+	var falling []TaskDelta
+	for i := range 20_000 {
+		at := int64(1700000000000000000) - int64(i)*1_000_000 // a ms earlier each
+		falling = append(falling, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500})
+	}
+	if msgs := check("falling", falling, len(falling)); msgs > 48 {
+		t.Errorf("20,000 tasks, each a ms before the one before: %d messages, want a few dozen at most", msgs)
+	}
+	w := NewReportWriter("r1", 1, "n1", 0)
+	if w.Finish(); len(w.Messages()) != 0 {
+		t.Errorf("a writer of no deltas wrote %d messages", len(w.Messages()))
+	}
+}
+
+// A writer given too few tasks (a node's cut counts the chunks it will read
+// before it reads them, while workers go on writing rows) writes all it is
+// given all the same: a message begun after the hint is passed (a time
+// before the base, here, or the size) takes a buffer of its own size, not
+// one of the room the hint left, which is none.
+func TestReportWriterOutgrowsItsHint(t *testing.T) {
+	for _, hint := range []int{1, 10, 64} {
+		var ds []TaskDelta
+		for i := range 4000 {
+			at := int64(1700000000000000000) - int64(i)*1_000_000_000 // a second earlier each: messages begun for an earlier time
+			ds = append(ds, TaskDelta{Task: uint32(2 * i), State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500})
+			if i%7 == 0 {
+				ds = append(ds, TaskDelta{Task: uint32(2*i + 1), State: TaskDone, Act: 1, Executions: 1, Output: make([]byte, 900), Start: at, End: at + 500})
+			}
+		}
+		w := NewReportWriter("r1", 3, "n1", hint)
+		for i := range ds {
+			w.Add(&ds[i])
+		}
+		w.Finish()
+		var got []TaskDelta
+		for _, b := range w.Messages() {
+			if len(b) > reportBytes {
+				t.Errorf("hint %d: a message of %d bytes, over %d", hint, len(b), reportBytes)
+			}
+			var tr TaskReport
+			if err := tr.Decode(b, Limits{}); err != nil {
+				t.Fatalf("hint %d: %v", hint, err)
+			}
+			got = append(got, tr.Tasks...)
+		}
+		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
+			t.Fatalf("hint %d: the messages decode to %d deltas, not the %d written", hint, len(got), len(ds))
+		}
+		if len(w.Messages()) < 3 {
+			t.Fatalf("hint %d: %d messages: none begun past the hint", hint, len(w.Messages()))
+		}
+	}
+}
+
+// keptBufs is a bufPool that keeps every buffer put, where a sync.Pool
+// drops some (every GC empties it, and under -race a Put is dropped at
+// random): a test of what is taken and put back reads it (useKeptBufs).
+type keptBufs struct {
+	mu   sync.Mutex
+	free []*[]byte
+	puts []*[]byte // every buffer put, in order
+}
+
+func (k *keptBufs) Get() any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.free) == 0 {
+		return nil
+	}
+	p := k.free[len(k.free)-1]
+	k.free = k.free[:len(k.free)-1]
+	return p
+}
+
+func (k *keptBufs) Put(x any) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.free = append(k.free, x.(*[]byte))
+	k.puts = append(k.puts, x.(*[]byte))
+}
+
+// put reports whether p was put.
+func (k *keptBufs) put(p *[]byte) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Contains(k.puts, p)
+}
+
+// useKeptBufs has the writers take and put back their buffers in a
+// keptBufs until the test ends (the package's tests run one at a time).
+func useKeptBufs(t testing.TB) *keptBufs {
+	k := &keptBufs{}
+	old := reportBufs
+	reportBufs = k
+	t.Cleanup(func() { reportBufs = old })
+	return k
+}
+
+// A lone running task's delta, its end 0 (none), cannot be in a message
+// of a base after 0 (a delta entry's times are at or after its base), so
+// it begins one of base 0; but it is not a time before the base, and the
+// next message's margin stays as it was.
+func TestReportWriterZeroTimeKeepsTheMargin(t *testing.T) {
+	at := int64(1700000000000000000)
+	ds := []TaskDelta{
+		{Task: 0, State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 500},
+		{Task: 1, State: TaskDone, Act: 1, Executions: 1, Start: at, End: at + 700},
+		{Task: 5, State: TaskRunning, Act: 1, Start: at + 900},
+		{Task: 9, State: TaskDone, Act: 1, Executions: 1, Start: at + 100, End: at + 900},
+	}
+	w := NewReportWriter("r1", 1, "n1", len(ds))
+	for i := range ds {
+		w.Add(&ds[i])
+	}
+	w.Finish()
+	var got []TaskDelta
+	for _, b := range w.Messages() {
+		var tr TaskReport
+		if err := tr.Decode(b, Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tr.Tasks...)
+	}
+	if !reflect.DeepEqual(got, ds) {
+		t.Fatalf("the messages decode to\n%v\nwant\n%v", got, ds)
+	}
+	if len(w.Messages()) != 2 || w.splits != 0 {
+		t.Fatalf("%d messages, %d begun for a time before the base: want 2 (the running task's a base of 0), none", len(w.Messages()), w.splits)
 	}
 }

@@ -141,28 +141,11 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 // of some of its deltas), and waits until every one is stored, or ctx
 // ends.
 func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
-	if err := c.check(); err != nil {
-		return err
+	ws := make([]*ReportWriter, len(trs))
+	for i, tr := range trs {
+		ws[i] = tr.writer(true)
 	}
-	var futs []jetstream.PubAckFuture
-	for _, tr := range trs {
-		subj, err := EventSubject(tr.Run, tr.Node)
-		if err != nil {
-			return errors.Join(fmt.Errorf("transport: task report: %w", err), waitAcks(ctx, futs))
-		}
-		err = appendReports(tr, func(b []byte) error {
-			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
-			if err != nil {
-				return fmt.Errorf("transport: publish a task report on %s: %w", subj, err)
-			}
-			futs = append(futs, f)
-			return nil
-		})
-		if err != nil {
-			return errors.Join(err, waitAcks(ctx, futs))
-		}
-	}
-	return waitAcks(ctx, futs)
+	return c.PublishWritten(ctx, ws...)
 }
 
 // ReplaySignals reads the record of run from its first batch to the last one stored

@@ -48,23 +48,17 @@ type eventPub struct {
 	mu      sync.Mutex
 	tabs    map[string]*taskTable // by run
 	changed []*taskTable          // tables with changes not yet cut, in order of their first
-	queue   []*transport.TaskReport
+	// queue is the reports cut and not stored yet, written as they were
+	// cut (transport.ReportWriter): a cut makes no delta a task (a
+	// 100K-task run's were 10 MB, written by the cut and read again by
+	// the encoding), and holds no output once it is done.
+	queue []*transport.ReportWriter
 	// spare is the rows of the last run's table dropped (everything in it
 	// sent), for the next run of as many vertices: a run again of a plan
 	// writes rows already in memory, not fresh pages (the first write of
 	// each was a fault and a miss).
 	spare      []taskRow
 	spareDirty []atomic.Uint64
-	// deltas are the Tasks of reports stored (PublishReports encodes them
-	// and keeps nothing), cleared, for the next cuts: a cut of a large run
-	// allocates no slice of deltas a report.
-	deltas [][]transport.TaskDelta
-	// pointered are the reports on the way whose deltas hold a pointer
-	// (an output, an error, a child's name): keepDeltas clears only
-	// theirs. The rest hold none, and a kept slice is overwritten delta by
-	// delta before it is read: clearing 100K deltas (9.6 MB) a flush cost
-	// ~0.4 ms of the node's CPU (under p.mu).
-	pointered map[*transport.TaskReport]struct{}
 
 	kick     chan struct{}
 	full     chan struct{}
@@ -498,25 +492,16 @@ func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 	}
 }
 
+// cutTestHook, when set, runs in cutLocked (under p.mu) after it counted
+// t's marked chunks and before it swaps them (tests: rows written there).
+var cutTestHook atomic.Pointer[func(*taskTable)]
+
 // cutLocked moves t's changes into reports on the queue (under p.mu), one
-// per generation, the older first. t is unlisted before its rows are read:
-// a change a cut misses lists it again.
+// per generation, the older first, each written as it is cut. t is
+// unlisted before its rows are read: a change a cut misses lists it again.
 func (p *eventPub) cutLocked(t *taskTable) {
-	var reps []*transport.TaskReport // by generation, ascending; almost always one
-	rep := func(gen uint64) *transport.TaskReport {
-		for i, tr := range reps {
-			if tr.Gen == gen {
-				return tr
-			}
-			if tr.Gen > gen {
-				reps = slices.Insert(reps, i, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
-				return reps[i]
-			}
-		}
-		reps = append(reps, &transport.TaskReport{Run: t.run, Gen: gen, Node: t.node})
-		return reps[len(reps)-1]
-	}
-	n := 0 // at most the rows of the chunks marked, and the children
+	var reps []*transport.ReportWriter // by generation, ascending; almost always one
+	n := 0                             // the rows of the chunks marked, and the children: a hint (workers mark more until the swap)
 	for i := range t.dirty {
 		n += bits.OnesCount64(t.dirty[i].Load())
 	}
@@ -524,6 +509,31 @@ func (p *eventPub) cutLocked(t *taskTable) {
 	if n == 0 {
 		return
 	}
+	if h := cutTestHook.Load(); h != nil {
+		(*h)(t) // between the count and the swap, where workers go on marking chunks
+	}
+	rep := func(gen uint64) *transport.ReportWriter {
+		// A report begun after the cut's first gets the rows still to
+		// read as its hint (its rows are among them), not all of them: a
+		// second generation in a cut is mostly a row or two a worker wrote
+		// under the generation before it changed, which with the cut's
+		// hint of many thousands would take a pooled buffer of 256 KiB.
+		i := 0
+		for i < len(reps) && reps[i].Gen < gen {
+			i++
+		}
+		if i < len(reps) && reps[i].Gen == gen {
+			return reps[i]
+		}
+		hint := n
+		for _, w := range reps {
+			hint -= w.Tasks()
+		}
+		w := transport.NewReportWriter(t.run, gen, t.node, max(hint, 0)) // below 0: more read than counted, unknown
+		reps = slices.Insert(reps, i, w)
+		return w
+	}
+	var last *transport.ReportWriter // the report of the row before's generation
 	for i := range t.dirty {
 		w := &t.dirty[i]
 		if w.Load() == 0 {
@@ -554,79 +564,24 @@ func (p *eventPub) cutLocked(t *taskTable) {
 				}
 				gen := row.gen
 				row.unlock(f &^ rowDirty)
-				tr := rep(gen)
-				if tr.Tasks == nil {
-					tr.Tasks = p.takeDeltasLocked(n)
+				if last == nil || last.Gen != gen {
+					last = rep(gen) // a cut's rows are almost always of one generation: rep's search once
 				}
-				tr.Tasks = append(tr.Tasks, d)
-				if d.Output != nil || d.Error != "" {
-					p.pointeredLocked(tr)
-				}
+				last.Add(&d)
 			}
 		}
 	}
 	for _, nr := range t.dirtyN {
 		nr.dirty = false
-		tr := rep(nr.gen)
-		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: nr.task, Name: nr.name, State: nr.state, Act: nr.act,
+		rep(nr.gen).Add(&transport.TaskDelta{Task: nr.task, Name: nr.name, State: nr.state, Act: nr.act,
 			Executions: nr.execs, Output: nr.out, Error: nr.err, Start: nr.start, End: nr.end})
-		p.pointeredLocked(tr)
 	}
 	clear(t.dirtyN)
 	t.dirtyN = t.dirtyN[:0]
+	for _, w := range reps {
+		w.Finish()
+	}
 	p.queue = append(p.queue, reps...)
-}
-
-// maxSpareDeltas bounds the delta slices kept for the next cuts (and
-// maxSpareDelta their length: 100K deltas, 10 MB).
-const (
-	maxSpareDeltas = 4
-	maxSpareDelta  = 100_000
-)
-
-// takeDeltasLocked returns an empty slice for n deltas (under p.mu): a
-// kept one when one is large enough.
-func (p *eventPub) takeDeltasLocked(n int) []transport.TaskDelta {
-	for i, d := range p.deltas {
-		if cap(d) >= n {
-			p.deltas = slices.Delete(p.deltas, i, i+1)
-			return d
-		}
-	}
-	return make([]transport.TaskDelta, 0, n)
-}
-
-// pointeredLocked notes that a delta of tr holds a pointer (under p.mu).
-func (p *eventPub) pointeredLocked(tr *transport.TaskReport) {
-	if p.pointered == nil {
-		p.pointered = map[*transport.TaskReport]struct{}{}
-	}
-	p.pointered[tr] = struct{}{}
-}
-
-// keepDeltas keeps the Tasks of reports stored for the next cuts (and
-// forgets the reports lost: kept false).
-func (p *eventPub) keepDeltas(q []*transport.TaskReport, kept bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, tr := range q {
-		d := tr.Tasks
-		tr.Tasks = nil
-		_, ptr := p.pointered[tr]
-		delete(p.pointered, tr)
-		if !kept || cap(d) > maxSpareDelta || cap(d) == 0 {
-			continue
-		}
-		if ptr {
-			clear(d) // keep no output alive (the others hold no pointer: a kept slice never does)
-		}
-		d = d[:0]
-		if len(p.deltas) < maxSpareDeltas {
-			p.deltas = append(p.deltas, d)
-		} else if i := slices.IndexFunc(p.deltas, func(k []transport.TaskDelta) bool { return cap(k) < cap(d) }); i >= 0 {
-			p.deltas[i] = d // the larger ones serve more cuts
-		}
-	}
 }
 
 // forget drops t once everything recorded in it is sent (the run has
@@ -640,7 +595,7 @@ func (p *eventPub) forget(t *taskTable) {
 
 // cutAllLocked cuts every changed table into the queue and takes the
 // queue (under p.mu); a forgotten table with nothing left goes.
-func (p *eventPub) cutAllLocked() []*transport.TaskReport {
+func (p *eventPub) cutAllLocked() []*transport.ReportWriter {
 	for _, t := range p.changed {
 		t.listed.Store(false) // before its rows are read: a change the cut misses lists it again
 		p.cutLocked(t)
@@ -719,8 +674,7 @@ func (p *eventPub) loop() {
 	}
 	var waiting []chan struct{} // flushes answered once what they asked for is stored
 	publish := func() {
-		stored, err := p.publish(false)
-		if err != nil {
+		if err := p.publish(false); err != nil {
 			arm(retryEvery)
 			return
 		}
@@ -728,9 +682,6 @@ func (p *eventPub) loop() {
 			close(ch)
 		}
 		waiting = nil
-		// Their deltas are kept for the next cuts once the flushes are
-		// answered: the report that says idle waits for nothing else.
-		p.keepDeltas(stored, true)
 	}
 	for {
 		select {
@@ -746,7 +697,7 @@ func (p *eventPub) loop() {
 			publish()
 		case <-p.stop:
 			timer.Stop()
-			_, _ = p.publish(true)
+			_ = p.publish(true)
 			for _, ch := range waiting {
 				close(ch)
 			}
@@ -760,35 +711,34 @@ func (p *eventPub) loop() {
 // goes behind them, so a task's later values are stored after its earlier
 // ones) and publish returns the error, unless final: then they are counted
 // as lost.
-func (p *eventPub) publish(final bool) (stored []*transport.TaskReport, err error) {
+func (p *eventPub) publish(final bool) error {
 	p.mu.Lock()
 	q := p.cutAllLocked()
 	p.mu.Unlock()
 	if len(q) == 0 {
-		return nil, nil
+		return nil
 	}
 	deltas := 0
-	for _, tr := range q {
-		deltas += len(tr.Tasks)
+	for _, w := range q {
+		deltas += w.Tasks()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err = p.conn.PublishReports(ctx, q...)
+	err := p.conn.PublishWritten(ctx, q...)
 	cancel()
 	if err == nil {
 		p.published.Add(uint64(deltas))
 		p.reports.Add(uint64(len(q)))
-		return q, nil // the caller keeps their deltas (keepDeltas)
+		return nil
 	}
 	if final {
 		p.errors.Add(uint64(deltas))
 		p.log.Warn("task reports not stored", "tasks", deltas, "err", err)
-		p.keepDeltas(q, false)
-		return nil, nil
+		return nil
 	}
 	p.retries.Add(1)
 	p.log.Debug("task reports not stored yet; retrying", "tasks", deltas, "err", err)
 	p.mu.Lock()
 	p.queue = append(q, p.queue...)
 	p.mu.Unlock()
-	return nil, err
+	return err
 }

@@ -17,11 +17,34 @@ import (
 	"github.com/hetflow/hetflow/transport"
 )
 
-// cut returns the reports a publish would store now, without storing them.
+// cut returns the reports a publish would store now, without storing
+// them: each writer's messages decoded into one report.
 func (p *eventPub) cut() []*transport.TaskReport {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cutAllLocked()
+	q := p.cutAllLocked()
+	p.mu.Unlock()
+	return decodeWritten(q)
+}
+
+// decodeWritten is the reports of writers q, each decoded from its
+// messages into one.
+func decodeWritten(q []*transport.ReportWriter) []*transport.TaskReport {
+	var out []*transport.TaskReport
+	for _, w := range q {
+		tr := &transport.TaskReport{Run: w.Run, Gen: w.Gen, Node: w.Node}
+		for _, b := range w.Messages() {
+			var m transport.TaskReport
+			if err := m.Decode(b, transport.Limits{}); err != nil {
+				panic(fmt.Sprintf("a report cut does not decode: %v", err))
+			}
+			if m.Run != w.Run || m.Gen != w.Gen || m.Node != w.Node {
+				panic(fmt.Sprintf("a message of %s/%d/%s in a report of %s/%d/%s", m.Run, m.Gen, m.Node, w.Run, w.Gen, w.Node))
+			}
+			tr.Tasks = append(tr.Tasks, m.Tasks...)
+		}
+		out = append(out, tr)
+	}
+	return out
 }
 
 func TestEventTableSendsTheLatestOfWhatChanged(t *testing.T) {
@@ -347,51 +370,138 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	}
 }
 
-// A report's deltas are kept for the next cuts once it is stored
-// (keepDeltas), and a kept slice holds no pointer in any of its room: those
-// of a report with an output, an error or a subflow child's name are
-// cleared, those of the others are not (they hold none: a kept slice is
-// overwritten delta by delta before it is read), so that a large run's
-// flush does not clear 100K deltas. No note of a report outlives it.
-func TestKeptDeltasHoldNoPointers(t *testing.T) {
+// A cut reads the rows of the chunks marked when it swaps the bitmap, which
+// may be more than it counted for its writer's hint: workers go on marking
+// chunks until the swap (here the hook writes them there, as a worker on
+// record's fast path would, each a second before the one before so that
+// the writer begins message after message). The cut sends them all and
+// does not panic: a message begun past the hint once made a buffer of
+// negative room (publish's cut has no recover; the node died).
+func TestCutReadsMoreRowsThanItCounted(t *testing.T) {
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	ev := func(run string, task uint32, name string, out []byte, errText string) transport.TaskEvent {
-		st := transport.TaskDone
-		if errText != "" {
-			st = transport.TaskFailed
-		}
-		return transport.TaskEvent{Run: run, Gen: 1, Task: task, Name: name, Node: "n1", State: st, Act: 1, Executions: 1, Output: out, Error: errText,
-			Start: time.Unix(100, 0), End: time.Unix(100, 5)}
+	const more = 300
+	tab := p.open("r", "n1", (more+1)*rowsPerBit)
+	at := int64(1700000000000000000)
+	if _, err := p.record(tab, false, 1, 0, transport.TaskDone, 1, 1, nil, "", at, at+500); err != nil {
+		t.Fatal(err)
 	}
-	noPointer := func(when string) {
-		t.Helper()
-		for _, d := range p.deltas {
-			for i, x := range d[:cap(d)] {
-				if x.Output != nil || x.Error != "" || x.Name != "" {
-					t.Fatalf("%s: a kept delta slice holds a pointer at %d: %v", when, i, x)
-				}
+	hook := func(tab *taskTable) {
+		for k := 1; k <= more; k++ {
+			s := at - int64(k)*1_000_000_000
+			// locked: the cut holds p.mu (tab is listed already).
+			if _, err := p.record(tab, true, 1, uint32(k*rowsPerBit), transport.TaskDone, 1, 1, nil, "", s, s+500); err != nil {
+				panic(err)
 			}
 		}
-		if len(p.pointered) != 0 {
-			t.Fatalf("%s: %d notes of reports with pointers left", when, len(p.pointered))
+	}
+	cutTestHook.Store(&hook)
+	defer cutTestHook.Store(nil)
+	p.mu.Lock()
+	func() {
+		defer func() {
+			if x := recover(); x != nil {
+				p.mu.Unlock()
+				t.Fatalf("a cut of %d rows counted as %d panicked: %v", more+1, rowsPerBit, x)
+			}
+		}()
+		p.cutLocked(tab)
+	}()
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	cutTestHook.Store(nil)
+	rs := decodeWritten(q)
+	if len(rs) != 1 || len(rs[0].Tasks) != more+1 {
+		t.Fatalf("a cut of %d rows: %d reports", more+1, len(rs))
+	}
+	for k, d := range rs[0].Tasks {
+		if d.Task != uint32(k*rowsPerBit) || d.Start != at-int64(k)*1_000_000_000 {
+			t.Fatalf("row %d of the cut: %+v", k, d)
 		}
 	}
-	for round := range 3 {
-		for i := range uint32(200) {
-			p.emit(ev("plain", i, "", nil, "")) // no pointer
-		}
-		p.emit(ev("out", 0, "", []byte("o"), ""))
-		p.emit(ev("out", 1, "", nil, ""))
-		p.emit(ev("fail", 2, "", nil, "boom"))
-		p.emit(ev("child", 3, "fan/0", nil, ""))
-		q := p.cut()
-		if len(q) != 4 {
-			t.Fatalf("round %d: %d reports, want 4", round, len(q))
-		}
-		p.keepDeltas(q, true)
-		noPointer(fmt.Sprintf("round %d, stored", round))
+	if msgs := len(q[0].Messages()); msgs < 3 {
+		t.Fatalf("%d messages: none begun past the hint", msgs)
 	}
-	p.emit(ev("out", 0, "", []byte("lost"), ""))
-	p.keepDeltas(p.cut(), false)
-	noPointer("a report lost")
+}
+
+// A cut of a run's rows and a row a worker wrote under the generation
+// before (it read the generation before it changed) writes two reports;
+// the old generation's one row, read last, takes a buffer of its size, not
+// a pooled one of 256 KiB by the cut's hint.
+func TestCutSizesALateReportByTheRowsLeft(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	const n = 20_000
+	tab := p.open("r", "n1", n)
+	at := int64(1700000000000000000)
+	for v := range uint32(n - 1) {
+		if _, err := p.record(tab, false, 2, v, transport.TaskDone, 1, 1, nil, "", at, at+500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := &tab.rows[n-1]
+	p.write(tab, row, row.lock(), 1, n-1, transport.TaskDone, 1, 1, nil, "", at, at+500) // record's fast path, generation 1 read before it changed
+	p.mu.Lock()
+	p.cutLocked(tab)
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	rs := decodeWritten(q)
+	if len(rs) != 2 || rs[0].Gen != 1 || len(rs[0].Tasks) != 1 || rs[1].Gen != 2 || len(rs[1].Tasks) != n-1 {
+		t.Fatalf("a cut of %d rows under generation 2 and one under 1: %d reports", n-1, len(rs))
+	}
+	if c := cap(q[0].Messages()[0]); c > 4<<10 {
+		t.Errorf("a report of one row written into a buffer of %d bytes", c)
+	}
+}
+
+// A cut writes what it sends as it cuts (no delta is kept a task): a
+// row, its output or its error changed after the cut leaves the reports
+// cut before as they were. And the rows of a run cut at its end, their
+// times in no strict order within a few µs, go in a few messages of a
+// few bytes a task (a message's base, from its first row, serves them).
+func TestCutWritesWhatItSends(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	out := []byte("first")
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1, Output: out,
+		Start: time.Unix(100, 0), End: time.Unix(100, 5)})
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskFailed, Act: 1, Executions: 1, Error: "boom",
+		Start: time.Unix(100, 0), End: time.Unix(100, 5)})
+	p.mu.Lock()
+	q := p.cutAllLocked()
+	p.mu.Unlock()
+	copy(out, "XXXXX")
+	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskDone, Act: 2, Executions: 2,
+		Start: time.Unix(101, 0), End: time.Unix(101, 5)})
+	got := decodeWritten(q)
+	if len(got) != 1 || len(got[0].Tasks) != 2 || string(got[0].Tasks[0].Output) != "first" || got[0].Tasks[1].Error != "boom" || got[0].Tasks[1].Act != 1 {
+		t.Fatalf("the reports cut before the changes: %+v", got)
+	}
+
+	p.cut() // the change after the first cut
+	const n = 100_000
+	tab := p.open("big", "n1", n)
+	t0 := time.Now().UnixNano()
+	for v := range uint32(n) {
+		s := t0 + int64(v/2)*200 + int64(v%2)*3000 // two workers, one a few µs behind
+		if _, err := p.record(tab, false, 1, v, transport.TaskDone, 1, 1, nil, "", s, s+60); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	q = p.cutAllLocked()
+	p.mu.Unlock()
+	msgs, bytes := 0, 0
+	for _, w := range q {
+		for _, b := range w.Messages() {
+			msgs++
+			bytes += len(b)
+		}
+	}
+	if msgs > 5 || bytes > 9*n {
+		t.Errorf("a run's %d rows cut at its end: %d messages, %d bytes, want a few messages of a few bytes a task", n, msgs, bytes)
+	}
+	rs := decodeWritten(q)
+	if len(rs) != 1 || len(rs[0].Tasks) != n || rs[0].Tasks[n-1].Start != t0+int64((n-1)/2)*200+3000 {
+		t.Fatalf("a run's rows cut at its end: %d reports", len(rs))
+	}
 }
