@@ -77,7 +77,10 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 // vertex's whose slot another activation holds) by a timer of its own.
 // body is fn bound (nil: looked up by name at each execution); shard is
 // the Stats.TasksExecuted cell its executions count into (workerShard).
-func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool, shard int) (funcs.Result, error) {
+// The function's Result is left in *res (Result{} on an error): one
+// Result in the frame of the activation's wrapper, not 104 bytes returned
+// by value through each frame on the way.
+func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool, shard int, res *funcs.Result) error {
 	if child || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
 		defer w.stop()
@@ -86,21 +89,22 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 	}
 	for attempt := 0; ; attempt++ {
 		if r.ctx.Err() != nil {
-			return funcs.Result{}, errStopped
+			return errStopped
 		}
 		c.Attempt = attempt
 		execs.Add(1)
 		r.n.stats.tasks.Add(shard, 1)
-		res, err := r.execute(fn, body, timeout, c)
+		err := r.execute(fn, body, timeout, c, res)
 		if err == nil {
-			return res, nil
+			return nil
 		}
+		*res = funcs.Result{}
 		if r.ctx.Err() != nil {
-			return funcs.Result{}, errStopped
+			return errStopped
 		}
 		var pe *localexec.PanicError
 		if errors.As(err, &pe) || attempt >= retries {
-			return funcs.Result{}, err
+			return err
 		}
 	}
 }
@@ -142,7 +146,7 @@ func (w *runningWatch) stop() {
 	w.p.mu.Unlock()
 }
 
-func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
+func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call, res *funcs.Result) (err error) {
 	ctx := r.ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -151,18 +155,18 @@ func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *fu
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
+			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
 		}
 	}()
 	if body != nil {
-		res, err = body.Invoke(ctx, c)
+		err = body.InvokeTo(ctx, c, res)
 	} else {
-		res, err = r.n.reg.Invoke(ctx, fn, c)
+		*res, err = r.n.reg.Invoke(ctx, fn, c)
 	}
 	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = fmt.Errorf("%w after %s: %w", ErrTimeout, spec.FormatDuration(timeout), err)
 	}
-	return res, err
+	return err
 }
 
 // ctxOf is the loop context of activation act of v (runproto.Loops): the
@@ -217,10 +221,11 @@ func (r *run) begin(v int, carried int64) (act uint64, start int64, ok bool) {
 
 // runTask runs an activation of v: carried is the stamp its worker carried
 // to it (runStatic), 0 for none; shard its TasksExecuted cell (invoke).
-func (r *run) runTask(v int, carried int64, shard int) (funcs.Result, uint64, int64, bool) {
+// The function's Result is left in *res (invoke).
+func (r *run) runTask(v int, carried int64, shard int, res *funcs.Result) (uint64, int64, bool) {
 	act, start, ok := r.begin(v, carried)
 	if !ok {
-		return funcs.Result{}, 0, start, false
+		return 0, start, false
 	}
 	vs := &r.vs[v]
 	fn := ""
@@ -233,7 +238,7 @@ func (r *run) runTask(v int, carried int64, shard int) (funcs.Result, uint64, in
 		retries, timeout = int(vs.retries), vs.timeout
 	}
 	c := r.call(v, act)
-	res, err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard)
+	err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard, res)
 	if vs.flags&vTransient != 0 {
 		funcs.Release(c) // the function has returned, and it keeps no Call
 		callPool.Put(c)
@@ -242,12 +247,12 @@ func (r *run) runTask(v int, carried int64, shard int) (funcs.Result, uint64, in
 		if !errors.Is(err, errStopped) {
 			r.fail(v, "", act, vs.execs.Load(), start, err)
 		}
-		return res, act, start, false
+		return act, start, false
 	}
 	if vs.flags&vNoInputs == 0 {
 		vs.setState(res.State) // none is kept of a function that reads none
 	}
-	return res, act, start, true
+	return act, start, true
 }
 
 // runStatic runs an activation of a static task v. carry is its worker's
@@ -274,7 +279,8 @@ func (r *run) runStatic(v int, carry *int64) {
 		carried = *carry
 	}
 	*carry = 0 // left so unless this activation completes
-	res, act, start, ok := r.runTask(v, carried, workerShard(carry))
+	var res funcs.Result
+	act, start, ok := r.runTask(v, carried, workerShard(carry), &res)
 	if ok {
 		end := r.complete(v, act, res.Output, start)
 		if r.n.fastClock {
@@ -294,7 +300,8 @@ func workerShard(c *int64) int {
 }
 
 func (r *run) runCondition(v int) int {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return -1
 	}
@@ -387,7 +394,8 @@ func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
 }
 
 func (r *run) runMulti(v int) []int {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return nil
 	}
@@ -429,7 +437,8 @@ pick:
 // runSubflow runs a subflow task's function and spawns its children, and a
 // hidden last child that completes the task once every child has run.
 func (r *run) runSubflow(v int, sf *localexec.Subflow) {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return
 	}
@@ -482,7 +491,8 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		outs.mu.Unlock()
 	}
 	execs := r.vs[v].childCounter(path)
-	res, err := r.invoke(v, ch.Func, nil, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true, v)
+	var res funcs.Result
+	err := r.invoke(v, ch.Func, nil, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true, v, &res)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, path, act, execs.Load(), start, err)
