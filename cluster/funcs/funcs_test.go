@@ -472,6 +472,13 @@ func TestTransientBuiltins(t *testing.T) {
 	}
 	c := funcs.Call{Run: "r", Task: "t", Path: "m/t", Args: funcs.Args{"n": 1}, Inputs: map[string][]byte{"a": nil},
 		Activation: 3, Attempt: 1, Domain: spec.DomainGPU, Device: 2, State: []byte("s")}
+	// Release clears field by field: a field added to Call must be set
+	// here, and so cleared there.
+	for i, cv := 0, reflect.ValueOf(c); i < cv.NumField(); i++ {
+		if cv.Field(i).IsZero() {
+			t.Fatalf("Call.%s is not set before Release", cv.Type().Field(i).Name)
+		}
+	}
 	funcs.Release(&c)
 	if want := (funcs.Call{Run: funcs.Released, Task: funcs.Released, Path: funcs.Released}); !reflect.DeepEqual(c, want) {
 		t.Errorf("released Call %+v, want %+v", c, want)

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/nats-io/nats.go"
 )
@@ -45,6 +48,8 @@ func TestTaskFailureNamesTheTask(t *testing.T) {
 		{"fail", `{name: t, func: fail, args: {msg: boom}, succeed: [init]}`, "boom", 1, 1},
 		{"retries-exhausted", `{name: t, func: fail, args: {msg: boom}, retries: 2, succeed: [init]}`, "boom", 1, 3},
 		{"panic", `{name: t, func: panic, args: {msg: kaboom}, retries: 3, succeed: [init]}`, "kaboom", 1, 1},
+		{"panic-plain", `{name: t, func: panic, args: {msg: kaboom}, succeed: [init]}`, "panicked", 1, 1}, // invokeOnce
+		{"fail-plain", `{name: t, func: fail, args: {msg: boom, times: 5}, succeed: [init]}`, "boom", 1, 1},
 		{"timeout", `{name: t, func: sleep, args: {ms: 60000}, timeout: 50ms, succeed: [init]}`, "timed out after 50ms", 1, 1},
 	}
 	for _, tc := range cases {
@@ -679,4 +684,30 @@ func TestAssignmentByDigest(t *testing.T) {
 	}
 	testsupport.Eventually(t, 10*time.Second, "n0 runs rlost", func() bool { return n0.Stats().Assignments == before.Assignments+1 })
 	c.release(ctx, "rlost", "cancelled")
+}
+
+// An activation's call of its bound function (callBound, the path of a
+// task without retries or a timeout) turns a panic into the activation's
+// PanicError with the panic's value and the stack of the panicking
+// function, and leaves no Result.
+func TestCallBoundTurnsAPanicIntoItsError(t *testing.T) {
+	body, err := funcs.Default().Bind(funcs.Panic, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{ctx: context.Background()}
+	c := &funcs.Call{Task: "t", Path: "m/t", Args: funcs.Args{"msg": "kaboom"}}
+	res := funcs.Result{Output: []byte("stale")}
+	err = r.callBound(body, c, &res)
+	var pe *localexec.PanicError
+	if !errors.As(err, &pe) || pe.Task != "m/t" || !strings.Contains(fmt.Sprint(pe.Value), "kaboom") || !strings.Contains(string(pe.Stack), "funcs.panicFn") {
+		t.Fatalf("callBound of a panicking function: %v (%#v)", err, pe)
+	}
+	if res.Output != nil {
+		t.Fatalf("a panicked call left a Result: %+v", res)
+	}
+	body, _ = funcs.Default().Bind(funcs.Noop, "")
+	if err := r.callBound(body, &funcs.Call{Task: "t", Path: "t"}, &res); err != nil || res.Output != nil {
+		t.Fatalf("callBound of noop: %v %+v", err, res)
+	}
 }

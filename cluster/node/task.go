@@ -45,10 +45,12 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	} else {
 		c = new(funcs.Call)
 	}
-	*c = funcs.Call{
-		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: args,
-		Activation: act, Domain: dom, Device: dev,
-	}
+	// Field by field, over a Call that is new or Released (whose other
+	// fields are zero): a composite literal is built on the stack by
+	// 8-byte stores and copied 16 bytes at a time, and a 16-byte load of
+	// two 8-byte stores waits for them to reach the cache.
+	c.Run, c.Task, c.Path, c.Args = r.id, vs.name, vs.pathOf(), args
+	c.Activation, c.Domain, c.Device = act, dom, dev
 	if vs.flags&vNoInputs != 0 {
 		return c
 	}
@@ -107,6 +109,45 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 			return err
 		}
 	}
+}
+
+// invokeOnce is invoke for an activation of a vertex whose function is
+// bound and that has neither retries nor a timeout (almost every task):
+// one execution, without invoke's loop, lookup by name and timeout
+// context, and the same outcomes (errStopped, the function's error, a
+// PanicError). Its flight slot watches it; where another activation holds
+// the slot, invoke watches it by a timer as it would (child: the vertex's
+// path names no child, runningWatch).
+func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard int, res *funcs.Result) error {
+	if !r.flights.begin(v, c.Activation, start) {
+		return r.invoke(v, "", vs.body, 0, 0, c, &vs.execs, start, true, shard, res)
+	}
+	defer r.endFlight(v)
+	if r.ctx.Err() != nil {
+		return errStopped
+	}
+	vs.execs.Add(1)
+	r.n.stats.tasks.Add(shard, 1)
+	err := r.callBound(vs.body, c, res)
+	if err != nil {
+		*res = funcs.Result{}
+		if r.ctx.Err() != nil {
+			return errStopped
+		}
+	}
+	return err
+}
+
+// callBound runs body for c into *res under the run's context; a panic of
+// the function is its activation's failure, a localexec.PanicError with
+// its stack (as in execute).
+func (r *run) callBound(body *funcs.Bound, c *funcs.Call, res *funcs.Result) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return body.InvokeTo(r.ctx, c, res)
 }
 
 // RunningAfter is how long an activation runs before the node publishes a
@@ -228,17 +269,22 @@ func (r *run) runTask(v int, carried int64, shard int, res *funcs.Result) (uint6
 		return 0, start, false
 	}
 	vs := &r.vs[v]
-	fn := ""
-	if vs.body == nil {
-		fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
-	}
-	var retries int
-	var timeout time.Duration
-	if vs.flags&vLimits != 0 { // off the hot line (vcold)
-		retries, timeout = int(vs.retries), vs.timeout
-	}
 	c := r.call(v, act)
-	err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard, res)
+	var err error
+	if vs.flags&vLimits == 0 && vs.body != nil {
+		err = r.invokeOnce(v, vs, c, start, shard, res)
+	} else {
+		fn := ""
+		if vs.body == nil {
+			fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
+		}
+		var retries int
+		var timeout time.Duration
+		if vs.flags&vLimits != 0 { // off the hot line (vcold)
+			retries, timeout = int(vs.retries), vs.timeout
+		}
+		err = r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard, res)
+	}
 	if vs.flags&vTransient != 0 {
 		funcs.Release(c) // the function has returned, and it keeps no Call
 		callPool.Put(c)
