@@ -122,13 +122,17 @@ func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard in
 	if !r.flights.begin(v, c.Activation, start) {
 		return r.invoke(v, "", vs.body, 0, 0, c, &vs.execs, start, true, shard, res)
 	}
-	defer r.endFlight(v)
+	// The slot is ended by calls, not a defer (an indirect call through
+	// the defer's closure): nothing between can panic, callBound
+	// recovers the function's panics.
 	if r.ctx.Err() != nil {
+		r.endFlight(v)
 		return errStopped
 	}
 	vs.execs.Add(1)
 	r.n.stats.tasks.Add(shard, 1)
 	err := r.callBound(vs.body, c, res)
+	r.endFlight(v)
 	if err != nil {
 		*res = funcs.Result{}
 		if r.ctx.Err() != nil {
