@@ -80,8 +80,9 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 // body is fn bound (nil: looked up by name at each execution); shard is
 // the Stats.TasksExecuted cell its executions count into (workerShard).
 // The function's Result is left in *res (Result{} on an error): one
-// Result in the frame of the activation's wrapper, not 104 bytes returned
-// by value through each frame on the way.
+// Result in the frame of the activation's wrapper, not one returned by
+// value through each frame on the way (a copy a frame, each copy's loads
+// stalled on the stores of the one before: funcs.Result's padding).
 func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool, shard int, res *funcs.Result) error {
 	if child || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
