@@ -69,7 +69,8 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observers = ap
 
 // WithWarmSuccessors has each worker ask for the lines of a carried task's
 // (EmplaceCarried) successors (the first few) before it calls the task's function, and for
-// the first line of their closures after, so that the successors' lines,
+// the first line of their closures after (and a successor's hinted lines:
+// Task.Hint), so that the successors' lines,
 // which the task's completion reads and counts into, and what the next
 // task's function reads first arrive while the function runs rather than
 // one after another after it (prefetches on amd64; nothing elsewhere). It

@@ -47,6 +47,7 @@ type topology struct {
 	cancelled  atomic.Bool
 	dirty      atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
 	open       *OpenRun    // set for RunOpen
+	hints      hintTables  // its taskflow's when it was submitted (Taskflow.SetHints)
 
 	errMu sync.Mutex
 	err   error
@@ -59,7 +60,7 @@ type topology struct {
 }
 
 func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology {
-	t := &topology{ex: ex, tf: tf, remaining: n, pred: pred}
+	t := &topology{ex: ex, tf: tf, remaining: n, pred: pred, hints: tf.hints}
 	if pred != nil {
 		t.remaining = -1
 	}

@@ -278,11 +278,30 @@ func (w *worker) warm(t *node) {
 // own lines (warm) have come: what a closure captured is what its
 // function reads first (the cluster node's wrapper: its build and vertex,
 // which name the vertex's state), and one of these successors runs next.
+// A successor's own array of successors (more than one) is asked for too:
+// warm reads it first when the successor runs, a miss before any of its
+// prefetches could go out. A successor with a hint (Task.Hint) has its lines of the run's tables
+// asked for too: the node's wrapper reads them right after its closure,
+// one pointer further than this could follow, so without the hint they
+// were asked for only when it ran. t's run's tables serve its successors:
+// they are of its graph, so of its run.
 func (w *worker) warmClosures(t *node) {
 	succ := t.successors()
+	h := &t.frame.topo.hints // read by runGuarded just before: a hot line
 	for _, s := range succ[:min(len(succ), warmMax)] {
 		if s.static != nil {
 			prefetch(*(*unsafe.Pointer)(unsafe.Pointer(&s.static)))
+		}
+		if s.nSucc > 1 {
+			prefetch(s.succ) // its successors' array, which warm(s) reads first
+		}
+		if s.hint != 0 {
+			if p := h.line(h.a, s.hint-1); p != nil {
+				prefetch(p)
+				if q := h.line(h.b, s.hint-1); q != nil {
+					prefetch(q)
+				}
+			}
 		}
 	}
 }

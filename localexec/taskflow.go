@@ -3,6 +3,7 @@ package localexec
 import (
 	"context"
 	"iter"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -66,6 +67,10 @@ type node struct {
 	// carried marks a static task whose static is a func(*int64)
 	// (EmplaceCarried), called with its worker's carry word.
 	carried bool
+	// hint is 1 + the index of the lines of the task's run tables
+	// (Taskflow.SetHints) that warmClosures asks for with its closure's
+	// (Task.Hint); 0: none. It fills padding: the node stays 64 bytes.
+	hint uint32
 
 	static func()
 	frame  *frame // the frame this node runs in (set when its graph is scheduled)
@@ -416,6 +421,65 @@ func (t Task) NumStrongPredecessors() int {
 	return int(t.n.nStrong)
 }
 
+// Hint names the lines that t's function reads first: the i-th entry of
+// each table the taskflow's runs are given (SetHints). With
+// WithWarmSuccessors, a worker that has run a carried predecessor of t
+// (EmplaceCarried) asks for them (a prefetch) with t's closure, before t
+// may run next on it: a function that reads state of its own one pointer
+// beyond its closure (the cluster node's vertex state and event row) finds
+// it on its way. Only a carried task's worker warms its successors, so a
+// hint is seen only through a carried predecessor; t itself may be of any
+// kind. A hint changes nothing but when lines are read: an entry beyond
+// the tables a run is given is not asked for. A negative i (or one of
+// math.MaxUint32 or more) clears t's hint.
+func (t Task) Hint(i int) Task {
+	if t.n == nil {
+		return t
+	}
+	t.n.hint = 0
+	if i >= 0 && i < math.MaxUint32 {
+		t.n.hint = uint32(i) + 1
+	}
+	return t
+}
+
+// hintTables are up to two tables of equal-sized entries that carried
+// tasks' hints index (Taskflow.SetHints): a and b their first entries, n
+// entries each, stride bytes apart.
+type hintTables struct {
+	a, b   unsafe.Pointer
+	n      uint32
+	stride uintptr
+}
+
+// line is the address of entry i of table p, or nil for none.
+func (h *hintTables) line(p unsafe.Pointer, i uint32) unsafe.Pointer {
+	if p == nil || i >= h.n {
+		return nil
+	}
+	return unsafe.Add(p, uintptr(i)*h.stride)
+}
+
+// SetHints gives the runs of tf submitted from now on (and their modules'
+// and subflows' tasks: one run's) the tables its tasks' hints index (see
+// Task.Hint): a and b point at the first of n entries each (b may be nil),
+// stride bytes apart. The tables are only ever prefetched, never read or
+// written; they must be allocations of at least n entries (the run's
+// state, say), and tf keeps them reachable (as its last run does) until
+// it is given others: a prefetch of freed memory would be harmless, but
+// the pointer warmClosures forms to it would not be (the collector may
+// find it). They may be replaced between runs. A nil a or n 0 gives runs none.
+// SetHints writes tf's tables without tf's lock: it must not be called
+// while a run of tf is being submitted (Run, RunN, RunUntil, RunOpen),
+// which copies them; a run already submitted keeps its copy.
+func (tf *Taskflow) SetHints(a, b unsafe.Pointer, n int, stride uintptr) {
+	if a == nil || n <= 0 || stride == 0 {
+		tf.hints = hintTables{}
+		return
+	}
+	tf.hints = hintTables{a: a, b: b, n: uint32(min(n, math.MaxUint32)), stride: stride}
+}
+
 // Work gives a placeholder (or any static task) a static body.
 func (t Task) Work(fn func()) Task {
 	if t.n != nil {
@@ -636,6 +700,10 @@ type Taskflow struct {
 	mu      sync.Mutex
 	queue   []*topology
 	running bool
+
+	// hints are the tables a carried task's Hint indexes, for the runs
+	// submitted from now on (SetHints).
+	hints hintTables
 
 	// module-conflict check cache (see check.go)
 	checkedVersion uint64

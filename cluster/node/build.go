@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -102,6 +103,7 @@ const (
 	vLimits                       // it has a timeout or retries: an activation reads vstate.timeout and retries
 	vSends                        // it has strong out-edges to other nodes: complete reads vstate.strongSends
 	vArgs                         // it has args: an activation reads vstate.args
+	vQuiet                        // a run writes nothing of its vcold: a kept build's reset reads only its counters (quiet)
 )
 
 // pathOf is v's path (vOwnPath).
@@ -441,8 +443,45 @@ func (r *run) build(in []bool) (*part, error) {
 	}
 	if first {
 		b.vs, b.nLocal, b.gpu = r.vs, r.nLocal, len(r.jobs) > jobs
+		for _, v := range fresh {
+			r.quiet(v)
+		}
 	}
 	return p, nil
+}
+
+// quiet marks v, built by the run's first part (its callInfo, readers and
+// edges set, no activation of it run yet), vQuiet when no run writes
+// anything of its vcold, so that a kept build's reset (vstate.reset) need
+// not read it: a cold line a vertex, which a no-op activation never
+// touches. What a run writes there, and what rules each out:
+//   - its output (setOut): by complete unless vNoReaders; by a receive
+//     edge's delivery only into its source's vstate: a vertex of another
+//     node (not built here: no vBuilt, never marked) or of another part
+//     of this node (see below);
+//   - its state (setState) unless vNoInputs; its loop context (setCtx)
+//     where vHasCtx;
+//   - its in-edges' last traversals and queues (ins): set by buildScope
+//     before this, so a vertex with any is not marked;
+//   - its condition's sends (condSends) and its subflow children's
+//     counters (childExecs): only a condition has the one and a subflow the
+//     other, and only a static task is marked. The checks of the two are
+//     belt and braces (childExecs is set by a run, so is nil here).
+//
+// A later part (a recovery's, on this node) may add a receive edge from v
+// and so deliver into v's vcold: a run of more than one part is never kept
+// (keepable), so its builds are never reset, and its flags are not
+// changed under the activations that read them.
+func (r *run) quiet(v int) {
+	s := &r.vs[v]
+	const need = vBuilt | vNoReaders | vNoInputs
+	if s.flags&(need|vHasCtx) != need || len(s.ins) > 0 || s.condSends != nil || s.childExecs != nil {
+		return
+	}
+	if r.graph().Vertices[v].Task.Kind.Or() != spec.KindStatic {
+		return
+	}
+	s.flags |= vQuiet
 }
 
 // hasPred reports whether p is among a vertex's strong predecessors found
@@ -628,6 +667,29 @@ func (r *run) task(p *part, tf *localexec.Taskflow, v int, ends []taskEnds) (ent
 			return entry, exit, nil
 		}
 	}
-	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path)
+	// Hint: the worker that ran a predecessor asks for v's vstate and row
+	// with the closure (run.hint), a task ahead of begin's loads of them.
+	t := tf.EmplaceCarried(func(carry *int64) { b.run().runStatic(v, carry) }).Name(path).Hint(v)
 	return t, t, nil
+}
+
+// hint gives p's taskflow the tables its activations' hints index
+// (localexec.Taskflow.SetHints), before p opens: the run's vertex table and
+// its rows (the flight slots), the two lines an activation's begin waits
+// for (a vertex's vstate and row, one line each: TestVstateLayout), so that
+// localexec asks for them a task ahead. The rows are the run's own (a kept
+// build's taskflow is given the next run's at its open); the tables are
+// only prefetched, so one that a later run replaced costs a miss, never a
+// wrong read.
+func (r *run) hint(p *part) {
+	vs, rows := r.vs, r.flights.rows
+	if len(vs) == 0 {
+		p.tf.SetHints(nil, nil, 0, 0)
+		return
+	}
+	var b unsafe.Pointer
+	if len(rows) >= len(vs) && unsafe.Sizeof(rows[0]) == unsafe.Sizeof(vs[0]) {
+		b = unsafe.Pointer(&rows[0])
+	}
+	p.tf.SetHints(unsafe.Pointer(&vs[0]), b, len(vs), unsafe.Sizeof(vs[0]))
 }

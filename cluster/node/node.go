@@ -835,6 +835,7 @@ func (n *Node) assign(a *transport.Assignment) {
 	}
 	var open *localexec.OpenRun
 	if err == nil {
+		r.hint(p)
 		open, err = n.ex.RunOpen(p.tf, r.onIdle)
 	}
 	if err != nil {

@@ -104,6 +104,7 @@ func (r *run) open(in []bool) error {
 	if err != nil {
 		return err
 	}
+	r.hint(p)
 	open, err := r.n.ex.RunOpen(p.tf, r.onIdle)
 	if err != nil {
 		return err

@@ -48,7 +48,13 @@ type built struct {
 func (b *built) run() *run { return b.cur.run }
 
 // maxBuiltVertices bounds the vertices of the builds a node keeps (a few
-// hundred bytes a vertex: about 60 MB).
+// hundred bytes a vertex: about 60 MB). A kept build's taskflow also keeps
+// its last run's event rows reachable, 64 bytes a vertex (up to 12.8 MB
+// more): its hint tables (run.hint), and the copy in its last run's
+// topology, which the taskflow holds until its next run. Clearing the
+// taskflow's in put would leave the topology's; the rows are often the
+// publisher's spare anyway (eventPub.spare), the table the next run of
+// as many vertices writes.
 const maxBuiltVertices = 200_000
 
 // buildCache keeps at most one idle build per compiled plan, least
@@ -141,16 +147,20 @@ func (r *run) keepable(idle bool) *built {
 // made (predecessors, edges). Only put calls it, once the run has ended
 // (its open runs done, no Signal delivered to it: it is no longer in
 // n.runs), so nothing else touches s: no lock (a lock a vertex was most of
-// a kept build's reset).
+// a kept build's reset), and its counters are cleared by plain stores (an
+// atomic store is a locked exchange on amd64: three a vertex were most of
+// what was left of it).
 //
 // It writes only what is not clear already (a vertex's state is a hot
-// line and its cold part beside it; a store to a clear field dirties one for nothing, and a
-// counter's store is a locked instruction).
+// line and its cold part beside it; a store to a clear field dirties one
+// for nothing). A vQuiet vertex's cold part is not read at all: no run
+// writes it (run.quiet), and reading it was a miss a vertex.
 func (s *vstate) reset() {
-	for _, c := range [...]*atomic.Uint64{&s.acts, &s.execs, &s.done} {
-		if c.Load() != 0 {
-			c.Store(0)
-		}
+	if s.acts.Load()|s.execs.Load()|s.done.Load() != 0 {
+		s.acts, s.execs, s.done = atomic.Uint64{}, atomic.Uint64{}, atomic.Uint64{}
+	}
+	if s.flags&vQuiet != 0 {
+		return
 	}
 	if s.ran || s.outAct != 0 || s.out != nil {
 		s.ran, s.outAct, s.out = false, 0, nil

@@ -219,3 +219,133 @@ func TestLateMessagesOfTheRunBefore(t *testing.T) {
 		t.Fatalf("n0 counted %d Signals late, then %d: want the %d of the run before", before.SignalsLate, s.SignalsLate, len(late))
 	}
 }
+
+// quietFlow: no-op tasks whose runs write only their counters (quiet),
+// beside tasks whose runs write their vcold:
+// hash keeps its State and its output is read by its successor, the loop's
+// body and condition have a loop context (body, a no-op whose one
+// successor reads no Inputs, for that alone), and a subflow counts its
+// children's executions.
+const quietFlow = `
+name: quiet
+tasks:
+  - {name: a, func: noop}
+  - {name: b, func: noop, succeed: [a]}
+  - {name: c, func: noop, succeed: [a]}
+  - {name: h, func: hash, succeed: [b]}
+  - {name: k, func: hash, succeed: [h]}
+  - {name: body, func: noop, succeed: [c]}
+  - {name: body2, func: noop, succeed: [body]}
+  - {name: body3, func: hash, succeed: [body2]}
+  - {name: cond, kind: condition, func: loop, args: {n: 3}, succeed: [body3], precede: [body, done]}
+  - {name: done, func: noop}
+  - {name: fan, kind: subflow, func: fanout, args: {n: 3, us: 1}, succeed: [a]}
+  - {name: z, func: noop, succeed: [k, fan, done]}
+`
+
+// TestKeptBuildClearsEveryVertex: the build a run leaves is reset whole
+// before the next run takes it: every vertex's counters and everything a
+// run wrote of its cold part (output, State, loop context, subflow
+// counters, in-edges' last traversals), whether or not the reset skipped
+// its cold part (vQuiet: the plain no-op tasks alone here). A vertex
+// wrongly marked quiet keeps its output, State, context or in-edge here; a
+// counter left shows as well. On one node, body is quiet but for its loop
+// context; split, with a on n1, c is quiet on n0 but for its in-edge from
+// a (delivered into its vcold). A condition's sends and a subflow's
+// counters are not covered apart: only a static task is marked quiet, and
+// neither has them.
+func TestKeptBuildClearsEveryVertex(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		name := map[bool]string{false: "one node", true: "split"}[split]
+		t.Run(name, func(t *testing.T) { keptBuildClears(t, split) })
+	}
+}
+
+func keptBuildClears(t *testing.T, split bool) {
+	c := newCluster(t, nodeSpec{}, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, quietFlow)
+	a := byName(g, "a")
+	own := placement(g, 2, nil, func(v int) int {
+		if split && v == a {
+			return 1
+		}
+		return 0
+	})
+	n0 := c.nodes[0]
+	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
+	if first.failed != nil {
+		t.Fatalf("the first run failed: %+v", first.failed)
+	}
+	n0.mu.Lock()
+	r := n0.runs[first.run]
+	n0.mu.Unlock()
+	if r == nil {
+		t.Fatal("n0 does not hold the run")
+	}
+	// b's output is read (by h), body's is in the loop: neither is quiet;
+	// split, c has an in-edge
+	wantQuiet := map[string]bool{"a": !split, "c": !split, "done": true, "z": true}
+	wrote, ins := 0, 0 // vertices whose cold part the run wrote; in-edges delivered to
+	for v := range g.Vertices {
+		s, name := &r.vs[v], g.Vertices[v].Path
+		if own[v] != 0 {
+			continue // n1's: n0 built none of it
+		}
+		if got := s.flags&vQuiet != 0; got != wantQuiet[name] {
+			t.Errorf("%s: quiet %v, want %v", name, got, wantQuiet[name])
+		}
+		if s.acts.Load() == 0 || s.done.Load() == 0 {
+			t.Errorf("%s: %d activations, %d done: the run did not run it", name, s.acts.Load(), s.done.Load())
+		}
+		if s.ran || s.state != nil || s.ctx != nil || s.childExecs != nil {
+			wrote++
+		}
+		for _, e := range s.ins {
+			if e.has {
+				ins++
+			}
+		}
+	}
+	if wrote == 0 {
+		t.Fatal("the run wrote no vertex's cold part: nothing here to leak")
+	}
+	if split && ins == 0 {
+		t.Fatal("split, no in-edge on n0 was delivered to: nothing here to leak")
+	}
+	c.release(ctx, first.run, "done")
+	slot, ok := n0.builds.c.Get(r.pt.Load())
+	if !ok {
+		t.Fatal("n0 kept no build of the run")
+	}
+	slot.mu.Lock()
+	b := slot.b
+	slot.mu.Unlock() // put kept b after its reset: what it wrote is seen
+	if b == nil {
+		t.Fatal("n0 kept no build of the run")
+	}
+	for v := range b.vs {
+		s, name := &b.vs[v], g.Vertices[v].Path
+		if a, e, d := s.acts.Load(), s.execs.Load(), s.done.Load(); a|e|d != 0 {
+			t.Errorf("%s: kept with %d activations, %d executions, %d done", name, a, e, d)
+		}
+		if s.ran || s.outAct != 0 || s.out != nil || s.state != nil || s.ctx != nil || s.childExecs != nil {
+			t.Errorf("%s: kept with its run's output (%v, act %d, %q), State %q, context %v or subflow counters %v",
+				name, s.ran, s.outAct, s.out, s.state, s.ctx, s.childExecs)
+		}
+		for _, e := range s.ins {
+			if e.has || e.last.act != 0 {
+				t.Errorf("%s: kept with its in-edge from %s's last traversal (act %d)", name, g.Vertices[e.src].Path, e.last.act)
+			}
+		}
+	}
+	reused := n0.Stats().BuildsReused
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("the run again failed: %+v", got.failed)
+	}
+	compare(t, "the run again", first.tasks, got.tasks)
+	if r := n0.Stats().BuildsReused; r != reused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
+	}
+}
