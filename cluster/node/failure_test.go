@@ -188,6 +188,52 @@ func TestCancelStopsALongRun(t *testing.T) {
 	}
 }
 
+// A run cancelled while one of its tasks runs is cancelled, not failed:
+// the function returns the run's context's error, and the activation's
+// wrapper gives up quietly (errStopped) instead of failing the task. The
+// three ways an activation calls its function: invokeOnce (no retries, no
+// timeout), invoke on its last attempt (a timeout, no retries) and invoke
+// with an attempt left (retries).
+func TestCancelDuringATaskFailsNothing(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	n := c.nodes[0]
+	for _, tc := range []struct{ name, task string }{
+		{"invokeOnce", `{name: nap, func: sleep, args: {ms: 600000}, succeed: [init]}`},
+		{"invoke-last-attempt", `{name: nap, func: sleep, args: {ms: 600000}, timeout: 10m, succeed: [init]}`},
+		{"invoke-retries", `{name: nap, func: sleep, args: {ms: 600000}, retries: 1, succeed: [init]}`},
+	} {
+		text := "name: nap\ntasks:\n  - {name: init, func: noop}\n  - " + tc.task + "\n"
+		file, g := parseFlow(t, text)
+		nap := byName(g, "nap")
+		failures := n.Stats().Failures
+		// runFlow returns at once; the run stays held until released below
+		out := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{stopAfter: time.Nanosecond, noRelease: true})
+		if out.failed != nil {
+			t.Fatalf("%s: the run failed before its cancel: %+v", tc.name, out.failed)
+		}
+		var r *run
+		testsupport.Eventually(t, 10*time.Second, tc.name+": nap is called", func() bool {
+			n.mu.Lock()
+			r = n.runs[out.run] // held once built: its vstates are made
+			n.mu.Unlock()
+			return r != nil && r.vs[nap].execs.Load() > 0
+		})
+		c.release(ctx, out.run, "cancelled") // returns once the run's teardown (its workers) ended
+		if r.failed.Load() || r.failure.Load() != nil || n.Stats().Failures != failures {
+			t.Fatalf("%s: the cancelled run failed: %v", tc.name, r.failure.Load())
+		}
+		if f := c.fold(ctx, out.run)["nap"]; f != nil && f.state == transport.TaskFailed {
+			t.Fatalf("%s: nap recorded failed: %v", tc.name, f)
+		}
+		for len(c.leader.fail) > 0 {
+			if e := <-c.leader.fail; e.Run == out.run {
+				t.Fatalf("%s: a fail envelope: %s", tc.name, e.Body)
+			}
+		}
+	}
+}
+
 // Every Signal batch of a run published a second time: the Deduper drops
 // them and nothing runs twice.
 func TestDuplicatedSignalsDoNotRerun(t *testing.T) {
