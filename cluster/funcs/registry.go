@@ -378,8 +378,8 @@ func (b *Bound) Invoke(ctx context.Context, c *Call) (Result, error) {
 
 // InvokeTo runs the bound body for c as Invoke does and leaves its Result
 // in *res (Result{} on an error): the node's activation passes one Result
-// of its own frame down its frames instead of returning the 104 bytes by
-// value through each of them.
+// of its own frame down its frames instead of returning a Result by value
+// through each of them (a copy a frame).
 func (b *Bound) InvokeTo(ctx context.Context, c *Call, res *Result) error {
 	return b.r.invoke(ctx, b.fn, b.kind, c, res)
 }
