@@ -74,17 +74,19 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 
 // invoke runs fn for c: up to 1+retries executions on application errors
 // (panics are not retried), each under the per-activation timeout.
-// A vertex's activation (child false) is watched through the run's flight
-// table (flight.go) when its slot is free, a subflow child's (or a
-// vertex's whose slot another activation holds) by a timer of its own.
+// An activation is watched through v's slot in the run's flight table
+// (flight.go) when that slot is free, else by a timer of its own; noSlot
+// says it takes no slot: a subflow child's (the slot is its vertex's), or
+// a vertex's whose slot invokeOnce found another activation holding.
 // body is fn bound (nil: looked up by name at each execution); shard is
 // the Stats.TasksExecuted cell its executions count into (workerShard).
-// The function's Result is left in *res (Result{} on an error): one
-// Result in the frame of the activation's wrapper, not one returned by
-// value through each frame on the way (a copy a frame, each copy's loads
-// stalled on the stores of the one before: funcs.Result's padding).
-func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool, shard int, res *funcs.Result) error {
-	if child || !r.flights.begin(v, c.Activation, start) {
+// The function's Result is left in *res (Result{} on an error, as execute
+// leaves it): one Result in the frame of the activation's wrapper, not
+// one returned by value through each frame on the way (a copy a frame,
+// each copy's loads stalled on the stores of the one before:
+// funcs.Result's padding).
+func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, noSlot bool, shard int, res *funcs.Result) error {
+	if noSlot || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
 		defer w.stop()
 	} else {
@@ -101,7 +103,6 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 		if err == nil {
 			return nil
 		}
-		*res = funcs.Result{}
 		if r.ctx.Err() != nil {
 			return errStopped
 		}
@@ -117,8 +118,8 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 // one execution, without invoke's loop, lookup by name and timeout
 // context, and the same outcomes (errStopped, the function's error, a
 // PanicError). Its flight slot watches it; where another activation holds
-// the slot, invoke watches it by a timer as it would (child: the vertex's
-// path names no child, runningWatch).
+// the slot, invoke watches it by a timer (noSlot; the vertex's path names
+// no child, runningWatch).
 func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard int, res *funcs.Result) error {
 	if !r.flights.begin(v, c.Activation, start) {
 		return r.invoke(v, "", vs.body, 0, 0, c, &vs.execs, start, true, shard, res)
@@ -134,11 +135,8 @@ func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard in
 	r.n.stats.tasks.Add(shard, 1)
 	err := r.callBound(vs.body, c, res)
 	r.endFlight(v)
-	if err != nil {
-		*res = funcs.Result{}
-		if r.ctx.Err() != nil {
-			return errStopped
-		}
+	if err != nil && r.ctx.Err() != nil {
+		return errStopped
 	}
 	return err
 }
@@ -160,10 +158,12 @@ func (r *run) callBound(body *funcs.Bound, c *funcs.Call, res *funcs.Result) (er
 const RunningAfter = 50 * time.Millisecond
 
 // runningWatch publishes one running event for an activation still running
-// RunningAfter after it began, by a timer of its own: a subflow child's (a
-// vertex's activations are watched by the run's flight table, flight.go). stop orders itself with that event through
-// the event publisher's lock: once stop returns, the event is either in the
-// batch already (before the activation's done or failed event) or never.
+// RunningAfter after it began, by a timer of its own: a subflow child's, or
+// a vertex's whose flight slot another activation holds (invoke's noSlot; a
+// vertex's activations are watched by the run's flight table, flight.go).
+// stop orders itself with that event through the event publisher's lock:
+// once stop returns, the event is either in the batch already (before the
+// activation's done or failed event) or never.
 type runningWatch struct {
 	p       *eventPub
 	t       *time.Timer
@@ -192,6 +192,10 @@ func (w *runningWatch) stop() {
 	w.p.mu.Unlock()
 }
 
+// execute runs one execution of fn for c into *res, under timeout (0:
+// none). On an error *res is Result{}: Bound.InvokeTo and Registry.Invoke
+// leave none (TestInvokeLeavesNoResultOnAnError in funcs), and a panic's
+// recovery clears it, so the callers need not.
 func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call, res *funcs.Result) (err error) {
 	ctx := r.ctx
 	if timeout > 0 {
