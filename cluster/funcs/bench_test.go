@@ -51,3 +51,20 @@ func BenchmarkSaxpy1M(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBoundNoop is a node's call of a bound no-op (a Transient,
+// NoInputs built-in) into a Result of its caller's frame.
+func BenchmarkBoundNoop(b *testing.B) {
+	bd, err := funcs.Default().Bind("noop", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &funcs.Call{Task: "t"}
+	ctx := context.Background()
+	var res funcs.Result
+	for b.Loop() {
+		if err := bd.InvokeTo(ctx, c, &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -19,7 +19,8 @@
 // # Calling
 //
 // The node runs a task's function with Registry.Invoke(ctx, name, call), or
-// the same through the function bound once (Registry.Bind, Bound.Invoke):
+// the same through the function bound once (Registry.Bind, Bound.Invoke;
+// Bound.InvokeTo leaves the Result in the caller's):
 //
 //   - ctx is cancelled when the run is cancelled or times out (and carries
 //     the task's per-activation timeout);

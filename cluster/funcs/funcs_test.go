@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -472,6 +473,13 @@ func TestTransientBuiltins(t *testing.T) {
 	}
 	c := funcs.Call{Run: "r", Task: "t", Path: "m/t", Args: funcs.Args{"n": 1}, Inputs: map[string][]byte{"a": nil},
 		Activation: 3, Attempt: 1, Domain: spec.DomainGPU, Device: 2, State: []byte("s")}
+	// Release clears field by field: a field added to Call must be set
+	// here, and so cleared there.
+	for i, cv := 0, reflect.ValueOf(c); i < cv.NumField(); i++ {
+		if cv.Field(i).IsZero() {
+			t.Fatalf("Call.%s is not set before Release", cv.Type().Field(i).Name)
+		}
+	}
 	funcs.Release(&c)
 	if want := (funcs.Call{Run: funcs.Released, Task: funcs.Released, Path: funcs.Released}); !reflect.DeepEqual(c, want) {
 		t.Errorf("released Call %+v, want %+v", c, want)
@@ -517,5 +525,61 @@ func TestBindInvokesAsInvoke(t *testing.T) {
 	}
 	if _, err := reg.Bind(funcs.Noop, spec.DomainGPU); !errors.Is(err, funcs.ErrNoGPU) {
 		t.Errorf("bind of a CPU function for gpu: %v", err)
+	}
+}
+
+// A Result is 112 bytes, seven 16-byte moves: its padding keeps the
+// compiler's copies and zeroing from writing its last 16 bytes over the 16
+// before (at 104 they did), where the copy after one of them loads 16
+// bytes from two 8-byte stores and waits for both to reach the cache (see
+// Result's padding, BenchmarkBoundNoop). A field added or removed must
+// keep the size a multiple of 16.
+func TestResultIs112Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(funcs.Result{}); n != 112 {
+		t.Fatalf("a Result is %d bytes, want 112 (a multiple of 16: adjust its padding)", n)
+	}
+}
+
+// Invoke, Bound.Invoke and Bound.InvokeTo leave no Result on an error,
+// whatever the function returned with it and whatever *res held: the
+// node's activation does not clear the Result after an error of theirs.
+func TestInvokeLeavesNoResultOnAnError(t *testing.T) {
+	r := funcs.NewRegistry()
+	both := func(context.Context, *funcs.Call) (funcs.Result, error) {
+		return funcs.Result{Output: []byte("x"), Choice: 1, State: []byte("s")}, errors.New("boom")
+	}
+	big := func(context.Context, *funcs.Call) (funcs.Result, error) {
+		return funcs.Result{Output: make([]byte, funcs.MaxOutput+1), State: []byte("s")}, nil
+	}
+	badKids := func(context.Context, *funcs.Call) (funcs.Result, error) {
+		return funcs.Result{Children: []funcs.Child{{Name: "a/b", Func: funcs.Noop}}, State: []byte("s")}, nil
+	}
+	r.MustRegister(funcs.Entry{Name: "both", CPU: both})
+	r.MustRegister(funcs.Entry{Name: "big", CPU: big})
+	r.MustRegister(funcs.Entry{Name: "kids", Kind: spec.KindSubflow, CPU: badKids})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	show := func(r funcs.Result) string { // not the big one's 8 MiB
+		return fmt.Sprintf("{%d output bytes, choice %d, choices %v, %d children, state %q}", len(r.Output), r.Choice, r.Choices, len(r.Children), r.State)
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"both", context.Background()}, {"big", context.Background()}, {"kids", context.Background()}, {"both", cancelled}} {
+		res, err := r.Invoke(c.ctx, c.name, &funcs.Call{Task: "t"})
+		if err == nil || !reflect.DeepEqual(res, funcs.Result{}) {
+			t.Errorf("%s: Invoke: %s, %v", c.name, show(res), err)
+		}
+		b, err := r.Bind(c.name, spec.DomainCPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := b.Invoke(c.ctx, &funcs.Call{Task: "t"}); err == nil || !reflect.DeepEqual(res, funcs.Result{}) {
+			t.Errorf("%s: Bound.Invoke: %s, %v", c.name, show(res), err)
+		}
+		res = funcs.Result{Output: []byte("stale"), Choices: []int{2}}
+		if err := b.InvokeTo(c.ctx, &funcs.Call{Task: "t"}, &res); err == nil || !reflect.DeepEqual(res, funcs.Result{}) {
+			t.Errorf("%s: Bound.InvokeTo: %s, %v", c.name, show(res), err)
+		}
 	}
 }

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 	"github.com/nats-io/nats.go"
 )
@@ -45,6 +48,8 @@ func TestTaskFailureNamesTheTask(t *testing.T) {
 		{"fail", `{name: t, func: fail, args: {msg: boom}, succeed: [init]}`, "boom", 1, 1},
 		{"retries-exhausted", `{name: t, func: fail, args: {msg: boom}, retries: 2, succeed: [init]}`, "boom", 1, 3},
 		{"panic", `{name: t, func: panic, args: {msg: kaboom}, retries: 3, succeed: [init]}`, "kaboom", 1, 1},
+		{"panic-plain", `{name: t, func: panic, args: {msg: kaboom}, succeed: [init]}`, "panicked", 1, 1}, // invokeOnce
+		{"fail-plain", `{name: t, func: fail, args: {msg: boom, times: 5}, succeed: [init]}`, "boom", 1, 1},
 		{"timeout", `{name: t, func: sleep, args: {ms: 60000}, timeout: 50ms, succeed: [init]}`, "timed out after 50ms", 1, 1},
 	}
 	for _, tc := range cases {
@@ -179,6 +184,52 @@ func TestCancelStopsALongRun(t *testing.T) {
 	for _, n := range c.nodes {
 		if s := n.Stats(); s.RunsActive != 0 || s.Assignments != 2 {
 			t.Fatalf("%s after a late assignment: %+v", n.ID(), s)
+		}
+	}
+}
+
+// A run cancelled while one of its tasks runs is cancelled, not failed:
+// the function returns the run's context's error, and the activation's
+// wrapper gives up quietly (errStopped) instead of failing the task. The
+// three ways an activation calls its function: invokeOnce (no retries, no
+// timeout), invoke on its last attempt (a timeout, no retries) and invoke
+// with an attempt left (retries).
+func TestCancelDuringATaskFailsNothing(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	n := c.nodes[0]
+	for _, tc := range []struct{ name, task string }{
+		{"invokeOnce", `{name: nap, func: sleep, args: {ms: 600000}, succeed: [init]}`},
+		{"invoke-last-attempt", `{name: nap, func: sleep, args: {ms: 600000}, timeout: 10m, succeed: [init]}`},
+		{"invoke-retries", `{name: nap, func: sleep, args: {ms: 600000}, retries: 1, succeed: [init]}`},
+	} {
+		text := "name: nap\ntasks:\n  - {name: init, func: noop}\n  - " + tc.task + "\n"
+		file, g := parseFlow(t, text)
+		nap := byName(g, "nap")
+		failures := n.Stats().Failures
+		// runFlow returns at once; the run stays held until released below
+		out := c.runFlow(ctx, file, make([]uint32, len(g.Vertices)), runOpts{stopAfter: time.Nanosecond, noRelease: true})
+		if out.failed != nil {
+			t.Fatalf("%s: the run failed before its cancel: %+v", tc.name, out.failed)
+		}
+		var r *run
+		testsupport.Eventually(t, 10*time.Second, tc.name+": nap is called", func() bool {
+			n.mu.Lock()
+			r = n.runs[out.run] // held once built: its vstates are made
+			n.mu.Unlock()
+			return r != nil && r.vs[nap].execs.Load() > 0
+		})
+		c.release(ctx, out.run, "cancelled") // returns once the run's teardown (its workers) ended
+		if r.failed.Load() || r.failure.Load() != nil || n.Stats().Failures != failures {
+			t.Fatalf("%s: the cancelled run failed: %v", tc.name, r.failure.Load())
+		}
+		if f := c.fold(ctx, out.run)["nap"]; f != nil && f.state == transport.TaskFailed {
+			t.Fatalf("%s: nap recorded failed: %v", tc.name, f)
+		}
+		for len(c.leader.fail) > 0 {
+			if e := <-c.leader.fail; e.Run == out.run {
+				t.Fatalf("%s: a fail envelope: %s", tc.name, e.Body)
+			}
 		}
 	}
 }
@@ -679,4 +730,30 @@ func TestAssignmentByDigest(t *testing.T) {
 	}
 	testsupport.Eventually(t, 10*time.Second, "n0 runs rlost", func() bool { return n0.Stats().Assignments == before.Assignments+1 })
 	c.release(ctx, "rlost", "cancelled")
+}
+
+// An activation's call of its bound function (callBound, the path of a
+// task without retries or a timeout) turns a panic into the activation's
+// PanicError with the panic's value and the stack of the panicking
+// function, and leaves no Result.
+func TestCallBoundTurnsAPanicIntoItsError(t *testing.T) {
+	body, err := funcs.Default().Bind(funcs.Panic, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{ctx: context.Background()}
+	c := &funcs.Call{Task: "t", Path: "m/t", Args: funcs.Args{"msg": "kaboom"}}
+	res := funcs.Result{Output: []byte("stale")}
+	err = r.callBound(body, c, &res)
+	var pe *localexec.PanicError
+	if !errors.As(err, &pe) || pe.Task != "m/t" || !strings.Contains(fmt.Sprint(pe.Value), "kaboom") || !strings.Contains(string(pe.Stack), "funcs.panicFn") {
+		t.Fatalf("callBound of a panicking function: %v (%#v)", err, pe)
+	}
+	if res.Output != nil {
+		t.Fatalf("a panicked call left a Result: %+v", res)
+	}
+	body, _ = funcs.Default().Bind(funcs.Noop, "")
+	if err := r.callBound(body, &funcs.Call{Task: "t", Path: "t"}, &res); err != nil || res.Output != nil {
+		t.Fatalf("callBound of noop: %v %+v", err, res)
+	}
 }

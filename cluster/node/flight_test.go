@@ -1,11 +1,15 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/hetflow/hetflow/cluster/funcs"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -99,5 +103,48 @@ func BenchmarkScanFlights100K(b *testing.B) {
 func TestTaskRowIsACacheLine(t *testing.T) {
 	if n := unsafe.Sizeof(taskRow{}); n != 64 {
 		t.Fatalf("a task row is %d bytes, want 64", n)
+	}
+}
+
+// invokeOnce ends its activation's flight on each of its ends: a function
+// that panics, one that returns an error, and an activation that finds the
+// run stopping before it calls its function. A slot left set would hold
+// the vertex's next activations off the flight table (each then watched by
+// a timer of its own) and have the scan report a finished activation
+// running.
+func TestInvokeOnceEndsItsFlight(t *testing.T) {
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name, fn string
+		args     funcs.Args
+		ctx      context.Context
+		err      func(error) bool
+		execs    uint64
+	}{
+		{"panic", funcs.Panic, funcs.Args{"msg": "kaboom"}, context.Background(),
+			func(err error) bool { var pe *localexec.PanicError; return errors.As(err, &pe) }, 1},
+		{"error", funcs.Fail, funcs.Args{"msg": "boom"}, context.Background(),
+			func(err error) bool { return errors.Is(err, funcs.ErrFailed) }, 1},
+		{"stopped", funcs.Noop, nil, stopped,
+			func(err error) bool { return errors.Is(err, errStopped) }, 0},
+		{"done", funcs.Noop, nil, context.Background(),
+			func(err error) bool { return err == nil }, 1},
+	} {
+		body, err := funcs.Default().Bind(tc.fn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &run{n: &Node{}, ctx: tc.ctx, flights: flights{rows: make([]taskRow, 1)}}
+		vs := &vstate{body: body}
+		c := &funcs.Call{Task: "t", Path: "t", Args: tc.args, Activation: 1}
+		var res funcs.Result
+		err = r.invokeOnce(0, vs, c, 1, 0, &res)
+		if !tc.err(err) || vs.execs.Load() != tc.execs {
+			t.Fatalf("%s: invokeOnce: %v, %d executions", tc.name, err, vs.execs.Load())
+		}
+		if a := r.flights.rows[0].fl.act.Load(); a != 0 {
+			t.Fatalf("%s: the flight slot holds activation %#x after invokeOnce", tc.name, a)
+		}
 	}
 }

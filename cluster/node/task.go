@@ -45,10 +45,12 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 	} else {
 		c = new(funcs.Call)
 	}
-	*c = funcs.Call{
-		Run: r.id, Task: vs.name, Path: vs.pathOf(), Args: args,
-		Activation: act, Domain: dom, Device: dev,
-	}
+	// Field by field, over a Call that is new or Released (whose other
+	// fields are zero): a composite literal is built on the stack by
+	// 8-byte stores and copied 16 bytes at a time, and a 16-byte load of
+	// two 8-byte stores waits for them to reach the cache.
+	c.Run, c.Task, c.Path, c.Args = r.id, vs.name, vs.pathOf(), args
+	c.Activation, c.Domain, c.Device = act, dom, dev
 	if vs.flags&vNoInputs != 0 {
 		return c
 	}
@@ -72,13 +74,19 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 
 // invoke runs fn for c: up to 1+retries executions on application errors
 // (panics are not retried), each under the per-activation timeout.
-// A vertex's activation (child false) is watched through the run's flight
-// table (flight.go) when its slot is free, a subflow child's (or a
-// vertex's whose slot another activation holds) by a timer of its own.
+// An activation is watched through v's slot in the run's flight table
+// (flight.go) when that slot is free, else by a timer of its own; noSlot
+// says it takes no slot: a subflow child's (the slot is its vertex's), or
+// a vertex's whose slot invokeOnce found another activation holding.
 // body is fn bound (nil: looked up by name at each execution); shard is
 // the Stats.TasksExecuted cell its executions count into (workerShard).
-func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, child bool, shard int) (funcs.Result, error) {
-	if child || !r.flights.begin(v, c.Activation, start) {
+// The function's Result is left in *res (Result{} on an error, as execute
+// leaves it): one Result in the frame of the activation's wrapper, not
+// one returned by value through each frame on the way (a copy a frame,
+// each copy's loads stalled on the stores of the one before:
+// funcs.Result's padding).
+func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout time.Duration, c *funcs.Call, execs *atomic.Uint64, start int64, noSlot bool, shard int, res *funcs.Result) error {
+	if noSlot || !r.flights.begin(v, c.Activation, start) {
 		w := r.watch(v, c.Path, c.Activation, execs)
 		defer w.stop()
 	} else {
@@ -86,23 +94,63 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 	}
 	for attempt := 0; ; attempt++ {
 		if r.ctx.Err() != nil {
-			return funcs.Result{}, errStopped
+			return errStopped
 		}
 		c.Attempt = attempt
 		execs.Add(1)
 		r.n.stats.tasks.Add(shard, 1)
-		res, err := r.execute(fn, body, timeout, c)
+		err := r.execute(fn, body, timeout, c, res)
 		if err == nil {
-			return res, nil
+			return nil
 		}
 		if r.ctx.Err() != nil {
-			return funcs.Result{}, errStopped
+			return errStopped
 		}
 		var pe *localexec.PanicError
 		if errors.As(err, &pe) || attempt >= retries {
-			return funcs.Result{}, err
+			return err
 		}
 	}
+}
+
+// invokeOnce is invoke for an activation of a vertex whose function is
+// bound and that has neither retries nor a timeout (almost every task):
+// one execution, without invoke's loop, lookup by name and timeout
+// context, and the same outcomes (errStopped, the function's error, a
+// PanicError). Its flight slot watches it; where another activation holds
+// the slot, invoke watches it by a timer (noSlot; the vertex's path names
+// no child, runningWatch).
+func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard int, res *funcs.Result) error {
+	if !r.flights.begin(v, c.Activation, start) {
+		return r.invoke(v, "", vs.body, 0, 0, c, &vs.execs, start, true, shard, res)
+	}
+	// The slot is ended by calls, not a defer (an indirect call through
+	// the defer's closure): nothing between can panic, callBound
+	// recovers the function's panics.
+	if r.ctx.Err() != nil {
+		r.endFlight(v)
+		return errStopped
+	}
+	vs.execs.Add(1)
+	r.n.stats.tasks.Add(shard, 1)
+	err := r.callBound(vs.body, c, res)
+	r.endFlight(v)
+	if err != nil && r.ctx.Err() != nil {
+		return errStopped
+	}
+	return err
+}
+
+// callBound runs body for c into *res under the run's context; a panic of
+// the function is its activation's failure, a localexec.PanicError with
+// its stack (as in execute).
+func (r *run) callBound(body *funcs.Bound, c *funcs.Call, res *funcs.Result) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return body.InvokeTo(r.ctx, c, res)
 }
 
 // RunningAfter is how long an activation runs before the node publishes a
@@ -110,10 +158,12 @@ func (r *run) invoke(v int, fn string, body *funcs.Bound, retries int, timeout t
 const RunningAfter = 50 * time.Millisecond
 
 // runningWatch publishes one running event for an activation still running
-// RunningAfter after it began, by a timer of its own: a subflow child's (a
-// vertex's activations are watched by the run's flight table, flight.go). stop orders itself with that event through
-// the event publisher's lock: once stop returns, the event is either in the
-// batch already (before the activation's done or failed event) or never.
+// RunningAfter after it began, by a timer of its own: a subflow child's, or
+// a vertex's whose flight slot another activation holds (invoke's noSlot; a
+// vertex's activations are watched by the run's flight table, flight.go).
+// stop orders itself with that event through the event publisher's lock:
+// once stop returns, the event is either in the batch already (before the
+// activation's done or failed event) or never.
 type runningWatch struct {
 	p       *eventPub
 	t       *time.Timer
@@ -142,7 +192,11 @@ func (w *runningWatch) stop() {
 	w.p.mu.Unlock()
 }
 
-func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call) (res funcs.Result, err error) {
+// execute runs one execution of fn for c into *res, under timeout (0:
+// none). On an error *res is Result{}: Bound.InvokeTo and Registry.Invoke
+// leave none (TestInvokeLeavesNoResultOnAnError in funcs), and a panic's
+// recovery clears it, so the callers need not.
+func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call, res *funcs.Result) (err error) {
 	ctx := r.ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -151,18 +205,18 @@ func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *fu
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
+			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
 		}
 	}()
 	if body != nil {
-		res, err = body.Invoke(ctx, c)
+		err = body.InvokeTo(ctx, c, res)
 	} else {
-		res, err = r.n.reg.Invoke(ctx, fn, c)
+		*res, err = r.n.reg.Invoke(ctx, fn, c)
 	}
 	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = fmt.Errorf("%w after %s: %w", ErrTimeout, spec.FormatDuration(timeout), err)
 	}
-	return res, err
+	return err
 }
 
 // ctxOf is the loop context of activation act of v (runproto.Loops): the
@@ -217,23 +271,29 @@ func (r *run) begin(v int, carried int64) (act uint64, start int64, ok bool) {
 
 // runTask runs an activation of v: carried is the stamp its worker carried
 // to it (runStatic), 0 for none; shard its TasksExecuted cell (invoke).
-func (r *run) runTask(v int, carried int64, shard int) (funcs.Result, uint64, int64, bool) {
+// The function's Result is left in *res (invoke).
+func (r *run) runTask(v int, carried int64, shard int, res *funcs.Result) (uint64, int64, bool) {
 	act, start, ok := r.begin(v, carried)
 	if !ok {
-		return funcs.Result{}, 0, start, false
+		return 0, start, false
 	}
 	vs := &r.vs[v]
-	fn := ""
-	if vs.body == nil {
-		fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
-	}
-	var retries int
-	var timeout time.Duration
-	if vs.flags&vLimits != 0 { // off the hot line (vcold)
-		retries, timeout = int(vs.retries), vs.timeout
-	}
 	c := r.call(v, act)
-	res, err := r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard)
+	var err error
+	if vs.flags&vLimits == 0 && vs.body != nil {
+		err = r.invokeOnce(v, vs, c, start, shard, res)
+	} else {
+		fn := ""
+		if vs.body == nil {
+			fn = r.graph().Vertices[v].Task.Func // looked up at each execution: it fails with why
+		}
+		var retries int
+		var timeout time.Duration
+		if vs.flags&vLimits != 0 { // off the hot line (vcold)
+			retries, timeout = int(vs.retries), vs.timeout
+		}
+		err = r.invoke(v, fn, vs.body, retries, timeout, c, &vs.execs, start, false, shard, res)
+	}
 	if vs.flags&vTransient != 0 {
 		funcs.Release(c) // the function has returned, and it keeps no Call
 		callPool.Put(c)
@@ -242,12 +302,12 @@ func (r *run) runTask(v int, carried int64, shard int) (funcs.Result, uint64, in
 		if !errors.Is(err, errStopped) {
 			r.fail(v, "", act, vs.execs.Load(), start, err)
 		}
-		return res, act, start, false
+		return act, start, false
 	}
 	if vs.flags&vNoInputs == 0 {
 		vs.setState(res.State) // none is kept of a function that reads none
 	}
-	return res, act, start, true
+	return act, start, true
 }
 
 // runStatic runs an activation of a static task v. carry is its worker's
@@ -274,7 +334,8 @@ func (r *run) runStatic(v int, carry *int64) {
 		carried = *carry
 	}
 	*carry = 0 // left so unless this activation completes
-	res, act, start, ok := r.runTask(v, carried, workerShard(carry))
+	var res funcs.Result
+	act, start, ok := r.runTask(v, carried, workerShard(carry), &res)
 	if ok {
 		end := r.complete(v, act, res.Output, start)
 		if r.n.fastClock {
@@ -294,7 +355,8 @@ func workerShard(c *int64) int {
 }
 
 func (r *run) runCondition(v int) int {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return -1
 	}
@@ -387,7 +449,8 @@ func (r *run) recorded(v int, act uint64) ([]uint32, bool) {
 }
 
 func (r *run) runMulti(v int) []int {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return nil
 	}
@@ -429,7 +492,8 @@ pick:
 // runSubflow runs a subflow task's function and spawns its children, and a
 // hidden last child that completes the task once every child has run.
 func (r *run) runSubflow(v int, sf *localexec.Subflow) {
-	res, act, start, ok := r.runTask(v, 0, v)
+	var res funcs.Result
+	act, start, ok := r.runTask(v, 0, v, &res)
 	if !ok {
 		return
 	}
@@ -482,7 +546,8 @@ func (r *run) runChild(v int, act uint64, ch funcs.Child, outs *childOutputs, si
 		outs.mu.Unlock()
 	}
 	execs := r.vs[v].childCounter(path)
-	res, err := r.invoke(v, ch.Func, nil, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true, v)
+	var res funcs.Result
+	err := r.invoke(v, ch.Func, nil, vx.Task.Retries, vx.Task.Timeout, c, execs, start, true, v, &res)
 	if err != nil {
 		if !errors.Is(err, errStopped) {
 			r.fail(v, path, act, execs.Load(), start, err)

@@ -237,7 +237,8 @@ type Run struct {
 	waiting map[int][]held
 	nwait   int
 	waits   []atomic.Bool
-	free    []bool // Config.Free
+	nwaits  atomic.Int32 // marks set in waits (setWaits): Waits reads none while 0
+	free    []bool       // Config.Free
 
 	// Condition outcomes the follow read in the record (a Choice Signal of
 	// a source this node owns now): (source, activation) → destinations.
@@ -483,7 +484,7 @@ func (r *Run) Assign(a *transport.Assignment) ([]Action, Moved, error) {
 		}
 		r.nwait -= len(r.waiting[v])
 		delete(r.waiting, v)
-		r.waits[v].Store(false)
+		r.setWaits(v, false)
 	}
 	if m.Taken > 0 {
 		r.markReplay(in)
@@ -584,7 +585,31 @@ func (r *Run) Outcome(v int, act uint64) ([]uint32, bool) {
 // Waits reports whether a Signal waits for an activation of v to complete
 // (any goroutine: the node then calls Completed after v's next
 // completion).
-func (r *Run) Waits(v int) bool { return r.waits != nil && v < len(r.waits) && r.waits[v].Load() }
+//
+// It reads v's mark only while some task's is set (nwaits): a run whose
+// Signals never wait (every run on one node, every first activation)
+// reads none of them, a word a vertex that a large run's activations
+// would each take from memory. setWaits counts a mark before it sets it,
+// and the caller of blocker reads v's count after; a completion counts
+// before it reads nwaits: so one of the two sees the other, as with the
+// mark alone.
+func (r *Run) Waits(v int) bool {
+	return r.nwaits.Load() != 0 && r.waits != nil && v < len(r.waits) && r.waits[v].Load()
+}
+
+// setWaits sets or clears v's mark in waits and counts the marks set.
+func (r *Run) setWaits(v int, on bool) {
+	if r.waits[v].Load() == on {
+		return
+	}
+	if on {
+		r.nwaits.Add(1)
+		r.waits[v].Store(true)
+		return
+	}
+	r.waits[v].Store(false)
+	r.nwaits.Add(-1)
+}
 
 // Waiting is how many Signals wait for their destination's previous
 // activation.
@@ -603,7 +628,7 @@ func (r *Run) Completed(v int) []Action {
 		return nil
 	}
 	delete(r.waiting, v)
-	r.waits[v].Store(false)
+	r.setWaits(v, false)
 	var out []held
 	for _, h := range ws {
 		if u := r.blocker(&h.s); u >= 0 {
@@ -652,10 +677,10 @@ func (r *Run) blocker(s *transport.Signal) int {
 	tab := r.tab.Load()
 	local := func(v int) bool { return v >= 0 && v < r.n && tab.NodeOf(v) == r.self }
 	check := func(v int, need uint64) bool { // v has completed need activations
-		r.waits[v].Store(true)
+		r.setWaits(v, true)
 		if r.done(v) >= need {
 			if len(r.waiting[v]) == 0 {
-				r.waits[v].Store(false)
+				r.setWaits(v, false)
 			}
 			return true
 		}
@@ -695,7 +720,7 @@ func (r *Run) park(v int, h held) {
 		r.waiting = map[int][]held{}
 	}
 	r.waiting[v] = append(r.waiting[v], h)
-	r.waits[v].Store(true)
+	r.setWaits(v, true)
 }
 
 // CaughtUp says that follow id has read everything the record held when it

@@ -93,6 +93,7 @@ func runFile(t *testing.T, file string) {
 			i++
 		}
 		got := sc.do(input)
+		sc.checkMarks()
 		out = append(out, lines[start:start+len(input)]...)
 		out = append(out, "----")
 		out = append(out, got...)
@@ -103,6 +104,30 @@ func runFile(t *testing.T, file string) {
 	if *rewrite {
 		if err := os.WriteFile(file, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// checkMarks checks that the Run's count of waits marks (Waits reads the
+// marks only while it is not 0) is the number of marks set, and that a
+// destination with waiting Signals is marked.
+func (sc *scenario) checkMarks() {
+	r := sc.r
+	if r == nil || r.waits == nil {
+		return
+	}
+	set := 0
+	for v := range r.waits {
+		if r.waits[v].Load() {
+			set++
+		}
+	}
+	if n := int(r.nwaits.Load()); n != set {
+		sc.fatalf("%d waits marks set, counted %d", set, n)
+	}
+	for v, ws := range r.waiting {
+		if len(ws) > 0 && !r.Waits(v) {
+			sc.fatalf("%d Signals wait for %d, which Waits does not report", len(ws), v)
 		}
 	}
 }
