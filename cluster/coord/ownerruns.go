@@ -32,7 +32,9 @@ func (o *ownerRuns) span(lo, hi int, node string) (end int, owned bool) {
 // assignment is read-only (a reassign replaces it whole: fsm.go's
 // OpRunReassign copies it), and because lastOwners holds the array it was
 // made of, which so cannot be freed and its address taken by another
-// array while it is kept.
+// array while it is kept. It keeps one assignment's array alive after its
+// runs are pruned, as lastAssignment does (the same array, when the runs
+// are a flow's runs again).
 var lastOwners struct {
 	mu     sync.Mutex
 	assign []string
