@@ -40,7 +40,8 @@ func foldReportByEvents(f *Fold, g *spec.Graph, tr *transport.TaskReport, runs [
 // lost nodes, of past and coming generations, with outputs, with names
 // (a vertex's path, a subflow child's), of tasks past the graph and past
 // the assignment, on random assignments of three nodes, each run's its
-// own array of the same length (the owner runs kept by the array).
+// own array of the same length (the owner runs kept by the array); and
+// after a Touch, the last report again.
 func TestFoldRunIsFold(t *testing.T) {
 	g := layeredGraph(t, 4, 50)
 	nv := len(g.Vertices)
@@ -58,9 +59,11 @@ func TestFoldRunIsFold(t *testing.T) {
 			r = nil // a fold of every delta
 		}
 		got, want := NewFold(), NewFold()
+		var tr *transport.TaskReport
+		var runs []uint32
 		for rep := range 1 + rng.IntN(6) {
-			tr := &transport.TaskReport{Run: "r1", Gen: uint64(1 + rng.IntN(3)), Node: nodes[rng.IntN(3)]}
-			var runs []uint32
+			tr = &transport.TaskReport{Run: "r1", Gen: uint64(1 + rng.IntN(3)), Node: nodes[rng.IntN(3)]}
+			runs = nil
 			for range 1 + rng.IntN(30) {
 				d := transport.TaskDelta{Task: uint32(rng.IntN(nv + 10)), State: transport.TaskState(rng.IntN(5)),
 					Act: uint64(1 + rng.IntN(3)), Executions: uint64(rng.IntN(3))}
@@ -83,6 +86,15 @@ func TestFoldRunIsFold(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d, report %d: the fold of the report is not the fold of its events:\n got %+v\nwant %+v", seed, rep, got.n, want.n)
 			}
+		}
+		// the run's state changed (Touch drops the journal), then the
+		// last report read again: a row it does not change takes no journal
+		got.Touch()
+		want.Touch()
+		got.addReport(g, tr, runs, r)
+		foldReportByEvents(want, g, tr, runs, r)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d, the last report again after Touch: the fold of the report is not the fold of its events:\n got %+v\nwant %+v (journals %d, %d)", seed, got.n, want.n, len(got.journal), len(want.journal))
 		}
 		if got.ntasks == 0 && r != nil && seed < 10 {
 			t.Logf("seed %d: no task let in", seed)

@@ -313,9 +313,6 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 // a vertex with no event has (an output is kept only by fold, which marks
 // the vertex seen). TestFoldRunIsFold checks it against fold.
 func (f *Fold) foldRun(lo, hi int, node uint32, gen uint64, st transport.TaskState, act, execs uint64, out []byte) {
-	if f.journal == nil && lo < hi { // as fold makes it
-		f.journal = takeJournal(len(f.vert) + 64)
-	}
 	again := act > 1 && !final(st)
 	for v := lo; v < hi; v++ {
 		a := &f.vert[v]
@@ -332,6 +329,9 @@ func (f *Fold) foldRun(lo, hi int, node uint32, gen uint64, st transport.TaskSta
 		}
 		f.n.acts += act
 		f.n.execs += execs
+		if f.journal == nil { // as fold makes it: only for a row changed
+			f.journal = takeJournal(len(f.vert) + 64)
+		}
 		f.journal = append(f.journal, change{f.ver, taskKey(v)})
 		if len(f.journal) > 2*f.ntasks+64 {
 			f.compact()
