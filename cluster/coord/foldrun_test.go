@@ -101,3 +101,32 @@ func TestFoldRunIsFold(t *testing.T) {
 		}
 	}
 }
+
+// A report of a few tasks is let in a task at a time, without the owner
+// runs of the whole assignment made (ownerRunsOf keeps one assignment's:
+// two runs read in turn would make them again for each report); one of
+// an eighth of the assignment's tasks is let in by the owner runs.
+func TestSmallReportMakesNoOwnerRuns(t *testing.T) {
+	g := layeredGraph(t, 4, 50)
+	nv := len(g.Vertices)
+	r := &Run{ID: "r1", Gen: 1, Assignment: make([]string, nv)}
+	for v := range r.Assignment {
+		r.Assignment[v] = []string{"n1", "n2"}[v/10%2]
+	}
+	small := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{Task: 5, State: transport.TaskDone, Act: 1, Executions: 1}}}
+	made := ownerRunsMade.Load()
+	got, want := NewFold(), NewFold()
+	got.addReport(g, small, []uint32{10}, r)
+	foldReportByEvents(want, g, small, []uint32{10}, r)
+	if n := ownerRunsMade.Load() - made; n != 0 {
+		t.Fatalf("a report of 10 of %d tasks made the owner runs %d times", nv, n)
+	}
+	if !reflect.DeepEqual(got, want) || got.ntasks != 5 {
+		t.Fatalf("the fold of the small report (%d tasks) is not the fold of its events", got.ntasks)
+	}
+	large := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{Task: 0, State: transport.TaskDone, Act: 1, Executions: 1}}}
+	got.addReport(g, large, []uint32{uint32(nv / 8)}, r)
+	if n := ownerRunsMade.Load() - made; n != 1 {
+		t.Fatalf("a report of %d of %d tasks made the owner runs %d times, want once", nv/8, nv, n)
+	}
+}

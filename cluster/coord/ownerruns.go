@@ -3,6 +3,7 @@ package coord
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // ownerRuns is an assignment (vertex → node id) as its runs of
@@ -41,6 +42,10 @@ var lastOwners struct {
 	runs   *ownerRuns
 }
 
+// ownerRunsMade counts the owner runs ownerRunsOf made (not found kept),
+// for the tests.
+var ownerRunsMade atomic.Int64
+
 // ownerRunsOf is assignment assign's owner runs (assign not empty).
 func ownerRunsOf(assign []string) *ownerRuns {
 	lo := &lastOwners
@@ -49,6 +54,7 @@ func ownerRunsOf(assign []string) *ownerRuns {
 	if lo.runs != nil && len(lo.assign) == len(assign) && &lo.assign[0] == &assign[0] {
 		return lo.runs
 	}
+	ownerRunsMade.Add(1)
 	o := &ownerRuns{}
 	for l, h := range nodeRuns(assign) {
 		o.hi = append(o.hi, h)

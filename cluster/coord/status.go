@@ -255,18 +255,33 @@ func (f *Fold) AddReport(g *spec.Graph, tr *transport.TaskReport) {
 // or by DecodeRuns (delta i standing for runs[i] consecutive tasks).
 //
 // A delta's tasks are taken a span at a time: the tasks of one owner in
-// r's assignment (ownerRuns), each let in or not with one compare of its
-// owner to the report's node, as EventFromOwner lets in or not each of its
-// tasks; a span of vertices is folded by foldRun.
+// r's assignment, each let in or not with one compare of its owner to the
+// report's node, as EventFromOwner lets in or not each of its tasks; a
+// span of vertices is folded by foldRun. The spans are found by ownerRuns
+// when the report stands for at least an eighth of the assignment's
+// tasks; otherwise a task at a time: ownerRunsOf makes the runs of the
+// whole assignment when it holds another run's (it keeps one), which for
+// a report of a few tasks would cost far more than those few compares.
 func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32, r *Run) {
 	lost := false
+	var assign []string // the owners of the tasks let in by owner (nil: every task is let in)
 	var own *ownerRuns
 	if r != nil {
 		if tr.Gen > r.Gen {
 			return
 		}
 		if lost = tr.Gen < r.Gen && slices.Contains(r.Lost, tr.Node); !lost && len(r.Assignment) > 0 {
-			own = ownerRunsOf(r.Assignment)
+			assign = r.Assignment
+			total := len(tr.Tasks)
+			if runs != nil {
+				total = 0
+				for _, n := range runs {
+					total += int(n)
+				}
+			}
+			if total >= len(assign)/8 {
+				own = ownerRunsOf(assign)
+			}
 		}
 	}
 	node := f.node(tr.Node)
@@ -289,6 +304,15 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 				if end, owned = own.span(lo, hi, tr.Node); !owned {
 					lo = end
 					continue
+				}
+			} else if assign != nil {
+				if assign[lo] != tr.Node {
+					lo++
+					continue
+				}
+				end = lo + 1
+				for end < hi && assign[end] == tr.Node {
+					end++
 				}
 			}
 			if d.Name != "" { // an event of an earlier build, one task
