@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -9,10 +10,11 @@ import (
 	"testing"
 )
 
-// timesByOne is what taskRange's loop makes of a range's times, one at a
-// time: ok when it reads them without an error, with every uvarint of at
-// most 8 bytes and MaxInt64 - base at least 2⁵⁶ (timesValid's further
-// bounds, under which it is allowed to say false of good times).
+// timesByOne is timesValid's rule read a time at a time: ok when every
+// uvarint reads without an error, is of at most 8 bytes and its offset
+// fits past base, with MaxInt64 - base at least 2⁵⁶ (timesValid's further
+// bounds, under which it is allowed to say false of good times); the
+// rule, not taskRange's loop, which FuzzDecodeRunsIsDecode checks against.
 func timesByOne(times []byte, count uint64, base int64) (ok bool) {
 	if uint64(math.MaxInt64)-uint64(base) < 1<<56 || count == 0 { // taskRange refuses a range of no task before
 		return false
@@ -90,7 +92,8 @@ func TestTimesValidIsTheLoop(t *testing.T) {
 
 // DecodeRuns, which checks a range's times by timesValid, refuses what
 // Decode, which reads every time, refuses, with the same error, and reads
-// the same tasks from what it takes.
+// the same tasks from what it takes; so does eachDelta, which reads a
+// range's times unchecked after that check, with the same times.
 func FuzzDecodeRunsIsDecode(f *testing.F) {
 	fuzzSeeds(f, TypeTaskReport)
 	ds := make([]TaskDelta, 40)
@@ -122,6 +125,25 @@ func FuzzDecodeRunsIsDecode(f *testing.F) {
 		}
 		if k != len(all.Tasks) {
 			t.Fatalf("runs stand for %d tasks, Decode read %d", k, len(all.Tasks))
+		}
+		var each TaskReport
+		k = 0
+		if eerr := each.eachDelta(data, lim, func(d *TaskDelta) error {
+			if k >= len(all.Tasks) {
+				t.Fatalf("eachDelta hands more than the %d tasks Decode read", len(all.Tasks))
+			}
+			w := all.Tasks[k]
+			if w.Task != d.Task || w.State != d.State || w.Act != d.Act || w.Executions != d.Executions || w.Name != d.Name ||
+				w.Error != d.Error || !bytes.Equal(w.Output, d.Output) || w.Start != d.Start || w.End != d.End {
+				t.Fatalf("delta %d by eachDelta: %+v, want %+v", k, *d, w)
+			}
+			k++
+			return nil
+		}); eerr != nil {
+			t.Fatalf("Decode took it; eachDelta: %v", eerr)
+		}
+		if k != len(all.Tasks) {
+			t.Fatalf("eachDelta handed %d tasks, Decode read %d", k, len(all.Tasks))
 		}
 	})
 }
