@@ -61,6 +61,7 @@ fuzz ./transport FuzzDecodeAssignment 10000x
 fuzz ./transport FuzzDecodePlan 10000x
 fuzz ./transport FuzzDecodeControl 10000x
 fuzz ./transport FuzzDecode 10000x
+fuzz ./transport FuzzDecodeRunsIsDecode 10000x
 fuzz ./cluster/coord FuzzAPI 60x
 fuzz ./cluster/spec FuzzParseYAML 20000x
 fuzz ./cluster/spec FuzzParseJSON 20000x

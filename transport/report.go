@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -382,6 +383,9 @@ func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64
 	} else {
 		ds = append(ds, TaskDelta{Task: first, State: TaskState(st), Act: act, Executions: execs})
 	}
+	if !expand && timesValid(times, count, base) {
+		return ds, int(count), raw, nil
+	}
 	for k := range uint32(count) {
 		var t [2]int64
 		for j := range t {
@@ -405,6 +409,51 @@ func (r *reader) taskRange(ds []TaskDelta, expand bool, total, i int, base int64
 		return ds, 0, nil, r.errf("task range %d: %d bytes after its times", i, len(times))
 	}
 	return ds, int(count), raw, nil
+}
+
+// timesValid reports, without decoding them, that a range's times (of
+// count tasks, from base) are what the loop of taskRange reads without an
+// error: exactly 2×count uvarints and no byte after them, none over 8
+// bytes long (binary.Uvarint's overflow is of a 10-byte one), and every
+// offset within MaxInt64 of base: an offset of at most 8 bytes is below
+// 2⁵⁶, so that holds of every one when MaxInt64 - base (as taskRange
+// computes it) is 2⁵⁶ or more, as it is of any time this side of the year
+// 2262 less 2⁵⁶ ns (some 834 days).
+//
+// A uvarint ends at each byte with its high bit clear: 2×count of those,
+// the last byte one of them, is 2×count uvarints filling the times. No
+// uvarint is over 8 bytes when no 8 bytes in a row have the high bit set.
+// The bytes are read 8 at a time. When it says false, taskRange reads the
+// times one by one, and finds the error or (a time of more than 8 bytes
+// that is still in bounds) none.
+func timesValid(times []byte, count uint64, base int64) bool {
+	const hi = 0x8080808080808080
+	if uint64(math.MaxInt64)-uint64(base) < 1<<56 || len(times) == 0 || times[len(times)-1]&0x80 != 0 {
+		return false
+	}
+	ends, run := uint64(0), 0 // uvarint ends seen; high bits set in a row at the end of what was read
+	b := times
+	for ; len(b) >= 8; b = b[8:] {
+		c := binary.LittleEndian.Uint64(b) & hi // byte i's high bit at bit 8i+7
+		if c == hi {
+			return false // 8 in a row
+		}
+		ends += uint64(8 - bits.OnesCount64(c))
+		low := bits.TrailingZeros64(c^hi) >> 3 // high bits set in a row from the first byte
+		if run+low >= 8 {
+			return false
+		}
+		run = bits.LeadingZeros64(c^hi) >> 3 // ... and up to the last
+	}
+	for _, x := range b {
+		if x&0x80 == 0 {
+			ends++
+			run = 0
+		} else if run++; run >= 8 {
+			return false
+		}
+	}
+	return ends == 2*count
 }
 
 func (d *TaskDelta) decodeFields(r *reader, i int, base int64) error {

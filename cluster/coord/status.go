@@ -253,33 +253,112 @@ func (f *Fold) AddReport(g *spec.Graph, tr *transport.TaskReport) {
 // addReport is AddReport of the deltas that r's rule (EventFromOwner)
 // lets in (nil r: all of them), of a report decoded by Decode (runs nil)
 // or by DecodeRuns (delta i standing for runs[i] consecutive tasks).
+//
+// A delta's tasks are taken a span at a time: the tasks of one owner in
+// r's assignment, each let in or not with one compare of its owner to the
+// report's node, as EventFromOwner lets in or not each of its tasks; a
+// span of vertices is folded by foldRun. The spans are found by ownerRuns
+// when the report stands for at least an eighth of the assignment's
+// tasks; otherwise a task at a time: ownerRunsOf makes the runs of the
+// whole assignment when it holds another run's (it keeps one), which for
+// a report of a few tasks would cost far more than those few compares.
 func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32, r *Run) {
 	lost := false
+	var assign []string // the owners of the tasks let in by owner (nil: every task is let in)
+	var own *ownerRuns
 	if r != nil {
 		if tr.Gen > r.Gen {
 			return
 		}
-		lost = tr.Gen < r.Gen && slices.Contains(r.Lost, tr.Node)
+		if lost = tr.Gen < r.Gen && slices.Contains(r.Lost, tr.Node); !lost && len(r.Assignment) > 0 {
+			assign = r.Assignment
+			total := len(tr.Tasks)
+			if runs != nil {
+				total = 0
+				for _, n := range runs {
+					total += int(n)
+				}
+			}
+			if total >= len(assign)/8 {
+				own = ownerRunsOf(assign)
+			}
+		}
 	}
 	node := f.node(tr.Node)
 	nv := len(g.Vertices)
 	f.grow(nv)
 	for i := range tr.Tasks {
 		d := &tr.Tasks[i]
-		n := uint32(1)
+		n := 1
 		if runs != nil {
-			n = runs[i]
+			n = int(runs[i])
 		}
-		for task := range n {
-			task += d.Task
-			if r != nil && (int(task) >= len(r.Assignment) || (!lost && r.Assignment[task] != tr.Node)) {
-				continue
+		lo, hi := int(d.Task), int(d.Task)+n // a task is a uint32: no overflow
+		if r != nil {
+			hi = min(hi, len(r.Assignment)) // no task past the assignment is let in
+		}
+		for lo < hi {
+			end := hi
+			if own != nil {
+				var owned bool
+				if end, owned = own.span(lo, hi, tr.Node); !owned {
+					lo = end
+					continue
+				}
+			} else if assign != nil {
+				if assign[lo] != tr.Node {
+					lo++
+					continue
+				}
+				end = lo + 1
+				for end < hi && assign[end] == tr.Node {
+					end++
+				}
 			}
-			if d.Name == "" && int(task) < nv { // the common case, a vertex named by its index
-				f.fold(taskKey(task), &f.vert[task], node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
-				continue
+			if d.Name != "" { // an event of an earlier build, one task
+				for task := lo; task < end; task++ {
+					f.add(g, d.Name, uint32(task), node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
+				}
+			} else if lo < nv { // a vertex named by its index; past the graph's vertices, none (add ignores them)
+				f.foldRun(lo, min(end, nv), node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
 			}
-			f.add(g, d.Name, task, node, tr.Gen, d.State, d.Act, d.Executions, d.Output)
+			lo = end
+		}
+	}
+}
+
+// foldRun folds vertices lo up to hi (excluded, within f.vert), each with
+// the same values, as fold folds each in turn. A vertex with no event yet
+// and no output to set (the common case: a run's tasks reported once, as
+// ranges, which hold no output) is set in place: what fold does for such
+// a vertex, without its steps for an aggregate seen before (no tallies to
+// take away, no older activation, one node) and without setOutput, which
+// for an empty output changes nothing of a task with no output kept, as
+// a vertex with no event has (an output is kept only by fold, which marks
+// the vertex seen). TestFoldRunIsFold checks it against fold.
+func (f *Fold) foldRun(lo, hi int, node uint32, gen uint64, st transport.TaskState, act, execs uint64, out []byte) {
+	again := act > 1 && !final(st)
+	for v := lo; v < hi; v++ {
+		a := &f.vert[v]
+		if a.seen || len(out) > 0 {
+			f.fold(taskKey(v), a, node, gen, st, act, execs, out)
+			continue
+		}
+		f.ntasks++
+		f.ver++
+		*a = taskAgg{act: act, gen: gen, sum: execs, ver: f.ver, node: node, enode: node, state: st, seen: true, hasE: true}
+		f.n.state[st&7]++ // count(a, 1)
+		if again {
+			f.n.again++
+		}
+		f.n.acts += act
+		f.n.execs += execs
+		if f.journal == nil { // as fold makes it: only for a row changed
+			f.journal = takeJournal(len(f.vert) + 64)
+		}
+		f.journal = append(f.journal, change{f.ver, taskKey(v)})
+		if len(f.journal) > 2*f.ntasks+64 {
+			f.compact()
 		}
 	}
 }
