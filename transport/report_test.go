@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -240,17 +241,7 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 				t.Fatalf("%s: message %d written into a new buffer, not a kept one", name, i)
 			}
 		}
-		var got []TaskDelta
-		for _, b := range w.Messages() {
-			if len(b) > reportBytes {
-				t.Errorf("%s: a message of %d bytes, over %d", name, len(b), reportBytes)
-			}
-			var tr TaskReport
-			if err := tr.Decode(b, Limits{}); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			got = append(got, tr.Tasks...)
-		}
+		got := decodeWritten(t, name, w.Messages())
 		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
 			t.Fatalf("%s: the messages decode to %d deltas, not the report's %d", name, len(got), len(ds))
 		}
@@ -399,17 +390,7 @@ func TestReportWriterOutgrowsItsHint(t *testing.T) {
 			w.Add(&ds[i])
 		}
 		w.Finish()
-		var got []TaskDelta
-		for _, b := range w.Messages() {
-			if len(b) > reportBytes {
-				t.Errorf("hint %d: a message of %d bytes, over %d", hint, len(b), reportBytes)
-			}
-			var tr TaskReport
-			if err := tr.Decode(b, Limits{}); err != nil {
-				t.Fatalf("hint %d: %v", hint, err)
-			}
-			got = append(got, tr.Tasks...)
-		}
+		got := decodeWritten(t, fmt.Sprintf("hint %d", hint), w.Messages())
 		if !reflect.DeepEqual(normalOutputs(got), normalOutputs(ds)) {
 			t.Fatalf("hint %d: the messages decode to %d deltas, not the %d written", hint, len(got), len(ds))
 		}
@@ -494,4 +475,22 @@ func TestReportWriterZeroTimeKeepsTheMargin(t *testing.T) {
 	if len(w.Messages()) != 2 || w.splits != 0 {
 		t.Fatalf("%d messages, %d begun for a time before the base: want 2 (the running task's a base of 0), none", len(w.Messages()), w.splits)
 	}
+}
+
+// decodeWritten decodes a writer's messages, each within reportBytes, into
+// the deltas they stand for; what names the case in a failure.
+func decodeWritten(t *testing.T, what string, msgs [][]byte) []TaskDelta {
+	t.Helper()
+	var got []TaskDelta
+	for _, b := range msgs {
+		if len(b) > reportBytes {
+			t.Errorf("%s: a message of %d bytes, over %d", what, len(b), reportBytes)
+		}
+		var tr TaskReport
+		if err := tr.Decode(b, Limits{}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got = append(got, tr.Tasks...)
+	}
+	return got
 }

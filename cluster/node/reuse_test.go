@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -161,16 +162,7 @@ func TestLateMessagesOfTheRunBefore(t *testing.T) {
 		return 0
 	})
 	n0 := c.nodes[0]
-	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
-	if first.failed != nil {
-		t.Fatalf("the first run failed: %+v", first.failed)
-	}
-	n0.mu.Lock()
-	old := n0.runs[first.run]
-	n0.mu.Unlock()
-	if old == nil {
-		t.Fatal("n0 does not hold the first run")
-	}
+	first, old := heldOn(ctx, t, c, file, own)
 	c.release(ctx, first.run, "done")
 	if n, _, _ := n0.builds.c.Stats(); n == 0 {
 		t.Fatal("n0 kept no build of the first run")
@@ -273,16 +265,7 @@ func keptBuildClears(t *testing.T, split bool) {
 		return 0
 	})
 	n0 := c.nodes[0]
-	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
-	if first.failed != nil {
-		t.Fatalf("the first run failed: %+v", first.failed)
-	}
-	n0.mu.Lock()
-	r := n0.runs[first.run]
-	n0.mu.Unlock()
-	if r == nil {
-		t.Fatal("n0 does not hold the run")
-	}
+	first, r := heldOn(ctx, t, c, file, own)
 	// b's output is read (by h), body's is in the loop: neither is quiet;
 	// split, c has an in-edge
 	wantQuiet := map[string]bool{"a": !split, "c": !split, "done": true, "z": true}
@@ -348,4 +331,22 @@ func keptBuildClears(t *testing.T, split bool) {
 	if r := n0.Stats().BuildsReused; r != reused+1 {
 		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
 	}
+}
+
+// heldOn runs file placed by own to its end and leaves it unreleased: its
+// outcome and the run object node 0 holds for it.
+func heldOn(ctx context.Context, t *testing.T, c *cluster, file *spec.File, own []uint32) (*outcome, *run) {
+	t.Helper()
+	first := c.runFlow(ctx, file, own, runOpts{noRelease: true})
+	if first.failed != nil {
+		t.Fatalf("the first run failed: %+v", first.failed)
+	}
+	n0 := c.nodes[0]
+	n0.mu.Lock()
+	r := n0.runs[first.run]
+	n0.mu.Unlock()
+	if r == nil {
+		t.Fatal("node 0 does not hold the first run")
+	}
+	return first, r
 }
