@@ -234,7 +234,7 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	taken := 0
 	check := func(name string, ds []TaskDelta) int {
 		fill()
-		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer(true)
+		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer()
 		taken = len(w.bufs)
 		for i, p := range w.bufs {
 			if i < 4 && !dirty[p] {
