@@ -85,8 +85,10 @@
 //
 // EnsureStreams creates the record stream (StreamRecord), which captures every
 // signal batch straight off its core subject, and the event stream
-// (StreamEvents), on the file store. PublishReports records TaskReports (and
-// PublishEvents TaskEvents) and waits for the acks. ReplaySignals reads a run's record from the start until caught
+// (StreamEvents), on the file store. A node writes its task reports with a
+// ReportWriter (NewReportWriter) and PublishWritten stores them;
+// PublishReports records whole TaskReports (tests and tools), PublishEvents
+// TaskEvents, and each waits for the acks. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and
 // condition outcomes (Deduper.AdmitReplayed drops what it already has, without
 // fencing the older generations that history was sent under). FollowSignals

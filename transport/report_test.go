@@ -213,7 +213,7 @@ func TestReportRangeMalformed(t *testing.T) {
 // its entries (not their bound), that decode back to its deltas in order:
 // random deltas with outputs large enough to force cuts, and a run of
 // 100,000 tasks done (a few messages, where cuts by the bound made ~23).
-func TestAppendReportsCutsByTheEntries(t *testing.T) {
+func TestReportWriterCutsByTheEntries(t *testing.T) {
 	// A writer's messages are written into kept buffers (reportBufs),
 	// which hold an earlier message's bytes: here garbage, in a pool that
 	// keeps them all (a sync.Pool may drop them: the writer would take
@@ -234,7 +234,7 @@ func TestAppendReportsCutsByTheEntries(t *testing.T) {
 	taken := 0
 	check := func(name string, ds []TaskDelta) int {
 		fill()
-		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer(true)
+		w := (&TaskReport{Run: "r1", Gen: 2, Node: "n1", Tasks: ds}).writer()
 		taken = len(w.bufs)
 		for i, p := range w.bufs {
 			if i < 4 && !dirty[p] {

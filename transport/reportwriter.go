@@ -32,10 +32,9 @@ type ReportWriter struct {
 	Gen  uint64
 	Node string
 
-	fixed    bool // base is the whole report's, for every message (TaskReport.writer)
-	unpooled bool // message buffers are made, not taken from reportBufs
-	hint     int  // the tasks expected (0: unknown), for a message's room
-	tasks    int
+	fixed bool // base is the whole report's, for every message (TaskReport.writer)
+	hint  int  // the tasks expected (0: unknown), for a message's room
+	tasks int
 
 	msgs [][]byte
 	bufs []*[]byte // taken from reportBufs, put back once stored (PublishWritten)
@@ -188,7 +187,7 @@ func (w *ReportWriter) begin(lo int64) {
 		// as 0 is (TestReportWriterOutgrowsItsHint).
 		left := w.hint - w.tasks + 2
 		room := w.head + 64 + 24*max(left, 1) // ~24 bytes a task (a range's take 2 to 20, ~8 in a no-op run's)
-		if w.unpooled || w.hint >= w.tasks && room < reportBytes {
+		if w.hint >= w.tasks && room < reportBytes {
 			w.b = make([]byte, w.head, min(room, reportBytes))
 		} else {
 			p, _ := reportBufs.Get().(*[]byte)

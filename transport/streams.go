@@ -139,11 +139,13 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 // EventSubject(report's run, report's node), in order, as messages of up
 // to about 256 KiB (a long report is cut into several, each a TaskReport
 // of some of its deltas), and waits until every one is stored, or ctx
-// ends.
+// ends. It is for tests and tools that hold whole TaskReports: a node
+// writes its deltas with NewReportWriter and stores them with
+// PublishWritten, each message from a base of its own.
 func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
 	ws := make([]*ReportWriter, len(trs))
 	for i, tr := range trs {
-		ws[i] = tr.writer(true)
+		ws[i] = tr.writer()
 	}
 	return c.PublishWritten(ctx, ws...)
 }

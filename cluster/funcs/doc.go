@@ -18,9 +18,10 @@
 //
 // # Calling
 //
-// The node runs a task's function with Registry.Invoke(ctx, name, call), or
-// the same through the function bound once (Registry.Bind, Bound.Invoke;
-// Bound.InvokeTo leaves the Result in the caller's):
+// The node runs a task's function through the function bound once
+// (Registry.Bind, then Bound.InvokeTo, which leaves the Result in the
+// caller's), and with Registry.Invoke(ctx, name, call) only for a function
+// it could not bind; Bound.Invoke is the same returning the Result:
 //
 //   - ctx is cancelled when the run is cancelled or times out (and carries
 //     the task's per-activation timeout);

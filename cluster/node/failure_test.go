@@ -732,11 +732,11 @@ func TestAssignmentByDigest(t *testing.T) {
 	c.release(ctx, "rlost", "cancelled")
 }
 
-// An activation's call of its bound function (callBound, the path of a
-// task without retries or a timeout) turns a panic into the activation's
-// PanicError with the panic's value and the stack of the panicking
-// function, and leaves no Result.
-func TestCallBoundTurnsAPanicIntoItsError(t *testing.T) {
+// An activation's call of its bound function (callFunc, as invokeOnce
+// calls it for a task without retries or a timeout) turns a panic into
+// the activation's PanicError with the panic's value and the stack of the
+// panicking function, and leaves no Result.
+func TestCallFuncTurnsAPanicIntoItsError(t *testing.T) {
 	body, err := funcs.Default().Bind(funcs.Panic, "")
 	if err != nil {
 		t.Fatal(err)
@@ -744,16 +744,16 @@ func TestCallBoundTurnsAPanicIntoItsError(t *testing.T) {
 	r := &run{ctx: context.Background()}
 	c := &funcs.Call{Task: "t", Path: "m/t", Args: funcs.Args{"msg": "kaboom"}}
 	res := funcs.Result{Output: []byte("stale")}
-	err = r.callBound(body, c, &res)
+	err = r.callFunc(r.ctx, "", body, c, &res)
 	var pe *localexec.PanicError
 	if !errors.As(err, &pe) || pe.Task != "m/t" || !strings.Contains(fmt.Sprint(pe.Value), "kaboom") || !strings.Contains(string(pe.Stack), "funcs.panicFn") {
-		t.Fatalf("callBound of a panicking function: %v (%#v)", err, pe)
+		t.Fatalf("callFunc of a panicking function: %v (%#v)", err, pe)
 	}
 	if res.Output != nil {
 		t.Fatalf("a panicked call left a Result: %+v", res)
 	}
 	body, _ = funcs.Default().Bind(funcs.Noop, "")
-	if err := r.callBound(body, &funcs.Call{Task: "t", Path: "t"}, &res); err != nil || res.Output != nil {
-		t.Fatalf("callBound of noop: %v %+v", err, res)
+	if err := r.callFunc(r.ctx, "", body, &funcs.Call{Task: "t", Path: "t"}, &res); err != nil || res.Output != nil {
+		t.Fatalf("callFunc of noop: %v %+v", err, res)
 	}
 }

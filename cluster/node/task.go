@@ -80,6 +80,8 @@ func (r *run) call(v int, act uint64) *funcs.Call {
 // a vertex's whose slot invokeOnce found another activation holding.
 // body is fn bound (nil: looked up by name at each execution); shard is
 // the Stats.TasksExecuted cell its executions count into (workerShard).
+// invokeOnce repeats invoke's per-attempt start (the stop check, execs
+// and the tasks counted) for its one execution: the two change together.
 // The function's Result is left in *res (Result{} on an error, as execute
 // leaves it): one Result in the frame of the activation's wrapper, not
 // one returned by value through each frame on the way (a copy a frame,
@@ -125,15 +127,15 @@ func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard in
 		return r.invoke(v, "", vs.body, 0, 0, c, &vs.execs, start, true, shard, res)
 	}
 	// The slot is ended by calls, not a defer (an indirect call through
-	// the defer's closure): nothing between can panic, callBound
-	// recovers the function's panics.
+	// the defer's closure): nothing between can panic, callFunc recovers
+	// the function's panics.
 	if r.ctx.Err() != nil {
 		r.endFlight(v)
 		return errStopped
 	}
 	vs.execs.Add(1)
 	r.n.stats.tasks.Add(shard, 1)
-	err := r.callBound(vs.body, c, res)
+	err := r.callFunc(r.ctx, "", vs.body, c, res)
 	r.endFlight(v)
 	if err != nil && r.ctx.Err() != nil {
 		return errStopped
@@ -141,16 +143,22 @@ func (r *run) invokeOnce(v int, vs *vstate, c *funcs.Call, start int64, shard in
 	return err
 }
 
-// callBound runs body for c into *res under the run's context; a panic of
-// the function is its activation's failure, a localexec.PanicError with
-// its stack (as in execute).
-func (r *run) callBound(body *funcs.Bound, c *funcs.Call, res *funcs.Result) (err error) {
+// callFunc runs fn for c into *res under ctx, through body where it is bound
+// (nil: by name); a panic of the function is its activation's failure, a
+// localexec.PanicError with its stack, and leaves Result{}. Both
+// invokeOnce (the run's context) and execute (under a timeout's) call it,
+// so a panic is recovered in one place.
+func (r *run) callFunc(ctx context.Context, fn string, body *funcs.Bound, c *funcs.Call, res *funcs.Result) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
 		}
 	}()
-	return body.InvokeTo(r.ctx, c, res)
+	if body != nil {
+		return body.InvokeTo(ctx, c, res)
+	}
+	*res, err = r.n.reg.Invoke(ctx, fn, c)
+	return err
 }
 
 // RunningAfter is how long an activation runs before the node publishes a
@@ -195,24 +203,15 @@ func (w *runningWatch) stop() {
 // execute runs one execution of fn for c into *res, under timeout (0:
 // none). On an error *res is Result{}: Bound.InvokeTo and Registry.Invoke
 // leave none (TestInvokeLeavesNoResultOnAnError in funcs), and a panic's
-// recovery clears it, so the callers need not.
-func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call, res *funcs.Result) (err error) {
+// recovery (callFunc's) clears it, so the callers need not.
+func (r *run) execute(fn string, body *funcs.Bound, timeout time.Duration, c *funcs.Call, res *funcs.Result) error {
 	ctx := r.ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			*res, err = funcs.Result{}, &localexec.PanicError{Task: c.Path, Value: p, Stack: debug.Stack()}
-		}
-	}()
-	if body != nil {
-		err = body.InvokeTo(ctx, c, res)
-	} else {
-		*res, err = r.n.reg.Invoke(ctx, fn, c)
-	}
+	err := r.callFunc(ctx, fn, body, c, res)
 	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
 		err = fmt.Errorf("%w after %s: %w", ErrTimeout, spec.FormatDuration(timeout), err)
 	}
