@@ -261,7 +261,7 @@ func encodeCommand(c *Command, ranges bool) ([]byte, error) {
 		r.Assignment = nil
 		head.Run, frame, bulk = &r, framedRunSubmit, nil
 		if ranges {
-			frame, bulk = framedRunSubmitRanges, packRanges(c.Run.Assignment)
+			frame, bulk = framedRunSubmitRanges, rangesOf(c.Run.Assignment)
 		} else {
 			bulk = packAssignment(c.Run.Assignment)
 		}
@@ -348,23 +348,40 @@ func packAssignment(assign []string) []byte {
 	return b
 }
 
-// lastAssignment is the assignment DecodeCommand read last, and its
-// packed bytes: a run of a flow again on the same placement (the leader's
-// placed cache) decodes to the same array, which the FSM's runs then
-// share, where each run of a 100,000-task flow held its own 1.6 MB of
-// string headers, for the garbage collector to scan, until pruned. A run's
-// assignment is read-only (a reassign replaces it whole), as the placed
-// cache already shares it between runs on the leader.
+// lastAssignment is the assignment array DecodeCommand read last, or
+// the leader packed last in ranges (rangesOf), with its packed bytes and,
+// once asked (sharedNodesOf), the nodes it names: a run of a flow again
+// on the same placement decodes to the same array, which the FSM's runs
+// then share, where each run of a 100,000-task flow held its own 1.6 MB of
+// string headers, for the garbage collector to scan, until pruned; and
+// what is derived from that array is derived once, not at each run (each
+// is a pass over its 100,000 tasks). A run's assignment is read-only (a
+// reassign replaces it whole; FSM.Run's callers must not modify it), as
+// the placed cache already shares it between runs on the leader; packed
+// and nodes are read-only too (copied into an entry or hashed; nodes is
+// copied out).
+//
+// What is kept is named by the array's identity (its first element's
+// address and its length) where it is looked up by an array: the entry
+// holds the array, so no other array takes its address while it is kept,
+// and an array is never written after it is shared, so the kept bytes are
+// its bytes. Every answer is the one computed from the array's contents
+// (packRanges, nodesOf): the FSM stays a function of its entries.
 var lastAssignment struct {
 	mu     sync.Mutex
 	frame  byte // the form packed is in
 	packed []byte
 	a      []string
+	nodes  []string // nodesOf(a) once asked, else nil
 }
+
+// sameArray says a and b are one array: the same elements, not equal ones.
+func sameArray(a, b []string) bool { return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] }
 
 // internAssignment is unpackAssignment (frame framedRunSubmit) or
 // unpackRanges (framedRunSubmitRanges), the array of the assignment
-// decoded last when b is its bytes again, in the same form.
+// decoded (or packed in ranges, rangesOf) last when b is its bytes again,
+// in the same form.
 func internAssignment(frame byte, b []byte) ([]string, error) {
 	la := &lastAssignment
 	la.mu.Lock()
@@ -380,8 +397,53 @@ func internAssignment(frame byte, b []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	la.frame, la.packed, la.a = frame, bytes.Clone(b), a
+	la.frame, la.packed, la.a, la.nodes = frame, bytes.Clone(b), a, nil
 	return a, nil
+}
+
+// rangesOf is packRanges(assign), kept with the array (lastAssignment): a
+// run of a flow again on the same placement packs its assignment, the
+// placed cache's array, into its run_submit entry (encodeCommand) and
+// names its plans by it (plansKey, from the FSM's array, which the entry
+// decodes to: this one, on the leader that packed it), and neither
+// passes over its tasks again. The bytes are read-only.
+func rangesOf(assign []string) []byte {
+	la := &lastAssignment
+	la.mu.Lock()
+	if la.frame == framedRunSubmitRanges && sameArray(la.a, assign) {
+		defer la.mu.Unlock()
+		return la.packed
+	}
+	la.mu.Unlock()
+	p := packRanges(assign) // outside the lock: a pass over the tasks
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	la.frame, la.packed, la.a, la.nodes = framedRunSubmitRanges, p, assign, nil
+	return p
+}
+
+// sharedNodesOf is nodesOf(assign), found once for the kept array
+// (lastAssignment): a run_submit of a flow again on the same placement
+// lists its nodes without a pass over its tasks. The slice is the
+// caller's own.
+func sharedNodesOf(assign []string) ([]string, error) {
+	la := &lastAssignment
+	la.mu.Lock()
+	if la.nodes != nil && sameArray(la.a, assign) {
+		defer la.mu.Unlock()
+		return slices.Clone(la.nodes), nil
+	}
+	la.mu.Unlock()
+	nodes, err := nodesOf(assign)
+	if err != nil {
+		return nil, err
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if sameArray(la.a, assign) {
+		la.nodes = slices.Clone(nodes)
+	}
+	return nodes, nil
 }
 
 // packRanges writes an assignment (vertex → node id) as the number of
@@ -577,7 +639,7 @@ func (f *FSM) Apply(c *Command) error {
 		if r.Gen != 1 {
 			return refuse("run %s submitted with gen %d, want 1", r.ID, r.Gen)
 		}
-		nodes, err := nodesOf(r.Assignment)
+		nodes, err := sharedNodesOf(r.Assignment)
 		if err != nil {
 			return refuse("run %s: %v", r.ID, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -565,4 +566,104 @@ func FuzzUnpackRanges(f *testing.F) {
 			t.Fatalf("assignment %v does not round trip: %v", a, err)
 		}
 	})
+}
+
+// A run again on the same placement packs its assignment's array into
+// its run_submit entry and names its plans by it without a pass over its
+// tasks (rangesOf), and the entry decodes to that very array, whose nodes
+// the FSM lists once (sharedNodesOf). What is kept is the array's: another
+// array, however equal, and any other assignment are packed and listed
+// from their own tasks, and every answer is the one computed afresh.
+func TestRangesAndNodesKeptForTheArray(t *testing.T) {
+	assign := make([]string, 10_000)
+	for v := range assign {
+		assign[v] = []string{"n2", "n1", "n3"}[v*3/len(assign)]
+	}
+	p := rangesOf(assign)
+	if !bytes.Equal(p, packRanges(assign)) {
+		t.Fatal("rangesOf is not packRanges")
+	}
+	if q := rangesOf(assign); &q[0] != &p[0] {
+		t.Fatal("the same array packed again")
+	}
+	b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: "r1", FlowID: "f", Gen: 1, Assignment: assign}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameArray(c.Run.Assignment, assign) {
+		t.Fatal("the entry of the array packed last did not decode to it")
+	}
+	want := []string{"n1", "n2", "n3"}
+	for range 2 {
+		nodes, err := sharedNodesOf(assign)
+		if err != nil || !slices.Equal(nodes, want) {
+			t.Fatalf("nodes %v %v, want %v", nodes, err, want)
+		}
+		nodes[0] = "scribbled" // the caller's own: the next answer is not this
+	}
+	// an equal array elsewhere, then another assignment: their own answers
+	other := slices.Clone(assign)
+	if q := rangesOf(other); !bytes.Equal(q, p) || &q[0] == &p[0] {
+		t.Fatal("an equal array's packing: not equal, or the other array's bytes")
+	}
+	moved := slices.Clone(assign)
+	moved[0] = "n4"
+	if q := rangesOf(moved); !bytes.Equal(q, packRanges(moved)) {
+		t.Fatal("another assignment packed as the one kept")
+	}
+	if nodes, err := sharedNodesOf(moved); err != nil || !slices.Equal(nodes, []string{"n1", "n2", "n3", "n4"}) {
+		t.Fatalf("another assignment's nodes %v %v", nodes, err)
+	}
+	if nodes, err := sharedNodesOf(assign); err != nil || !slices.Equal(nodes, want) {
+		t.Fatalf("the first array's nodes now %v %v", nodes, err)
+	}
+	if _, err := sharedNodesOf([]string{"n1", ""}); err == nil {
+		t.Fatal("a task of no node listed")
+	}
+	// plans are named by the assignment's contents, not its array
+	r1 := Run{Nodes: want, Assignment: assign}
+	r2 := Run{Nodes: want, Assignment: slices.Clone(assign)}
+	r3 := Run{Nodes: []string{"n1", "n2", "n3", "n4"}, Assignment: moved}
+	if plansKey([32]byte{1}, r1) != plansKey([32]byte{1}, r2) || plansKey([32]byte{1}, r1) == plansKey([32]byte{1}, r3) {
+		t.Fatal("plansKey depends on the array, or not on the assignment")
+	}
+}
+
+// Runs of one array submitted one after another and at once (the FSMs of
+// a process's coordinators, its leader's encodes) each list their nodes
+// as their own: an FSM run's Nodes is not another's.
+func TestRunsOfOneAssignmentOwnTheirNodes(t *testing.T) {
+	assign := []string{"n2", "n2", "n1"}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			f := NewFSM()
+			for i := range 20 {
+				id := fmt.Sprintf("r%d-%d", g, i)
+				if err := f.Apply(&Command{Op: OpFlowPut, Flow: &StoredFlow{ID: FlowID([]byte("x")), Text: []byte("x")}}); err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: id, FlowID: FlowID([]byte("x")), State: proto.RunRunning, Gen: 1, Assignment: assign}}, true)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := f.ApplyEntry(b); err != nil {
+					t.Error(err)
+					return
+				}
+				r, _ := f.Run(id)
+				if !slices.Equal(r.Nodes, []string{"n1", "n2"}) {
+					t.Errorf("run %s: nodes %v", id, r.Nodes)
+				}
+				r.Nodes[0] = "scribbled"
+			}
+		})
+	}
+	wg.Wait()
 }
