@@ -370,6 +370,66 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	}
 }
 
+// A run's teardown clears the rows its forgotten table left (clearSpare):
+// the next table of as many vertices takes them clear, as the same
+// array, and a table dropped later (its last changes sent after the
+// forget) leaves rows that its successor's open clears itself.
+func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
+	const n = 300
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	emitAll := func(run string) {
+		for v := range uint32(n) {
+			p.emit(transport.TaskEvent{Run: run, Gen: 1, Task: v, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1,
+				Start: time.Unix(100, 1), End: time.Unix(100, 6)})
+		}
+	}
+	zero := func(tab *taskTable) {
+		t.Helper()
+		for v := range tab.rows {
+			if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.state != 0 {
+				t.Fatalf("row %d of a new table: %+v", v, r)
+			}
+		}
+	}
+	a := p.open("a", "n1", n)
+	emitAll("a")
+	p.cut()
+	rows := a.rows
+	p.forget(a)
+	p.clearSpare()
+	if !p.spareClear || &p.spare[0] != &rows[0] {
+		t.Fatal("the forgotten table's rows are not the spare, cleared")
+	}
+	for v := range rows {
+		if r := &rows[v]; r.act != 0 || r.lk.Load() != 0 || r.state != 0 {
+			t.Fatalf("row %d of the spare: %+v", v, r)
+		}
+	}
+	p.clearSpare() // clear already: nothing to do
+	b := p.open("b", "n1", n)
+	if &b.rows[0] != &rows[0] || p.spare != nil || p.spareClear {
+		t.Fatal("the next table did not take the spare rows")
+	}
+	zero(b)
+	// b's last changes wait when it is forgotten: it goes at the cut,
+	// later than the teardown's clearSpare, and its successor clears
+	emitAll("b")
+	p.forget(b)
+	p.clearSpare()
+	if p.spare != nil {
+		t.Fatal("a table with changes not sent left its rows")
+	}
+	p.cut()
+	if p.spare == nil || p.spareClear {
+		t.Fatal("the table dropped at the cut did not leave its rows, not cleared")
+	}
+	c := p.open("c", "n1", n)
+	if &c.rows[0] != &rows[0] {
+		t.Fatal("the third table did not take the spare rows")
+	}
+	zero(c)
+}
+
 // A cut reads the rows of the chunks marked when it swaps the bitmap, which
 // may be more than it counted for its writer's hint: workers go on marking
 // chunks until the swap (here the hook writes them there, as a worker on

@@ -377,6 +377,7 @@ func (r *run) teardown() {
 		keep.spare = r.sm.Release()
 		n.builds.put(keep)
 	}
+	n.events.clearSpare() // the rows the table forgotten above left, if it went (eventPub.clearSpare)
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
 
