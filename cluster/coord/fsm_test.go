@@ -667,3 +667,30 @@ func TestRunsOfOneAssignmentOwnTheirNodes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkPlacementAgain is what a run again on the same placement
+// derives from its 100K-task assignment on the way to its Assignment:
+// its ranges twice (the run_submit entry, the plans' key) and its nodes
+// twice (the submit's boot ids, the FSM's apply). "passes" derives them
+// from the tasks each time, as before lastAssignment kept them; "kept"
+// as now.
+func BenchmarkPlacementAgain(b *testing.B) {
+	assign := make([]string, 100_000)
+	for v := range assign {
+		assign[v] = []string{"n2", "n1", "n3"}[v*3/len(assign)]
+	}
+	b.Run("passes", func(b *testing.B) {
+		for range b.N {
+			_, _ = packRanges(assign), packRanges(assign)
+			_, _ = nodesOf(assign)
+			_, _ = nodesOf(assign)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		for range b.N {
+			_, _ = rangesOf(assign), rangesOf(assign)
+			_, _ = sharedNodesOf(assign)
+			_, _ = sharedNodesOf(assign)
+		}
+	})
+}
