@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,13 +96,16 @@ func TestPlanFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planFits(pt, a, "n0"); err != nil {
-		t.Fatalf("n0's own plan: %v", err)
+	if in, err := planFits(pt, a, "n0"); err != nil || !slices.Equal(in, []bool{true, false}) {
+		t.Fatalf("n0's own plan: %v, its tasks %v", err, in)
 	}
-	if err := planFits(pt, a, "n1"); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
+	if sm, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: a.Nodes, Owner: a.Owner}); err != nil || !slices.Equal(sm.Mine(), []bool{true, false}) {
+		t.Fatalf("the SM's tasks of n0: %v", err)
+	}
+	if _, err := planFits(pt, a, "n1"); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
 		t.Fatalf("n0's plan taken for n1's: %v", err)
 	}
-	if err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0"); !errors.Is(err, runproto.ErrPlan) {
+	if _, err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0"); !errors.Is(err, runproto.ErrPlan) {
 		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
 	}
 	// A plan of another size is refused before a graph of its size is

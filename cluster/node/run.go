@@ -35,6 +35,9 @@ type run struct {
 	// other reads the same.
 	pt     atomic.Pointer[runproto.Part]
 	nLocal int
+	// firstIn is the first generation's vertices here (planFits), for the
+	// first part's build (Node.assign), which drops it.
+	firstIn []bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -137,7 +140,7 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 	} else if pt, err = n.graphs.compile(a.Plan, a.PlanDigest, len(a.Owner), n.conn.Limits(), n.reg); err != nil {
 		return r, err
 	}
-	if err := planFits(pt, a, n.id); err != nil {
+	if r.firstIn, err = planFits(pt, a, n.id); err != nil {
 		return r, err
 	}
 	r.pt.Store(pt)
@@ -149,18 +152,25 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 }
 
 // planFits checks that pt, the part compiled from a's plans, is of a's run
-// size and holds every task a gives node.
-func planFits(pt *runproto.Part, a *transport.Assignment, node string) error {
+// size and holds every task a gives node, and returns those tasks (in:
+// by vertex, as runproto.Run.Mine gives them once the SM has checked that
+// every owner names a node of a; a first build takes it, run.firstIn, so
+// that a run's start passes over its owners once for both).
+func planFits(pt *runproto.Part, a *transport.Assignment, node string) (in []bool, err error) {
 	if len(a.Owner) != len(pt.G.Vertices) {
-		return fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
+		return nil, fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
 	}
 	mine := nodeMask(a.Nodes, node)
+	in = make([]bool, len(a.Owner))
 	for v, o := range a.Owner {
-		if int(o) < len(mine) && mine[o] && !pt.Holds(v) {
-			return fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
+		if int(o) < len(mine) && mine[o] {
+			if !pt.Holds(v) {
+				return nil, fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
+			}
+			in[v] = true
 		}
 	}
-	return nil
+	return in, nil
 }
 
 // named makes the SM's refusal of a placement name the task at fault.
