@@ -633,6 +633,50 @@ func TestRangesAndNodesKeptForTheArray(t *testing.T) {
 	}
 }
 
+// An entry in the plain form (a leader whose configuration holds a server
+// that reads no ranges: Server.entryRanges, Config.oldLog) decodes to the
+// kept array run after run, though its plans are named by ranges
+// (plansKey, rangesOf): the ranges are added beside the plain bytes, not
+// in their place.
+func TestPlainEntriesShareOneArrayWithTheirPlansKey(t *testing.T) {
+	assign := make([]string, 10_000)
+	for v := range assign {
+		assign[v] = []string{"n1", "n2", "n3"}[v*3/len(assign)]
+	}
+	var first []string
+	var key [32]byte
+	for i := range 3 {
+		b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: fmt.Sprint("r", i), FlowID: "f", Gen: 1, Assignment: slices.Clone(assign)}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != framedRunSubmit {
+			t.Fatalf("frame %#x, want the plain form", b[0])
+		}
+		c, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Run.Assignment, assign) {
+			t.Fatal("the entry decoded to another assignment")
+		}
+		k := plansKey([32]byte{1}, Run{Nodes: []string{"n1", "n2", "n3"}, Assignment: c.Run.Assignment})
+		if i == 0 {
+			first, key = c.Run.Assignment, k
+			continue
+		}
+		if k != key {
+			t.Fatalf("run %d: another plans key", i)
+		}
+		if !sameArray(c.Run.Assignment, first) {
+			t.Fatalf("run %d: the entry unpacked to an array of its own", i)
+		}
+	}
+	if got := rangesOf(first); !bytes.Equal(got, packRanges(assign)) {
+		t.Fatal("the kept array's ranges are not packRanges's")
+	}
+}
+
 // Runs of one array submitted one after another and at once (the FSMs of
 // a process's coordinators, its leader's encodes) each list their nodes
 // as their own: an FSM run's Nodes is not another's.
