@@ -624,6 +624,30 @@ func TestRangesAndNodesKeptForTheArray(t *testing.T) {
 	if _, err := sharedNodesOf([]string{"n1", ""}); err == nil {
 		t.Fatal("a task of no node listed")
 	}
+	// a prefix of the kept array starts where it does but is not it: its
+	// own ranges and nodes (sameArray's length)
+	if got := rangesOf(assign); !bytes.Equal(got, p) {
+		t.Fatal("the first array's ranges changed")
+	}
+	half := assign[:len(assign)/2]
+	if got := rangesOf(half); !bytes.Equal(got, packRanges(half)) || bytes.Equal(got, p) {
+		t.Fatal("a prefix of the kept array packed as the array")
+	}
+	rangesOf(assign) // the array kept again, with its nodes
+	if _, err := sharedNodesOf(assign); err != nil {
+		t.Fatal(err)
+	}
+	k := len(assign) / 4 // all on n2
+	wantK, err := nodesOf(assign[:k])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sharedNodesOf(assign[:k]); err != nil || !slices.Equal(got, wantK) || slices.Equal(got, want) {
+		t.Fatalf("a prefix of the kept array listed %v %v, want %v", got, err, wantK)
+	}
+	if got := rangesOf(assign); cap(got) != len(got) {
+		t.Fatal("rangesOf hands out room to append over the kept bytes")
+	}
 	// plans are named by the assignment's contents, not its array
 	r1 := Run{Nodes: want, Assignment: assign}
 	r2 := Run{Nodes: want, Assignment: slices.Clone(assign)}
