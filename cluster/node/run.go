@@ -381,6 +381,7 @@ func (r *run) teardown() {
 	}
 	n.markEndedLocked(r.id, r.sm.Gen())
 	n.checkDrainedLocked()
+	closing := n.closed
 	n.mu.Unlock()
 	if keep != nil {
 		// No Signal, probe or report reaches the run now (it is not in
@@ -394,7 +395,9 @@ func (r *run) teardown() {
 		keep.spare = r.sm.Release()
 		n.builds.put(keep)
 	}
-	n.events.clearSpare() // the rows the table forgotten above left, if it went (eventPub.clearSpare)
+	if !closing { // a closing node opens no table: no run would take them
+		n.events.clearSpare() // the rows the table forgotten above left, if it went (eventPub.clearSpare)
+	}
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
 
