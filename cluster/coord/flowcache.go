@@ -380,7 +380,7 @@ func plansKey(flow [32]byte, r Run) [32]byte {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(h, "%d:%s;", len(n), n)
 	}
-	h.Write(packRanges(r.Assignment)) // its runs of tasks on one node: a few bytes where a byte a task was 100 KB to hash
+	h.Write(rangesOf(r.Assignment)) // its runs of tasks on one node: a few bytes where a byte a task was 100 KB to hash; packed once for its array (the entry's)
 	var k [32]byte
 	h.Sum(k[:0])
 	return k

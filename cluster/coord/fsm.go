@@ -261,7 +261,7 @@ func encodeCommand(c *Command, ranges bool) ([]byte, error) {
 		r.Assignment = nil
 		head.Run, frame, bulk = &r, framedRunSubmit, nil
 		if ranges {
-			frame, bulk = framedRunSubmitRanges, packRanges(c.Run.Assignment)
+			frame, bulk = framedRunSubmitRanges, rangesOf(c.Run.Assignment)
 		} else {
 			bulk = packAssignment(c.Run.Assignment)
 		}
@@ -348,40 +348,134 @@ func packAssignment(assign []string) []byte {
 	return b
 }
 
-// lastAssignment is the assignment DecodeCommand read last, and its
-// packed bytes: a run of a flow again on the same placement (the leader's
-// placed cache) decodes to the same array, which the FSM's runs then
-// share, where each run of a 100,000-task flow held its own 1.6 MB of
-// string headers, for the garbage collector to scan, until pruned. A run's
-// assignment is read-only (a reassign replaces it whole), as the placed
-// cache already shares it between runs on the leader.
+// lastAssignment is the assignment array DecodeCommand read last, or
+// the leader packed last in ranges (rangesOf), with its packed bytes in
+// each form known (plain: packAssignment's, ranges: packRanges's) and,
+// once asked (sharedNodesOf), the nodes it names: a run of a flow again
+// on the same placement decodes to the same array, which the FSM's runs
+// then share, where each run of a 100,000-task flow held its own 1.6 MB of
+// string headers, for the garbage collector to scan, until pruned; and
+// what is derived from that array is derived once, not at each run (each
+// is a pass over its 100,000 tasks). Both forms are kept because an entry
+// may be in either (a leader writes the plain form while a server of its
+// configuration reads no ranges, Server.entryRanges) while plansKey always
+// names the plans by ranges: an entry in the plain form decodes to the
+// kept array, and its ranges are packed once, added beside the plain
+// bytes rather than in their place. A run's assignment is read-only (a
+// reassign replaces it whole; FSM.Run's callers must not modify it), as
+// the placed cache already shares it between runs on the leader; the
+// packed bytes and nodes are read-only too (copied into an entry or
+// hashed; nodes is copied out).
+//
+// What is kept is named by the array's identity (its first element's
+// address and its length) where it is looked up by an array: lastAssignment
+// itself holds the array (a), so no other array takes its address while it
+// is kept, and an array is never written after it is shared, so the kept
+// bytes are its bytes. Where it is looked up by an entry's bytes
+// (internAssignment), the array handed out is one those bytes unpack to:
+// plain was unpacked to a; ranges was unpacked to a, or is packRanges(a),
+// which unpackRanges reads back to a's contents for any array of at most
+// spec.MaxVertices tasks (unpackRanges refuses more; rangesOf keeps no
+// longer array). Every answer is the one computed from the array's
+// contents or the entry's bytes: the FSM stays a function of its entries.
 var lastAssignment struct {
 	mu     sync.Mutex
-	frame  byte // the form packed is in
-	packed []byte
 	a      []string
+	plain  []byte   // a's entry bytes in framedRunSubmit's form, or nil
+	ranges []byte   // a's entry bytes in framedRunSubmitRanges's form, or nil
+	nodes  []string // nodesOf(a) once asked, else nil
 }
 
+// sameArray says a and b are one array: the same elements, not equal ones.
+func sameArray(a, b []string) bool { return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] }
+
 // internAssignment is unpackAssignment (frame framedRunSubmit) or
-// unpackRanges (framedRunSubmitRanges), the array of the assignment
-// decoded last when b is its bytes again, in the same form.
+// unpackRanges (framedRunSubmitRanges): the kept array when b is its
+// bytes in that form, else a fresh array, which is then the one kept.
 func internAssignment(frame byte, b []byte) ([]string, error) {
 	la := &lastAssignment
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	if la.a != nil && la.frame == frame && bytes.Equal(b, la.packed) {
-		return la.a, nil
-	}
-	unpack := unpackAssignment
+	unpack, kept := unpackAssignment, la.plain
 	if frame == framedRunSubmitRanges {
-		unpack = unpackRanges
+		unpack, kept = unpackRanges, la.ranges
+	}
+	if la.a != nil && kept != nil && bytes.Equal(b, kept) {
+		return la.a, nil
 	}
 	a, err := unpack(b)
 	if err != nil {
 		return nil, err
 	}
-	la.frame, la.packed, la.a = frame, bytes.Clone(b), a
+	la.a, la.plain, la.ranges, la.nodes = a, nil, nil, nil
+	if frame == framedRunSubmitRanges {
+		la.ranges = bytes.Clone(b)
+	} else {
+		la.plain = bytes.Clone(b)
+	}
 	return a, nil
+}
+
+// rangesOf is an assignment in ranges, kept with the array
+// (lastAssignment): a run of a flow again on the same placement packs its
+// assignment, the placed cache's array, into its run_submit entry
+// (encodeCommand) and names its plans by it (plansKey, from the FSM's
+// array, which the entry decodes to: the kept one), and neither passes
+// over its tasks again. The bytes are packRanges(assign) where rangesOf
+// packed them; where they are the bytes of an entry the array was
+// decoded from (internAssignment), they are packRanges's only if that
+// entry was canonical (a leader of this build writes no other), else
+// bytes that unpack to the same assignment: plansKey stays a name of the
+// assignment either way (bytes that unpack to one assignment name no
+// other), a non-canonical one at worst misses plans kept under the
+// canonical name. The bytes are read-only, with no room to append.
+func rangesOf(assign []string) []byte {
+	la := &lastAssignment
+	la.mu.Lock()
+	if la.ranges != nil && sameArray(la.a, assign) {
+		defer la.mu.Unlock()
+		return la.ranges[:len(la.ranges):len(la.ranges)]
+	}
+	la.mu.Unlock()
+	p := packRanges(assign) // outside the lock: a pass over the tasks
+	p = p[:len(p):len(p)]
+	if len(assign) > spec.MaxVertices {
+		return p // unpackRanges refuses it: no entry decodes to it, nothing to keep
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if sameArray(la.a, assign) { // the array kept: its ranges beside what else it has
+		if la.ranges == nil {
+			la.ranges = p
+		}
+		return p
+	}
+	la.a, la.plain, la.ranges, la.nodes = assign, nil, p, nil
+	return p
+}
+
+// sharedNodesOf is nodesOf(assign), found once for the kept array
+// (lastAssignment): a run_submit of a flow again on the same placement
+// lists its nodes without a pass over its tasks. The slice is the
+// caller's own.
+func sharedNodesOf(assign []string) ([]string, error) {
+	la := &lastAssignment
+	la.mu.Lock()
+	if la.nodes != nil && sameArray(la.a, assign) {
+		defer la.mu.Unlock()
+		return slices.Clone(la.nodes), nil
+	}
+	la.mu.Unlock()
+	nodes, err := nodesOf(assign)
+	if err != nil {
+		return nil, err
+	}
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if sameArray(la.a, assign) {
+		la.nodes = slices.Clone(nodes)
+	}
+	return nodes, nil
 }
 
 // packRanges writes an assignment (vertex → node id) as the number of
@@ -577,7 +671,7 @@ func (f *FSM) Apply(c *Command) error {
 		if r.Gen != 1 {
 			return refuse("run %s submitted with gen %d, want 1", r.ID, r.Gen)
 		}
-		nodes, err := nodesOf(r.Assignment)
+		nodes, err := sharedNodesOf(r.Assignment)
 		if err != nil {
 			return refuse("run %s: %v", r.ID, err)
 		}

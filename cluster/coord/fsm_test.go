@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -563,6 +564,201 @@ func FuzzUnpackRanges(f *testing.F) {
 		back, err := unpackRanges(packRanges(a))
 		if err != nil || !slices.Equal(back, a) {
 			t.Fatalf("assignment %v does not round trip: %v", a, err)
+		}
+	})
+}
+
+// A run again on the same placement packs its assignment's array into
+// its run_submit entry and names its plans by it without a pass over its
+// tasks (rangesOf), and the entry decodes to that very array, whose nodes
+// the FSM lists once (sharedNodesOf). What is kept is the array's: another
+// array, however equal, and any other assignment are packed and listed
+// from their own tasks, and every answer is the one computed afresh.
+func TestRangesAndNodesKeptForTheArray(t *testing.T) {
+	assign := make([]string, 10_000)
+	for v := range assign {
+		assign[v] = []string{"n2", "n1", "n3"}[v*3/len(assign)]
+	}
+	p := rangesOf(assign)
+	if !bytes.Equal(p, packRanges(assign)) {
+		t.Fatal("rangesOf is not packRanges")
+	}
+	if q := rangesOf(assign); &q[0] != &p[0] {
+		t.Fatal("the same array packed again")
+	}
+	b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: "r1", FlowID: "f", Gen: 1, Assignment: assign}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameArray(c.Run.Assignment, assign) {
+		t.Fatal("the entry of the array packed last did not decode to it")
+	}
+	want := []string{"n1", "n2", "n3"}
+	for range 2 {
+		nodes, err := sharedNodesOf(assign)
+		if err != nil || !slices.Equal(nodes, want) {
+			t.Fatalf("nodes %v %v, want %v", nodes, err, want)
+		}
+		nodes[0] = "scribbled" // the caller's own: the next answer is not this
+	}
+	// an equal array elsewhere, then another assignment: their own answers
+	other := slices.Clone(assign)
+	if q := rangesOf(other); !bytes.Equal(q, p) || &q[0] == &p[0] {
+		t.Fatal("an equal array's packing: not equal, or the other array's bytes")
+	}
+	moved := slices.Clone(assign)
+	moved[0] = "n4"
+	if q := rangesOf(moved); !bytes.Equal(q, packRanges(moved)) {
+		t.Fatal("another assignment packed as the one kept")
+	}
+	if nodes, err := sharedNodesOf(moved); err != nil || !slices.Equal(nodes, []string{"n1", "n2", "n3", "n4"}) {
+		t.Fatalf("another assignment's nodes %v %v", nodes, err)
+	}
+	if nodes, err := sharedNodesOf(assign); err != nil || !slices.Equal(nodes, want) {
+		t.Fatalf("the first array's nodes now %v %v", nodes, err)
+	}
+	if _, err := sharedNodesOf([]string{"n1", ""}); err == nil {
+		t.Fatal("a task of no node listed")
+	}
+	// a prefix of the kept array starts where it does but is not it: its
+	// own ranges and nodes (sameArray's length)
+	if got := rangesOf(assign); !bytes.Equal(got, p) {
+		t.Fatal("the first array's ranges changed")
+	}
+	half := assign[:len(assign)/2]
+	if got := rangesOf(half); !bytes.Equal(got, packRanges(half)) || bytes.Equal(got, p) {
+		t.Fatal("a prefix of the kept array packed as the array")
+	}
+	rangesOf(assign) // the array kept again, with its nodes
+	if _, err := sharedNodesOf(assign); err != nil {
+		t.Fatal(err)
+	}
+	k := len(assign) / 4 // all on n2
+	wantK, err := nodesOf(assign[:k])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sharedNodesOf(assign[:k]); err != nil || !slices.Equal(got, wantK) || slices.Equal(got, want) {
+		t.Fatalf("a prefix of the kept array listed %v %v, want %v", got, err, wantK)
+	}
+	if got := rangesOf(assign); cap(got) != len(got) {
+		t.Fatal("rangesOf hands out room to append over the kept bytes")
+	}
+	// plans are named by the assignment's contents, not its array
+	r1 := Run{Nodes: want, Assignment: assign}
+	r2 := Run{Nodes: want, Assignment: slices.Clone(assign)}
+	r3 := Run{Nodes: []string{"n1", "n2", "n3", "n4"}, Assignment: moved}
+	if plansKey([32]byte{1}, r1) != plansKey([32]byte{1}, r2) || plansKey([32]byte{1}, r1) == plansKey([32]byte{1}, r3) {
+		t.Fatal("plansKey depends on the array, or not on the assignment")
+	}
+}
+
+// An entry in the plain form (a leader whose configuration holds a server
+// that reads no ranges: Server.entryRanges, Config.oldLog) decodes to the
+// kept array run after run, though its plans are named by ranges
+// (plansKey, rangesOf): the ranges are added beside the plain bytes, not
+// in their place.
+func TestPlainEntriesShareOneArrayWithTheirPlansKey(t *testing.T) {
+	assign := make([]string, 10_000)
+	for v := range assign {
+		assign[v] = []string{"n1", "n2", "n3"}[v*3/len(assign)]
+	}
+	var first []string
+	var key [32]byte
+	for i := range 3 {
+		b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: fmt.Sprint("r", i), FlowID: "f", Gen: 1, Assignment: slices.Clone(assign)}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != framedRunSubmit {
+			t.Fatalf("frame %#x, want the plain form", b[0])
+		}
+		c, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Run.Assignment, assign) {
+			t.Fatal("the entry decoded to another assignment")
+		}
+		k := plansKey([32]byte{1}, Run{Nodes: []string{"n1", "n2", "n3"}, Assignment: c.Run.Assignment})
+		if i == 0 {
+			first, key = c.Run.Assignment, k
+			continue
+		}
+		if k != key {
+			t.Fatalf("run %d: another plans key", i)
+		}
+		if !sameArray(c.Run.Assignment, first) {
+			t.Fatalf("run %d: the entry unpacked to an array of its own", i)
+		}
+	}
+	if got := rangesOf(first); !bytes.Equal(got, packRanges(assign)) {
+		t.Fatal("the kept array's ranges are not packRanges's")
+	}
+}
+
+// Runs of one array submitted one after another and at once (the FSMs of
+// a process's coordinators, its leader's encodes) each list their nodes
+// as their own: an FSM run's Nodes is not another's.
+func TestRunsOfOneAssignmentOwnTheirNodes(t *testing.T) {
+	assign := []string{"n2", "n2", "n1"}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			f := NewFSM()
+			for i := range 20 {
+				id := fmt.Sprintf("r%d-%d", g, i)
+				if err := f.Apply(&Command{Op: OpFlowPut, Flow: &StoredFlow{ID: FlowID([]byte("x")), Text: []byte("x")}}); err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := encodeCommand(&Command{Op: OpRunSubmit, Run: &Run{ID: id, FlowID: FlowID([]byte("x")), State: proto.RunRunning, Gen: 1, Assignment: assign}}, true)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := f.ApplyEntry(b); err != nil {
+					t.Error(err)
+					return
+				}
+				r, _ := f.Run(id)
+				if !slices.Equal(r.Nodes, []string{"n1", "n2"}) {
+					t.Errorf("run %s: nodes %v", id, r.Nodes)
+				}
+				r.Nodes[0] = "scribbled"
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkPlacementAgain is what a run again on the same placement
+// derives from its 100K-task assignment on the way to its Assignment:
+// its ranges twice (the run_submit entry, the plans' key) and its nodes
+// twice (the submit's boot ids, the FSM's apply). "passes" derives them
+// from the tasks each time, as before lastAssignment kept them; "kept"
+// as now.
+func BenchmarkPlacementAgain(b *testing.B) {
+	assign := make([]string, 100_000)
+	for v := range assign {
+		assign[v] = []string{"n2", "n1", "n3"}[v*3/len(assign)]
+	}
+	b.Run("passes", func(b *testing.B) {
+		for range b.N {
+			_, _ = packRanges(assign), packRanges(assign)
+			_, _ = nodesOf(assign)
+			_, _ = nodesOf(assign)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		for range b.N {
+			_, _ = rangesOf(assign), rangesOf(assign)
+			_, _ = sharedNodesOf(assign)
+			_, _ = sharedNodesOf(assign)
 		}
 	})
 }

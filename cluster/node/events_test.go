@@ -370,6 +370,179 @@ func TestEventRowsWrittenByWorkersLoseNothing(t *testing.T) {
 	}
 }
 
+// A run's teardown clears the rows its forgotten table left (clearSpare):
+// the next table of as many vertices takes them clear, as the same
+// array, and a table dropped later (its last changes sent after the
+// forget) leaves rows that its successor's open clears itself. Rows that
+// take the place of cleared ones are not taken for clear (spareClear ⇒
+// every row of spare is zero).
+func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
+	const n = 300
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	emitAll := func(run string) { emitN(p, run, n) }
+	zero := func(tab *taskTable) {
+		t.Helper()
+		for v := range tab.rows {
+			if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.state != 0 {
+				t.Fatalf("row %d of a new table: %+v", v, r)
+			}
+		}
+	}
+	a := p.open("a", "n1", n)
+	emitAll("a")
+	p.cut()
+	rows := a.rows
+	p.forget(a)
+	p.clearSpare()
+	if !p.spareClear || &p.spare[0] != &rows[0] {
+		t.Fatal("the forgotten table's rows are not the spare, cleared")
+	}
+	for v := range rows {
+		if r := &rows[v]; r.act != 0 || r.lk.Load() != 0 || r.state != 0 {
+			t.Fatalf("row %d of the spare: %+v", v, r)
+		}
+	}
+	p.clearSpare() // clear already: nothing to do
+	b := p.open("b", "n1", n)
+	if &b.rows[0] != &rows[0] || p.spare != nil || p.spareClear {
+		t.Fatal("the next table did not take the spare rows")
+	}
+	zero(b)
+	// b's last changes wait when it is forgotten: it goes at the cut,
+	// later than the teardown's clearSpare, and its successor clears
+	emitAll("b")
+	p.forget(b)
+	p.clearSpare()
+	if p.spare != nil {
+		t.Fatal("a table with changes not sent left its rows")
+	}
+	p.cut()
+	if p.spare == nil || p.spareClear {
+		t.Fatal("the table dropped at the cut did not leave its rows, not cleared")
+	}
+	c := p.open("c", "n1", n)
+	if &c.rows[0] != &rows[0] {
+		t.Fatal("the third table did not take the spare rows")
+	}
+	zero(c)
+	// c's rows, cleared at its teardown, then a table of another size
+	// (which does not take them) is dropped on top: its rows, written,
+	// are the spare now, not clear, and its successor's open clears them
+	emitAll("c")
+	p.cut()
+	p.forget(c)
+	p.clearSpare()
+	if !p.spareClear || &p.spare[0] != &rows[0] {
+		t.Fatal("c's rows are not the spare, cleared")
+	}
+	const m = n / 2
+	d := p.open("d", "n1", m)
+	if &d.rows[0] == &rows[0] || p.spare == nil {
+		t.Fatal("a table of another size took the spare rows")
+	}
+	dRows := d.rows
+	emitN(p, "d", m)
+	p.cut()
+	p.forget(d)
+	if len(p.spare) != m || &p.spare[0] != &dRows[0] {
+		t.Fatal("the dropped table's written rows are not the spare")
+	}
+	e := p.open("e", "n1", m)
+	if &e.rows[0] != &dRows[0] {
+		t.Fatal("the successor of d did not take its rows")
+	}
+	zero(e)
+}
+
+// An Assignment may come while the last run's teardown clears the spare
+// rows (the leader's Cancel and the client's next submit go on at once):
+// an open of their size waits for the clear and takes them, not a fresh
+// table. Rows that take the place of those being cleared (a table of
+// another size dropped meanwhile) are not marked clear when that clear
+// ends: the next open of their size clears them.
+func TestOpenWaitsForTheSpareRowsClear(t *testing.T) {
+	const n, m = 300, 150
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	zero := func(tab *taskTable) {
+		t.Helper()
+		for v := range tab.rows {
+			if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.state != 0 {
+				t.Fatalf("row %d of a new table: %+v", v, r)
+			}
+		}
+	}
+	ended := func(run string, size int) []taskRow {
+		tab := p.open(run, "n1", size)
+		emitN(p, run, size)
+		p.cut()
+		rows := tab.rows
+		p.forget(tab) // dropped: its rows are the spare
+		return rows
+	}
+	// holdClear starts a teardown's clearSpare held before its clear, and
+	// returns what lets it go and what says it has returned
+	holdClear := func() (release func(), done <-chan struct{}) {
+		clearing, rel, fin := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		hook := func() { close(clearing); <-rel }
+		clearSpareTestHook.Store(&hook)
+		go func() {
+			defer close(fin)
+			p.clearSpare()
+		}()
+		<-clearing
+		clearSpareTestHook.Store(nil)
+		return func() { close(rel) }, fin
+	}
+	t.Cleanup(func() { clearSpareTestHook.Store(nil); openWaitTestHook.Store(nil) })
+
+	rows := ended("a", n)
+	release, done := holdClear()
+	p.clearSpare() // one clear at a time: this one leaves it to the one going on
+	waiting := make(chan struct{})
+	var once sync.Once
+	wait := func() { once.Do(func() { close(waiting) }) }
+	openWaitTestHook.Store(&wait)
+	got := make(chan *taskTable, 1)
+	go func() { got <- p.open("b", "n1", n) }()
+	select {
+	case <-waiting: // the open waits for the clear
+	case <-got:
+		t.Fatal("an open went ahead while the spare rows were cleared")
+	}
+	openWaitTestHook.Store(nil)
+	release()
+	b := <-got
+	<-done
+	if &b.rows[0] != &rows[0] {
+		t.Fatal("an open while the spare rows were cleared made a table of its own")
+	}
+	zero(b)
+
+	// b's rows are being cleared when a table of another size is dropped
+	// on top: its written rows are the spare, and stay marked not clear
+	p.forget(b)
+	release, done = holdClear()
+	dRows := ended("d", m)
+	release()
+	<-done
+	if len(p.spare) != m || &p.spare[0] != &dRows[0] {
+		t.Fatal("the dropped table's rows are not the spare")
+	}
+	e := p.open("e", "n1", m)
+	if &e.rows[0] != &dRows[0] {
+		t.Fatal("the next open of their size did not take the dropped table's rows")
+	}
+	zero(e)
+}
+
+// emitN records every task of run's table, of n tasks, done once.
+func emitN(p *eventPub, run string, n int) {
+	for v := range uint32(n) {
+		p.emit(transport.TaskEvent{Run: run, Gen: 1, Task: v, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1,
+			Start: time.Unix(100, 1), End: time.Unix(100, 6)})
+	}
+}
+
 // A cut reads the rows of the chunks marked when it swaps the bitmap, which
 // may be more than it counted for its writer's hint: workers go on marking
 // chunks until the swap (here the hook writes them there, as a worker on

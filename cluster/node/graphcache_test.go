@@ -3,7 +3,10 @@ package node
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,13 +98,16 @@ func TestPlanFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planFits(pt, a, "n0"); err != nil {
-		t.Fatalf("n0's own plan: %v", err)
+	if in, err := planFits(pt, a, "n0", true); err != nil || !slices.Equal(in, []bool{true, false}) {
+		t.Fatalf("n0's own plan: %v, its tasks %v", err, in)
 	}
-	if err := planFits(pt, a, "n1"); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
+	if sm, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: a.Nodes, Owner: a.Owner}); err != nil || !slices.Equal(sm.Mine(), []bool{true, false}) {
+		t.Fatalf("the SM's tasks of n0: %v", err)
+	}
+	if _, err := planFits(pt, a, "n1", false); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
 		t.Fatalf("n0's plan taken for n1's: %v", err)
 	}
-	if err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0"); !errors.Is(err, runproto.ErrPlan) {
+	if _, err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0", true); !errors.Is(err, runproto.ErrPlan) {
 		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
 	}
 	// A plan of another size is refused before a graph of its size is
@@ -116,6 +122,69 @@ func TestPlanFits(t *testing.T) {
 	}
 	if _, err := gc.compile(nil, nil, 2, transport.Limits{}, nil); !errors.Is(err, ErrNoPlan) {
 		t.Fatalf("no plan: %v", err)
+	}
+}
+
+// The tasks planFits marks for a run's first build are the SM's (Mine),
+// for any owners the SM takes: a node named more than once in Nodes owns
+// the tasks of each of its places. Owners past Nodes the SM refuses, as
+// before, and planFits does not fail on them.
+func TestPlanFitsMarksMine(t *testing.T) {
+	const n = 64
+	var y strings.Builder
+	y.WriteString("name: wide\ntasks:\n")
+	for v := range n {
+		fmt.Fprintf(&y, "  - {name: t%d, func: noop}\n", v)
+	}
+	f, err := spec.Parse("wide.yaml", []byte(y.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := spec.Marshal(f, spec.FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a part that holds every task: the plan of a placement all on n0
+	all := &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: make([]uint32, n)}
+	pt, err := newGraphCache(10).compile(planned(t, js, all, "n0").Plan, nil, n, transport.Limits{}, funcs.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	names := []string{"n0", "n1", "n2"}
+	for i := range 200 {
+		nodes := make([]string, 1+rng.IntN(5)) // with repeats, n0 among them or not
+		for k := range nodes {
+			nodes[k] = names[rng.IntN(len(names))]
+		}
+		owner := make([]uint32, n)
+		for v := range owner {
+			owner[v] = uint32(rng.IntN(len(nodes)))
+		}
+		a := &transport.Assignment{Run: "r", Nodes: nodes, Owner: owner}
+		in, err := planFits(pt, a, "n0", true)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		sm, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: nodes, Owner: owner})
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if !slices.Equal(in, sm.Mine()) {
+			t.Fatalf("case %d (nodes %q, owners %v): planFits marked %v, Mine %v", i, nodes, owner, in, sm.Mine())
+		}
+		if fits, err := planFits(pt, a, "n0", false); err != nil || fits != nil {
+			t.Fatalf("case %d: unmarked check %v %v", i, fits, err)
+		}
+		owner[rng.IntN(n)] = uint32(len(nodes) + rng.IntN(3)) // past Nodes
+		if _, err := planFits(pt, a, "n0", true); err != nil {
+			t.Fatalf("case %d: an owner past Nodes failed the plan's check: %v", i, err)
+		}
+		if _, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: nodes, Owner: owner}); err == nil {
+			t.Fatalf("case %d: the SM took an owner past Nodes", i)
+		}
 	}
 }
 

@@ -827,7 +827,8 @@ func (n *Node) assign(a *transport.Assignment) {
 	r, err := newRun(n, a, cached)
 	var p *part
 	if err == nil {
-		p, err = r.build(r.mine())
+		p, err = r.build(r.firstIn) // the SM's Mine, found with the plan's check (planFits)
+		r.firstIn = nil
 	}
 	n.mu.Lock()
 	if err == nil && n.closed {

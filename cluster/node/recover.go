@@ -17,9 +17,6 @@ import (
 // follows the run's record to rebuild their inputs: every Signal addressed to
 // a node that is not in the generation, whose destination this node now owns.
 
-// mine marks the vertices this node runs in the generation in force.
-func (r *run) mine() []bool { return r.sm.Mine() }
-
 // update takes a newer generation of the run (see above): the SM switches
 // the owner table and decides the Signals held for it; the node opens the
 // tasks that moved here and follows the record for them.
@@ -86,7 +83,7 @@ func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := planFits(pt, a, r.n.id); err != nil {
+	if _, err := planFits(pt, a, r.n.id, false); err != nil {
 		return nil, err
 	}
 	return pt, nil

@@ -35,6 +35,11 @@ type run struct {
 	// other reads the same.
 	pt     atomic.Pointer[runproto.Part]
 	nLocal int
+	// firstIn is the vertices here of the Assignment that starts the run
+	// here (planFits; of a generation after the first where this node
+	// takes over tasks), for the first part's build (Node.assign), which
+	// drops it.
+	firstIn []bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -137,7 +142,7 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 	} else if pt, err = n.graphs.compile(a.Plan, a.PlanDigest, len(a.Owner), n.conn.Limits(), n.reg); err != nil {
 		return r, err
 	}
-	if err := planFits(pt, a, n.id); err != nil {
+	if r.firstIn, err = planFits(pt, a, n.id, true); err != nil {
 		return r, err
 	}
 	r.pt.Store(pt)
@@ -149,18 +154,30 @@ func newRun(n *Node, a *transport.Assignment, held *cachedPlan) (*run, error) {
 }
 
 // planFits checks that pt, the part compiled from a's plans, is of a's run
-// size and holds every task a gives node.
-func planFits(pt *runproto.Part, a *transport.Assignment, node string) error {
+// size and holds every task a gives node, and, where mark is set, returns
+// those tasks (in: by vertex, as runproto.Run.Mine gives them once the SM
+// has checked that every owner names a node of a; a first build takes it,
+// run.firstIn, so that a run's start passes over its owners once for
+// both).
+func planFits(pt *runproto.Part, a *transport.Assignment, node string, mark bool) (in []bool, err error) {
 	if len(a.Owner) != len(pt.G.Vertices) {
-		return fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
+		return nil, fmt.Errorf("%w: the assignment places %d tasks, its plan has %d", runproto.ErrPlan, len(a.Owner), len(pt.G.Vertices))
 	}
 	mine := nodeMask(a.Nodes, node)
+	if mark {
+		in = make([]bool, len(a.Owner))
+	}
 	for v, o := range a.Owner {
-		if int(o) < len(mine) && mine[o] && !pt.Holds(v) {
-			return fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
+		if int(o) < len(mine) && mine[o] {
+			if !pt.Holds(v) {
+				return nil, fmt.Errorf("%w: the assignment gives task %d to node %s, and its plan does not hold it", runproto.ErrPlan, v, node)
+			}
+			if mark {
+				in[v] = true
+			}
 		}
 	}
-	return nil
+	return in, nil
 }
 
 // named makes the SM's refusal of a placement name the task at fault.
@@ -364,6 +381,7 @@ func (r *run) teardown() {
 	}
 	n.markEndedLocked(r.id, r.sm.Gen())
 	n.checkDrainedLocked()
+	closing := n.closed
 	n.mu.Unlock()
 	if keep != nil {
 		// No Signal, probe or report reaches the run now (it is not in
@@ -376,6 +394,9 @@ func (r *run) teardown() {
 		// Stop (runproto.Run.Release).
 		keep.spare = r.sm.Release()
 		n.builds.put(keep)
+	}
+	if !closing { // a closing node opens no table: no run would take them
+		n.events.clearSpare() // the rows the table forgotten above left, if it went (eventPub.clearSpare)
 	}
 	n.log.Info("run released", "run", r.id, "gen", r.curGen(), "reason", r.reason)
 }
