@@ -206,7 +206,7 @@
 // subflow children by name); what changed goes to JetStream as one
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
 // on every flush (before each TermReport), at once when a run's table has
-// 16K rows first changed since its last cut (cutRows: a long run of short
+// 32K rows first changed since its last cut (cutRows: a long run of short
 // tasks is stored while it goes on), and at once on a failure or a
 // task still running RunningAfter after it began (the run's loop scans
 // the activations in flight every scanEvery, less often in runs of more

@@ -86,12 +86,13 @@ type eventPub struct {
 // than this is cut (and stored, and folded by the leader) while the run
 // goes on, every cutRows rows first changed, rather than all at once
 // when the run goes idle, where the cut, its store and the leader's fold
-// were the serial tail of a short run of many tasks. 16K rows: a report
-// of ~1 MB (~0.5 ms to cut), few enough a run (a 100K-task run: six) that
-// the fixed cost of each (a JetStream store, the leader's wake-up, fetch
-// and record check) stays small against the rows; measured in
-// docs/benchmarks/cluster-speed.md (session 14).
-const cutRows = 16384
+// were the serial tail of a short run of many tasks. 32K rows (~1 ms
+// to cut): each early report costs a fixed share on the leader (its
+// status long poll wakes, fetches, folds and answers its client, who
+// asks again), ~1 ms of CPU a report under load, so few a run (a
+// 100K-task run: three); at 16K (six) the tail after idle was no shorter
+// and the CPU higher (docs/benchmarks/cluster-speed.md, session 14).
+const cutRows = 32768
 
 // taskTable is one run's tasks on this node: rows by vertex, and rows by
 // name for the subflow children (that are no vertex).
@@ -643,7 +644,7 @@ func (p *eventPub) forget(t *taskTable) {
 // runs going on here that can kick one (cutAt) stay listed: their workers,
 // writing rows while the cut reads them, find the table listed and take
 // no p.mu to list it again (which would wait out the cut: a volume cut's
-// rows are being written, both workers waited for each cut of 16K rows).
+// rows are being written, both workers waited for each cut of 32K rows).
 // A change the cut misses stays marked (its row, its chunk's bit) in a
 // listed table, which the next publish cuts; the loop arms the linger
 // after such a publish (a change after it finds the table listed, not
