@@ -37,12 +37,15 @@ import (
 // (under p.mu, once a cut). A cut (under p.mu) unlists the table first,
 // then swaps the bitmap's words and reads each row marked dirty in each
 // chunk marked (under its lock), so a change either is in the cut or lists
-// the table again: what was recorded before a flush is in the reports that
-// flush stores (the report before every TermReport holds every change
-// before it). A report is of one generation: a row changed under another
-// generation than the one it waits to be sent under cuts the table first
-// (under p.mu), and a cut makes one report per generation, the older
-// first. Subflow children's rows (by name) are recorded under p.mu.
+// the table again (a volume publish keeps the run tables it cuts listed
+// instead, so a change it misses waits in a listed table for the next
+// publish: cutAllLocked): what was recorded before a flush is in the
+// reports that flush stores (the report before every TermReport holds
+// every change before it). A report is of one generation: a row changed
+// under another generation than the one it waits to be sent under cuts
+// the table first (under p.mu), and a cut makes one report per
+// generation, the older first. Subflow children's rows (by name) are
+// recorded under p.mu.
 type eventPub struct {
 	conn   *transport.Conn
 	linger time.Duration
@@ -538,8 +541,9 @@ func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 var cutTestHook atomic.Pointer[func(*taskTable)]
 
 // cutLocked moves t's changes into reports on the queue (under p.mu), one
-// per generation, the older first, each written as it is cut. t is
-// unlisted before its rows are read: a change a cut misses lists it again.
+// per generation, the older first, each written as it is cut. The caller
+// unlists t before its rows are read, so that a change a cut misses lists
+// it again, or keeps it listed (cutAllLocked with keep).
 func (p *eventPub) cutLocked(t *taskTable) {
 	// The count of chunks marked restarts before the swaps: a chunk
 	// marked after its word's swap counts towards the next cut.
