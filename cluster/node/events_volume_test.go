@@ -148,9 +148,13 @@ func TestEarlyCutsFoldAsOneAtIdle(t *testing.T) {
 }
 
 // Workers write a table's rows while a publisher cuts it only when its
-// volume kicks (as the loop does on p.vol: the table kept listed): each kick comes once per
-// crossing, the reports, read in order, end at each vertex's last
-// activation, and the cut at idle leaves nothing behind.
+// volume kicks (as the loop does on p.vol: the table kept listed): every
+// kick is cut once (none merge here: the next kick needs the count the
+// cut that takes this one restarts), the reports, read in order, end at
+// each vertex's last activation, and the cut at idle leaves nothing
+// behind. Worker 0 waits after its first pass (which alone marks more
+// than cutRows rows, so it kicks) for the first cut, so that a cut always
+// comes while rows are still being written, however the cores go.
 func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 	const workers, per, acts = 2, 4096, 3
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
@@ -158,15 +162,29 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 	tab := p.open("r", "n1", workers*per)
 	stop := make(chan struct{})
 	var reports []*transport.TaskReport
+	cuts := 0
+	firstCut := make(chan struct{}) // closed by the cutter after its first cut
 	cutter := make(chan struct{})
 	go func() {
 		defer close(cutter)
+		cut := func() {
+			reports = append(reports, p.cutKeep()...)
+			if cuts++; cuts == 1 {
+				close(firstCut)
+			}
+		}
 		for {
 			select {
 			case <-stop:
+				// select may pick the stop over a kick pending beside it
+				// (a cutter that got no core before the workers ended):
+				// that kick is cut first.
+				if kicked(p) {
+					cut()
+				}
 				return
 			case <-p.vol:
-				reports = append(reports, p.cutKeep()...)
+				cut()
 			}
 		}
 	}()
@@ -179,6 +197,9 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 					first, _ := p.record(tab, false, 1, v, transport.TaskDone, a, a, nil, "", 1, 2)
 					p.nudgeFor(transport.TaskDone, first)
 				}
+				if w == 0 && a == 1 {
+					<-firstCut
+				}
 			}
 		})
 	}
@@ -186,10 +207,10 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 	close(stop)
 	<-cutter
 	early := len(reports)
-	reports = append(reports, p.cut()...)
-	if early == 0 || p.volumeCuts.Load() == 0 {
-		t.Fatalf("%d reports cut on %d volume kicks while %d rows were written %d times each, kicked every 512", early, p.volumeCuts.Load(), workers*per, acts)
+	if kicks := p.volumeCuts.Load(); early == 0 || uint64(cuts) != kicks {
+		t.Fatalf("%d reports in %d cuts on %d volume kicks while %d rows were written %d times each, kicked every 512", early, cuts, kicks, workers*per, acts)
 	}
+	reports = append(reports, p.cut()...)
 	latest := map[uint32]uint64{}
 	for _, tr := range reports {
 		for _, d := range tr.Tasks {
