@@ -405,3 +405,55 @@ func TestVolumeCutArmsTheLinger(t *testing.T) {
 	p.nudgeFor(transport.TaskDone, first)
 	testsupport.EventuallyCtx(t, ctx, "a change after a volume cut stored without a flush", func() bool { return stored()[999] == 5 })
 }
+
+// A table a volume cut kept listed and its run then forgot is not dropped
+// while listed (what it still has is not cut yet); the next publish's cut
+// (no keep) unlists, cuts and drops it, and leaves its rows as the spare
+// that the next run of as many vertices opens on.
+func TestKeptTableForgottenGoesToTheSpare(t *testing.T) {
+	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
+	p.cutRows = 4 * rowsPerBit
+	const nv = 16 * rowsPerBit
+	tab := p.open("r", "n1", nv)
+	rec := func(v uint32, act uint64) {
+		if _, err := p.record(tab, false, 1, v, transport.TaskDone, act, act, nil, "", 1, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := range uint32(4 * rowsPerBit) {
+		rec(v, 1)
+	}
+	if n := len(p.cutKeep()); n != 1 || !tab.listed.Load() {
+		t.Fatalf("a volume cut: %d reports, listed %v", n, tab.listed.Load())
+	}
+	rec(7, 2) // after the kept cut: waits in the listed table
+	p.forget(tab)
+	if p.tabs["r"] != tab || !tab.listed.Load() || tab.rows == nil || p.spare != nil {
+		t.Fatalf("a listed table was dropped when forgotten: in tabs %v, listed %v, spare %v", p.tabs["r"] == tab, tab.listed.Load(), p.spare != nil)
+	}
+	got := p.cut()
+	if len(got) != 1 || len(got[0].Tasks) != 1 || got[0].Tasks[0].Task != 7 || got[0].Tasks[0].Act != 2 {
+		t.Fatalf("the cut after the forget: %v", got)
+	}
+	if p.tabs["r"] != nil || tab.listed.Load() || len(p.changed) != 0 {
+		t.Fatal("the cut after the forget left the table")
+	}
+	if p.spare == nil || len(p.spare) != nv || tab.rows != nil {
+		t.Fatalf("the dropped table's rows are not the spare: %d spare rows, %d left in the table", len(p.spare), len(tab.rows))
+	}
+	spare := &p.spare[0]
+	next := p.open("r2", "n1", nv)
+	if &next.rows[0] != spare || p.spare != nil {
+		t.Fatal("the next run of as many vertices did not open on the spare rows")
+	}
+	for i := range next.dirty {
+		if next.dirty[i].Load() != 0 {
+			t.Fatalf("the spare's dirty word %d is set", i)
+		}
+	}
+	for v := range next.rows {
+		if next.rows[v].lk.Load() != 0 || next.rows[v].act != 0 {
+			t.Fatalf("the spare's row %d not cleared", v)
+		}
+	}
+}
