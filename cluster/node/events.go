@@ -22,10 +22,15 @@ import (
 // and publishes what changed as TaskReports: every EventLinger after a
 // first change, when flushed (the run's reports to the leader flush it, so
 // at idle, on every heartbeat and at the run's end), at once when a task
-// fails or is still running RunningAfter after it began, and at once when
-// a run's table has cutRows rows (counted by chunk) first changed since
-// its last cut, so that a run of many short tasks is stored, and folded
-// by the leader, while it goes on, not all at its end. A task
+// fails or is still running RunningAfter after it began, and, without the
+// linger, when the publisher serves a volume kick: a run's table had
+// cutRows rows (counted by chunk) first changed since its last cut (any
+// cut, a flush's or the linger's too, restarts the count; kicks pending
+// together wake one publish). A run of many short tasks may so be stored,
+// and folded by the leader, while it goes on rather than all at its end:
+// how often depends on when the publisher gets a core (beside two busy
+// workers on two cores, only when a worker gives up its core, preempted
+// or out of work, or the run ends). A task
 // changed several times between two reports is sent once, with its latest
 // values; no per-task message is made on the way.
 //
@@ -82,7 +87,7 @@ type eventPub struct {
 	published, errors atomic.Uint64 // task deltas stored, lost
 	reports           atomic.Uint64 // reports stored
 	retries           atomic.Uint64 // publishes JetStream did not store at the first try
-	volumeCuts        atomic.Uint64 // early publishes kicked by a table's volume (write)
+	volumeCuts        atomic.Uint64 // volume kicks (write), not publishes: kicks pending together wake one
 }
 
 // cutRows is the default eventPub.cutRows: a run's table of more rows
@@ -93,8 +98,10 @@ type eventPub struct {
 // to cut): each early report costs a fixed share on the leader (its
 // status long poll wakes, fetches, folds and answers its client, who
 // asks again), ~1 ms of CPU a report under load, so few a run (a
-// 100K-task run: three); at 16K (six) the tail after idle was no shorter
-// and the CPU higher (docs/benchmarks/cluster-speed.md, session 14).
+// 100K-task run's table crosses 32K rows at most three times, 16K at
+// most six: kicks, of which fewer may become early reports); at 16K the
+// tail after idle was no shorter and the CPU higher
+// (docs/benchmarks/cluster-speed.md, session 14).
 const cutRows = 32768
 
 // taskTable is one run's tasks on this node: rows by vertex, and rows by
