@@ -79,9 +79,10 @@ type eventPub struct {
 	done     chan struct{}
 	started  atomic.Bool
 
-	// cutRows is how many rows first changed since a run table's last cut
-	// (counted by chunk: rowsPerBit) kick an early publish (p.vol) of a
-	// table made by open, without the linger (0: never; cutRows).
+	// cutRows: a run's table (made by open) kicks an early publish (p.vol)
+	// each time this many of its rows, counted by whole chunks of
+	// rowsPerBit, were first changed since its last cut. 0 turns volume
+	// kicks off; newEventPub sets the constant cutRows, tests smaller ones.
 	cutRows int
 
 	published, errors atomic.Uint64 // task deltas stored, lost
@@ -548,9 +549,15 @@ func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 var cutTestHook atomic.Pointer[func(*taskTable)]
 
 // cutLocked moves t's changes into reports on the queue (under p.mu), one
-// per generation, the older first, each written as it is cut. The caller
-// unlists t before its rows are read, so that a change a cut misses lists
-// it again, or keeps it listed (cutAllLocked with keep).
+// per generation, the older first, each written as it is cut. It leaves
+// t.listed as it finds it. A publish's cut (cutAllLocked) unlists t before
+// calling it, so that a change the cut misses lists t again, or, with
+// keep, leaves t listed, where such a change waits for the next publish.
+// The other cuts (open's and tableLocked's of a table its run left, and
+// recordLocked's and recordSlow's on a change of generation) unlist
+// nothing: t stays listed if it was, and a change they miss finds it
+// listed or lists it (record lists its table after each write); their
+// reports wait in the queue for the next publish.
 func (p *eventPub) cutLocked(t *taskTable) {
 	// The count of chunks marked restarts before the swaps: a chunk
 	// marked after its word's swap counts towards the next cut.
@@ -748,7 +755,7 @@ func (p *eventPub) loop() {
 	var waiting []chan struct{} // flushes answered once what they asked for is stored
 	publish := func(keep bool) {
 		if err := p.publish(false, keep); err != nil {
-			arm(retryEvery) // its publish unlists every table
+			arm(retryEvery) // the retry's publish cuts and unlists every table
 			return
 		}
 		if keep {
