@@ -21,8 +21,16 @@ import (
 // recorded under; the output of a sink and the error of a failure beside)
 // and publishes what changed as TaskReports: every EventLinger after a
 // first change, when flushed (the run's reports to the leader flush it, so
-// at idle, on every heartbeat and at the run's end), and at once when a
-// task fails or is still running RunningAfter after it began. A task
+// at idle, on every heartbeat and at the run's end), at once when a task
+// fails or is still running RunningAfter after it began, and, without the
+// linger, when the publisher serves a volume kick: a run's table had
+// cutRows rows (counted by chunk) first changed since its last cut (any
+// cut, a flush's or the linger's too, restarts the count; kicks pending
+// together wake one publish). A run of many short tasks may so be stored,
+// and folded by the leader, while it goes on rather than all at its end:
+// how often depends on when the publisher gets a core (beside two busy
+// workers on two cores, only when a worker gives up its core, preempted
+// or out of work, or the run ends). A task
 // changed several times between two reports is sent once, with its latest
 // values; no per-task message is made on the way.
 //
@@ -34,12 +42,15 @@ import (
 // (under p.mu, once a cut). A cut (under p.mu) unlists the table first,
 // then swaps the bitmap's words and reads each row marked dirty in each
 // chunk marked (under its lock), so a change either is in the cut or lists
-// the table again: what was recorded before a flush is in the reports that
-// flush stores (the report before every TermReport holds every change
-// before it). A report is of one generation: a row changed under another
-// generation than the one it waits to be sent under cuts the table first
-// (under p.mu), and a cut makes one report per generation, the older
-// first. Subflow children's rows (by name) are recorded under p.mu.
+// the table again (a volume publish keeps the run tables it cuts listed
+// instead, so a change it misses waits in a listed table for the next
+// publish: cutAllLocked): what was recorded before a flush is in the
+// reports that flush stores (the report before every TermReport holds
+// every change before it). A report is of one generation: a row changed
+// under another generation than the one it waits to be sent under cuts
+// the table first (under p.mu), and a cut makes one report per
+// generation, the older first. Subflow children's rows (by name) are
+// recorded under p.mu.
 type eventPub struct {
 	conn   *transport.Conn
 	linger time.Duration
@@ -74,15 +85,37 @@ type eventPub struct {
 
 	kick     chan struct{}
 	full     chan struct{}
+	vol      chan struct{} // a table's volume: publish now, keeping it listed (write, cutAllLocked)
 	flushReq chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
 	started  atomic.Bool
 
+	// cutRows: a run's table (made by open) kicks an early publish (p.vol)
+	// each time this many of its rows, counted by whole chunks of
+	// rowsPerBit, were first changed since its last cut. 0 turns volume
+	// kicks off; newEventPub sets the constant cutRows, tests smaller ones.
+	cutRows int
+
 	published, errors atomic.Uint64 // task deltas stored, lost
 	reports           atomic.Uint64 // reports stored
 	retries           atomic.Uint64 // publishes JetStream did not store at the first try
+	volumeCuts        atomic.Uint64 // volume kicks (write), not publishes: kicks pending together wake one
 }
+
+// cutRows is the default eventPub.cutRows: a run's table of more rows
+// than this is cut (and stored, and folded by the leader) while the run
+// goes on, every cutRows rows first changed, rather than all at once
+// when the run goes idle, where the cut, its store and the leader's fold
+// were the serial tail of a short run of many tasks. 32K rows (~1 ms
+// to cut): each early report costs a fixed share on the leader (its
+// status long poll wakes, fetches, folds and answers its client, who
+// asks again), ~1 ms of CPU a report under load, so few a run (a
+// 100K-task run's table crosses 32K rows at most three times, 16K at
+// most six: kicks, of which fewer may become early reports); at 16K the
+// tail after idle was no shorter and the CPU higher
+// (docs/benchmarks/cluster-speed.md, session 14).
+const cutRows = 32768
 
 // taskTable is one run's tasks on this node: rows by vertex, and rows by
 // name for the subflow children (that are no vertex).
@@ -93,6 +126,13 @@ type taskTable struct {
 	fixed     bool            // made by open: rows may be written without p.mu, so they never move
 	gen       atomic.Uint64   // the generation of the latest change (set under p.mu)
 	listed    atomic.Bool     // in eventPub.changed (set without p.mu, cleared under it)
+	// marked counts the chunks whose bit a writer set since the last cut
+	// began (write: the writer whose Or set it); the one that brings it to
+	// cutAt (0: never) kicks an early publish. A hint, not a tally: a
+	// chunk marked between a cut's reset and its swap is counted and sent
+	// by that cut, so a later kick may come a few chunks early.
+	marked atomic.Int32
+	cutAt  int32
 
 	payMu   sync.Mutex            // payload (taken with a row's lock held)
 	payload map[uint32]rowPayload // output or error, of the rows that have one
@@ -167,8 +207,8 @@ type namedRow struct {
 
 func newEventPub(c *transport.Conn, linger time.Duration, log *slog.Logger) *eventPub {
 	return &eventPub{
-		conn: c, linger: linger, log: log, tabs: map[string]*taskTable{},
-		kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		conn: c, linger: linger, log: log, tabs: map[string]*taskTable{}, cutRows: cutRows,
+		kick: make(chan struct{}, 1), full: make(chan struct{}, 1), vol: make(chan struct{}, 1),
 		flushReq: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -218,6 +258,9 @@ func (p *eventPub) open(run, node string, vertices int) *taskTable {
 		t = newTable(run, node, vertices)
 	}
 	t.fixed = true
+	if p.cutRows > 0 && vertices > p.cutRows {
+		t.cutAt = int32(max(p.cutRows/rowsPerBit, 1))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.tabs[run]; old != nil {
@@ -492,7 +535,15 @@ func (p *eventPub) write(t *taskTable, row *taskRow, f uint32, gen uint64, v uin
 	c := v / rowsPerBit
 	w := &t.dirty[c/64]
 	if bit := uint64(1) << (c % 64); w.Load()&bit == 0 {
-		w.Or(bit)
+		// The chunk's first change since the last cut: counted (by the
+		// writer whose Or set the bit) towards an early cut, kicked once a
+		// crossing (p.vol: publish now). What it publishes is cut as any
+		// publish's is (the order of reports and generations is the cut's,
+		// whatever woke it); only the table stays listed (cutAllLocked).
+		if w.Or(bit)&bit == 0 && t.cutAt > 0 && t.marked.Add(1) == t.cutAt {
+			p.volumeCuts.Add(1)
+			nudge(p.vol)
+		}
 	}
 }
 
@@ -505,6 +556,7 @@ func (p *eventPub) list(t *taskTable) bool {
 
 // nudgeFor wakes the publisher for a change recorded: at once for a
 // failure or a running task, else after the linger when it is the first.
+// (A table's volume kicks it at once too: write.)
 func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 	if st == transport.TaskFailed || st == transport.TaskRunning {
 		// A failure goes at once, and so does a task still running
@@ -522,9 +574,19 @@ func (p *eventPub) nudgeFor(st transport.TaskState, first bool) {
 var cutTestHook atomic.Pointer[func(*taskTable)]
 
 // cutLocked moves t's changes into reports on the queue (under p.mu), one
-// per generation, the older first, each written as it is cut. t is
-// unlisted before its rows are read: a change a cut misses lists it again.
+// per generation, the older first, each written as it is cut. It leaves
+// t.listed as it finds it. A publish's cut (cutAllLocked) unlists t before
+// calling it, so that a change the cut misses lists t again, or, with
+// keep, leaves t listed, where such a change waits for the next publish.
+// The other cuts (open's and tableLocked's of a table its run left, and
+// recordLocked's and recordSlow's on a change of generation) unlist
+// nothing: t stays listed if it was, and a change they miss finds it
+// listed or lists it (record lists its table after each write); their
+// reports wait in the queue for the next publish.
 func (p *eventPub) cutLocked(t *taskTable) {
+	// The count of chunks marked restarts before the swaps: a chunk
+	// marked after its word's swap counts towards the next cut.
+	t.marked.Store(0)
 	var reps []*transport.ReportWriter // by generation, ascending; almost always one
 	n := 0                             // the rows of the chunks marked, and the children: a hint (workers mark more until the swap)
 	for i := range t.dirty {
@@ -659,14 +721,32 @@ var clearSpareTestHook, openWaitTestHook atomic.Pointer[func()]
 
 // cutAllLocked cuts every changed table into the queue and takes the
 // queue (under p.mu); a forgotten table with nothing left goes.
-func (p *eventPub) cutAllLocked() []*transport.ReportWriter {
+//
+// With keep (a publish a table's volume kicked: p.vol), the tables of
+// runs going on here that can kick one (cutAt) stay listed: their workers,
+// writing rows while the cut reads them, find the table listed and take
+// no p.mu to list it again (which would wait out the cut: a volume cut's
+// rows are being written, both workers waited for each cut of 32K rows).
+// A change the cut misses stays marked (its row, its chunk's bit) in a
+// listed table, which the next publish cuts; the loop arms the linger
+// after such a publish (a change after it finds the table listed, not
+// first, and kicks nothing), so that it still waits no longer than that.
+func (p *eventPub) cutAllLocked(keep bool) []*transport.ReportWriter {
+	kept := p.changed[:0]
 	for _, t := range p.changed {
-		t.listed.Store(false) // before its rows are read: a change the cut misses lists it again
+		stay := keep && t.cutAt > 0 && !t.forget
+		if !stay {
+			t.listed.Store(false) // before its rows are read: a change the cut misses lists it again
+		}
 		p.cutLocked(t)
-		p.dropLocked(t)
+		if stay {
+			kept = append(kept, t)
+		} else {
+			p.dropLocked(t)
+		}
 	}
-	clear(p.changed)
-	p.changed = p.changed[:0]
+	clear(p.changed[len(kept):])
+	p.changed = kept
 	q := p.queue
 	p.queue = nil
 	return q
@@ -738,10 +818,15 @@ func (p *eventPub) loop() {
 		}
 	}
 	var waiting []chan struct{} // flushes answered once what they asked for is stored
-	publish := func() {
-		if err := p.publish(false); err != nil {
-			arm(retryEvery)
+	publish := func(keep bool) {
+		if err := p.publish(false, keep); err != nil {
+			arm(retryEvery) // the retry's publish cuts and unlists every table
 			return
+		}
+		if keep {
+			// The tables it kept listed (cutAllLocked) wait for the
+			// linger, or the next publish, with what changes after it.
+			arm(p.linger)
 		}
 		for _, ch := range waiting {
 			close(ch)
@@ -753,16 +838,18 @@ func (p *eventPub) loop() {
 		case <-p.kick:
 			arm(p.linger)
 		case <-p.full:
-			publish()
+			publish(false)
+		case <-p.vol:
+			publish(true)
 		case <-timer.C:
 			armed = false
-			publish()
+			publish(false)
 		case ch := <-p.flushReq:
 			waiting = append(waiting, ch)
-			publish()
+			publish(false)
 		case <-p.stop:
 			timer.Stop()
-			_ = p.publish(true)
+			_ = p.publish(true, false)
 			for _, ch := range waiting {
 				close(ch)
 			}
@@ -775,10 +862,10 @@ func (p *eventPub) loop() {
 // order. Reports that fail go back to the front of the queue (a later cut
 // goes behind them, so a task's later values are stored after its earlier
 // ones) and publish returns the error, unless final: then they are counted
-// as lost.
-func (p *eventPub) publish(final bool) error {
+// as lost. keep: a volume kick's (cutAllLocked).
+func (p *eventPub) publish(final, keep bool) error {
 	p.mu.Lock()
-	q := p.cutAllLocked()
+	q := p.cutAllLocked(keep)
 	p.mu.Unlock()
 	if len(q) == 0 {
 		return nil

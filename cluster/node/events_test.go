@@ -21,7 +21,7 @@ import (
 // them: each writer's messages decoded into one report.
 func (p *eventPub) cut() []*transport.TaskReport {
 	p.mu.Lock()
-	q := p.cutAllLocked()
+	q := p.cutAllLocked(false)
 	p.mu.Unlock()
 	return decodeWritten(q)
 }
@@ -640,7 +640,7 @@ func TestCutWritesWhatItSends(t *testing.T) {
 	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskFailed, Act: 1, Executions: 1, Error: "boom",
 		Start: time.Unix(100, 0), End: time.Unix(100, 5)})
 	p.mu.Lock()
-	q := p.cutAllLocked()
+	q := p.cutAllLocked(false)
 	p.mu.Unlock()
 	copy(out, "XXXXX")
 	p.emit(transport.TaskEvent{Run: "r", Gen: 1, Task: 1, Node: "n1", State: transport.TaskDone, Act: 2, Executions: 2,
@@ -661,7 +661,7 @@ func TestCutWritesWhatItSends(t *testing.T) {
 		}
 	}
 	p.mu.Lock()
-	q = p.cutAllLocked()
+	q = p.cutAllLocked(false)
 	p.mu.Unlock()
 	msgs, bytes := 0, 0
 	for _, w := range q {

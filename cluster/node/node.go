@@ -141,6 +141,7 @@ type Stats struct {
 	ReadBacks            uint64 // times the node read back the held runs' records: after a reconnect or a slow consumer's drops
 	EventsPublished      uint64 // task deltas (a task's values in a TaskReport) stored in JetStream
 	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
+	EventVolumeCuts      uint64 // volume kicks: a run table's crossings of cutRows rows (by chunk) first changed since its last cut; not publishes (kicks pending together wake one, and a kick served after another cut may cut little)
 	EventErrors          uint64 // task deltas that could not be stored
 	Failures             uint64 // fail envelopes sent
 
@@ -548,6 +549,7 @@ func (n *Node) Stats() Stats {
 		ReadBacks:            n.stats.readBacks.Load(),
 		EventsPublished:      n.events.published.Load(),
 		EventReports:         n.events.reports.Load(),
+		EventVolumeCuts:      n.events.volumeCuts.Load(),
 		EventErrors:          n.events.errors.Load(),
 		Failures:             n.stats.failure.Load(),
 
