@@ -217,6 +217,28 @@ func BenchmarkFoldRecord100K(b *testing.B) {
 	// The leader's way with reports: each decoded into one TaskReport
 	// reused (the cursor's), its ranges left whole (DecodeRuns), folded whole (addReport, EventFromOwner's rule
 	// a report at a time), then the check through the graph's kept plan.
+	// The check alone, through the graph's kept plan, of one fold of
+	// every task done once (a run again's success, the leader's last step
+	// before its verdict).
+	b.Run("check", func(b *testing.B) {
+		var tr transport.TaskReport
+		var runs []uint32
+		f := NewFold()
+		for _, m := range reports {
+			if err := tr.DecodeRuns(m, transport.Limits{}, &runs); err != nil {
+				b.Fatal(err)
+			}
+			f.addReport(g, &tr, runs, &r)
+		}
+		p := verdictPlanOf(g)
+		b.ResetTimer()
+		for range b.N {
+			if owed, failed := p.check(g, f); len(owed) > 0 || len(failed) > 0 {
+				b.Fatalf("owed %v, failed %v", owed, failed)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Vertices)), "ns/task")
+	})
 	b.Run("leader", func(b *testing.B) {
 		b.ReportAllocs()
 		var tr transport.TaskReport

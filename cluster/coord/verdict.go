@@ -111,6 +111,17 @@ func verdictPlanOf(g *spec.Graph) *verdictPlan {
 	return p.(*verdictPlan)
 }
 
+// allRan reports whether every vertex of strong has a done activation.
+func allRan(strong []int32, acts func(int) (*taskAgg, uint64)) bool {
+	for _, q := range strong {
+		pa, pact := acts(int(q))
+		if pact == 0 || pa.state != transport.TaskDone {
+			return false
+		}
+	}
+	return true
+}
+
 // check is CheckSuccess of g (p's graph) and f.
 func (p *verdictPlan) check(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 	acts := func(v int) (*taskAgg, uint64) {
@@ -148,15 +159,11 @@ func (p *verdictPlan) check(g *spec.Graph, f *Fold) (owed []Owed, failed []strin
 			continue // reached through conditions only: it runs when one picks it
 		}
 		strong := p.strong[p.strongAt[i]:p.strongAt[i+1]]
-		all := true
-		for _, q := range strong {
-			pa, pact := acts(int(q))
-			if pact == 0 || pa.state != transport.TaskDone {
-				all = false
-				break
-			}
-		}
-		if all && act == 0 {
+		// Whether its strong predecessors all ran matters only for a
+		// vertex that never did: one that ran is not read through them
+		// (a pass in vertex order, no predecessor's aggregate read at
+		// random, for a run where every vertex ran).
+		if act == 0 && allRan(strong, acts) {
 			names := make([]string, len(strong))
 			for k, q := range strong {
 				names[k] = g.Vertices[q].Path
