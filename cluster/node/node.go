@@ -204,7 +204,7 @@ type Node struct {
 	log     *slog.Logger
 	now     func() time.Time
 	// clock stamps activations (stamp) when fastClock: no Config.Now.
-	clock     wallClock
+	clock     tscClock
 	fastClock bool
 
 	mu       sync.Mutex
@@ -287,7 +287,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	fast := cfg.Now == nil // activations stamp with the node's wallClock
+	fast := cfg.Now == nil // activations stamp with the node's tscClock
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -337,6 +337,7 @@ func New(cfg Config) (*Node, error) {
 		log:       cfg.Logger.With("node", cfg.ID),
 		now:       cfg.Now,
 		fastClock: fast,
+		clock:     tscClock{on: fast && tscUsable()},
 		runs:      map[string]*run{},
 		early:     map[string]*earlyRun{},
 		ended:     map[string]uint64{},
