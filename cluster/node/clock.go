@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"math/bits"
 	"os"
 	"strings"
@@ -53,22 +54,33 @@ func (c *wallClock) nanos() int64 {
 // the counter read (rdtsc) and scaled from a base, a (counter, wall
 // clock, monotonic clock) reading at most tscRebase ago, instead of a read
 // of the monotonic clock (wallClock.nanos: time.Since, a vDSO call): 19 ns
-// a stamp here against 35 (BenchmarkStampClock). Else, and while the scale is not measured yet
-// (the node's first tscCalibrate), stamps are wallClock's.
+// a stamp here against 35 (BenchmarkStampClock). Else, and while the scale
+// is measured and checked (the node's first 50 ms and half a second at
+// least), stamps are wallClock's.
 //
-// The scale is the monotonic clock's nanoseconds per tick over the span
-// between a base and the one before it (at least tscCalibrate; the first
-// scale is measured over that, the later ones over about a second), so a
+// Each base is taken from the one before by nextBase. A scale is the
+// monotonic clock's nanoseconds a tick over the span between two bases,
+// measured only over a span of tscCalibrate to 2*tscRebase (the first
+// scale) or tscRebase/2 to 2*tscRebase (a later one) in which the wall
+// clock moved as the monotonic one did (no suspend or step between): a
+// base's counter readings are at most tscPairTicks apart before a scale is
+// known and tscPairWidth after, so the first scale is within 1e-3 (50 µs
+// over 50 ms) and a later one within 4e-5 (20 µs over half a second) where
+// the counter keeps its rate, in practice well under a microsecond a
+// second. Every base checks the scale of the one before against the
+// monotonic clock over the span between them, however long: where the
+// counter strays by more than tscTolerance plus 1/tscStrayPart of the span
+// (a counter not in step across cores, not at a constant rate, or run on
+// through a suspend the monotonic clock did not count), the clock switches
+// to wallClock's stamps for good. The counter stamps only from a base whose
+// scale passed that check, the first over half a second at least: a scale
+// that serves agreed with the monotonic clock within 6e-3 (2 ms and 2e-3
+// over half a second) over the span it was measured or checked over, and
+// serves about tscRebase (its base's span, in ticks at the scale). So a
 // stamp is off the wall clock by what wallClock's are (the wall clock's
-// slew or step since the base) plus the scale's error over at most a
-// second: a base's counter readings are at most tscPairTicks apart
-// before a scale is known and tscPairWidth after, so the first scale is
-// within 1e-3 (50 µs over 50 ms; 1 ms over the second it serves at
-// worst) and a later one within 5e-5, in practice well under a
-// microsecond a second. Each base checks the one
-// before: where the counter strays from the monotonic clock by more than
-// tscTolerance (a counter not in step across cores, or not at a constant
-// rate), the clock switches to wallClock's stamps for good. A rebase
+// slew or step since the base) plus the scale's error over that second: at
+// most 6 ms whatever the counter did (the next base then switches the
+// clock off), well under a millisecond where it keeps its rate. A rebase
 // between an activation's two stamps can take them back by the scale's
 // error: run.event then stamps its start as its end. Only shown times are
 // stamps: no timeout, failure or verdict reads one.
@@ -85,14 +97,15 @@ type tscBase struct {
 	mono int64  // monotonic nanoseconds since monoEpoch
 	ns   int64  // Unix nanoseconds
 	mult uint64 // nanoseconds a tick, 32.32 fixed point; 0: not measured yet
-	span int64  // the ticks the base serves (tscRebase at mult); 0: none, stamps are wall's
+	span int64  // the ticks the base serves (tscRebase at mult); 0: none (the scale not checked yet), stamps are wall's
 	off  bool   // the counter strayed: stamps are wall's for good
 }
 
 const (
 	tscRebase    = int64(time.Second)
 	tscCalibrate = int64(50 * time.Millisecond)
-	tscTolerance = int64(2 * time.Millisecond)  // over NTP's slew of the monotonic clock (500 µs a second)
+	tscTolerance = int64(2 * time.Millisecond)  // the most a counter may stray over a span, besides tscStrayPart of it
+	tscStrayPart = 500                          // a counter may stray by 1/tscStrayPart of a span: the first scale's 1e-3, and NTP's slew of the monotonic clock (at most 5e-4) changing between
 	tscPairWidth = int64(20 * time.Microsecond) // the most a base's readings are apart, once a scale is known
 	tscPairTicks = 50_000                       // and before (20–50 µs at 1–2.5 GHz)
 )
@@ -115,6 +128,24 @@ func scaleTicks(d, mult uint64) int64 {
 	return int64(hi<<32 | lo>>32)
 }
 
+// scaleSpan is d ticks (either sign) in nanoseconds at mult, saturated
+// at ±math.MaxInt64.
+func scaleSpan(d int64, mult uint64) int64 {
+	u := uint64(d)
+	if d < 0 {
+		u = -u
+	}
+	hi, lo := bits.Mul64(u, mult)
+	ns := int64(math.MaxInt64)
+	if hi < 1<<31 {
+		ns = int64(hi<<32 | lo>>32)
+	}
+	if d < 0 {
+		return -ns
+	}
+	return ns
+}
+
 // nanos is the wall clock now, in Unix nanoseconds.
 func (c *tscClock) nanos() int64 {
 	if !c.on {
@@ -126,12 +157,13 @@ func (c *tscClock) nanos() int64 {
 			return b.ns + scaleTicks(uint64(d), b.mult)
 		}
 	}
-	return c.rebase(t)
+	return c.rebase()
 }
 
 // tscPair reads the counter on either side of a time.Now, three times,
 // and returns the narrowest: the counter at the middle, the time, and how
-// many ticks apart the two counter readings were.
+// many ticks apart the two counter readings were (-1: the counter went
+// back each time).
 func tscPair() (tick int64, now time.Time, width int64) {
 	width = -1
 	for range 3 {
@@ -145,58 +177,97 @@ func tscPair() (tick int64, now time.Time, width int64) {
 	return tick, now, width
 }
 
-// rebase takes a new base for a stamp whose counter reading t the current
-// base does not serve (none yet, or older than tscRebase, or t before it)
-// and returns the stamp: the wall clock's, read with the base.
-func (c *tscClock) rebase(t int64) int64 {
+// rebase takes a new base for a stamp the current base does not serve
+// (none yet, its scale not checked yet, older than tscRebase, or the
+// counter before it) and returns the stamp: the wall clock's, read with
+// the base.
+func (c *tscClock) rebase() int64 {
 	old := c.base.Load()
 	if old != nil && old.off {
 		return c.wall.nanos()
 	}
-	if old != nil && old.mult == 0 {
-		// The scale not measured yet: until tscCalibrate after the first
-		// base (by the wall clock's stamp, one clock read; the scale itself
-		// is measured by the monotonic clock), stamps are the wall clock's.
-		if ns := c.wall.nanos(); ns-old.ns < tscCalibrate && ns >= old.ns {
+	if old != nil && old.span == 0 {
+		// The scale not measured yet, or measured and not checked yet:
+		// until tscCalibrate after the base, or half a second to check
+		// the first scale over (by the wall clock's stamp, one clock read;
+		// the scale itself is measured by the monotonic clock), stamps are
+		// the wall clock's.
+		wait := tscCalibrate
+		if old.mult != 0 {
+			wait = tscRebase / 2
+		}
+		if ns := c.wall.nanos(); ns-old.ns < wait && ns >= old.ns {
 			return ns
 		}
 	}
 	tick, now, width := tscPair()
-	if width < 0 || old != nil && old.mult != 0 && scaleTicks(uint64(width), old.mult) > tscPairWidth ||
-		(old == nil || old.mult == 0) && width > tscPairTicks {
-		return c.wall.nanos() // paired too loosely (preempted between): the next stamp tries again
+	if width < 0 {
+		return c.wall.nanos()
 	}
-	nb := &tscBase{tsc: tick, mono: int64(now.Sub(monoEpoch)), ns: now.UnixNano()}
+	nb := nextBase(old, tick, int64(now.Sub(monoEpoch)), now.UnixNano(), width)
+	if nb == nil {
+		return now.UnixNano() // paired too loosely (preempted between): the next stamp tries again
+	}
+	c.base.Store(nb)
+	return now.UnixNano()
+}
+
+// nextBase is the base that a reading of the counter (tick), the monotonic
+// clock (mono, nanoseconds since monoEpoch) and the wall clock (ns, Unix
+// nanoseconds) makes after base old (nil: none), the two counter readings
+// around the clocks' width ticks apart (tscPair): nil where they are too
+// far apart for the base (the stamp is the wall clock's, a later one tries
+// again), {off: true} (the reading kept) where the counter strayed from
+// the monotonic clock since old by more than tscTolerance and
+// 1/tscStrayPart of the span, checked whenever old has a scale, whatever
+// the span. Else the new base, its scale measured over the span from old
+// where the span's error is bounded (see tscClock), else old's (0: none
+// yet, so that the first scale is measured again, over a span from this
+// base); it serves stamps (span) once its scale was checked, that is
+// when old had one.
+func nextBase(old *tscBase, tick, mono, ns, width int64) *tscBase {
+	if old != nil && old.off {
+		return old
+	}
+	scaled := old != nil && old.mult != 0
+	switch {
+	case width < 0,
+		!scaled && width > tscPairTicks,
+		scaled && scaleSpan(width, old.mult) > tscPairWidth:
+		return nil
+	}
+	nb := &tscBase{tsc: tick, mono: mono, ns: ns}
 	if old != nil {
-		dt, dm := tick-old.tsc, nb.mono-old.mono
-		if old.mult != 0 && dm <= 2*tscRebase {
-			var strayed int64 // |the monotonic span the counter gives - the span|
-			if dt >= 0 {
-				strayed = scaleTicks(uint64(dt), old.mult) - dm
-			} else {
-				strayed = scaleTicks(uint64(-dt), old.mult) + dm
+		dt, dm := tick-old.tsc, mono-old.mono
+		if scaled {
+			adm := dm
+			if adm < 0 {
+				adm = -adm
 			}
-			if strayed > tscTolerance || strayed < -tscTolerance {
-				c.base.Store(&tscBase{off: true})
-				return nb.ns
+			if d := scaleSpan(dt, old.mult) - dm; d > tscTolerance+adm/tscStrayPart || d < -tscTolerance-adm/tscStrayPart {
+				return &tscBase{tsc: tick, mono: mono, ns: ns, off: true}
 			}
 		}
-		switch {
-		case dt > 0 && uint64(dm)>>32 < uint64(dt) && dm >= tscCalibrate && (old.mult == 0 || dm <= 4*tscRebase):
+		least := tscCalibrate // the first scale: over at least tscCalibrate, within 1e-3
+		if scaled {
+			least = tscRebase / 2 // a later one: over at least half a second, within 4e-5
+		}
+		if dw := ns - old.ns - dm; dt > 0 && dm >= least && dm <= 2*tscRebase && dw <= tscTolerance && dw >= -tscTolerance {
+			// dm < 2^32: the quotient fits (dt > 0 = dm>>32).
 			if q, _ := bits.Div64(uint64(dm)>>32, uint64(dm)<<32, uint64(dt)); q > 0 && q < 1<<40 {
 				nb.mult = q
 			}
-		default:
-			nb.mult = old.mult // too soon, too long ago (a suspend may lie between), or the counter went back
+		}
+		if nb.mult == 0 {
+			nb.mult = old.mult // too soon, too long ago, a suspend or a step between, or the counter went back
 		}
 	}
-	if nb.mult != 0 {
+	if scaled {
 		if q, _ := bits.Div64(uint64(tscRebase)>>32, uint64(tscRebase)<<32, nb.mult); q < 1<<62 {
 			nb.span = int64(q)
 		}
 	}
-	c.base.Store(nb)
-	return nb.ns
+	return nb
 }
 
 // nanos is the time an activation begins or ends (its TaskReport's start

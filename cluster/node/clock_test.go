@@ -55,26 +55,31 @@ func stampBetween(t testing.TB, what string, ns, lo, hi, tol int64) bool {
 	return true
 }
 
-// calibratedTSC is a tscClock whose scale is measured (skipped where the
-// counter is not the clocksource).
+// calibratedTSC is a tscClock whose scale is measured and checked, so
+// that the counter stamps (skipped where the counter is not the
+// clocksource).
 func calibratedTSC(t *testing.T) *tscClock {
 	if !tscUsable() {
 		t.Skip("the time-stamp counter is not this machine's clocksource")
 	}
 	c := &tscClock{on: true}
-	testsupport.Eventually(t, 10*time.Second, "the counter's scale measured", func() bool {
+	testsupport.Eventually(t, 60*time.Second, "the counter's scale measured and checked", func() bool {
 		c.nanos()
 		b := c.base.Load()
-		return b != nil && b.mult != 0
+		if b != nil && b.off {
+			t.Fatalf("the counter was found to stray from the monotonic clock: %+v", b)
+		}
+		return b != nil && b.span != 0
 	})
 	return c
 }
 
 // TestTSCClockStampsTheWallClock: a tscClock's stamps, from the counter
-// once its scale is measured (and the wall clock's before), lie between
+// once its scale is checked (and the wall clock's before), lie between
 // the wall clock's readings on either side of them, within the clock's
 // tolerance, on goroutines stamping at once across rebases (the base
-// taken again every few stamps here).
+// taken again every few stamps here). Bounds only: a goroutine stalled
+// between its readings widens them.
 func TestTSCClockStampsTheWallClock(t *testing.T) {
 	c := calibratedTSC(t)
 	tol := tscTolerance + int64(time.Millisecond) // the scale's error and the wall clock's slew
@@ -107,59 +112,148 @@ func TestTSCClockStampsTheWallClock(t *testing.T) {
 	}
 }
 
-// TestTSCClockTurnsOffWhereTheCounterStrays: a base whose scale disagrees
-// with the monotonic clock by more than tscTolerance over the span to the
-// next (as a counter out of step across cores, or at another rate, would),
-// or a counter that went back by more than that, switches the clock to
-// the wall clock's stamps for good.
-func TestTSCClockTurnsOffWhereTheCounterStrays(t *testing.T) {
+// TestNextBase: the base a reading of the counter and the two clocks makes
+// after another, on synthetic readings (a counter at 2 GHz, the wall clock
+// 1e18 ns after the monotonic one unless a case moves it): a first scale
+// measured only over tscCalibrate to 2*tscRebase and a later one only
+// over tscRebase/2 to 2*tscRebase, in which the wall clock moved as the
+// monotonic one did; a base serves stamps only once its scale was
+// checked; a scale checked against the monotonic clock over every span,
+// however long, the clock off where the counter strayed by more than
+// tscTolerance and 1/tscStrayPart of it; a reading paired too loosely
+// refused.
+func TestNextBase(t *testing.T) {
+	const (
+		ghz  = 2                        // ticks a nanosecond
+		mult = uint64(1) << 31          // 0.5 ns a tick, 32.32 fixed point
+		near = mult + mult/10_000       // a scale 1e-4 off: within the tolerance over any span up to 5 s
+		span = tscRebase * ghz          // the ticks of a base that serves at mult
+		t0   = int64(1) << 40           // the counter at the old base
+		m0   = int64(10 * time.Second)  // the monotonic clock at the old base
+		w0   = int64(1e18)              // the wall clock's offset from the monotonic one
+		ms   = int64(time.Millisecond)  //
+		sec  = int64(time.Second)       //
+		tick = int64(ghz * time.Second) // the ticks of a second
+	)
+	first := &tscBase{tsc: t0, mono: m0, ns: m0 + w0}
+	unchecked := &tscBase{tsc: t0, mono: m0, ns: m0 + w0, mult: near}
+	known := &tscBase{tsc: t0, mono: m0, ns: m0 + w0, mult: near, span: span}
+	scaled := func(mult uint64) *tscBase { return &tscBase{tsc: t0, mono: m0, ns: m0 + w0, mult: mult, span: span} }
+	const (
+		refused  = iota // nil: paired too loosely
+		off             // {off: true}
+		unscaled        // a base with no scale
+		measured        // the scale measured over the span: mult
+		kept            // the old base's scale
+	)
 	for _, tc := range []struct {
-		name string
-		bad  func(b tscBase, ticks100ms int64) tscBase
+		name   string
+		old    *tscBase
+		dt, dm int64 // the reading's counter and monotonic clock from old's
+		dw     int64 // the wall clock's move apart from the monotonic one since old
+		width  int64 // the reading's pair width, ticks
+		want   int
+		serves bool // the new base serves stamps (span)
 	}{
-		{"a scale twice the counter's", func(b tscBase, ticks int64) tscBase {
-			b.tsc, b.mono, b.mult = b.tsc-ticks, b.mono-int64(100*time.Millisecond), b.mult*2
-			return b
-		}},
-		{"a counter gone back", func(b tscBase, ticks int64) tscBase {
-			b.tsc += ticks
-			return b
-		}},
+		{name: "the first base", want: unscaled, width: 100},
+		{name: "the first base, paired loosely", want: refused, width: tscPairTicks + 1},
+		{name: "the first base, the counter back between its readings", want: refused, width: -1},
+		{name: "the first scale, over 50 ms", old: first, dt: 50 * ms * ghz, dm: 50 * ms, want: measured},
+		{name: "the first scale, over 40 ms", old: first, dt: 40 * ms * ghz, dm: 40 * ms, want: unscaled},
+		{name: "the first scale, over 1.5 s", old: first, dt: 1500 * ms * ghz, dm: 1500 * ms, want: measured},
+		{name: "the first scale, over 3 s", old: first, dt: 3 * tick, dm: 3 * sec, want: unscaled},
+		{name: "the first scale, over 5 s", old: first, dt: 5 * tick, dm: 5 * sec, want: unscaled},
+		{name: "the first scale, over a suspend: counter 20 s, monotonic 3 s", old: first, dt: 20 * tick, dm: 3 * sec, dw: 17 * sec, want: unscaled},
+		{name: "the first scale, over a suspend: counter 20 s, monotonic 1.5 s", old: first, dt: 20 * tick, dm: 1500 * ms, dw: 18500 * ms, want: unscaled},
+		{name: "the first scale, over a step of the wall clock", old: first, dt: tick, dm: sec, dw: 3 * ms, want: unscaled},
+		{name: "the first scale, the counter back", old: first, dt: -tick, dm: sec, want: unscaled},
+		{name: "the first scale, paired loosely", old: first, dt: tick, dm: sec, width: tscPairTicks + 1, want: refused},
+		{name: "the first scale checked over 0.6 s", old: unchecked, dt: 600 * ms * ghz, dm: 600 * ms, want: measured, serves: true},
+		{name: "the first scale checked over 3 s", old: unchecked, dt: 3 * tick, dm: 3 * sec, want: kept, serves: true},
+		{name: "the first scale strays", old: unchecked, dt: 600*ms*ghz + 10*ms*ghz, dm: 600 * ms, want: off},
+		{name: "a gap of 1 s", old: known, dt: tick, dm: sec, want: measured, serves: true},
+		{name: "a gap of 0.2 s", old: known, dt: 200 * ms * ghz, dm: 200 * ms, want: kept, serves: true},
+		{name: "a gap of 1.5 s", old: known, dt: 1500 * ms * ghz, dm: 1500 * ms, want: measured, serves: true},
+		{name: "a gap of 3 s", old: known, dt: 3 * tick, dm: 3 * sec, want: kept, serves: true},
+		{name: "a gap of 5 s", old: known, dt: 5 * tick, dm: 5 * sec, want: kept, serves: true},
+		{name: "a gap of an hour", old: known, dt: 3600 * tick, dm: 3600 * sec, want: kept, serves: true},
+		{name: "a gap of 1 s over a step of the wall clock", old: known, dt: tick, dm: sec, dw: -sec, want: kept, serves: true},
+		{name: "a stamp on another core a little before the base", old: known, dt: -1000, dm: 0, want: kept, serves: true},
+		{name: "a counter 3.9 ms ahead over 1 s", old: scaled(mult), dt: tick + 39*ms*ghz/10, dm: sec, want: measured, serves: true},
+		{name: "a counter 4.1 ms ahead over 1 s", old: scaled(mult), dt: tick + 41*ms*ghz/10, dm: sec, want: off},
+		{name: "a counter 4.1 ms behind over 1 s", old: scaled(mult), dt: tick - 41*ms*ghz/10, dm: sec, want: off},
+		{name: "a counter 100 ms ahead 2.1 s after", old: known, dt: 2200 * ms * ghz, dm: 2100 * ms, want: off},
+		{name: "a counter 5% fast 2.1 s after", old: scaled(mult), dt: 2100 * ms * ghz * 105 / 100, dm: 2100 * ms, want: off},
+		{name: "a counter gone back", old: known, dt: -tick, dm: sec, want: off},
+		{name: "a counter gone back 3 ms at once", old: known, dt: -3 * ms * ghz, dm: 0, want: off},
+		{name: "a scale 0.15 of the counter's, 3 s", old: scaled(mult * 15 / 100), dt: 3 * tick, dm: 3 * sec, want: off},
+		{name: "a scale 0.15 of the counter's, 7 s", old: scaled(mult * 15 / 100), dt: 7 * tick, dm: 7 * sec, want: off},
+		{name: "a scale twice the counter's, 1.5 s", old: scaled(2 * mult), dt: 1500 * ms * ghz, dm: 1500 * ms, want: off},
+		{name: "a suspend: counter 20 s, monotonic 3 s", old: known, dt: 20 * tick, dm: 3 * sec, dw: 17 * sec, want: off},
+		{name: "a scale known, paired loosely", old: known, dt: tick, dm: sec, width: tscPairWidth * ghz * 11 / 10, want: refused},
+		{name: "a scale known, paired within 20 µs", old: known, dt: tick, dm: sec, width: tscPairWidth * ghz * 9 / 10, want: measured, serves: true},
 	} {
-		c := calibratedTSC(t)
-		c.nanos()
-		b := *c.base.Load()
-		ticks := int64(float64(100*time.Millisecond) * float64(uint64(1)<<32) / float64(b.mult))
-		bad := tc.bad(b, ticks)
-		bad.span = 0 // the next stamp takes a base again, and checks this one
-		c.base.Store(&bad)
-		// The next stamp checks the bad base, unless its readings were
-		// paired too loosely (preempted between): then a later one does.
-		testsupport.Eventually(t, 10*time.Second, tc.name+": the clock off the counter", func() bool {
-			lo := time.Now().UnixNano()
-			ns := c.nanos()
-			hi := time.Now().UnixNano()
-			stampBetween(t, tc.name, ns, lo, hi, int64(time.Millisecond))
-			if got := c.base.Load(); !got.off && got != &bad {
-				t.Fatalf("%s: a new base replaced the bad one: %+v", tc.name, got)
-			}
-			return c.base.Load().off
-		})
-		if t.Failed() {
-			return
+		tick, mono := t0+tc.dt, m0+tc.dm
+		nb := nextBase(tc.old, tick, mono, mono+w0+tc.dw, tc.width)
+		var got int
+		switch {
+		case nb == nil:
+			got = refused
+		case nb.off:
+			got = off
+		case nb.tsc != tick || nb.mono != mono || nb.ns != mono+w0+tc.dw:
+			t.Errorf("%s: base %+v is not the reading's", tc.name, *nb)
+			continue
+		case nb.mult == 0:
+			got = unscaled
+		case tc.old != nil && nb.mult == tc.old.mult:
+			got = kept
+		case nb.mult == uint64(tc.dm)<<32/uint64(tc.dt):
+			got = measured
+		default:
+			t.Errorf("%s: scale %d, neither measured (%d) nor kept", tc.name, nb.mult, uint64(tc.dm)<<32/uint64(tc.dt))
+			continue
 		}
-		for range 10 {
-			lo := time.Now().UnixNano()
-			ns := c.nanos()
-			hi := time.Now().UnixNano()
-			if !stampBetween(t, tc.name+", after", ns, lo, hi, int64(time.Millisecond)) {
-				return
-			}
+		if got != tc.want {
+			t.Errorf("%s: got %d (%+v), want %d (refused, off, unscaled, measured, kept)", tc.name, got, nb, tc.want)
+			continue
 		}
-		if got := c.base.Load(); !got.off {
-			t.Fatalf("%s: the clock went back to the counter: %+v", tc.name, got)
+		if nb == nil || nb.off {
+			continue
+		}
+		if serves := nb.span != 0; serves != tc.serves {
+			t.Errorf("%s: the base serves stamps: %v (span %d), want %v", tc.name, serves, nb.span, tc.serves)
+		} else if serves && (scaleTicks(uint64(nb.span), nb.mult) > tscRebase || scaleTicks(uint64(nb.span+2), nb.mult) < tscRebase) {
+			t.Errorf("%s: span %d ticks is not tscRebase at scale %d", tc.name, nb.span, nb.mult)
 		}
 	}
+	if o := (&tscBase{off: true}); nextBase(o, t0, m0, w0, 0) != o {
+		t.Error("a base after one off is not the one off")
+	}
+}
+
+// TestNodeClockReadsTheCounter: a node made without Config.Now stamps by
+// its tscClock, reading the counter exactly where it is the clocksource;
+// one with Config.Now stamps by that.
+func TestNodeClockReadsTheCounter(t *testing.T) {
+	conn := connect(t, testsupport.NATS(t).URL(), "clock")
+	n, err := New(Config{ID: "n1", Conn: conn, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.fastClock || n.clock.on != tscUsable() {
+		t.Errorf("a node without Config.Now: fastClock %v, the counter read %v, the counter the clocksource %v", n.fastClock, n.clock.on, tscUsable())
+	}
+	_ = n.Close()
+	fixed := time.Unix(7, 0)
+	n, err = New(Config{ID: "n2", Conn: conn, CPUs: 1, Now: func() time.Time { return fixed }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.fastClock || n.clock.on || n.nanos() != fixed.UnixNano() {
+		t.Errorf("a node with Config.Now: fastClock %v, the counter read %v, stamp %d", n.fastClock, n.clock.on, n.nanos())
+	}
+	_ = n.Close()
 }
 
 // TestTSCClockOffStampsTheWallClock: a tscClock that does not read the
