@@ -151,13 +151,17 @@ func (c *tscClock) nanos() int64 {
 	if !c.on {
 		return c.wall.nanos()
 	}
+	b := c.base.Load()
+	if b != nil && b.off {
+		return c.wall.nanos()
+	}
 	t := rdtsc()
-	if b := c.base.Load(); b != nil {
+	if b != nil {
 		if d := t - b.tsc; uint64(d) < uint64(b.span) {
 			return b.ns + scaleTicks(uint64(d), b.mult)
 		}
 	}
-	return c.rebase()
+	return c.rebase(b)
 }
 
 // tscPair reads the counter on either side of a time.Now, three times,
@@ -177,15 +181,11 @@ func tscPair() (tick int64, now time.Time, width int64) {
 	return tick, now, width
 }
 
-// rebase takes a new base for a stamp the current base does not serve
-// (none yet, its scale not checked yet, older than tscRebase, or the
-// counter before it) and returns the stamp: the wall clock's, read with
-// the base.
-func (c *tscClock) rebase() int64 {
-	old := c.base.Load()
-	if old != nil && old.off {
-		return c.wall.nanos()
-	}
+// rebase takes a new base after old, the base a stamp loaded and found not
+// to serve it (none yet, its scale not checked yet, older than tscRebase,
+// or the counter before it), and returns the stamp: the wall clock's,
+// read with the base.
+func (c *tscClock) rebase(old *tscBase) int64 {
 	if old != nil && old.span == 0 {
 		// The scale not measured yet, or measured and not checked yet:
 		// until tscCalibrate after the base, or half a second to check
@@ -208,8 +208,21 @@ func (c *tscClock) rebase() int64 {
 	if nb == nil {
 		return now.UnixNano() // paired too loosely (preempted between): the next stamp tries again
 	}
-	c.base.Store(nb)
-	return now.UnixNano()
+	c.install(old, nb)
+	return nb.ns
+}
+
+// install makes nb, nextBase's after old, the clock's base, and reports
+// whether it did: a base off at once, whatever base is there; another
+// only in place of old. So of rebases at once after one base one wins
+// (each stamp is its own reading, valid), and none replaces a base off
+// however long it was held up: once off the clock stays off.
+func (c *tscClock) install(old, nb *tscBase) bool {
+	if nb.off {
+		c.base.Store(nb)
+		return true
+	}
+	return (old == nil || !old.off) && c.base.CompareAndSwap(old, nb)
 }
 
 // nextBase is the base that a reading of the counter (tick), the monotonic

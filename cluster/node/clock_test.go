@@ -232,6 +232,65 @@ func TestNextBase(t *testing.T) {
 	}
 }
 
+// TestTSCClockInstall: a base after another takes its place only if the
+// other is still there, so that of rebases at once one wins; a base off
+// takes any place, and none replaces it, nor does a stamp take a base
+// again once the clock is off (its stamps are the wall clock's), on
+// every architecture.
+func TestTSCClockInstall(t *testing.T) {
+	c := &tscClock{on: true}
+	a, b, d := &tscBase{tsc: 1}, &tscBase{tsc: 2}, &tscBase{tsc: 3}
+	if !c.install(nil, a) || c.base.Load() != a {
+		t.Fatal("the first base was not installed")
+	}
+	if !c.install(a, b) || c.base.Load() != b {
+		t.Fatal("a base after the one there was not installed")
+	}
+	if c.install(a, d) || c.base.Load() != b {
+		t.Fatal("a base after one no longer there replaced the newer")
+	}
+	off := &tscBase{off: true}
+	if !c.install(a, off) || c.base.Load() != off {
+		t.Fatal("a base off after one no longer there was not installed")
+	}
+	if c.install(off, d) || c.install(b, d) || c.base.Load() != off {
+		t.Fatal("a base replaced one off")
+	}
+	for range 10 {
+		lo := time.Now().UnixNano()
+		ns := c.nanos()
+		hi := time.Now().UnixNano()
+		if !stampBetween(t, "off", ns, lo, hi, int64(time.Millisecond)) {
+			return
+		}
+	}
+	if c.base.Load() != off {
+		t.Fatal("a stamp of a clock off took a base")
+	}
+
+	// Rebases at once after one base, one of them finding the counter
+	// strayed: one other base at most was installed before the one off,
+	// and the clock ends off whatever their order.
+	c = &tscClock{on: true}
+	c.base.Store(a)
+	var wg sync.WaitGroup
+	var won sync.Map
+	for i := range 8 {
+		wg.Go(func() {
+			nb := &tscBase{tsc: int64(10 + i), off: i == 5}
+			if c.install(a, nb) && !nb.off {
+				won.Store(i, true)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	won.Range(func(any, any) bool { n++; return true })
+	if got := c.base.Load(); !got.off || n > 1 {
+		t.Fatalf("after rebases at once: base %+v, %d normal bases installed", got, n)
+	}
+}
+
 // TestNodeClockReadsTheCounter: a node made without Config.Now stamps by
 // its tscClock, reading the counter exactly where it is the clocksource;
 // one with Config.Now stamps by that.
@@ -289,6 +348,13 @@ func BenchmarkStampClock(b *testing.B) {
 			b.Skip("the time-stamp counter is not this machine's clocksource")
 		}
 		c := &tscClock{on: true}
+		deadline := time.Now().Add(time.Minute)
+		for cb := c.base.Load(); (cb == nil || cb.span == 0) && time.Now().Before(deadline); cb = c.base.Load() {
+			sink += c.nanos() // the scale measured and checked first: until then stamps are the wall clock's
+		}
+		if cb := c.base.Load(); cb == nil || cb.span == 0 {
+			b.Fatalf("the counter's scale not checked in a minute: %+v", cb)
+		}
 		for b.Loop() {
 			sink += c.nanos()
 		}
