@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"math"
 	"math/bits"
 	"os"
@@ -85,9 +86,17 @@ func (c *wallClock) nanos() int64 {
 // error: run.event then stamps its start as its end. Only shown times are
 // stamps: no timeout, failure or verdict reads one.
 type tscClock struct {
-	on   bool      // the counter is read (tscUsable); else every stamp is wall's
-	wall wallClock // stamps while the scale is measured, or when the counter is not read
+	on   bool         // the counter is read (tscUsable); else every stamp is wall's
+	log  *slog.Logger // told once when the counter strays (nil: nothing)
+	wall wallClock    // stamps while the scale is measured, or when the counter is not read
 	base atomic.Pointer[tscBase]
+}
+
+// isOff reports whether the counter strayed from the monotonic clock, so
+// that the clock stamps by the wall clock for good (Stats.CounterClockOff).
+func (c *tscClock) isOff() bool {
+	b := c.base.Load()
+	return b != nil && b.off
 }
 
 // tscBase is a reading of the counter and the two clocks, taken together
@@ -213,13 +222,17 @@ func (c *tscClock) rebase(old *tscBase) int64 {
 }
 
 // install makes nb, nextBase's after old, the clock's base, and reports
-// whether it did: a base off at once, whatever base is there; another
+// whether it did: a base off at once, whatever base is there (the first
+// one off logged); another
 // only in place of old. So of rebases at once after one base one wins
 // (each stamp is its own reading, valid), and none replaces a base off
 // however long it was held up: once off the clock stays off.
 func (c *tscClock) install(old, nb *tscBase) bool {
 	if nb.off {
-		c.base.Store(nb)
+		if prev := c.base.Swap(nb); (prev == nil || !prev.off) && c.log != nil && old != nil {
+			c.log.Warn("the time-stamp counter strayed from the monotonic clock: activations are stamped by the wall clock from now on",
+				"counter", time.Duration(scaleSpan(nb.tsc-old.tsc, old.mult)), "monotonic", time.Duration(nb.mono-old.mono))
+		}
 		return true
 	}
 	return (old == nil || !old.off) && c.base.CompareAndSwap(old, nb)

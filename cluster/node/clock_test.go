@@ -1,6 +1,9 @@
 package node
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,17 +294,56 @@ func TestTSCClockInstall(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a log's output, written and read under a lock.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // TestNodeClockReadsTheCounter: a node made without Config.Now stamps by
 // its tscClock, reading the counter exactly where it is the clocksource;
-// one with Config.Now stamps by that.
+// a counter found to stray is logged once by the node's logger and shown
+// in its Stats. A node with Config.Now stamps by that.
 func TestNodeClockReadsTheCounter(t *testing.T) {
 	conn := connect(t, testsupport.NATS(t).URL(), "clock")
-	n, err := New(Config{ID: "n1", Conn: conn, CPUs: 1})
+	var out lockedBuffer
+	n, err := New(Config{ID: "n1", Conn: conn, CPUs: 1, Logger: slog.New(slog.NewTextHandler(&out, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !n.fastClock || n.clock.on != tscUsable() {
 		t.Errorf("a node without Config.Now: fastClock %v, the counter read %v, the counter the clocksource %v", n.fastClock, n.clock.on, tscUsable())
+	}
+	if n.Stats().CounterClockOff {
+		t.Error("a new node's counter clock is off")
+	}
+	// Two rebases at once after one base, both finding the counter strayed
+	// (a scale 0.15 of the counter's, as over a suspend): logged once.
+	old := &tscBase{tsc: 1 << 40, mono: int64(time.Second), ns: 1e18, mult: 1 << 30, span: 4e9}
+	n.clock.base.Store(old)
+	for range 2 {
+		nb := nextBase(old, old.tsc+20e9, old.mono+int64(3*time.Second), old.ns+int64(3*time.Second), 100)
+		if nb == nil || !nb.off || !n.clock.install(old, nb) {
+			t.Fatalf("a strayed counter's base %+v not installed", nb)
+		}
+	}
+	if !n.Stats().CounterClockOff {
+		t.Error("Stats do not show the counter clock off")
+	}
+	if got := strings.Count(out.String(), "time-stamp counter strayed"); got != 1 {
+		t.Errorf("the counter's stray logged %d times, want once:\n%s", got, out.String())
 	}
 	_ = n.Close()
 	fixed := time.Unix(7, 0)

@@ -143,6 +143,10 @@ type Stats struct {
 	EventReports         uint64 // TaskReports stored (each of the deltas of some tasks of one run)
 	EventErrors          uint64 // task deltas that could not be stored
 	Failures             uint64 // fail envelopes sent
+	// CounterClockOff: the time-stamp counter strayed from the monotonic
+	// clock, and activations are stamped by the wall clock for good
+	// (tscClock; logged when it happened).
+	CounterClockOff bool
 
 	// Messages on the node's subjects dropped undecoded, counted by its
 	// Conn (transport.Stats): malformed (oversized ones included), over a
@@ -350,6 +354,7 @@ func New(cfg Config) (*Node, error) {
 		flushStop:  make(chan struct{}),
 		flushDone:  make(chan struct{}),
 	}
+	n.clock.log = n.log
 	n.events = newEventPub(cfg.Conn, cfg.EventLinger, n.log)
 	return n, nil
 }
@@ -551,6 +556,7 @@ func (n *Node) Stats() Stats {
 		EventReports:         n.events.reports.Load(),
 		EventErrors:          n.events.errors.Load(),
 		Failures:             n.stats.failure.Load(),
+		CounterClockOff:      n.clock.isOff(),
 
 		MessagesMalformed: cs.Malformed, MessagesOversized: cs.Oversized, MessagesMismatched: cs.Mismatched,
 	}
