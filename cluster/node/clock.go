@@ -83,8 +83,11 @@ func (c *wallClock) nanos() int64 {
 // most 6 ms whatever the counter did (the next base then switches the
 // clock off), well under a millisecond where it keeps its rate. A rebase
 // between an activation's two stamps can take them back by the scale's
-// error: run.event then stamps its start as its end. Only shown times are
-// stamps: no timeout, failure or verdict reads one.
+// error: run.event then stamps its start as its end. Stamps are shown
+// times and the timing of running events only (the RunningAfter flight
+// scan compares a flight's start stamp with a stamp of now, scanFlights:
+// the scale's error moves a running event's publication by as much); no
+// verdict, failure or timeout of a task reads one.
 type tscClock struct {
 	on   bool         // the counter is read (tscUsable); else every stamp is wall's
 	log  *slog.Logger // told once when the counter strays (nil: nothing)
