@@ -110,6 +110,7 @@ type tscBase struct {
 	ns   int64  // Unix nanoseconds
 	mult uint64 // nanoseconds a tick, 32.32 fixed point; 0: not measured yet
 	span int64  // the ticks the base serves (tscRebase at mult); 0: none (the scale not checked yet), stamps are wall's
+	back int64  // the ticks its counter readings were apart: a reading before tsc by at most that is served too (servesBefore)
 	off  bool   // the counter strayed: stamps are wall's for good
 }
 
@@ -173,7 +174,7 @@ func (c *tscClock) nanos() int64 {
 			return b.ns + scaleTicks(uint64(d), b.mult)
 		}
 	}
-	return c.rebase(b)
+	return c.rebase(b, t)
 }
 
 // tscPair reads the counter on either side of a time.Now, three times,
@@ -193,11 +194,15 @@ func tscPair() (tick int64, now time.Time, width int64) {
 	return tick, now, width
 }
 
-// rebase takes a new base after old, the base a stamp loaded and found not
-// to serve it (none yet, its scale not checked yet, older than tscRebase,
-// or the counter before it), and returns the stamp: the wall clock's,
-// read with the base.
-func (c *tscClock) rebase(old *tscBase) int64 {
+// rebase returns the stamp whose counter reading t base old, the one the
+// stamp loaded, does not serve (none yet, its scale not checked yet, older
+// than tscRebase, or t before it): old's where t is before it by no more
+// than its readings were apart, else the wall clock's, read with a new
+// base taken after old.
+func (c *tscClock) rebase(old *tscBase, t int64) int64 {
+	if ns, ok := old.servesBefore(t); ok {
+		return ns
+	}
 	if old != nil && old.span == 0 {
 		// The scale not measured yet, or measured and not checked yet:
 		// until tscCalibrate after the base, or half a second to check
@@ -222,6 +227,20 @@ func (c *tscClock) rebase(old *tscBase) int64 {
 	}
 	c.install(old, nb)
 	return nb.ns
+}
+
+// servesBefore returns the stamp of a counter reading t before b's, if b
+// serves stamps and t is before it by no more than b's counter readings
+// were apart (b.back): a reading on another core, or one the processor
+// took a little early, in the same instant as b's to b's precision.
+func (b *tscBase) servesBefore(t int64) (int64, bool) {
+	if b == nil || b.span == 0 {
+		return 0, false
+	}
+	if d := b.tsc - t; d > 0 && d <= b.back {
+		return b.ns - scaleTicks(uint64(d), b.mult), true
+	}
+	return 0, false
 }
 
 // install makes nb, nextBase's after old, the clock's base, and reports
@@ -265,7 +284,7 @@ func nextBase(old *tscBase, tick, mono, ns, width int64) *tscBase {
 		scaled && scaleSpan(width, old.mult) > tscPairWidth:
 		return nil
 	}
-	nb := &tscBase{tsc: tick, mono: mono, ns: ns}
+	nb := &tscBase{tsc: tick, mono: mono, ns: ns, back: width}
 	if old != nil {
 		dt, dm := tick-old.tsc, mono-old.mono
 		if scaled {

@@ -224,6 +224,9 @@ func TestNextBase(t *testing.T) {
 		if nb == nil || nb.off {
 			continue
 		}
+		if nb.back != tc.width {
+			t.Errorf("%s: the base serves readings %d ticks before it, its pair's width is %d", tc.name, nb.back, tc.width)
+		}
 		if serves := nb.span != 0; serves != tc.serves {
 			t.Errorf("%s: the base serves stamps: %v (span %d), want %v", tc.name, serves, nb.span, tc.serves)
 		} else if serves && (scaleTicks(uint64(nb.span), nb.mult) > tscRebase || scaleTicks(uint64(nb.span+2), nb.mult) < tscRebase) {
@@ -232,6 +235,38 @@ func TestNextBase(t *testing.T) {
 	}
 	if o := (&tscBase{off: true}); nextBase(o, t0, m0, w0, 0) != o {
 		t.Error("a base after one off is not the one off")
+	}
+}
+
+// TestTSCBaseServesBefore: a base that serves stamps serves a counter
+// reading before its own by at most its pair's width, scaled back from it;
+// not one earlier, nor one at or after it (nanos serves those), nor any
+// while its scale is not checked.
+func TestTSCBaseServesBefore(t *testing.T) {
+	b := &tscBase{tsc: 1000_000, ns: 1e18, mult: 1 << 31, span: 2e9, back: 400}
+	for _, tc := range []struct {
+		t    int64
+		want int64
+		ok   bool
+	}{
+		{b.tsc - 1, 1e18 - 0, true}, // half a nanosecond, rounded down
+		{b.tsc - 2, 1e18 - 1, true},
+		{b.tsc - 400, 1e18 - 200, true},
+		{b.tsc - 401, 0, false},
+		{b.tsc, 0, false},
+		{b.tsc + 1, 0, false},
+	} {
+		if ns, ok := b.servesBefore(tc.t); ns != tc.want || ok != tc.ok {
+			t.Errorf("reading %d before the base: (%d, %v), want (%d, %v)", b.tsc-tc.t, ns, ok, tc.want, tc.ok)
+		}
+	}
+	unchecked := *b
+	unchecked.span = 0
+	var none *tscBase
+	for _, u := range []*tscBase{&unchecked, none} {
+		if _, ok := u.servesBefore(b.tsc - 1); ok {
+			t.Errorf("base %+v served a reading before it", u)
+		}
 	}
 }
 

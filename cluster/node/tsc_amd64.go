@@ -1,7 +1,10 @@
+//go:build !purego
+
 package node
 
 // haveTSC: this architecture has a time-stamp counter rdtsc reads
-// (tscClock).
+// (tscClock). The purego build tag leaves the assembly out: tsc_other.go
+// then, and the node stamps by its wallClock.
 const haveTSC = true
 
 // rdtsc reads the processor's time-stamp counter (tsc_amd64.s): ticks at a
