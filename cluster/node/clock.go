@@ -56,8 +56,9 @@ func (c *wallClock) nanos() int64 {
 // clock, monotonic clock) reading at most tscRebase ago, instead of a read
 // of the monotonic clock (wallClock.nanos: time.Since, a vDSO call): 19 ns
 // a stamp here against 35 (BenchmarkStampClock). Else, and while the scale
-// is measured and checked (the node's first 50 ms and half a second at
-// least), stamps are wallClock's.
+// is measured and checked (a node's first 50 ms and another half second
+// at least, a stamp then reading the counter and the monotonic clock),
+// stamps are wallClock's.
 //
 // Each base is taken from the one before by nextBase. A scale is the
 // monotonic clock's nanoseconds a tick over the span between two bases,
@@ -245,10 +246,10 @@ func (b *tscBase) servesBefore(t int64) (int64, bool) {
 
 // install makes nb, nextBase's after old, the clock's base, and reports
 // whether it did: a base off at once, whatever base is there (the first
-// one off logged); another
-// only in place of old. So of rebases at once after one base one wins
-// (each stamp is its own reading, valid), and none replaces a base off
-// however long it was held up: once off the clock stays off.
+// one off logged); another only in place of old. So of rebases at once
+// after one base one wins (each stamp is its own reading, valid), and
+// none replaces a base off however long it was held up: once off the
+// clock stays off.
 func (c *tscClock) install(old, nb *tscBase) bool {
 	if nb.off {
 		if prev := c.base.Swap(nb); (prev == nil || !prev.off) && c.log != nil && old != nil {
