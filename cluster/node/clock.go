@@ -54,8 +54,8 @@ func (c *wallClock) nanos() int64 {
 // clocksource (tscUsable, decided when the node is made: on), a stamp is
 // the counter read (rdtsc) and scaled from a base, a (counter, wall
 // clock, monotonic clock) reading at most tscRebase ago, instead of a read
-// of the monotonic clock (wallClock.nanos: time.Since, a vDSO call): 19 ns
-// a stamp here against 35 (BenchmarkStampClock). Else, and while the scale
+// of the monotonic clock (wallClock.nanos: time.Since, a vDSO call): 15-20 ns
+// a stamp here against 33-45 (BenchmarkStampClock). Else, and while the scale
 // is measured and checked (a node's first 50 ms and another half second
 // at least, a stamp then reading the counter and the monotonic clock),
 // stamps are wallClock's.
