@@ -55,10 +55,10 @@ func (c *wallClock) nanos() int64 {
 // the counter read (rdtsc) and scaled from a base, a (counter, wall
 // clock, monotonic clock) reading at most tscRebase ago, instead of a read
 // of the monotonic clock (wallClock.nanos: time.Since, a vDSO call): 15-20 ns
-// a stamp here against 33-45 (BenchmarkStampClock). Else, and while the scale
-// is measured and checked (a node's first 50 ms and another half second
-// at least, a stamp then reading the counter and the monotonic clock),
-// stamps are wallClock's.
+// a stamp here against 33-45 (BenchmarkStampClock). Else, and while the
+// scale is measured and checked (a node's first 50 ms and another half
+// second at least by the monotonic clock, a stamp then reading the counter
+// and the monotonic clock twice), stamps are wallClock's.
 //
 // Each base is taken from the one before by nextBase. A scale is the
 // monotonic clock's nanoseconds a tick over the span between two bases,
@@ -207,15 +207,15 @@ func (c *tscClock) rebase(old *tscBase, t int64) int64 {
 	if old != nil && old.span == 0 {
 		// The scale not measured yet, or measured and not checked yet:
 		// until tscCalibrate after the base, or half a second to check
-		// the first scale over (by the wall clock's stamp, one clock read;
-		// the scale itself is measured by the monotonic clock), stamps are
-		// the wall clock's.
+		// the first scale over, both by the monotonic clock (a step of the
+		// wall clock does not end the wait; nextBase measures and checks by
+		// the monotonic clock too), stamps are the wall clock's.
 		wait := tscCalibrate
 		if old.mult != 0 {
 			wait = tscRebase / 2
 		}
-		if ns := c.wall.nanos(); ns-old.ns < wait && ns >= old.ns {
-			return ns
+		if m := int64(time.Since(monoEpoch)) - old.mono; m < wait && m >= 0 {
+			return c.wall.nanos()
 		}
 	}
 	tick, now, width := tscPair()
@@ -273,7 +273,10 @@ func (c *tscClock) install(old, nb *tscBase) bool {
 // where the span's error is bounded (see tscClock), else old's (0: none
 // yet, so that the first scale is measured again, over a span from this
 // base); it serves stamps (span) once its scale was checked, that is
-// when old had one.
+// when old had one and served, or when old's (the first) scale was checked
+// over half a second at least. A base with the first scale checked over
+// less (a rebase before the wait ended) does not serve: the half second
+// is waited again from it.
 func nextBase(old *tscBase, tick, mono, ns, width int64) *tscBase {
 	if old != nil && old.off {
 		return old
@@ -311,7 +314,7 @@ func nextBase(old *tscBase, tick, mono, ns, width int64) *tscBase {
 			nb.mult = old.mult // too soon, too long ago, a suspend or a step between, or the counter went back
 		}
 	}
-	if scaled {
+	if scaled && (old.span != 0 || mono-old.mono >= tscRebase/2) {
 		if q, _ := bits.Div64(uint64(tscRebase)>>32, uint64(tscRebase)<<32, nb.mult); q < 1<<62 {
 			nb.span = int64(q)
 		}

@@ -121,7 +121,7 @@ func TestTSCClockStampsTheWallClock(t *testing.T) {
 // measured only over tscCalibrate to 2*tscRebase and a later one only
 // over tscRebase/2 to 2*tscRebase, in which the wall clock moved as the
 // monotonic one did; a base serves stamps only once its scale was
-// checked; a scale checked against the monotonic clock over every span,
+// checked, the first over half a second at least; a scale checked against the monotonic clock over every span,
 // however long, the clock off where the counter strayed by more than
 // tscTolerance and 1/tscStrayPart of it; a reading paired too loosely
 // refused.
@@ -172,6 +172,8 @@ func TestNextBase(t *testing.T) {
 		{name: "the first scale, the counter back", old: first, dt: -tick, dm: sec, want: unscaled},
 		{name: "the first scale, paired loosely", old: first, dt: tick, dm: sec, width: tscPairTicks + 1, want: refused},
 		{name: "the first scale checked over 0.6 s", old: unchecked, dt: 600 * ms * ghz, dm: 600 * ms, want: measured, serves: true},
+		{name: "the first scale checked over 1 ms (a wall step): not serving", old: unchecked, dt: ms * ghz, dm: ms, dw: sec, want: kept},
+		{name: "the first scale checked over 0.4 s: not serving", old: unchecked, dt: 400 * ms * ghz, dm: 400 * ms, want: kept},
 		{name: "the first scale checked over 3 s", old: unchecked, dt: 3 * tick, dm: 3 * sec, want: kept, serves: true},
 		{name: "the first scale strays", old: unchecked, dt: 600*ms*ghz + 10*ms*ghz, dm: 600 * ms, want: off},
 		{name: "a gap of 1 s", old: known, dt: tick, dm: sec, want: measured, serves: true},
