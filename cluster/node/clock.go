@@ -80,9 +80,14 @@ func (c *wallClock) nanos() int64 {
 // over half a second) over the span it was measured or checked over, and
 // serves about tscRebase (its base's span, in ticks at the scale). So a
 // stamp is off the wall clock by what wallClock's are (the wall clock's
-// slew or step since the base) plus the scale's error over that second: at
-// most 6 ms whatever the counter did (the next base then switches the
-// clock off), well under a millisecond where it keeps its rate. A rebase
+// slew or step since the base) plus the scale's error over that second,
+// well under a millisecond where the counter keeps its rate. Whatever the
+// counter did, a stamp is at most tscRebase ahead (a counter that jumped
+// ahead is served up to its base's span; the next base switches the clock
+// off), and at most about 2*tscRebase plus the node's flusher's second
+// behind (a counter that stopped or slowed takes no base: check takes one
+// once the base is 2*tscRebase old, and switches the clock off), longer
+// only while the flusher is held up. A rebase
 // between an activation's two stamps can take them back by the scale's
 // error: run.event then stamps its start as its end. Stamps are shown
 // times and the timing of running events only (the RunningAfter flight
@@ -176,6 +181,24 @@ func (c *tscClock) nanos() int64 {
 		}
 	}
 	return c.rebase(b, t)
+}
+
+// check takes a new base, and so checks the counter against the monotonic
+// clock (nextBase), where the base that serves stamps was taken over
+// 2*tscRebase ago by the monotonic clock. A counter that stopped or slowed
+// stays within its base's span, so no stamp takes a base and its stamps
+// would fall behind without bound: the node's flusher calls check every
+// replayAgain (a second). Where the counter kept its rate the new base is
+// an ordinary one.
+func (c *tscClock) check() {
+	if !c.on {
+		return
+	}
+	b := c.base.Load()
+	if b == nil || b.off || b.span == 0 || int64(time.Since(monoEpoch))-b.mono <= 2*tscRebase {
+		return
+	}
+	c.rebase(b, rdtsc())
 }
 
 // tscPair reads the counter on either side of a time.Now, three times,

@@ -331,6 +331,62 @@ func TestTSCClockInstall(t *testing.T) {
 	}
 }
 
+// TestTSCClockCheck: check takes a new base only where the serving base is
+// over 2*tscRebase old by the monotonic clock: a counter that stood still
+// since switches the clock off, one that kept its rate gets an ordinary
+// base; a fresh base, one not serving, and a clock that does not read the
+// counter are left as they are.
+func TestTSCClockCheck(t *testing.T) {
+	c := calibratedTSC(t)
+	b := c.base.Load()
+	ticks := int64(uint64(3*tscRebase) << 32 / b.mult) // 3 s at the scale
+	mono := int64(time.Since(monoEpoch))
+	for _, tc := range []struct {
+		name string
+		on   bool
+		b    *tscBase
+	}{
+		{"a fresh base", true, &tscBase{tsc: rdtsc(), mono: mono, ns: time.Now().UnixNano(), mult: b.mult, span: b.span, back: b.back}},
+		{"a base not serving", true, &tscBase{tsc: rdtsc(), mono: mono - 3*tscRebase, ns: time.Now().UnixNano() - 3*tscRebase, mult: b.mult}},
+		{"a clock not reading the counter", false, &tscBase{tsc: rdtsc(), mono: mono - 3*tscRebase, ns: time.Now().UnixNano() - 3*tscRebase, mult: b.mult, span: b.span}},
+	} {
+		c := &tscClock{on: tc.on}
+		c.base.Store(tc.b)
+		c.check()
+		if c.base.Load() != tc.b {
+			t.Errorf("%s: check took a new base %+v", tc.name, c.base.Load())
+		}
+	}
+
+	// A counter that kept its rate since a base 3 s old: a new base, serving.
+	kept := &tscClock{on: true}
+	kept.base.Store(&tscBase{tsc: b.tsc - ticks, mono: b.mono - 3*tscRebase, ns: b.ns - 3*tscRebase, mult: b.mult, span: b.span, back: b.back})
+	// A counter that stood still since a base 3 s old: off.
+	stopped := &tscClock{on: true}
+	stopped.base.Store(&tscBase{tsc: rdtsc(), mono: mono - 3*tscRebase, ns: time.Now().UnixNano() - 3*tscRebase, mult: b.mult, span: b.span, back: b.back})
+	testsupport.Eventually(t, 10*time.Second, "check took a base after each old one", func() bool {
+		kept.check() // a pair taken too loosely leaves the base: tried again
+		stopped.check()
+		return int64(time.Since(monoEpoch))-kept.base.Load().mono < 2*tscRebase && stopped.isOff()
+	})
+	if nb := kept.base.Load(); nb.off || nb.span == 0 {
+		t.Errorf("a counter that kept its rate: base %+v", nb)
+	}
+}
+
+// TestNodeChecksTheCounter: a started node's flusher checks a counter that
+// stood still since its base (no stamp takes a base then) and switches its
+// clock off.
+func TestNodeChecksTheCounter(t *testing.T) {
+	n := newCluster(t, nodeSpec{}).nodes[0]
+	if !n.clock.on {
+		t.Skip("the time-stamp counter is not this machine's clocksource")
+	}
+	mono := int64(time.Since(monoEpoch))
+	n.clock.base.Store(&tscBase{tsc: rdtsc(), mono: mono - 3*tscRebase, ns: time.Now().UnixNano() - 3*tscRebase, mult: 1 << 31, span: 2e9})
+	testsupport.Eventually(t, 30*time.Second, "the counter clock off", func() bool { return n.Stats().CounterClockOff })
+}
+
 // lockedBuffer is a log's output, written and read under a lock.
 type lockedBuffer struct {
 	mu  sync.Mutex

@@ -564,7 +564,8 @@ func (n *Node) Stats() Stats {
 
 // flusher publishes the Batcher's waiting Signals as soon as a run goes
 // idle, without waiting for the linger, and apart from the run's report
-// (which waits for its events to be stored).
+// (which waits for its events to be stored). Each second it also checks
+// the counter clock's base (tscClock.check).
 func (n *Node) flusher() {
 	defer close(n.flushDone)
 	again := time.NewTimer(time.Hour)
@@ -615,6 +616,7 @@ func (n *Node) flusher() {
 		case <-again.C:
 			n.replayMissed()
 		case <-drops.C:
+			n.clock.check() // a counter that stopped takes no base by itself
 			// The client reports only the first drop of a slow consumer's
 			// stretch (OnSlowConsumer): the later ones show in the count
 			// alone. Read back after them as after a reconnect.
