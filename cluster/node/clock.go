@@ -73,23 +73,30 @@ func (c *wallClock) nanos() int64 {
 // monotonic clock over the span between them, however long: where the
 // counter strays by more than tscTolerance plus 1/tscStrayPart of the span
 // (a counter not in step across cores, not at a constant rate, or run on
-// through a suspend the monotonic clock did not count), the clock switches
-// to wallClock's stamps for good. The counter stamps only from a base whose
+// through a suspend the monotonic clock did not count; or, spuriously, a
+// change of the monotonic clock's rate by NTP's slew between the span a
+// scale was measured over and the span it is checked over), the clock
+// switches to wallClock's stamps for good. The counter stamps only from a base whose
 // scale passed that check, the first over half a second at least: a scale
 // that serves agreed with the monotonic clock within 6e-3 (2 ms and 2e-3
 // over half a second) over the span it was measured or checked over, and
 // serves about tscRebase (its base's span, in ticks at the scale). So a
 // stamp is off the wall clock by what wallClock's are (the wall clock's
 // slew or step since the base) plus the scale's error over that second,
-// well under a millisecond where the counter keeps its rate. Whatever the
+// and the change of the monotonic clock's slew since the scale was
+// measured over that second: well under a millisecond where the counter
+// keeps its rate and the slew changes little (ntpd slews by at most 5e-4;
+// chrony by up to 8.3e-2 by default, moving stamps by as much, and
+// switching the clock off at the next base where past the check's
+// tolerance). Whatever the
 // counter did, a stamp is at most tscRebase ahead (a counter that jumped
 // ahead is served up to its base's span; the next base switches the clock
 // off), and at most about 2*tscRebase plus the node's flusher's second
 // behind (a counter that stopped or slowed takes no base: check takes one
 // once the base is 2*tscRebase old, and switches the clock off), longer
-// only while the flusher is held up. A rebase
-// between an activation's two stamps can take them back by the scale's
-// error: run.event then stamps its start as its end. Stamps are shown
+// only while the flusher is held up. A rebase between an activation's two
+// stamps can take them back by the scale's error: run.event then stamps
+// its start as its end. Stamps are shown
 // times and the timing of running events only (the RunningAfter flight
 // scan compares a flight's start stamp with a stamp of now, scanFlights:
 // the scale's error moves a running event's publication by as much); no
@@ -124,7 +131,7 @@ const (
 	tscRebase    = int64(time.Second)
 	tscCalibrate = int64(50 * time.Millisecond)
 	tscTolerance = int64(2 * time.Millisecond)  // the most a counter may stray over a span, besides tscStrayPart of it
-	tscStrayPart = 500                          // a counter may stray by 1/tscStrayPart of a span: the first scale's 1e-3, and NTP's slew of the monotonic clock (at most 5e-4) changing between
+	tscStrayPart = 500                          // a counter may stray by 1/tscStrayPart of a span: the first scale's 1e-3, and a change of the monotonic clock's rate by NTP's slew of up to 1e-3 between the spans (ntpd's slew is at most 5e-4; chrony's up to 8.3e-2 by default, so a large correction can switch the clock off: spurious, the stamps then the wall clock's)
 	tscPairWidth = int64(20 * time.Microsecond) // the most a base's readings are apart, once a scale is known
 	tscPairTicks = 50_000                       // and before (20–50 µs at 1–2.5 GHz)
 )
