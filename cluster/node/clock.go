@@ -66,10 +66,11 @@ func (c *wallClock) nanos() int64 {
 // scale) or tscRebase/2 to 2*tscRebase (a later one) in which the wall
 // clock moved as the monotonic one did (no suspend or step between): a
 // base's counter readings are at most tscPairTicks apart before a scale is
-// known and tscPairWidth after, so the first scale is within 1e-3 (50 µs
-// over 50 ms) and a later one within 4e-5 (20 µs over half a second) where
-// the counter keeps its rate, in practice well under a microsecond a
-// second. Every base checks the scale of the one before against the
+// known and tscPairWidth after, and its time.Now lies between them, so for
+// a counter at 1 GHz or more the first scale is within 1e-3 (25 µs at
+// either end over 50 ms) and a later one within 7e-5 (25 µs at the first
+// scaled base, 10 µs at the next, over half a second) where the counter
+// keeps its rate, in practice well under a microsecond a second. Every base checks the scale of the one before against the
 // monotonic clock over the span between them, however long: where the
 // counter strays by more than tscTolerance plus 1/tscStrayPart of the span
 // (a counter not in step across cores, not at a constant rate, or run on
@@ -332,7 +333,7 @@ func nextBase(old *tscBase, tick, mono, ns, width int64) *tscBase {
 		}
 		least := tscCalibrate // the first scale: over at least tscCalibrate, within 1e-3
 		if scaled {
-			least = tscRebase / 2 // a later one: over at least half a second, within 4e-5
+			least = tscRebase / 2 // a later one: over at least half a second, within 7e-5
 		}
 		if dw := ns - old.ns - dm; dt > 0 && dm >= least && dm <= 2*tscRebase && dw <= tscTolerance && dw >= -tscTolerance {
 			// dm < 2^32: the quotient fits (dt > 0 = dm>>32).

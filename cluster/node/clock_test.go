@@ -94,7 +94,7 @@ func TestTSCClockStampsTheWallClock(t *testing.T) {
 					if b := c.base.Load(); b != nil && !b.off {
 						old := *b
 						old.span = 1
-						c.base.Store(&old)
+						c.base.CompareAndSwap(b, &old) // not over a base another goroutine installed since, one off included
 					}
 				}
 				lo := time.Now().UnixNano()
@@ -423,7 +423,8 @@ func TestNodeClockReadsTheCounter(t *testing.T) {
 		t.Error("a new node's counter clock is off")
 	}
 	// Two rebases at once after one base, both finding the counter strayed
-	// (a scale 0.15 of the counter's, as over a suspend): logged once.
+	// (20e9 ticks, 5 s at the base's scale, over 3 s of the monotonic clock,
+	// as over a suspend): logged once.
 	old := &tscBase{tsc: 1 << 40, mono: int64(time.Second), ns: 1e18, mult: 1 << 30, span: 4e9}
 	n.clock.base.Store(old)
 	for range 2 {
