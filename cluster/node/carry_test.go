@@ -9,7 +9,7 @@ import (
 	"github.com/hetflow/hetflow/transport"
 )
 
-// TestCarriedStartStamps: on the node's wallClock, a static task's
+// TestCarriedStartStamps: on the node's tscClock, a static task's
 // activation that its worker comes to straight from another takes that
 // one's end stamp as its start (localexec.EmplaceCarried) instead of a
 // clock read: in a chain on one worker every task but the first starts
@@ -49,7 +49,7 @@ func TestCarriedStartStamps(t *testing.T) {
 			t.Fatalf("%s: start %d, end %d", p, start[p], end[p])
 		}
 		if i > 0 {
-			// (A wallClock rebase between that took the clock's slew
+			// (A clock rebase between that took the stamps
 			// back stamps the start as the end: run.event.)
 			if prev := end[fmt.Sprintf("t%d", i-1)]; start[p] != prev && (start[p] != end[p] || end[p] >= prev) {
 				t.Errorf("%s starts at %d, %d ns from its predecessor's end %d: not carried", p, start[p], start[p]-prev, prev)

@@ -144,6 +144,10 @@ type Stats struct {
 	EventVolumeCuts      uint64 // volume kicks: a run table's crossings of cutRows rows (by chunk) first changed since its last cut; not publishes (kicks pending together wake one, and a kick served after another cut may cut little)
 	EventErrors          uint64 // task deltas that could not be stored
 	Failures             uint64 // fail envelopes sent
+	// CounterClockOff: the time-stamp counter strayed from the monotonic
+	// clock, and activations are stamped by the wall clock for good
+	// (tscClock; logged when it happened).
+	CounterClockOff bool
 
 	// Messages on the node's subjects dropped undecoded, counted by its
 	// Conn (transport.Stats): malformed (oversized ones included), over a
@@ -205,7 +209,7 @@ type Node struct {
 	log     *slog.Logger
 	now     func() time.Time
 	// clock stamps activations (stamp) when fastClock: no Config.Now.
-	clock     wallClock
+	clock     tscClock
 	fastClock bool
 
 	mu       sync.Mutex
@@ -288,7 +292,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	fast := cfg.Now == nil // activations stamp with the node's wallClock
+	fast := cfg.Now == nil // activations stamp with the node's tscClock
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -338,6 +342,7 @@ func New(cfg Config) (*Node, error) {
 		log:       cfg.Logger.With("node", cfg.ID),
 		now:       cfg.Now,
 		fastClock: fast,
+		clock:     tscClock{on: fast && tscUsable()},
 		runs:      map[string]*run{},
 		early:     map[string]*earlyRun{},
 		ended:     map[string]uint64{},
@@ -350,6 +355,7 @@ func New(cfg Config) (*Node, error) {
 		flushStop:  make(chan struct{}),
 		flushDone:  make(chan struct{}),
 	}
+	n.clock.log = n.log
 	n.events = newEventPub(cfg.Conn, cfg.EventLinger, n.log)
 	return n, nil
 }
@@ -552,6 +558,7 @@ func (n *Node) Stats() Stats {
 		EventVolumeCuts:      n.events.volumeCuts.Load(),
 		EventErrors:          n.events.errors.Load(),
 		Failures:             n.stats.failure.Load(),
+		CounterClockOff:      n.clock.isOff(),
 
 		MessagesMalformed: cs.Malformed, MessagesOversized: cs.Oversized, MessagesMismatched: cs.Mismatched,
 	}
@@ -559,7 +566,8 @@ func (n *Node) Stats() Stats {
 
 // flusher publishes the Batcher's waiting Signals as soon as a run goes
 // idle, without waiting for the linger, and apart from the run's report
-// (which waits for its events to be stored).
+// (which waits for its events to be stored). Each second it also checks
+// the counter clock's base (tscClock.check).
 func (n *Node) flusher() {
 	defer close(n.flushDone)
 	again := time.NewTimer(time.Hour)
@@ -610,6 +618,7 @@ func (n *Node) flusher() {
 		case <-again.C:
 			n.replayMissed()
 		case <-drops.C:
+			n.clock.check() // a counter that stopped takes no base by itself
 			// The client reports only the first drop of a slow consumer's
 			// stretch (OnSlowConsumer): the later ones show in the count
 			// alone. Read back after them as after a reconnect.

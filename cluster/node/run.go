@@ -666,7 +666,7 @@ func (r *run) fail(v int, name string, act, execs uint64, start int64, err error
 func (r *run) event(v int, name string, st transport.TaskState, act, execs uint64, out []byte, errText string, start int64) (end int64) {
 	end = r.n.nanos()
 	if start == 0 || (r.n.fastClock && end < start) {
-		start = end // none, or a wallClock rebase between them took the wall clock's slew back
+		start = end // none, or a clock rebase between them took the stamps back (tscClock)
 	}
 	p := r.n.events
 	if name == "" || name == r.graph().Vertices[v].Path {
