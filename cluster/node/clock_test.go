@@ -58,6 +58,21 @@ func stampBetween(t testing.TB, what string, ns, lo, hi, tol int64) bool {
 	return true
 }
 
+// stampsTheWallClock checks ten stamps of c against time.Now read on
+// either side (within a millisecond).
+func stampsTheWallClock(t *testing.T, c *tscClock, what string) bool {
+	t.Helper()
+	for range 10 {
+		lo := time.Now().UnixNano()
+		ns := c.nanos()
+		hi := time.Now().UnixNano()
+		if !stampBetween(t, what, ns, lo, hi, int64(time.Millisecond)) {
+			return false
+		}
+	}
+	return true
+}
+
 // calibratedTSC is a tscClock whose scale is measured and checked, so
 // that the counter stamps (skipped where the counter is not the
 // clocksource).
@@ -296,13 +311,8 @@ func TestTSCClockInstall(t *testing.T) {
 	if c.install(off, d) || c.install(b, d) || c.base.Load() != off {
 		t.Fatal("a base replaced one off")
 	}
-	for range 10 {
-		lo := time.Now().UnixNano()
-		ns := c.nanos()
-		hi := time.Now().UnixNano()
-		if !stampBetween(t, "off", ns, lo, hi, int64(time.Millisecond)) {
-			return
-		}
+	if !stampsTheWallClock(t, c, "off") {
+		return
 	}
 	if c.base.Load() != off {
 		t.Fatal("a stamp of a clock off took a base")
@@ -455,13 +465,8 @@ func TestNodeClockReadsTheCounter(t *testing.T) {
 // counter (not amd64, or not the clocksource) stamps wallClock's stamps.
 func TestTSCClockOffStampsTheWallClock(t *testing.T) {
 	var c tscClock
-	for range 10 {
-		lo := time.Now().UnixNano()
-		ns := c.nanos()
-		hi := time.Now().UnixNano()
-		if !stampBetween(t, "off", ns, lo, hi, int64(time.Millisecond)) {
-			return
-		}
+	if !stampsTheWallClock(t, &c, "off") {
+		return
 	}
 	if c.base.Load() != nil {
 		t.Fatal("a tscClock that is off took a base of the counter")

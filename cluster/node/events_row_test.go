@@ -121,24 +121,37 @@ func TestEventRowsSharedChunksAcrossGenerations(t *testing.T) {
 	close(stop)
 	<-cutter
 	reports = append(reports, p.cut()...)
-	latest := map[uint32]uint64{}
 	for _, tr := range reports {
 		for _, d := range tr.Tasks {
 			if uint64(d.Start) != tr.Gen {
 				t.Fatalf("task %d act %d recorded under gen %d filed in report of gen %d", d.Task, d.Act, d.Start, tr.Gen)
 			}
+		}
+	}
+	reportsEndAt(t, p, reports, workers*per, acts)
+}
+
+// reportsEndAt checks reports (in the order they were cut) against rows
+// 0..n-1 each written up to activation acts: no task's activation goes
+// back from one report to a later one, each task's last is acts, and p has
+// nothing left to cut.
+func reportsEndAt(t *testing.T, p *eventPub, reports []*transport.TaskReport, n int, acts uint64) {
+	t.Helper()
+	latest := map[uint32]uint64{}
+	for _, tr := range reports {
+		for _, d := range tr.Tasks {
 			if d.Act < latest[d.Task] {
 				t.Fatalf("task %d: activation %d reported after %d", d.Task, d.Act, latest[d.Task])
 			}
 			latest[d.Task] = d.Act
 		}
 	}
-	for v := range uint32(workers * per) {
+	for v := range uint32(n) {
 		if latest[v] != acts {
 			t.Fatalf("task %d: the reports end at activation %d, want %d", v, latest[v], acts)
 		}
 	}
 	if got := p.cut(); len(got) != 0 {
-		t.Fatalf("a cut after everything made %d reports", len(got))
+		t.Fatalf("a cut after everything was cut made %d reports", len(got))
 	}
 }

@@ -211,23 +211,7 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 		t.Fatalf("%d reports in %d cuts on %d volume kicks while %d rows were written %d times each, kicked every 512", early, cuts, kicks, workers*per, acts)
 	}
 	reports = append(reports, p.cut()...)
-	latest := map[uint32]uint64{}
-	for _, tr := range reports {
-		for _, d := range tr.Tasks {
-			if d.Act < latest[d.Task] {
-				t.Fatalf("task %d: activation %d reported after %d", d.Task, d.Act, latest[d.Task])
-			}
-			latest[d.Task] = d.Act
-		}
-	}
-	for v := range uint32(workers * per) {
-		if latest[v] != acts {
-			t.Fatalf("task %d: the reports end at activation %d, want %d", v, latest[v], acts)
-		}
-	}
-	if got := p.cut(); len(got) != 0 {
-		t.Fatalf("a cut after everything was cut made %d reports", len(got))
-	}
+	reportsEndAt(t, p, reports, workers*per, acts)
 }
 
 // The publisher's loop stores a table's reports once its volume kicks,
