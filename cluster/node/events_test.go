@@ -19,9 +19,13 @@ import (
 
 // cut returns the reports a publish would store now, without storing
 // them: each writer's messages decoded into one report.
-func (p *eventPub) cut() []*transport.TaskReport {
+func (p *eventPub) cut() []*transport.TaskReport { return p.cutAs(false) }
+
+// cutAs is cut by a publish that keeps its run tables listed (keep: a
+// volume kick's) or not.
+func (p *eventPub) cutAs(keep bool) []*transport.TaskReport {
 	p.mu.Lock()
-	q := p.cutAllLocked(false)
+	q := p.cutAllLocked(keep)
 	p.mu.Unlock()
 	return decodeWritten(q)
 }

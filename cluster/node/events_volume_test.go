@@ -19,12 +19,7 @@ import (
 
 // cutKeep is cut as a volume kick's publish cuts: the run tables that can
 // kick one stay listed.
-func (p *eventPub) cutKeep() []*transport.TaskReport {
-	p.mu.Lock()
-	q := p.cutAllLocked(true)
-	p.mu.Unlock()
-	return decodeWritten(q)
-}
+func (p *eventPub) cutKeep() []*transport.TaskReport { return p.cutAs(true) }
 
 // kicked takes a pending volume kick of p, if any.
 func kicked(p *eventPub) bool {
