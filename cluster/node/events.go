@@ -77,10 +77,10 @@ type eventPub struct {
 	// false, with them.
 	spareClear bool
 	// spareClearing, while not nil, says clearSpare is clearing spare's
-	// rows outside p.mu; it is closed once they are clear (spareClear
-	// then set) or once other rows took their place (dropLocked sets it
-	// nil). An open of their size waits for it rather than make a table of
-	// its own.
+	// rows outside p.mu. clearSpare closes it when its clear ends, whether
+	// or not those rows are still spare (spareClear is set only if they
+	// are; dropLocked may have put others there and set this nil). An open
+	// of their size waits for it rather than make a table of its own.
 	spareClearing chan struct{}
 
 	kick     chan struct{}
@@ -230,7 +230,9 @@ func (p *eventPub) close() {
 // open returns the table of run for a run object of vertices vertices: a
 // fresh one, whose rows its workers write without p.mu (record). A table
 // the run left when it ended here before (forgotten) is cut first: what it
-// still has goes ahead of the new one's.
+// still has goes ahead of the new one's. It may wait for clearSpare's
+// clear of spare rows of its size (a pass over memory: a few ms at 100K
+// rows), to take them rather than make rows of its own.
 func (p *eventPub) open(run, node string, vertices int) *taskTable {
 	var t *taskTable
 	clean := false

@@ -495,7 +495,10 @@ func TestOpenWaitsForTheSpareRowsClear(t *testing.T) {
 		}()
 		<-clearing
 		clearSpareTestHook.Store(nil)
-		return func() { close(rel) }, fin
+		var once sync.Once
+		release = func() { once.Do(func() { close(rel) }) }
+		t.Cleanup(func() { release(); <-fin }) // a test that fails while it is held lets it go
+		return release, fin
 	}
 	t.Cleanup(func() { clearSpareTestHook.Store(nil); openWaitTestHook.Store(nil) })
 

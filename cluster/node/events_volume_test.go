@@ -17,10 +17,6 @@ import (
 	"github.com/hetflow/hetflow/transport"
 )
 
-// cutKeep is cut as a volume kick's publish cuts: the run tables that can
-// kick one stay listed.
-func (p *eventPub) cutKeep() []*transport.TaskReport { return p.cutAs(true) }
-
 // kicked takes a pending volume kick of p, if any.
 func kicked(p *eventPub) bool {
 	select {
@@ -94,7 +90,7 @@ func TestEarlyCutsFoldAsOneAtIdle(t *testing.T) {
 			}
 			if kicked(early) {
 				earlyCuts++
-				for v := range fold(fe, early.cutKeep()) {
+				for v := range fold(fe, early.cutAs(true)) {
 					sent[v] = true
 				}
 			}
@@ -163,7 +159,7 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 	go func() {
 		defer close(cutter)
 		cut := func() {
-			reports = append(reports, p.cutKeep()...)
+			reports = append(reports, p.cutAs(true)...)
 			if cuts++; cuts == 1 {
 				close(firstCut)
 			}
@@ -327,7 +323,7 @@ func TestVolumeCutKeepsTheTableListed(t *testing.T) {
 	for v := range uint32(4 * rowsPerBit) {
 		rec(v, 1)
 	}
-	if n := len(p.cutKeep()); n != 1 || !tab.listed.Load() || len(p.changed) != 1 {
+	if n := len(p.cutAs(true)); n != 1 || !tab.listed.Load() || len(p.changed) != 1 {
 		t.Fatalf("a volume cut: %d reports, listed %v, %d tables listed", n, tab.listed.Load(), len(p.changed))
 	}
 	if rec(5, 2) {
@@ -342,7 +338,7 @@ func TestVolumeCutKeepsTheTableListed(t *testing.T) {
 	}
 	rec(6, 2)
 	p.forget(tab)
-	p.cutKeep()
+	p.cutAs(true)
 	if tab.listed.Load() || p.tabs["r"] != nil {
 		t.Fatal("a forgotten table was kept listed by a volume cut")
 	}
@@ -402,7 +398,7 @@ func TestKeptTableForgottenGoesToTheSpare(t *testing.T) {
 	for v := range uint32(4 * rowsPerBit) {
 		rec(v, 1)
 	}
-	if n := len(p.cutKeep()); n != 1 || !tab.listed.Load() {
+	if n := len(p.cutAs(true)); n != 1 || !tab.listed.Load() {
 		t.Fatalf("a volume cut: %d reports, listed %v", n, tab.listed.Load())
 	}
 	rec(7, 2) // after the kept cut: waits in the listed table
