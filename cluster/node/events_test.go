@@ -384,14 +384,6 @@ func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
 	const n = 300
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
 	emitAll := func(run string) { emitN(p, run, n) }
-	zero := func(tab *taskTable) {
-		t.Helper()
-		for v := range tab.rows {
-			if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.state != 0 {
-				t.Fatalf("row %d of a new table: %+v", v, r)
-			}
-		}
-	}
 	a := p.open("a", "n1", n)
 	emitAll("a")
 	p.cut()
@@ -411,7 +403,7 @@ func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
 	if &b.rows[0] != &rows[0] || p.spare != nil || p.spareClear {
 		t.Fatal("the next table did not take the spare rows")
 	}
-	zero(b)
+	zeroRows(t, b)
 	// b's last changes wait when it is forgotten: it goes at the cut,
 	// later than the teardown's clearSpare, and its successor clears
 	emitAll("b")
@@ -428,7 +420,7 @@ func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
 	if &c.rows[0] != &rows[0] {
 		t.Fatal("the third table did not take the spare rows")
 	}
-	zero(c)
+	zeroRows(t, c)
 	// c's rows, cleared at its teardown, then a table of another size
 	// (which does not take them) is dropped on top: its rows, written,
 	// are the spare now, not clear, and its successor's open clears them
@@ -448,14 +440,7 @@ func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
 	emitN(p, "d", m)
 	p.cut()
 	p.forget(d)
-	if len(p.spare) != m || &p.spare[0] != &dRows[0] {
-		t.Fatal("the dropped table's written rows are not the spare")
-	}
-	e := p.open("e", "n1", m)
-	if &e.rows[0] != &dRows[0] {
-		t.Fatal("the successor of d did not take its rows")
-	}
-	zero(e)
+	takesSpare(t, p, dRows)
 }
 
 // An Assignment may come while the last run's teardown clears the spare
@@ -467,14 +452,6 @@ func TestSpareRowsClearedBeforeTheNextRun(t *testing.T) {
 func TestOpenWaitsForTheSpareRowsClear(t *testing.T) {
 	const n, m = 300, 150
 	p := newEventPub(nil, time.Hour, slog.New(slog.DiscardHandler))
-	zero := func(tab *taskTable) {
-		t.Helper()
-		for v := range tab.rows {
-			if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.state != 0 {
-				t.Fatalf("row %d of a new table: %+v", v, r)
-			}
-		}
-	}
 	ended := func(run string, size int) []taskRow {
 		tab := p.open(run, "n1", size)
 		emitN(p, run, size)
@@ -523,7 +500,7 @@ func TestOpenWaitsForTheSpareRowsClear(t *testing.T) {
 	if &b.rows[0] != &rows[0] {
 		t.Fatal("an open while the spare rows were cleared made a table of its own")
 	}
-	zero(b)
+	zeroRows(t, b)
 
 	// b's rows are being cleared when a table of another size is dropped
 	// on top: its written rows are the spare, and stay marked not clear
@@ -532,14 +509,7 @@ func TestOpenWaitsForTheSpareRowsClear(t *testing.T) {
 	dRows := ended("d", m)
 	release()
 	<-done
-	if len(p.spare) != m || &p.spare[0] != &dRows[0] {
-		t.Fatal("the dropped table's rows are not the spare")
-	}
-	e := p.open("e", "n1", m)
-	if &e.rows[0] != &dRows[0] {
-		t.Fatal("the next open of their size did not take the dropped table's rows")
-	}
-	zero(e)
+	takesSpare(t, p, dRows)
 }
 
 // emitN records every task of run's table, of n tasks, done once.
@@ -684,4 +654,29 @@ func TestCutWritesWhatItSends(t *testing.T) {
 	if len(rs) != 1 || len(rs[0].Tasks) != n || rs[0].Tasks[n-1].Start != t0+int64((n-1)/2)*200+3000 {
 		t.Fatalf("a run's rows cut at its end: %d reports", len(rs))
 	}
+}
+
+// zeroRows fails t unless every row of tab is zero (its activation, lock
+// word, flight and state): a new table's.
+func zeroRows(t *testing.T, tab *taskTable) {
+	t.Helper()
+	for v := range tab.rows {
+		if r := &tab.rows[v]; r.act != 0 || r.lk.Load() != 0 || r.fl.act.Load() != 0 || r.state != 0 {
+			t.Fatalf("row %d of a new table: %+v", v, r)
+		}
+	}
+}
+
+// takesSpare fails t unless rows, a dropped table's, are p's spare and
+// the next open of their size takes them, zero.
+func takesSpare(t *testing.T, p *eventPub, rows []taskRow) {
+	t.Helper()
+	if len(p.spare) != len(rows) || &p.spare[0] != &rows[0] {
+		t.Fatal("the dropped table's rows are not the spare")
+	}
+	e := p.open("e", "n1", len(rows))
+	if &e.rows[0] != &rows[0] {
+		t.Fatal("the next open of their size did not take the dropped table's rows")
+	}
+	zeroRows(t, e)
 }

@@ -221,13 +221,7 @@ func TestVolumeKickStoresWithoutALinger(t *testing.T) {
 	defer p.close()
 	const nv = 1000
 	tab := p.open("r1", "n1", nv)
-	stored := func() map[uint32]uint64 {
-		m := map[uint32]uint64{}
-		if err := c.ReplayEvents(ctx, "r1", func(e *transport.TaskEvent) error { m[e.Task] = e.Act; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	stored := func() map[uint32]uint64 { return storedActs(t, ctx, c, "r1") }
 	for v := range uint32(300) {
 		first, _ := p.record(tab, false, 1, v, transport.TaskDone, 1, 1, nil, "", 1, 2)
 		p.nudgeFor(transport.TaskDone, first)
@@ -358,13 +352,7 @@ func TestVolumeCutArmsTheLinger(t *testing.T) {
 	p.start()
 	defer p.close()
 	tab := p.open("r1", "n1", 1000)
-	stored := func() map[uint32]uint64 {
-		m := map[uint32]uint64{}
-		if err := c.ReplayEvents(ctx, "r1", func(e *transport.TaskEvent) error { m[e.Task] = e.Act; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	stored := func() map[uint32]uint64 { return storedActs(t, ctx, c, "r1") }
 	// No nudge for the first change (no linger armed by it): only the
 	// volume kick, with row 192, the first of the fourth chunk.
 	for v := range uint32(193) {
@@ -431,4 +419,15 @@ func TestKeptTableForgottenGoesToTheSpare(t *testing.T) {
 			t.Fatalf("the spare's row %d not cleared", v)
 		}
 	}
+}
+
+// storedActs is the latest activation of each task of run that c's
+// stream holds.
+func storedActs(t *testing.T, ctx context.Context, c *transport.Conn, run string) map[uint32]uint64 {
+	t.Helper()
+	m := map[uint32]uint64{}
+	if err := c.ReplayEvents(ctx, run, func(e *transport.TaskEvent) error { m[e.Task] = e.Act; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
