@@ -652,14 +652,9 @@ func (s *Server) start(id, path string, bf *boundFlow, stored bool) (string, err
 		boots[n.ID] = n.Boot
 	}
 	used := map[string]string{}
-	if nodes, err := sharedNodesOf(assign); err == nil { // a placement's again: listed once (lastAssignment)
-		for _, n := range nodes {
-			used[n] = boots[n]
-		}
-	} else { // a task of no node: the FSM refuses the run
-		for lo := range nodeRuns(assign) {
-			used[assign[lo]] = boots[assign[lo]]
-		}
+	nodes, _ := sharedNodesOf(assign) // a placement's again: listed once (lastAssignment); an error (a task of no node) is the FSM's refusal of the run
+	for _, n := range nodes {
+		used[n] = boots[n]
 	}
 	run := &Run{ID: id, FlowID: flowID, FlowName: g.Name, Params: values, State: proto.RunRunning, Submitted: now,
 		Timeout: g.Timeout, Gen: 1, Assignment: assign, Boots: used}
