@@ -88,6 +88,14 @@ func (o *OpenRun) enqueue(ts []Task, before *[]*node, add func([]*node, *node) [
 		o.mu.Unlock()
 		return ErrRunClosed
 	}
+	// A task run from outside its graph (Schedule, Release) is out of
+	// turn, as Runtime.Schedule's: its completion counts into its
+	// successors' join counters beyond the graph's round, so the run
+	// cannot prove every counter restarted (sched.clean), and the next
+	// run of the taskflow resets them. (A graph that awaits outside
+	// completions or has External tasks is never clean anyway; this covers
+	// a plain DAG steered from outside.)
+	o.t.dirty.Store(true)
 	if !o.start {
 		for _, t := range ts {
 			*before = append(*before, t.n)

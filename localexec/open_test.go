@@ -3,6 +3,7 @@ package localexec
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,5 +205,94 @@ func awaitIdle(t *testing.T, idle <-chan struct{}) {
 	case <-idle:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no idle notification")
+	}
+}
+
+// TestOpenRunClosedIdleStaysClean: an open run of a plain DAG (no
+// condition, External or awaiting task) that ran whole and was closed
+// idle proves every join counter restarted, as a Run does, so the next run
+// of the taskflow skips their reset (a cluster node closes a kept build's
+// idle run for this); a cancelled one does not.
+func TestOpenRunClosedIdleStaysClean(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	tf := NewTaskflow("dag")
+	var ran atomic.Int32
+	a := tf.Emplace(func() { ran.Add(1) }).Name("a")
+	b := tf.Emplace(func() { ran.Add(1) }).Name("b")
+	c := tf.Emplace(func() { ran.Add(1) }).Name("c")
+	c.Succeed(a, b)
+	for i, cancel := range []bool{false, true, false} {
+		o, err := ex.RunOpen(tf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitOpenIdle(t, o)
+		if cancel {
+			o.Cancel()
+		} else {
+			o.Close()
+		}
+		_ = o.Wait()
+		if got := int(ran.Load()); got != 3*(i+1) {
+			t.Fatalf("run %d: %d tasks ran in all, want %d", i+1, got, 3*(i+1))
+		}
+		if clean := tf.graph.sched.clean; clean == cancel {
+			t.Fatalf("run %d (cancelled %v): clean %v", i+1, cancel, clean)
+		}
+	}
+}
+
+// TestOpenRunScheduledOutOfTurnResets: a task of a plain DAG scheduled
+// from outside (OpenRun.Schedule) counts one completion more into its
+// successor's join counter than the graph's round; the run must not pass
+// for clean, or the next run starts with that counter part-way and runs
+// the successor before all its predecessors.
+func TestOpenRunScheduledOutOfTurnResets(t *testing.T) {
+	ex := newEx(t, WithWorkers(1)) // one worker: a released successor runs inline at once
+	tf := NewTaskflow("dag")
+	var mu sync.Mutex
+	var order []string
+	rec := func(name string) func() {
+		return func() { mu.Lock(); order = append(order, name); mu.Unlock() }
+	}
+	a := tf.Emplace(rec("a")).Name("a")
+	b := tf.Emplace(rec("b")).Name("b")
+	c := tf.Emplace(rec("c")).Name("c")
+	c.Succeed(a, b)
+	o, err := ex.RunOpen(tf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOpenIdle(t, o)
+	if err := o.Schedule(a); err != nil { // c's counter: one of two
+		t.Fatal(err)
+	}
+	waitOpenIdle(t, o)
+	o.Close()
+	if err := o.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	order = order[:0]
+	mu.Unlock()
+	if err := ex.Run(tf).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 3 || order[2] != "c" {
+		t.Fatalf("the run after: %v, want a and b, then c", order)
+	}
+}
+
+// waitOpenIdle waits until o has nothing scheduled or running.
+func waitOpenIdle(t *testing.T, o *OpenRun) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !o.Idle() {
+		if time.Now().After(deadline) {
+			t.Fatal("the open run never went idle")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -45,7 +45,7 @@ type topology struct {
 	remaining  int // iterations left; -1 with pred
 	pred       func() bool
 	cancelled  atomic.Bool
-	dirty      atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
+	dirty      atomic.Bool // Runtime.Schedule or an open run's Schedule or Release ran a node out of turn: reset every counter next run
 	open       *OpenRun    // set for RunOpen
 	hints      hintTables  // its taskflow's when it was submitted (Taskflow.SetHints)
 

@@ -350,3 +350,47 @@ func heldOn(ctx context.Context, t *testing.T, c *cluster, file *spec.File, own 
 	}
 	return first, r
 }
+
+// plainFlow is a plain DAG: no condition, loop or subflow, every join of
+// two.
+const plainFlow = `
+name: plain
+tasks:
+  - {name: a, func: hash}
+  - {name: b, func: hash}
+  - {name: c, func: hash, succeed: [a, b]}
+  - {name: d, func: hash, succeed: [a, b]}
+  - {name: e, func: hash, succeed: [c, d]}
+`
+
+// TestIdleRunClosedNotCancelled: a run released idle ends its open run by
+// a Close, not a Cancel (run.teardown): nothing of it was running, and an
+// uncancelled end is what lets localexec skip the next run's pass over the
+// kept build's join counters. The build is kept and the run again gives
+// what the first run gave.
+func TestIdleRunClosedNotCancelled(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, plainFlow)
+	own := make([]uint32, len(g.Vertices))
+	first, r := heldOn(ctx, t, c, file, own)
+	open := r.parts()[0].open.Load()
+	c.release(ctx, first.run, "done")
+	select {
+	case <-open.Done():
+	default:
+		t.Fatal("the run is released and its open run has not ended")
+	}
+	if err := open.Wait(); err != nil {
+		t.Fatalf("the idle run's open run ended with %v: cancelled, not closed", err)
+	}
+	reused := c.nodes[0].Stats().BuildsReused
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("the run again failed: %+v", got.failed)
+	}
+	compare(t, "the run again", first.tasks, got.tasks)
+	if r := c.nodes[0].Stats().BuildsReused; r != reused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
+	}
+}
