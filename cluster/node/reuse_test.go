@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,34 @@ func TestIdleRunClosedNotCancelled(t *testing.T) {
 	compare(t, "the run again", first.tasks, got.tasks)
 	if r := c.nodes[0].Stats().BuildsReused; r != reused+1 {
 		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
+	}
+}
+
+// TestSameMask: the build cache's compare of vertex masks as bytes gives
+// what a compare a vertex gives: equal masks, masks that differ at one
+// vertex anywhere (the first, a middle one, the last, past a word), masks
+// of other lengths, empty and nil ones.
+func TestSameMask(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, 1000} {
+		a := make([]bool, n)
+		for v := range a {
+			a[v] = v%3 == 0
+		}
+		if !sameMask(a, slices.Clone(a)) {
+			t.Fatalf("%d vertices: a mask and its copy differ", n)
+		}
+		for v := range n {
+			b := slices.Clone(a)
+			b[v] = !b[v]
+			if sameMask(a, b) || sameMask(b, a) {
+				t.Fatalf("%d vertices: masks differing at %d are the same", n, v)
+			}
+		}
+		if sameMask(a, append(slices.Clone(a), false)) {
+			t.Fatalf("%d and %d vertices: the same", n, n+1)
+		}
+	}
+	if !sameMask(nil, []bool{}) || !sameMask([]bool{}, nil) {
+		t.Fatal("an empty mask and a nil one differ")
 	}
 }
