@@ -12,8 +12,9 @@ import (
 var ErrRunClosed = errors.New("localexec: open run closed")
 
 // OpenRun is a run that outside events drive: it does not end when its
-// tasks run out, only after Close (and once everything scheduled has
-// finished). Tasks marked External do not start with the run; Schedule runs
+// tasks run out, only after Close, or once it is cancelled (Cancel, or a
+// task that panicked or failed: its owner learns of it by Done, and Wait
+// returns the error), and once everything scheduled has finished. Tasks marked External do not start with the run; Schedule runs
 // one, as a condition task's pick would, from any goroutine; Release counts
 // the completion of a predecessor a task awaits from outside its graph
 // (Task.Await). hetflow's cluster node runs its part of a distributed flow
@@ -176,9 +177,10 @@ func (o *OpenRun) release() {
 }
 
 // Cancel stops scheduling the run's tasks (running ones finish) and closes
-// it; Wait returns an error wrapping ErrCancelled.
+// it; Wait returns an error wrapping ErrCancelled (unless a task's failure
+// cancelled it first).
 func (o *OpenRun) Cancel() bool {
-	ok := o.Future.Cancel()
+	ok := o.Future.Cancel() // closes it, unless it had ended already
 	o.Close()
 	return ok
 }

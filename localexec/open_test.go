@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -294,5 +295,81 @@ func waitOpenIdle(t *testing.T, o *OpenRun) {
 			t.Fatal("the open run never went idle")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOpenRunEndsWhenATaskFails: a task's panic or error cancels an open
+// run, and the run ends with it, as a Close would end it, without its
+// owner's Close: its owner learns of the failure by Done. Before, its hold
+// kept it open and Idle (nothing scheduled or running) until the owner
+// closed it, and the failure went unseen: a cluster node passed for idle,
+// the failed task's successors never run. A proxy's panic (a task
+// scheduled from outside) and a context task's error end it the same way.
+func TestOpenRunEndsWhenATaskFails(t *testing.T) {
+	for _, how := range []string{"source", "scheduled", "context"} {
+		t.Run(how, func(t *testing.T) {
+			ex := newEx(t, WithWorkers(2))
+			tf := NewTaskflow("part")
+			var after atomic.Int32
+			var bad Task
+			switch how {
+			case "source":
+				bad = tf.Emplace(func() { panic("injected") })
+			case "scheduled":
+				bad = tf.Emplace(func() { panic("injected") }).External()
+			case "context":
+				bad = tf.EmplaceContext(func(context.Context) error { return errors.New("injected") })
+			}
+			bad.Name("bad")
+			succ := tf.Emplace(func() { after.Add(1) }).Name("succ")
+			other := tf.Emplace(func() {}).Name("other")
+			succ.Succeed(bad, other) // a join, as a kept build's
+			o, err := ex.RunOpen(tf, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "scheduled" {
+				if err := o.Schedule(bad); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-o.Done():
+			case <-time.After(10 * time.Second):
+				idle := o.Idle()
+				o.Close() // or the executor's close waits for it
+				t.Fatalf("the open run did not end after its task failed (idle %v)", idle)
+			}
+			err = o.Wait()
+			var pe *PanicError
+			var te *TaskError
+			switch {
+			case errors.As(err, &pe):
+				if pe.Task != "bad" || pe.Value != "injected" {
+					t.Fatalf("ended with %v: want bad's panic", err)
+				}
+			case errors.As(err, &te):
+				if te.Task != "bad" || how != "context" {
+					t.Fatalf("ended with %v: want bad's failure", err)
+				}
+			default:
+				t.Fatalf("ended with %v: want bad's failure", err)
+			}
+			if after.Load() != 0 {
+				t.Fatal("succ ran after its predecessor failed")
+			}
+			if o.Idle() {
+				t.Fatal("an ended open run reports idle")
+			}
+			if err := o.Schedule(other); !errors.Is(err, ErrRunClosed) {
+				t.Fatalf("schedule after the run ended: %v", err)
+			}
+			if o.Cancel() { // the owner's, after the end: no effect
+				t.Fatal("a cancel of the ended run took effect")
+			}
+			if again := o.Wait(); again != err {
+				t.Fatalf("after a cancel the run's error is %v, was %v", again, err)
+			}
+		})
 	}
 }

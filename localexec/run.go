@@ -75,10 +75,20 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 
 // cancel stops scheduling the run's tasks and records err if none is
 // recorded yet. It reports whether the run was still unfinished.
+//
+// An open run is closed too, whoever cancels it (OpenRun.Cancel, a task
+// that panicked or failed, a GPU graph that failed to launch): otherwise
+// its hold would keep it going, scheduling nothing, until its owner's
+// Close, and nothing tells the owner it was cut short. Idle would report a
+// run that skipped the rest of its tasks as one waiting for outside work,
+// and Done would stay open: a cluster node would pass for idle with its
+// successors never run. Closed, the run ends once its running tasks are
+// done, and Wait returns err. The close comes after errMu is let go:
+// Close takes the open run's lock, under which nothing cancels.
 func (t *topology) cancel(err error) bool {
 	t.errMu.Lock()
-	defer t.errMu.Unlock()
 	if t.final {
+		t.errMu.Unlock()
 		return false
 	}
 	if t.err == nil {
@@ -87,6 +97,10 @@ func (t *topology) cancel(err error) bool {
 	t.cancelled.Store(true)
 	if t.ctxCancel != nil {
 		t.ctxCancel(t.err)
+	}
+	t.errMu.Unlock()
+	if t.open != nil {
+		t.open.Close()
 	}
 	return true
 }

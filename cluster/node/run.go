@@ -310,7 +310,9 @@ type failure struct {
 
 // openEnded handles the open run ending on its own: after a failure this
 // node reported (the wrappers cancel it), or a failure inside localexec (a
-// GPU graph that failed to launch, a panic in the node's own code).
+// GPU graph that failed to launch, a panic in the node's own code): the
+// task's run is cancelled, and localexec ends an open run it cancels
+// (TestPanicInNodeCodeFailsTheRun).
 func (r *run) openEnded(err error) {
 	if err == nil || r.stopping.Load() || r.failed.Load() {
 		return
