@@ -89,14 +89,20 @@ func (o *OpenRun) enqueue(ts []Task, before *[]*node, add func([]*node, *node) [
 		o.mu.Unlock()
 		return ErrRunClosed
 	}
-	// A task run from outside its graph (Schedule, Release) is out of
-	// turn, as Runtime.Schedule's: its completion counts into its
-	// successors' join counters beyond the graph's round, so the run
-	// cannot prove every counter restarted (sched.clean), and the next
-	// run of the taskflow resets them. (A graph that awaits outside
-	// completions or has External tasks is never clean anyway; this covers
-	// a plain DAG steered from outside.)
-	o.t.dirty.Store(true)
+	// A task scheduled from outside (Schedule, ScheduleAll) runs out of
+	// its graph's round, as Runtime.Schedule's does: its completion counts
+	// into its successors' join counters beyond the round, so the run
+	// cannot prove every counter restarted (sched.clean), and the next run
+	// of the taskflow resets them. A Release is out of the round when its
+	// task does not Await (a plain DAG's never does): it counts a
+	// completion the graph's own predecessors count too. (A graph with
+	// External tasks, or with a task that Awaits, is never clean anyway;
+	// this covers a plain DAG steered from outside.) Stored once: dirty
+	// shares a line with topology.cancelled, which every task reads, and
+	// a cluster node's every batch of Signals comes here.
+	if !o.t.dirty.Load() {
+		o.t.dirty.Store(true)
+	}
 	if !o.start {
 		for _, t := range ts {
 			*before = append(*before, t.n)

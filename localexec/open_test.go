@@ -223,11 +223,13 @@ func TestOpenRunClosedIdleStaysClean(t *testing.T) {
 	c := tf.Emplace(func() { ran.Add(1) }).Name("c")
 	c.Succeed(a, b)
 	for i, cancel := range []bool{false, true, false} {
-		o, err := ex.RunOpen(tf, nil)
+		idle, onIdle := idleSignal()
+		before := ex.Stats()
+		o, err := ex.RunOpen(tf, onIdle)
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitOpenIdle(t, o)
+		waitOpenIdle(t, o, idle)
 		if cancel {
 			o.Cancel()
 		} else {
@@ -240,6 +242,21 @@ func TestOpenRunClosedIdleStaysClean(t *testing.T) {
 		if clean := tf.graph.sched.clean; clean == cancel {
 			t.Fatalf("run %d (cancelled %v): clean %v", i+1, cancel, clean)
 		}
+		// The first run resets (a new taskflow), so does the one after
+		// the cancelled one; the one after the closed one skips it.
+		wantSkip := i == 1
+		checkJoinResets(t, ex, before, wantSkip)
+	}
+}
+
+// checkJoinResets checks that the one run of a graph with joins since
+// before reset its join counters (skipped false) or skipped the reset.
+func checkJoinResets(t *testing.T, ex *Executor, before Stats, skipped bool) {
+	t.Helper()
+	s := ex.Stats()
+	resets, skips := s.JoinResets-before.JoinResets, s.JoinResetsSkipped-before.JoinResetsSkipped
+	if want := map[bool][2]uint64{false: {1, 0}, true: {0, 1}}[skipped]; resets != want[0] || skips != want[1] {
+		t.Fatalf("%d resets and %d skipped, want %d and %d", resets, skips, want[0], want[1])
 	}
 }
 
@@ -260,15 +277,16 @@ func TestOpenRunScheduledOutOfTurnResets(t *testing.T) {
 	b := tf.Emplace(rec("b")).Name("b")
 	c := tf.Emplace(rec("c")).Name("c")
 	c.Succeed(a, b)
-	o, err := ex.RunOpen(tf, nil)
+	idle, onIdle := idleSignal()
+	o, err := ex.RunOpen(tf, onIdle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitOpenIdle(t, o)
+	waitOpenIdle(t, o, idle)
 	if err := o.Schedule(a); err != nil { // c's counter: one of two
 		t.Fatal(err)
 	}
-	waitOpenIdle(t, o)
+	waitOpenIdle(t, o, idle)
 	o.Close()
 	if err := o.Wait(); err != nil {
 		t.Fatal(err)
@@ -286,15 +304,13 @@ func TestOpenRunScheduledOutOfTurnResets(t *testing.T) {
 	}
 }
 
-// waitOpenIdle waits until o has nothing scheduled or running.
-func waitOpenIdle(t *testing.T, o *OpenRun) {
+// waitOpenIdle waits until o, opened with idle's callback (idleSignal),
+// has nothing scheduled or running: each time it goes idle it notifies,
+// so a run not idle now notifies once it is.
+func waitOpenIdle(t *testing.T, o *OpenRun, idle <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for !o.Idle() {
-		if time.Now().After(deadline) {
-			t.Fatal("the open run never went idle")
-		}
-		time.Sleep(time.Millisecond)
+		awaitIdle(t, idle)
 	}
 }
 
@@ -370,6 +386,71 @@ func TestOpenRunEndsWhenATaskFails(t *testing.T) {
 			if again := o.Wait(); again != err {
 				t.Fatalf("after a cancel the run's error is %v, was %v", again, err)
 			}
+		})
+	}
+}
+
+// TestOpenRunSteeredIsDirty: a Release of a task that does not Await (its
+// join counter then one completion ahead of the graph's round) and a
+// Schedule made before the run's graph is scheduled (queued, run at the
+// start) steer the run from outside just as a Schedule after the start
+// does: the run is not clean, and the next run resets the join counters.
+func TestOpenRunSteeredIsDirty(t *testing.T) {
+	for _, how := range []string{"release", "schedule before the start"} {
+		t.Run(how, func(t *testing.T) {
+			ex := newEx(t, WithWorkers(1))
+			tf := NewTaskflow("dag")
+			var ran atomic.Int32
+			a := tf.Emplace(func() { ran.Add(1) }).Name("a")
+			b := tf.Emplace(func() { ran.Add(1) }).Name("b")
+			c := tf.Emplace(func() { ran.Add(1) }).Name("c")
+			c.Succeed(a, b)
+			// a clean run first: the next would skip the reset
+			if err := ex.Run(tf).Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if !tf.graph.sched.clean {
+				t.Fatal("a whole run of a plain DAG is not clean")
+			}
+			idle, onIdle := idleSignal()
+			gate := make(chan struct{})
+			if how == "schedule before the start" {
+				ex.Async(func() { <-gate }) // the one worker, busy: the run cannot start
+			}
+			o, err := ex.RunOpen(tf, onIdle)
+			if err != nil {
+				close(gate)
+				t.Fatal(err)
+			}
+			if how == "schedule before the start" {
+				err = o.Schedule(a)
+				o.mu.Lock()
+				started := o.start
+				o.mu.Unlock()
+				close(gate)
+				if err != nil || started {
+					t.Fatalf("schedule: %v, started %v: want it queued before the start", err, started)
+				}
+			} else {
+				close(gate)
+				waitOpenIdle(t, o, idle)
+				if err := o.Release([]Task{c}); err != nil { // c's counter: one of two
+					t.Fatal(err)
+				}
+			}
+			waitOpenIdle(t, o, idle)
+			o.Close()
+			if err := o.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if tf.graph.sched.clean {
+				t.Fatal("a run steered from outside passes for clean")
+			}
+			before := ex.Stats()
+			if err := ex.Run(tf).Wait(); err != nil {
+				t.Fatal(err)
+			}
+			checkJoinResets(t, ex, before, false)
 		})
 	}
 }

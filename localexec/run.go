@@ -45,9 +45,13 @@ type topology struct {
 	remaining  int // iterations left; -1 with pred
 	pred       func() bool
 	cancelled  atomic.Bool
-	dirty      atomic.Bool // Runtime.Schedule or an open run's Schedule or Release ran a node out of turn: reset every counter next run
-	open       *OpenRun    // set for RunOpen
-	hints      hintTables  // its taskflow's when it was submitted (Taskflow.SetHints)
+	// dirty: a node ran out of its graph's round (Runtime.Schedule, an
+	// open run's Schedule, ScheduleAll or Release), so the next run
+	// resets every join counter. Set once: it shares a line with
+	// cancelled, which every task reads.
+	dirty atomic.Bool
+	open  *OpenRun   // set for RunOpen
+	hints hintTables // its taskflow's when it was submitted (Taskflow.SetHints)
 
 	errMu sync.Mutex
 	err   error
@@ -434,10 +438,18 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	// Counters of nodes with one strong predecessor are never touched
 	// (see complete); the others may hold partial counts from a run that
 	// a condition or a cancel cut short.
+	// Stats.JoinResets counts a run's iterations (a root frame: not a
+	// subflow's or a module's graph, which may start many times a run).
+	counted := f.kind == frameRoot && len(c.multi) > 0
 	if !c.clean {
 		for _, n := range c.multi {
 			n.join.Store(n.nStrong)
 		}
+		if counted {
+			w.ex.joinResets.Add(1)
+		}
+	} else if counted {
+		w.ex.joinSkips.Add(1)
 	}
 	c.clean = false // until this run proves it (iterationDone)
 	srcs := c.sources
