@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -386,6 +388,7 @@ func TestIdleRunClosedNotCancelled(t *testing.T) {
 		t.Fatalf("the idle run's open run ended with %v: cancelled, not closed", err)
 	}
 	reused := c.nodes[0].Stats().BuildsReused
+	ex0 := c.nodes[0].Executor().Stats()
 	got := c.runFlow(ctx, file, own, runOpts{})
 	if got.failed != nil {
 		t.Fatalf("the run again failed: %+v", got.failed)
@@ -394,6 +397,85 @@ func TestIdleRunClosedNotCancelled(t *testing.T) {
 	if r := c.nodes[0].Stats().BuildsReused; r != reused+1 {
 		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
 	}
+	joinResets(t, c.nodes[0], ex0, true)
+}
+
+// joinResets checks that the one run on n since before (its executor's
+// stats) skipped the reset of its join counters (skipped) or did it.
+func joinResets(t *testing.T, n *Node, before localexec.Stats, skipped bool) {
+	t.Helper()
+	s := n.Executor().Stats()
+	resets, skips := s.JoinResets-before.JoinResets, s.JoinResetsSkipped-before.JoinResetsSkipped
+	want := [2]uint64{1, 0}
+	if skipped {
+		want = [2]uint64{0, 1}
+	}
+	if resets != want[0] || skips != want[1] {
+		t.Fatalf("the run reset the join counters %d times and skipped it %d times, want %d and %d", resets, skips, want[0], want[1])
+	}
+}
+
+// TestBusyRunTornDownResets: a run released while a task of it still runs
+// (c, held in the node's wrapper until the run stops) ends its open run by
+// a Cancel, so it is never taken for clean: its build is not kept, and the
+// next run resets the join counters; the run after that, released idle,
+// lets the one after skip the reset again.
+func TestBusyRunTornDownResets(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, plainFlow)
+	own := make([]uint32, len(g.Vertices))
+	n0 := c.nodes[0]
+	victim := byName(g, "c")
+	var held atomic.Bool
+	hook := func(v int) {
+		if v != victim || !held.CompareAndSwap(false, true) {
+			return
+		}
+		// Hold c until the run stops: it is running at the teardown. (On
+		// a worker: no t.Fatal here; past the deadline c goes on, and the
+		// run ends idle, failing the checks below.)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			n0.mu.Lock()
+			stopping := false
+			for _, r := range n0.runs {
+				stopping = stopping || r.stopping.Load()
+			}
+			n0.mu.Unlock()
+			if stopping {
+				return
+			}
+		}
+	}
+	staticTestHook.Store(&hook)
+	t.Cleanup(func() { staticTestHook.Store(nil) })
+	reused := n0.Stats().BuildsReused
+	// A user's cancel (stopAfter) releases it: with c held it cannot
+	// terminate first.
+	busy := c.runFlow(ctx, file, own, runOpts{stopAfter: time.Millisecond})
+	staticTestHook.Store(nil)
+	if busy.failed != nil {
+		t.Fatalf("the cancelled run failed: %+v", busy.failed)
+	}
+	if !held.Load() {
+		t.Fatal("c never ran in the cancelled run")
+	}
+	ex0 := n0.Executor().Stats()
+	first := c.runFlow(ctx, file, own, runOpts{})
+	if first.failed != nil {
+		t.Fatalf("the run after the cancelled one failed: %+v", first.failed)
+	}
+	if r := n0.Stats().BuildsReused; r != reused {
+		t.Fatalf("n0 reused a build of a run torn down busy (%d, then %d)", reused, r)
+	}
+	joinResets(t, n0, ex0, false)
+	ex0 = n0.Executor().Stats()
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("the run again failed: %+v", got.failed)
+	}
+	compare(t, "the run again", first.tasks, got.tasks)
+	joinResets(t, n0, ex0, true)
 }
 
 // TestSameMask: the build cache's compare of vertex masks as bytes gives

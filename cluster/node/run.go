@@ -359,17 +359,20 @@ func (r *run) teardown() {
 	for _, p := range r.parts() {
 		open := p.open.Load()
 		if idle {
-			// Every part was idle when the SM stopped (both under n.mu,
-			// where every Signal is taken: none schedules or releases a
-			// task of the run after it), so nothing is scheduled or running
-			// and nothing can be: a Close ends the open run at once, as a
-			// Cancel would, cutting nothing short. Unlike a Cancel it leaves
-			// the taskflow's run uncancelled, so localexec may find that
-			// every join counter restarted (a plain DAG that ran whole, not
-			// steered from outside) and the next run of a kept build skips
-			// their reset: a pass over every task with more than one
-			// predecessor, most of a run again's way to its first
-			// activation (100K tasks: 1–2 ms).
+			// Safe: every part was idle when the SM stopped, both under
+			// n.mu, the stopped SM acts on no Signal after it, and the
+			// other ways a task is scheduled or released (r.update,
+			// r.followed, r.completed) check stopping first, so nothing
+			// is scheduled or running and nothing can be: a Close ends
+			// the open run at once, cutting nothing short, as a Cancel
+			// would.
+			// Faster: unlike a Cancel it leaves the taskflow's run
+			// uncancelled, so localexec may find that every join counter
+			// restarted (a plain DAG that ran whole, not steered from
+			// outside) and the next run of a kept build skips their reset,
+			// a pass over every task with more than one predecessor: most
+			// of a run again's way to its first activation (100K tasks:
+			// 1–2 ms).
 			open.Close()
 		} else {
 			open.Cancel()
