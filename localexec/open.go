@@ -14,9 +14,10 @@ var ErrRunClosed = errors.New("localexec: open run closed")
 // OpenRun is a run that outside events drive: it does not end when its
 // tasks run out, only after Close, or once it is cancelled (Cancel, or a
 // task that panicked or failed: its owner learns of it by Done, and Wait
-// returns the error), and once everything scheduled has finished. Tasks marked External do not start with the run; Schedule runs
-// one, as a condition task's pick would, from any goroutine; Release counts
-// the completion of a predecessor a task awaits from outside its graph
+// returns the error), and once everything scheduled has finished. Tasks
+// marked External do not start with the run; Schedule runs one, as a
+// condition task's pick would, from any goroutine; Release counts the
+// completion of a predecessor a task awaits from outside its graph
 // (Task.Await). hetflow's cluster node runs its part of a distributed flow
 // this way: a message from a remote predecessor releases its successor, a
 // remote condition's pick schedules it.
@@ -192,12 +193,14 @@ func (o *OpenRun) Cancel() bool {
 }
 
 // Idle reports whether the run has nothing scheduled or running: only the
-// hold remains. It is a snapshot; a Schedule call may change it at once.
+// hold remains. It is a snapshot; a Schedule call may change it at once. A
+// cancelled run is never idle, even before topology.cancel's Close lets the
+// hold go: it was cut short, not waiting for outside work.
 func (o *OpenRun) Idle() bool {
 	o.mu.Lock()
 	started := o.start
 	o.mu.Unlock()
-	return started && o.held.Load() && o.t.root.pending.Load() == 1
+	return started && o.held.Load() && !o.t.cancelled.Load() && o.t.root.pending.Load() == 1
 }
 
 func (o *OpenRun) idle() {

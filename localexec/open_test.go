@@ -390,6 +390,42 @@ func TestOpenRunEndsWhenATaskFails(t *testing.T) {
 	}
 }
 
+// TestOpenRunCancelledIsNotIdle: between topology.cancel marking the run
+// cancelled and its Close letting the hold go, the hold is still in place
+// and nothing runs; Idle must not report the cut-short run as one waiting
+// for outside work (a cluster node would pass for idle with successors
+// never run). The gap is held open here by marking the run as cancel does
+// before its Close.
+func TestOpenRunCancelledIsNotIdle(t *testing.T) {
+	ex := newEx(t, WithWorkers(2))
+	tf := NewTaskflow("part")
+	tf.Emplace(func() {}).Name("src")
+	idle, onIdle := idleSignal()
+	o, err := ex.RunOpen(tf, onIdle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		o.Close()
+		t.Fatal("no idle notification")
+	}
+	if !o.Idle() {
+		o.Close()
+		t.Fatal("Idle() false after the idle callback")
+	}
+	o.t.cancelled.Store(true) // cancel's first step, before its Close
+	if o.Idle() {
+		o.Close()
+		t.Fatal("a cancelled open run, hold still in place, reports idle")
+	}
+	o.Cancel()
+	if err := o.Wait(); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("cancelled open run: %v", err)
+	}
+}
+
 // TestOpenRunSteeredIsDirty: a Release of a task that does not Await (its
 // join counter then one completion ahead of the graph's round) and a
 // Schedule made before the run's graph is scheduled (queued, run at the
