@@ -323,6 +323,10 @@ func (r *run) openEnded(err error) {
 	switch {
 	case errors.As(err, &pe):
 		task = pe.Task
+		// a panic localexec recovered is one in the node's own code (a
+		// task's own panic is caught by callFunc and failed the run before
+		// this): a bug, and its stack is the clue
+		r.n.log.Error("panic in the node around a task", "run", r.id, "task", task, "panic", pe.Value, "stack", string(pe.Stack))
 	case errors.As(err, &te):
 		task = te.Task
 	}
