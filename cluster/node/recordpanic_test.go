@@ -66,7 +66,7 @@ func TestPanicInNodeCodeFailsTheRun(t *testing.T) {
 	own := make([]uint32, len(g.Vertices))
 	victim := byName(g, "c")
 	var panicked atomic.Bool
-	hook := func(v int) {
+	hook := func(_ string, v int) {
 		if v == victim && panicked.CompareAndSwap(false, true) {
 			panic("node code: injected")
 		}

@@ -428,7 +428,7 @@ func TestBusyRunTornDownResets(t *testing.T) {
 	n0 := c.nodes[0]
 	victim := byName(g, "c")
 	var held atomic.Bool
-	hook := func(v int) {
+	hook := func(_ string, v int) {
 		if v != victim || !held.CompareAndSwap(false, true) {
 			return
 		}

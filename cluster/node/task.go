@@ -330,7 +330,7 @@ func (r *run) runTask(v int, carried int64, shard int, res *funcs.Result) (uint6
 // start from before it.
 func (r *run) runStatic(v int, carry *int64) {
 	if h := staticTestHook.Load(); h != nil {
-		(*h)(v)
+		(*h)(r.n.ID(), v)
 	}
 	var carried int64
 	if r.n.fastClock {
@@ -347,10 +347,11 @@ func (r *run) runStatic(v int, carry *int64) {
 	}
 }
 
-// staticTestHook, when set, runs first in runStatic with the vertex
+// staticTestHook, when set, runs first in runStatic with the node's id and
+// the vertex
 // (tests: a panic in the node's own code, outside callFunc's and
 // recordSlow's recovers, which only localexec's recovers).
-var staticTestHook atomic.Pointer[func(v int)]
+var staticTestHook atomic.Pointer[func(node string, v int)]
 
 // workerShard is the Stats.TasksExecuted cell (spread) of the worker whose
 // carry word is at c (runStatic): a worker's word is a field of its own,
