@@ -32,6 +32,11 @@ type Executor struct {
 
 	observers atomic.Pointer[[]Observer]
 	openErr   error
+
+	// joinResets and joinSkips count the iterations of runs of graphs with
+	// join tasks that reset their join counters first, and that skipped
+	// the pass (Stats.JoinResets).
+	joinResets, joinSkips atomic.Uint64
 }
 
 type config struct {

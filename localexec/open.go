@@ -12,10 +12,12 @@ import (
 var ErrRunClosed = errors.New("localexec: open run closed")
 
 // OpenRun is a run that outside events drive: it does not end when its
-// tasks run out, only after Close (and once everything scheduled has
-// finished). Tasks marked External do not start with the run; Schedule runs
-// one, as a condition task's pick would, from any goroutine; Release counts
-// the completion of a predecessor a task awaits from outside its graph
+// tasks run out, only after Close, or once it is cancelled (Cancel, or a
+// task that panicked or failed: its owner learns of it by Done, and Wait
+// returns the error), and once everything scheduled has finished. Tasks
+// marked External do not start with the run; Schedule runs one, as a
+// condition task's pick would, from any goroutine; Release counts the
+// completion of a predecessor a task awaits from outside its graph
 // (Task.Await). hetflow's cluster node runs its part of a distributed flow
 // this way: a message from a remote predecessor releases its successor, a
 // remote condition's pick schedules it.
@@ -87,6 +89,20 @@ func (o *OpenRun) enqueue(ts []Task, before *[]*node, add func([]*node, *node) [
 	if o.closed || o.state.Load() == futDone {
 		o.mu.Unlock()
 		return ErrRunClosed
+	}
+	// A task scheduled from outside (Schedule, ScheduleAll) runs out of
+	// its graph's round, as Runtime.Schedule's does: its completion counts
+	// into its successors' join counters beyond the round, so the run
+	// cannot prove every counter restarted (sched.clean), and the next run
+	// of the taskflow resets them. A Release is out of the round when its
+	// task does not Await (a plain DAG's never does): it counts a
+	// completion the graph's own predecessors count too. (A graph with
+	// External tasks, or with a task that Awaits, is never clean anyway;
+	// this covers a plain DAG steered from outside.) Stored once: dirty
+	// shares a line with topology.cancelled, which every task reads, and
+	// a cluster node's every batch of Signals comes here.
+	if !o.t.dirty.Load() {
+		o.t.dirty.Store(true)
 	}
 	if !o.start {
 		for _, t := range ts {
@@ -168,20 +184,23 @@ func (o *OpenRun) release() {
 }
 
 // Cancel stops scheduling the run's tasks (running ones finish) and closes
-// it; Wait returns an error wrapping ErrCancelled.
+// it; Wait returns an error wrapping ErrCancelled (unless a task's failure
+// cancelled it first).
 func (o *OpenRun) Cancel() bool {
-	ok := o.Future.Cancel()
+	ok := o.Future.Cancel() // closes it, unless it had ended already
 	o.Close()
 	return ok
 }
 
 // Idle reports whether the run has nothing scheduled or running: only the
-// hold remains. It is a snapshot; a Schedule call may change it at once.
+// hold remains. It is a snapshot; a Schedule call may change it at once. A
+// cancelled run is never idle, even before topology.cancel's Close lets the
+// hold go: it was cut short, not waiting for outside work.
 func (o *OpenRun) Idle() bool {
 	o.mu.Lock()
 	started := o.start
 	o.mu.Unlock()
-	return started && o.held.Load() && o.t.root.pending.Load() == 1
+	return started && o.held.Load() && !o.t.cancelled.Load() && o.t.root.pending.Load() == 1
 }
 
 func (o *OpenRun) idle() {

@@ -45,9 +45,13 @@ type topology struct {
 	remaining  int // iterations left; -1 with pred
 	pred       func() bool
 	cancelled  atomic.Bool
-	dirty      atomic.Bool // Runtime.Schedule ran a node out of turn: reset every counter next run
-	open       *OpenRun    // set for RunOpen
-	hints      hintTables  // its taskflow's when it was submitted (Taskflow.SetHints)
+	// dirty: a node ran out of its graph's round (Runtime.Schedule, an
+	// open run's Schedule, ScheduleAll or Release), so the next run
+	// resets every join counter. Set once: it shares a line with
+	// cancelled, which every task reads.
+	dirty atomic.Bool
+	open  *OpenRun   // set for RunOpen
+	hints hintTables // its taskflow's when it was submitted (Taskflow.SetHints)
 
 	errMu sync.Mutex
 	err   error
@@ -75,10 +79,20 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 
 // cancel stops scheduling the run's tasks and records err if none is
 // recorded yet. It reports whether the run was still unfinished.
+//
+// An open run is closed too, whoever cancels it (OpenRun.Cancel, a task
+// that panicked or failed, a GPU graph that failed to launch): otherwise
+// its hold would keep it going, scheduling nothing, until its owner's
+// Close, and nothing tells the owner it was cut short. Idle would report a
+// run that skipped the rest of its tasks as one waiting for outside work,
+// and Done would stay open: a cluster node would pass for idle with its
+// successors never run. Closed, the run ends once its running tasks are
+// done, and Wait returns err. The close comes after errMu is let go:
+// Close takes the open run's lock, under which nothing cancels.
 func (t *topology) cancel(err error) bool {
 	t.errMu.Lock()
-	defer t.errMu.Unlock()
 	if t.final {
+		t.errMu.Unlock()
 		return false
 	}
 	if t.err == nil {
@@ -87,6 +101,10 @@ func (t *topology) cancel(err error) bool {
 	t.cancelled.Store(true)
 	if t.ctxCancel != nil {
 		t.ctxCancel(t.err)
+	}
+	t.errMu.Unlock()
+	if t.open != nil {
+		t.open.Close()
 	}
 	return true
 }
@@ -420,10 +438,18 @@ func (w *worker) scheduleGraphExtra(f *frame, g *graph, inline bool, extra int64
 	// Counters of nodes with one strong predecessor are never touched
 	// (see complete); the others may hold partial counts from a run that
 	// a condition or a cancel cut short.
+	// Stats.JoinResets counts a run's iterations (a root frame: not a
+	// subflow's or a module's graph, which may start many times a run).
+	counted := f.kind == frameRoot && len(c.multi) > 0
 	if !c.clean {
 		for _, n := range c.multi {
 			n.join.Store(n.nStrong)
 		}
+		if counted {
+			w.ex.joinResets.Add(1)
+		}
+	} else if counted {
+		w.ex.joinSkips.Add(1)
 	}
 	c.clean = false // until this run proves it (iterationDone)
 	srcs := c.sources

@@ -42,7 +42,9 @@ func (rt *Runtime) Schedule(t Task) {
 		f = rt.n.frame
 		t.n.frame = f
 	}
-	rt.topo.dirty.Store(true)
+	if !rt.topo.dirty.Load() { // stored once: dirty shares a line with cancelled, which every task reads
+		rt.topo.dirty.Store(true)
+	}
 	f.pending.Add(1)
 	rt.w.push(t.n)
 }

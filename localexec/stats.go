@@ -18,6 +18,13 @@ type DomainStats struct {
 // Stats are the executor's scheduler counters.
 type Stats struct {
 	Domains []DomainStats
+	// JoinResets counts the iterations of runs (Run, RunN, RunOpen…) of a
+	// graph with join tasks (more than one strong predecessor) that began
+	// by resetting every join counter; JoinResetsSkipped those that
+	// skipped the pass, the taskflow's last run having proved every
+	// counter restarted (a plain DAG run whole, neither cancelled nor
+	// steered from outside: see Taskflow's sched.clean).
+	JoinResets, JoinResetsSkipped uint64
 }
 
 // Total sums the counters over every domain.
@@ -49,7 +56,7 @@ func (s Stats) Domain(name string) DomainStats {
 
 // Stats returns a snapshot of the scheduler's counters.
 func (ex *Executor) Stats() Stats {
-	var s Stats
+	s := Stats{JoinResets: ex.joinResets.Load(), JoinResetsSkipped: ex.joinSkips.Load()}
 	for _, d := range ex.domains {
 		ds := DomainStats{Domain: d.name, Workers: len(d.workers), Spinning: int(d.nSpinning.Load())}
 		for _, w := range d.workers {

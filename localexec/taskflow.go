@@ -162,10 +162,11 @@ type graph struct {
 		multi   []*node // nodes with more than one strong predecessor
 		// clean: the last run through this frame completed every node,
 		// so each counter was restarted at its last release (see
-		// releaseJoin) and the
-		// multi resets can be skipped. Only DAGs without condition or
-		// external tasks qualify, and only after a run that was not
-		// cancelled or steered by Runtime.Schedule.
+		// releaseJoin) and the multi resets can be skipped. Only DAGs
+		// without condition or external tasks qualify, and only after a
+		// run that was not cancelled, nor steered from outside its
+		// graph's round (Runtime.Schedule, an open run's Schedule,
+		// ScheduleAll or Release: topology.dirty).
 		clean   bool
 		dagOnly bool
 	}

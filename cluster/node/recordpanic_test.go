@@ -49,3 +49,48 @@ func TestPanicRecordingAChangeFailsTheRun(t *testing.T) {
 		}
 	}
 }
+
+// A panic in the node's own code around an activation, outside callFunc's
+// and recordSlow's recovers (staticTestHook, in runStatic), is recovered
+// by localexec, which cancels the open run. The run must fail loudly,
+// naming the task and the panic: the open run ends (a cancelled open run
+// is closed), and the node fails the run with its error (run.openEnded).
+// Before, the open run stayed open and idle, so the node reported itself
+// idle with c's successor e never run, and the stand-in leader ended the
+// run as a success (the real leader's record check refuses it: the run
+// then hung). The run after it runs whole.
+func TestPanicInNodeCodeFailsTheRun(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, plainFlow)
+	own := make([]uint32, len(g.Vertices))
+	victim := byName(g, "c")
+	var panicked atomic.Bool
+	hook := func(_ string, v int) {
+		if v == victim && panicked.CompareAndSwap(false, true) {
+			panic("node code: injected")
+		}
+	}
+	staticTestHook.Store(&hook)
+	t.Cleanup(func() { staticTestHook.Store(nil) })
+	out := c.runFlow(ctx, file, own, runOpts{})
+	staticTestHook.Store(nil)
+	if !panicked.Load() {
+		t.Fatal("the hook never ran for c")
+	}
+	if out.failed == nil || out.failed.Task != "c" || !strings.Contains(out.failed.Error, "injected") {
+		t.Fatalf("the run did not fail naming c and the panic: %+v\n%s", out.failed, summary(out.tasks))
+	}
+	if f := out.tasks["e"]; f != nil && f.state == transport.TaskDone {
+		t.Fatalf("e ran after its predecessor c panicked\n%s", summary(out.tasks))
+	}
+	out = c.runFlow(ctx, file, own, runOpts{})
+	if out.failed != nil {
+		t.Fatalf("the next run failed: %+v", out.failed)
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		if f := out.tasks[name]; f == nil || f.state != transport.TaskDone {
+			t.Fatalf("the next run's %s: %v\n%s", name, f, summary(out.tasks))
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,8 +52,20 @@ type lossStep struct {
 // runLosing runs file on c under gen 1 and, for each step in turn, kills its
 // node once when says so and moves the lost node's tasks to the live nodes
 // under the next generation as the coordinator's leader does
-// (coord.PlanReassign); it waits for termination by coord.Detector.
+// (coord.PlanReassign); it waits for termination by coord.Detector. A
+// failure fails the test (runLosingOrFail returns it).
 func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph, owner []uint32, steps ...lossStep) (runID string, last *transport.Assignment) {
+	c.t.Helper()
+	runID, last, fail := c.runLosingOrFail(ctx, file, g, owner, steps...)
+	if fail != nil {
+		c.t.Fatalf("run failed on %s: %s", fail.Node, fail.Body)
+	}
+	return runID, last
+}
+
+// runLosingOrFail is runLosing that ends at the run's first fail envelope
+// and returns it (fail is nil when the run terminated).
+func (c *cluster) runLosingOrFail(ctx context.Context, file *spec.File, g *spec.Graph, owner []uint32, steps ...lossStep) (runID string, last *transport.Assignment, fail *transport.Envelope) {
 	t := c.t
 	t.Helper()
 	flow, err := spec.Marshal(file, spec.FormatJSON)
@@ -96,7 +110,7 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 			t.Fatalf("run %s did not end (gen %d)", runID, asg.Gen)
 		case e := <-l.fail:
 			if e.Run == runID {
-				t.Fatalf("run failed on %s: %s", e.Node, e.Body)
+				return runID, asg, &e
 			}
 		case now := <-tick.C:
 			lose := -1
@@ -132,14 +146,14 @@ func (c *cluster) runLosing(ctx context.Context, file *spec.File, g *spec.Graph,
 			}
 			send()
 			if act(det.Tick(now)) && len(steps) == 0 {
-				return runID, asg
+				return runID, asg, nil
 			}
 		case r := <-l.term:
 			if r.Run == runID && act(det.Report(time.Now(), r)) {
 				if len(steps) > 0 {
 					t.Fatalf("run %s terminated before all its losses", runID)
 				}
-				return runID, asg
+				return runID, asg, nil
 			}
 		}
 	}
@@ -628,5 +642,64 @@ func TestRecoveryReplaysALocalPick(t *testing.T) {
 	}
 	if picks == 0 {
 		t.Fatal("no pick recorded")
+	}
+}
+
+// TestPanicInALaterPartFailsTheRun: a panic in the node's own code
+// (staticTestHook) for a task that moved to a node in a later part (after,
+// taken over from the lost n2 by a node already running a first part) fails
+// the run naming the task and the panic, as in the first part
+// (TestPanicInNodeCodeFailsTheRun): localexec ends the later part's open
+// run it cancels, and the part's watcher fails the run (run.openEnded).
+// Before, the part stayed open and idle, and the run passed for terminated.
+func TestPanicInALaterPartFailsTheRun(t *testing.T) {
+	hb := nodeSpec{heartbeat: 100 * time.Millisecond}
+	c := newCluster(t, hb, hb, hb)
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, recoverFlow)
+	own := make([]uint32, len(g.Vertices))
+	for name, o := range recoverPlace {
+		own[byName(g, name)] = o
+	}
+	body, victim := byName(g, "body"), byName(g, "after")
+	var panicked atomic.Bool
+	hook := func(node string, v int) {
+		// not on n2: with the leader's view of the loop behind, n2 may
+		// run after before its loss, and the panic must be in a later part
+		if v == victim && node != "n2" && panicked.CompareAndSwap(false, true) {
+			panic("node code: injected in a later part")
+		}
+	}
+	staticTestHook.Store(&hook)
+	t.Cleanup(func() { staticTestHook.Store(nil) })
+	lostAt := uint64(0)
+	_, asg, fail := c.runLosingOrFail(ctx, file, g, own, lossStep{node: 2, when: func(run string, i int) bool {
+		lostAt = c.acts(i, run, body)
+		return lostAt >= 5 // mid-loop: after has not run on n2
+	}})
+	staticTestHook.Store(nil)
+	t.Logf("lost n2 after %d rounds of the loop; gen %d owners %v of %v", lostAt, asg.Gen, asg.Owner, asg.Nodes)
+	if lostAt >= 25 {
+		t.Fatalf("the loop had ended (%d rounds) before the loss", lostAt)
+	}
+	if asg.Gen != 2 {
+		t.Fatalf("the run ended under gen %d, want 2 (n2 lost)", asg.Gen)
+	}
+	to := asg.NodeOf(uint32(victim))
+	if to == "n2" || !slices.Contains(own, uint32(indexOf(c.ids, to))) {
+		t.Fatalf("after moved to %s, not to a node with a first part", to)
+	}
+	if !panicked.Load() {
+		t.Fatal("the hook never ran for after")
+	}
+	if fail == nil {
+		t.Fatal("the run did not fail")
+	}
+	var fb proto.FailBody
+	if err := jsonUnmarshal(fail.Body, &fb); err != nil {
+		t.Fatalf("fail envelope body: %v", err)
+	}
+	if fail.Node != to || fb.Task != "after" || !strings.Contains(fb.Error, "injected in a later part") {
+		t.Fatalf("want %s to fail the run naming after and the panic: %s %+v", to, fail.Node, fb)
 	}
 }

@@ -1,9 +1,10 @@
 package node
 
 import (
-	"slices"
+	"bytes"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hetflow/hetflow/cluster/node/runproto"
 	"github.com/hetflow/hetflow/internal/wlru"
@@ -82,11 +83,25 @@ func (bc buildCache) take(pt *runproto.Part, in []bool) *built {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.b
-	if b == nil || !slices.Equal(b.in, in) {
+	if b == nil || !sameMask(b.in, in) {
 		return nil
 	}
 	s.b = nil
 	return b
+}
+
+// sameMask reports whether two vertex masks are equal, compared as bytes (a
+// Go bool is one byte, 0 or 1, so equal bytes are equal bools): one memory
+// compare instead of a loop a vertex, which for a run again's 100K-vertex
+// mask was ~0.1 ms on its way to the first activation.
+func sameMask(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
+		return true
+	}
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), len(a)), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)))
 }
 
 // spare hands the kept build of pt's spare protocol arrays to a run of pt

@@ -3,13 +3,16 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/internal/testsupport"
+	"github.com/hetflow/hetflow/localexec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -349,4 +352,157 @@ func heldOn(ctx context.Context, t *testing.T, c *cluster, file *spec.File, own 
 		t.Fatal("node 0 does not hold the first run")
 	}
 	return first, r
+}
+
+// plainFlow is a plain DAG: no condition, loop or subflow, every join of
+// two.
+const plainFlow = `
+name: plain
+tasks:
+  - {name: a, func: hash}
+  - {name: b, func: hash}
+  - {name: c, func: hash, succeed: [a, b]}
+  - {name: d, func: hash, succeed: [a, b]}
+  - {name: e, func: hash, succeed: [c, d]}
+`
+
+// TestIdleRunClosedNotCancelled: a run released idle ends its open run by
+// a Close, not a Cancel (run.teardown): nothing of it was running, and an
+// uncancelled end is what lets localexec skip the next run's pass over the
+// kept build's join counters. The build is kept and the run again gives
+// what the first run gave.
+func TestIdleRunClosedNotCancelled(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, plainFlow)
+	own := make([]uint32, len(g.Vertices))
+	first, r := heldOn(ctx, t, c, file, own)
+	open := r.parts()[0].open.Load()
+	c.release(ctx, first.run, "done")
+	select {
+	case <-open.Done():
+	default:
+		t.Fatal("the run is released and its open run has not ended")
+	}
+	if err := open.Wait(); err != nil {
+		t.Fatalf("the idle run's open run ended with %v: cancelled, not closed", err)
+	}
+	reused := c.nodes[0].Stats().BuildsReused
+	ex0 := c.nodes[0].Executor().Stats()
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("the run again failed: %+v", got.failed)
+	}
+	compare(t, "the run again", first.tasks, got.tasks)
+	if r := c.nodes[0].Stats().BuildsReused; r != reused+1 {
+		t.Fatalf("n0 reused %d builds, then %d: want one more", reused, r)
+	}
+	joinResets(t, c.nodes[0], ex0, true)
+}
+
+// joinResets checks that the one run on n since before (its executor's
+// stats) skipped the reset of its join counters (skipped) or did it.
+func joinResets(t *testing.T, n *Node, before localexec.Stats, skipped bool) {
+	t.Helper()
+	s := n.Executor().Stats()
+	resets, skips := s.JoinResets-before.JoinResets, s.JoinResetsSkipped-before.JoinResetsSkipped
+	want := [2]uint64{1, 0}
+	if skipped {
+		want = [2]uint64{0, 1}
+	}
+	if resets != want[0] || skips != want[1] {
+		t.Fatalf("the run reset the join counters %d times and skipped it %d times, want %d and %d", resets, skips, want[0], want[1])
+	}
+}
+
+// TestBusyRunTornDownResets: a run released while a task of it still runs
+// (c, held in the node's wrapper until the run stops) ends its open run by
+// a Cancel, so it is never taken for clean: its build is not kept, and the
+// next run resets the join counters; the run after that, released idle,
+// lets the one after skip the reset again.
+func TestBusyRunTornDownResets(t *testing.T) {
+	c := newCluster(t, nodeSpec{})
+	ctx := testCtx(t, 60*time.Second)
+	file, g := parseFlow(t, plainFlow)
+	own := make([]uint32, len(g.Vertices))
+	n0 := c.nodes[0]
+	victim := byName(g, "c")
+	var held atomic.Bool
+	hook := func(_ string, v int) {
+		if v != victim || !held.CompareAndSwap(false, true) {
+			return
+		}
+		// Hold c until the run stops: it is running at the teardown. (On
+		// a worker: no t.Fatal here; past the deadline c goes on, and the
+		// run ends idle, failing the checks below.)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			n0.mu.Lock()
+			stopping := false
+			for _, r := range n0.runs {
+				stopping = stopping || r.stopping.Load()
+			}
+			n0.mu.Unlock()
+			if stopping {
+				return
+			}
+		}
+	}
+	staticTestHook.Store(&hook)
+	t.Cleanup(func() { staticTestHook.Store(nil) })
+	reused := n0.Stats().BuildsReused
+	// A user's cancel (stopAfter) releases it: with c held it cannot
+	// terminate first.
+	busy := c.runFlow(ctx, file, own, runOpts{stopAfter: time.Millisecond})
+	staticTestHook.Store(nil)
+	if busy.failed != nil {
+		t.Fatalf("the cancelled run failed: %+v", busy.failed)
+	}
+	if !held.Load() {
+		t.Fatal("c never ran in the cancelled run")
+	}
+	ex0 := n0.Executor().Stats()
+	first := c.runFlow(ctx, file, own, runOpts{})
+	if first.failed != nil {
+		t.Fatalf("the run after the cancelled one failed: %+v", first.failed)
+	}
+	if r := n0.Stats().BuildsReused; r != reused {
+		t.Fatalf("n0 reused a build of a run torn down busy (%d, then %d)", reused, r)
+	}
+	joinResets(t, n0, ex0, false)
+	ex0 = n0.Executor().Stats()
+	got := c.runFlow(ctx, file, own, runOpts{})
+	if got.failed != nil {
+		t.Fatalf("the run again failed: %+v", got.failed)
+	}
+	compare(t, "the run again", first.tasks, got.tasks)
+	joinResets(t, n0, ex0, true)
+}
+
+// TestSameMask: the build cache's compare of vertex masks as bytes gives
+// what a compare a vertex gives: equal masks, masks that differ at one
+// vertex anywhere (the first, a middle one, the last, past a word), masks
+// of other lengths, empty and nil ones.
+func TestSameMask(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, 1000} {
+		a := make([]bool, n)
+		for v := range a {
+			a[v] = v%3 == 0
+		}
+		if !sameMask(a, slices.Clone(a)) {
+			t.Fatalf("%d vertices: a mask and its copy differ", n)
+		}
+		for v := range n {
+			b := slices.Clone(a)
+			b[v] = !b[v]
+			if sameMask(a, b) || sameMask(b, a) {
+				t.Fatalf("%d vertices: masks differing at %d are the same", n, v)
+			}
+		}
+		if sameMask(a, append(slices.Clone(a), false)) {
+			t.Fatalf("%d and %d vertices: the same", n, n+1)
+		}
+	}
+	if !sameMask(nil, []bool{}) || !sameMask([]bool{}, nil) {
+		t.Fatal("an empty mask and a nil one differ")
+	}
 }

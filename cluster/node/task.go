@@ -329,6 +329,9 @@ func (r *run) runTask(v int, carried int64, shard int, res *funcs.Result) (uint6
 // leave it as it was, and the activation after one of them would take a
 // start from before it.
 func (r *run) runStatic(v int, carry *int64) {
+	if h := staticTestHook.Load(); h != nil {
+		(*h)(r.n.ID(), v)
+	}
 	var carried int64
 	if r.n.fastClock {
 		carried = *carry
@@ -343,6 +346,12 @@ func (r *run) runStatic(v int, carry *int64) {
 		}
 	}
 }
+
+// staticTestHook, when set, runs first in runStatic with the node's id and
+// the vertex
+// (tests: a panic in the node's own code, outside callFunc's and
+// recordSlow's recovers, which only localexec's recovers).
+var staticTestHook atomic.Pointer[func(node string, v int)]
 
 // workerShard is the Stats.TasksExecuted cell (spread) of the worker whose
 // carry word is at c (runStatic): a worker's word is a field of its own,
