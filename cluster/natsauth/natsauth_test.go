@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hetflow/hetflow/cluster/natsauth"
 	"github.com/hetflow/hetflow/cluster/proto"
@@ -81,11 +82,19 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 		return s
 	}
 	batch := transport.Encode(&transport.Batch{From: "n1", Seq: 1, Signals: []transport.Signal{{Run: run, Gen: 1, Act: 1, Kind: transport.SignalEdge}}})
-	allowed := []string{own(transport.SignalSubject(run, "n2", "n1")), proto.TermSubject("n1"), proto.FailSubject("n1"), proto.AckSubject("n1")}
-	for _, subj := range allowed {
+	sigSubj := own(transport.SignalSubject(run, "n2", "n1"))
+	allowed := []string{sigSubj, proto.TermSubject("n1"), proto.FailSubject("n1"), proto.AckSubject("n1")}
+	for _, subj := range allowed[1:] {
 		if err := n1.Publish(subj, batch); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The batch goes to the record as a node's Batcher sends it, awaiting
+	// the stream's ack: a plain publish is stored by the stream after the
+	// server has taken it in, so the read below could come first and find
+	// nothing (it did, on a busy machine).
+	if _, err := n1.JetStream().Publish(ctx, sigSubj, batch, jetstream.WithExpectStream(transport.StreamRecord)); err != nil {
+		t.Fatalf("n1's batch to the record: %v", err)
 	}
 	if err := n1.PublishEvents(ctx, transport.TaskEvent{Run: run, Gen: 1, Node: "n1", State: transport.TaskDone}); err != nil {
 		t.Fatalf("n1's own task event: %v", err)
