@@ -406,7 +406,7 @@ func (b *Batcher) Flush(ctx context.Context) error {
 	acks := b.acks
 	b.acks = nil
 	b.mu.Unlock()
-	return errors.Join(err, waitAcks(ctx, acks))
+	return errors.Join(err, b.c.waitAcks(ctx, acks))
 }
 
 func (b *Batcher) flushAll() error {
@@ -423,13 +423,29 @@ func (b *Batcher) flushAll() error {
 	return errors.Join(errs...)
 }
 
-func waitAcks(ctx context.Context, acks []jetstream.PubAckFuture) error {
+// waitAcks waits for acks, or until ctx ends or the connection is closed
+// for good: the client settles a future only by its ack or its timeout
+// (WithAckTimeout), and no ack comes on a closed connection, so a node
+// whose connection was closed would otherwise wait out the timeout at
+// every flush. An ack the client had handed over before the close still
+// counts: each future is looked at before the close is.
+func (c *Conn) waitAcks(ctx context.Context, acks []jetstream.PubAckFuture) error {
 	var errs []error
 	for _, f := range acks {
 		select {
 		case <-f.Ok():
+			continue
 		case err := <-f.Err():
 			errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+			continue
+		default:
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+		case <-c.closed:
+			return errors.Join(append(errs, fmt.Errorf("transport: waiting for record stream acks: %w", ErrClosed))...)
 		case <-ctx.Done():
 			return errors.Join(append(errs, fmt.Errorf("transport: waiting for record stream acks: %w", ctx.Err()))...)
 		}
@@ -469,5 +485,5 @@ func (b *Batcher) Close(ctx context.Context) error {
 	b.acks = nil
 	b.mu.Unlock()
 	b.timers.Wait()
-	return errors.Join(err, waitAcks(ctx, acks))
+	return errors.Join(err, b.c.waitAcks(ctx, acks))
 }

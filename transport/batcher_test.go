@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hetflow/hetflow/internal/natsembed"
 	"github.com/hetflow/hetflow/internal/testsupport"
@@ -500,5 +501,28 @@ func TestBatcherKeepsPicksAFailedPublishLost(t *testing.T) {
 	b.mu.Unlock()
 	if picks != 1 || sigs != 1 {
 		t.Fatalf("after the failed flush: %d picks and %d signals queued, want both kept (1, 1)", picks, sigs)
+	}
+}
+
+// A wait for acks ends with ErrClosed when the connection is closed for
+// good: no ack can come then, and the client would settle the future only
+// at its ack timeout (here an hour; a node whose connection was closed
+// used to wait out the 5 s default at each flush).
+func TestAckWaitEndsWhenTheConnectionCloses(t *testing.T) {
+	ts := testsupport.NATS(t)
+	ctx := testCtx(t)
+	tx, rx := connect(t, ts.URL(), WithAckTimeout(time.Hour)), connect(t, ts.URL())
+	// A subscriber that never answers: the publish has a responder, and
+	// its ack never comes.
+	sub, err := rx.Subscribe("hf.test.silent", func(*nats.Msg) {})
+	must(t, err)
+	t.Cleanup(func() { _ = sub.Close(context.Background()) })
+	must(t, rx.Sync(ctx))
+	f, err := tx.js.PublishMsgAsync(&nats.Msg{Subject: "hf.test.silent", Data: []byte("x")})
+	must(t, err)
+	must(t, tx.Sync(ctx))
+	tx.nc.Close()
+	if err := tx.waitAcks(ctx, []jetstream.PubAckFuture{f}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiting for an ack on a closed connection: %v, want ErrClosed", err)
 	}
 }

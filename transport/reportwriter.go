@@ -285,17 +285,17 @@ func (c *Conn) publishWritten(ctx context.Context, ws []*ReportWriter) error {
 	for _, w := range ws {
 		subj, err := EventSubject(w.Run, w.Node)
 		if err != nil {
-			return errors.Join(fmt.Errorf("transport: task report: %w", err), waitAcks(ctx, futs))
+			return errors.Join(fmt.Errorf("transport: task report: %w", err), c.waitAcks(ctx, futs))
 		}
 		for _, b := range w.msgs {
 			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
 			if err != nil {
-				return errors.Join(fmt.Errorf("transport: publish a task report on %s: %w", subj, err), waitAcks(ctx, futs))
+				return errors.Join(fmt.Errorf("transport: publish a task report on %s: %w", subj, err), c.waitAcks(ctx, futs))
 			}
 			futs = append(futs, f)
 		}
 	}
-	return waitAcks(ctx, futs)
+	return c.waitAcks(ctx, futs)
 }
 
 // bufPool keeps buffers: a sync.Pool (reportBufs), or a test's, which

@@ -118,21 +118,21 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 				tail := append([]byte(nil), buf[mark:]...)
 				buf, n = buf[:mark], n-1
 				if err := flush(); err != nil {
-					return errors.Join(err, waitAcks(ctx, futs))
+					return errors.Join(err, c.waitAcks(ctx, futs))
 				}
 				buf, n = append(buf, tail...), 1
 			}
 			if n >= c.limits.MaxBatch {
 				if err := flush(); err != nil {
-					return errors.Join(err, waitAcks(ctx, futs))
+					return errors.Join(err, c.waitAcks(ctx, futs))
 				}
 			}
 		}
 		if err := flush(); err != nil {
-			return errors.Join(err, waitAcks(ctx, futs))
+			return errors.Join(err, c.waitAcks(ctx, futs))
 		}
 	}
-	return waitAcks(ctx, futs)
+	return c.waitAcks(ctx, futs)
 }
 
 // PublishReports records the TaskReports trs in the event stream, each on

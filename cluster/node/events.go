@@ -783,7 +783,8 @@ func nudge(c chan struct{}) {
 }
 
 // flush publishes every change recorded so far and waits until it is
-// stored (or ctx ends, or the publisher stops).
+// stored (or ctx ends, or the publisher stops, or the connection is
+// closed: then nothing can be stored).
 func (p *eventPub) flush(ctx context.Context) {
 	if !p.started.Load() {
 		return
@@ -820,8 +821,23 @@ func (p *eventPub) loop() {
 		}
 	}
 	var waiting []chan struct{} // flushes answered once what they asked for is stored
+	answer := func() {
+		for _, ch := range waiting {
+			close(ch)
+		}
+		waiting = nil
+	}
 	publish := func(keep bool) {
 		if err := p.publish(false, keep); err != nil {
+			if errors.Is(err, transport.ErrClosed) {
+				// The connection is closed for good: no retry can store
+				// the reports. The flushes waiting are answered now, not
+				// at their deadlines (a node closed after its connection
+				// waited 5 s in each run's release); the reports stay
+				// queued, and stop counts them lost.
+				answer()
+				return
+			}
 			arm(retryEvery) // the retry's publish cuts and unlists every table
 			return
 		}
@@ -830,10 +846,7 @@ func (p *eventPub) loop() {
 			// linger, or the next publish, with what changes after it.
 			arm(p.linger)
 		}
-		for _, ch := range waiting {
-			close(ch)
-		}
-		waiting = nil
+		answer()
 	}
 	for {
 		select {

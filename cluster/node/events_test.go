@@ -680,3 +680,38 @@ func takesSpare(t *testing.T, p *eventPub, rows []taskRow) {
 	}
 	zeroRows(t, e)
 }
+
+// A flush whose reports cannot be stored because the connection is closed
+// for good returns at once, not at its deadline (it has none here): a node
+// closing after its connection used to wait 5 s in each run's release. The
+// reports are counted lost when the publisher stops.
+func TestEventFlushReturnsOnAClosedConnection(t *testing.T) {
+	url := testsupport.NATS(t).URL()
+	ctx := testCtx(t, 30*time.Second)
+	c := connect(t, url, "n1")
+	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	p.start()
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	c.NATS().Close()
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		p.flush(context.Background())
+	}()
+	select {
+	case <-flushed:
+	case <-ctx.Done():
+		t.Error("flush on a closed connection did not return")
+	}
+	p.close() // ends a flush still waiting
+	<-flushed
+	if got := p.errors.Load(); got != 1 {
+		t.Fatalf("%d task deltas counted lost, want 1", got)
+	}
+	if got := p.published.Load(); got != 0 {
+		t.Fatalf("%d task deltas published on a closed connection", got)
+	}
+}
