@@ -216,12 +216,7 @@ func awaitIdle(t *testing.T, idle <-chan struct{}) {
 // idle run for this); a cancelled one does not.
 func TestOpenRunClosedIdleStaysClean(t *testing.T) {
 	ex := newEx(t, WithWorkers(2))
-	tf := NewTaskflow("dag")
-	var ran atomic.Int32
-	a := tf.Emplace(func() { ran.Add(1) }).Name("a")
-	b := tf.Emplace(func() { ran.Add(1) }).Name("b")
-	c := tf.Emplace(func() { ran.Add(1) }).Name("c")
-	c.Succeed(a, b)
+	tf, ran, _, _ := joinDAG()
 	for i, cancel := range []bool{false, true, false} {
 		idle, onIdle := idleSignal()
 		before := ex.Stats()
@@ -247,6 +242,17 @@ func TestOpenRunClosedIdleStaysClean(t *testing.T) {
 		wantSkip := i == 1
 		checkJoinResets(t, ex, before, wantSkip)
 	}
+}
+
+// joinDAG is a plain DAG with one join: a and b, then c. ran counts the
+// tasks run.
+func joinDAG() (tf *Taskflow, ran *atomic.Int32, a, c Task) {
+	tf, ran = NewTaskflow("dag"), new(atomic.Int32)
+	a = tf.Emplace(func() { ran.Add(1) }).Name("a")
+	b := tf.Emplace(func() { ran.Add(1) }).Name("b")
+	c = tf.Emplace(func() { ran.Add(1) }).Name("c")
+	c.Succeed(a, b)
+	return tf, ran, a, c
 }
 
 // checkJoinResets checks that the one run of a graph with joins since
@@ -435,12 +441,7 @@ func TestOpenRunSteeredIsDirty(t *testing.T) {
 	for _, how := range []string{"release", "schedule before the start"} {
 		t.Run(how, func(t *testing.T) {
 			ex := newEx(t, WithWorkers(1))
-			tf := NewTaskflow("dag")
-			var ran atomic.Int32
-			a := tf.Emplace(func() { ran.Add(1) }).Name("a")
-			b := tf.Emplace(func() { ran.Add(1) }).Name("b")
-			c := tf.Emplace(func() { ran.Add(1) }).Name("c")
-			c.Succeed(a, b)
+			tf, _, a, c := joinDAG()
 			// a clean run first: the next would skip the reset
 			if err := ex.Run(tf).Wait(); err != nil {
 				t.Fatal(err)

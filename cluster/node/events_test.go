@@ -231,13 +231,7 @@ tasks:
 // A task's failure, and a task still running, are stored at once; other
 // changes wait for the linger (here an hour) or a flush.
 func TestEventFailureAndRunningAreSentAtOnce(t *testing.T) {
-	url := testsupport.NATS(t).URL()
-	ctx := testCtx(t, 30*time.Second)
-	c := connect(t, url, "n1")
-	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, c, p := storedPub(t)
 	p.start()
 	defer p.close()
 	stored := func() map[uint32]transport.TaskState {
@@ -686,13 +680,7 @@ func takesSpare(t *testing.T, p *eventPub, rows []taskRow) {
 // closing after its connection used to wait 5 s in each run's release. The
 // reports are counted lost when the publisher stops.
 func TestEventFlushReturnsOnAClosedConnection(t *testing.T) {
-	url := testsupport.NATS(t).URL()
-	ctx := testCtx(t, 30*time.Second)
-	c := connect(t, url, "n1")
-	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, c, p := storedPub(t)
 	p.start()
 	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
 	c.NATS().Close()
@@ -714,4 +702,18 @@ func TestEventFlushReturnsOnAClosedConnection(t *testing.T) {
 	if got := p.published.Load(); got != 0 {
 		t.Fatalf("%d task deltas published on a closed connection", got)
 	}
+}
+
+// storedPub is an event publisher of node n1 on a NATS server of the
+// test's own, its streams made, its linger an hour (reports are stored
+// by flushes, kicks and failures only), not started: the test sets what
+// it needs first. It returns the test's context and the connection.
+func storedPub(t *testing.T) (context.Context, *transport.Conn, *eventPub) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	c := connect(t, testsupport.NATS(t).URL(), "n1")
+	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c, newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
 }

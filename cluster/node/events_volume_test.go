@@ -209,13 +209,7 @@ func TestVolumeCutsByWorkersLoseNothing(t *testing.T) {
 // without the linger (here an hour) or a flush; a flush then stores the
 // remainder, and every vertex's row is stored.
 func TestVolumeKickStoresWithoutALinger(t *testing.T) {
-	url := testsupport.NATS(t).URL()
-	ctx := testCtx(t, 30*time.Second)
-	c := connect(t, url, "n1")
-	if err := c.EnsureStreams(ctx, transport.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	p := newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, c, p := storedPub(t)
 	p.cutRows = 256
 	p.start()
 	defer p.close()
