@@ -98,12 +98,8 @@ func (o *OpenRun) enqueue(ts []Task, before *[]*node, add func([]*node, *node) [
 	// task does not Await (a plain DAG's never does): it counts a
 	// completion the graph's own predecessors count too. (A graph with
 	// External tasks, or with a task that Awaits, is never clean anyway;
-	// this covers a plain DAG steered from outside.) Stored once: dirty
-	// shares a line with topology.cancelled, which every task reads, and
-	// a cluster node's every batch of Signals comes here.
-	if !o.t.dirty.Load() {
-		o.t.dirty.Store(true)
-	}
+	// this covers a plain DAG steered from outside.)
+	o.t.markDirty()
 	if !o.start {
 		for _, t := range ts {
 			*before = append(*before, t.n)
@@ -187,8 +183,8 @@ func (o *OpenRun) release() {
 // it; Wait returns an error wrapping ErrCancelled (unless a task's failure
 // cancelled it first).
 func (o *OpenRun) Cancel() bool {
-	ok := o.Future.Cancel() // closes it, unless it had ended already
-	o.Close()
+	ok := o.Future.Cancel() // topology.cancel closes it, unless it had ended
+	o.Close()               // a no-op then: kept so Cancel closes whatever path it took
 	return ok
 }
 

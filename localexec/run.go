@@ -47,8 +47,7 @@ type topology struct {
 	cancelled  atomic.Bool
 	// dirty: a node ran out of its graph's round (Runtime.Schedule, an
 	// open run's Schedule, ScheduleAll or Release), so the next run
-	// resets every join counter. Set once: it shares a line with
-	// cancelled, which every task reads.
+	// resets every join counter. Set by markDirty.
 	dirty atomic.Bool
 	open  *OpenRun   // set for RunOpen
 	hints hintTables // its taskflow's when it was submitted (Taskflow.SetHints)
@@ -75,6 +74,16 @@ func newTopology(ex *Executor, tf *Taskflow, n int, pred func() bool) *topology 
 	t.startFrame.topo = t
 	t.starter.frame = &t.startFrame
 	return t
+}
+
+// markDirty records that a node ran out of the graph's round (dirty).
+// Stored only when not set yet: dirty shares a cache line with cancelled,
+// which every task reads, and a cluster node's every batch of Signals
+// comes here (OpenRun's Schedule, ScheduleAll, Release).
+func (t *topology) markDirty() {
+	if !t.dirty.Load() {
+		t.dirty.Store(true)
+	}
 }
 
 // cancel stops scheduling the run's tasks and records err if none is

@@ -42,9 +42,7 @@ func (rt *Runtime) Schedule(t Task) {
 		f = rt.n.frame
 		t.n.frame = f
 	}
-	if !rt.topo.dirty.Load() { // stored once: dirty shares a line with cancelled, which every task reads
-		rt.topo.dirty.Store(true)
-	}
+	rt.topo.markDirty()
 	f.pending.Add(1)
 	rt.w.push(t.n)
 }

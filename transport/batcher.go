@@ -431,19 +431,22 @@ func (b *Batcher) flushAll() error {
 // counts: each future is looked at before the close is.
 func (c *Conn) waitAcks(ctx context.Context, acks []jetstream.PubAckFuture) error {
 	var errs []error
+	refused := func(f jetstream.PubAckFuture, err error) {
+		errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+	}
 	for _, f := range acks {
 		select {
 		case <-f.Ok():
 			continue
 		case err := <-f.Err():
-			errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+			refused(f, err)
 			continue
 		default:
 		}
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			errs = append(errs, fmt.Errorf("transport: record stream refused batch on %s: %w", f.Msg().Subject, err))
+			refused(f, err)
 		case <-c.closed:
 			return errors.Join(append(errs, fmt.Errorf("transport: waiting for record stream acks: %w", ErrClosed))...)
 		case <-ctx.Done():

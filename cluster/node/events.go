@@ -902,8 +902,12 @@ func (p *eventPub) publish(final, keep bool) error {
 		p.log.Warn("task reports not stored", "tasks", deltas, "err", err)
 		return nil
 	}
-	p.retries.Add(1)
-	p.log.Debug("task reports not stored yet; retrying", "tasks", deltas, "err", err)
+	if errors.Is(err, transport.ErrClosed) {
+		p.log.Debug("task reports not stored: the connection is closed; kept for stop", "tasks", deltas)
+	} else {
+		p.retries.Add(1)
+		p.log.Debug("task reports not stored yet; retrying", "tasks", deltas, "err", err)
+	}
 	p.mu.Lock()
 	p.queue = append(q, p.queue...)
 	p.mu.Unlock()

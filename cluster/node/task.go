@@ -348,9 +348,9 @@ func (r *run) runStatic(v int, carry *int64) {
 }
 
 // staticTestHook, when set, runs first in runStatic with the node's id and
-// the vertex
-// (tests: a panic in the node's own code, outside callFunc's and
-// recordSlow's recovers, which only localexec's recovers).
+// the vertex (tests: a panic in the node's own code, outside callFunc's
+// and recordSlow's recovers, that only localexec's recover catches). Unset
+// it costs an activation one load and a predicted branch.
 var staticTestHook atomic.Pointer[func(node string, v int)]
 
 // workerShard is the Stats.TasksExecuted cell (spread) of the worker whose
