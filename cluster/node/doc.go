@@ -207,9 +207,9 @@
 // transport.TaskReport per (run, generation) every EventLinger (500 ms),
 // on every flush (before each TermReport), when the publisher serves the
 // kick a run's table of more than 32K rows sends once it has 32K rows
-// first changed since its last cut (cutRows; any cut restarts the count, and the publisher serves
-// it when it gets a core: a long run of short tasks may so be stored while
-// it goes on), and at once on a failure or a
+// first changed since its last cut (cutRows; any cut restarts the count,
+// and the publisher serves it when it gets a core: a long run of short
+// tasks may so be stored while it goes on), and at once on a failure or a
 // task still running RunningAfter after it began (the run's loop scans
 // the activations in flight every scanEvery, less often in runs of more
 // than scanSlots vertices: flight.go). A

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hetflow/hetflow/cluster/spec"
 	"github.com/hetflow/hetflow/transport"
 )
 
@@ -39,15 +41,7 @@ func TestPanicRecordingAChangeFailsTheRun(t *testing.T) {
 	if out.failed == nil || !strings.Contains(out.failed.Error, "injected") || !strings.Contains(out.failed.Error, "panic recording a task's change") {
 		t.Fatalf("the run did not fail with the panic: %+v\n%s", out.failed, summary(out.tasks))
 	}
-	out = c.runFlow(ctx, file, own, runOpts{})
-	if out.failed != nil {
-		t.Fatalf("the next run failed: %+v", out.failed)
-	}
-	for _, name := range []string{"init", "t", "after"} {
-		if f := out.tasks[name]; f == nil || f.state != transport.TaskDone {
-			t.Fatalf("the next run's %s: %v\n%s", name, f, summary(out.tasks))
-		}
-	}
+	nextRunWhole(ctx, t, c, file, own, "init", "t", "after")
 }
 
 // A panic in the node's own code around an activation, outside callFunc's
@@ -84,11 +78,18 @@ func TestPanicInNodeCodeFailsTheRun(t *testing.T) {
 	if f := out.tasks["e"]; f != nil && f.state == transport.TaskDone {
 		t.Fatalf("e ran after its predecessor c panicked\n%s", summary(out.tasks))
 	}
-	out = c.runFlow(ctx, file, own, runOpts{})
+	nextRunWhole(ctx, t, c, file, own, "a", "b", "c", "d", "e")
+}
+
+// nextRunWhole runs the flow again after a run a panic failed: it must
+// succeed with each of the tasks named done.
+func nextRunWhole(ctx context.Context, t *testing.T, c *cluster, file *spec.File, own []uint32, names ...string) {
+	t.Helper()
+	out := c.runFlow(ctx, file, own, runOpts{})
 	if out.failed != nil {
 		t.Fatalf("the next run failed: %+v", out.failed)
 	}
-	for _, name := range []string{"a", "b", "c", "d", "e"} {
+	for _, name := range names {
 		if f := out.tasks[name]; f == nil || f.state != transport.TaskDone {
 			t.Fatalf("the next run's %s: %v\n%s", name, f, summary(out.tasks))
 		}
