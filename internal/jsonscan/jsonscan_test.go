@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -226,6 +227,7 @@ var scanCases = []string{
 	`{"x":1,}`,
 	` [ ] `,
 	`{"x":01}`,
+	"null", // encoding/json takes it into a string as "leave it be"
 	"",
 }
 
@@ -271,8 +273,7 @@ func TestScanCases(t *testing.T) {
 // bytes are its value where its Kind says so, and ASCII only where it is.
 func checkString(t *testing.T, b []byte) {
 	t.Helper()
-	var want string
-	werr := json.Unmarshal(b, &want)
+	want, werr := jsonString(b)
 	s := Scanner{B: b}
 	s.Space()
 	raw, k, ok := s.String()
@@ -305,16 +306,30 @@ func checkText(t *testing.T, b []byte) {
 	from := s.I
 	out, ok := s.Text()
 	if ok {
-		var want string
-		if err := json.Unmarshal(b[from:s.I], &want); err != nil || string(out) != want {
+		want, err := jsonString(b[from:s.I])
+		if err != nil || string(out) != want {
 			t.Fatalf("%q: read as %q; encoding/json reads %q (%v)", b, out, want, err)
 		}
 		return
 	}
-	var want string
-	if json.Unmarshal(b, &want) == nil && utf8.Valid(b) && !hasSurrogateEscape(b) {
+	if want, err := jsonString(b); err == nil && utf8.Valid(b) && !hasSurrogateEscape(b) {
 		t.Fatalf("%q: not read; encoding/json reads %q", b, want)
 	}
+}
+
+// jsonString is what encoding/json reads b as, where b is one JSON
+// string; an error where it is anything else. (Unmarshal into a string
+// takes null as "leave it be", so it is read into an interface here.)
+func jsonString(b []byte) (string, error) {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("a JSON %T, not a string", v)
+	}
+	return s, nil
 }
 
 func hasSurrogateEscape(b []byte) bool {
