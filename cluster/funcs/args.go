@@ -68,6 +68,9 @@ func (a Args) Has(name string) bool { v, ok := a[name]; return ok && v != nil }
 // Only fails on any argument not in names: a typo in a flow file is caught
 // before anything runs.
 func (a Args) Only(names ...string) error {
+	if len(a) == 0 {
+		return nil // no range over a nil map: a no-op task's call is this and little else
+	}
 	var bad []string
 	for k := range a {
 		if !contains(names, k) {
