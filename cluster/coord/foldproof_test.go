@@ -1,0 +1,230 @@
+package coord
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/hetflow/hetflow/cluster/spec"
+	"github.com/hetflow/hetflow/transport"
+)
+
+// chainFlow: chains of one strong predecessor (the count check's), a join
+// of two, a module of a chain after one, and a task after the module.
+const chainFlow = `
+flows:
+  - name: main
+    tasks:
+      - {name: s, func: noop}
+      - {name: c1, func: noop, succeed: [s]}
+      - {name: c2, func: noop, succeed: [c1]}
+      - {name: c3, func: noop, succeed: [c2]}
+      - {name: j, func: noop, succeed: [c1, c3]}
+      - {name: m, kind: module, flow: inner, succeed: [c3]}
+      - {name: k, func: noop, succeed: [m]}
+  - name: inner
+    tasks:
+      - {name: x, func: noop}
+      - {name: y, func: noop, succeed: [x]}
+      - {name: z, func: noop, succeed: [y]}
+`
+
+// chainAgain is chainFlow's tasks with other edges: a graph of as many
+// vertices, other rules.
+const chainAgain = `
+flows:
+  - name: main
+    tasks:
+      - {name: s, func: noop}
+      - {name: c1, func: noop, succeed: [s]}
+      - {name: c2, func: noop, succeed: [s]}
+      - {name: c3, func: noop, succeed: [c1, c2]}
+      - {name: j, func: noop, succeed: [c2]}
+      - {name: m, kind: module, flow: inner, succeed: [j]}
+      - {name: k, func: noop, succeed: [c1]}
+  - name: inner
+    tasks:
+      - {name: x, func: noop}
+      - {name: y, func: noop, succeed: [x]}
+      - {name: z, func: noop, succeed: [x]}
+`
+
+// The check of the rows a fold has not proved (checkFold, the leader's)
+// finds what the pass over every row finds (check, CheckSuccess): the
+// same owed tasks for the same reasons and the same failed tasks, in the
+// same order, after every step of random records folded as the leader
+// folds them (proofRecord).
+func TestCheckFoldIsCheck(t *testing.T) {
+	graphs := []struct {
+		text  string // the flow folded against now and then as another graph
+		g     *spec.Graph
+		seeds uint64
+	}{
+		{verdictFlow, expand(t, verdictFlow), 400},
+		{chainFlow, expand(t, chainFlow), 400},
+		{chainAgain, expand(t, chainFlow), 200}, // the run's flow expanded again, other rules (a fold's proof is of one graph)
+		{"", subflowGraph(t), 200},
+		{"", layeredGraph(t, 4, 20), 100},
+		{"", layeredGraph(t, 3, 1500), 6}, // past minPooledAgg: packed and unpacked between steps
+	}
+	for gi, c := range graphs {
+		for seed := range c.seeds {
+			proofRecord(t, fmt.Sprintf("graph %d, seed %d", gi, seed), c.g, c.text, rand.New(rand.NewPCG(seed, uint64(gi))))
+		}
+	}
+}
+
+// FuzzCheckFoldIsCheck is TestCheckFoldIsCheck's records from the
+// fuzzer's seeds.
+func FuzzCheckFoldIsCheck(f *testing.F) {
+	vg, cg := expand(f, verdictFlow), expand(f, chainFlow)
+	f.Add(uint64(1), uint64(2), false)
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, chain bool) {
+		g, text := vg, verdictFlow
+		if chain {
+			g, text = cg, chainFlow
+		}
+		proofRecord(t, "fuzz", g, text, rand.New(rand.NewPCG(s1, s2)))
+	})
+}
+
+// proofRecord folds a random record of a run of graph g into a fold, as
+// the leader's status cache does (node reports through addReport, under a
+// run's rule: owners, a lost node, past and coming generations; events of
+// an earlier build through Add; the run's state changed, Touch; a finished
+// run's fold packed, then folded again), and after each step checks that
+// checkFold finds what check finds, and that the proof's count is its
+// bits'. Rows come running, failed, done, skipped; 0 to 3 activations,
+// their executions often as many (clean: the one-predecessor count check
+// reads them), on one node mostly. When text is set, a step now and then
+// folds against the graph expanded again from it (a graph let go and taken
+// back as a new one, or a graph of other rules): the fold then keeps no
+// proof, and the check of either graph still answers as its pass.
+func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *rand.Rand) {
+	t.Helper()
+	nv := len(g.Vertices)
+	nodes := []string{"n1", "n2", "n3"}
+	node := func() string {
+		if rng.IntN(4) == 0 {
+			return nodes[rng.IntN(3)]
+		}
+		return "n1"
+	}
+	r := &Run{ID: "r1", Gen: uint64(1 + rng.IntN(2)), Assignment: make([]string, nv)}
+	if rng.IntN(2) == 0 {
+		r.Lost = []string{"n3"}
+	}
+	for i := range r.Assignment {
+		r.Assignment[i] = node()
+	}
+	if rng.IntN(5) == 0 {
+		r = nil // every delta let in
+	}
+	states := []transport.TaskState{transport.TaskDone, transport.TaskDone, transport.TaskDone, transport.TaskDone,
+		transport.TaskRunning, transport.TaskFailed, transport.TaskSkipped, transport.TaskPending}
+	delta := func() (d transport.TaskDelta) {
+		d = transport.TaskDelta{Task: uint32(rng.IntN(nv + 2)), State: states[rng.IntN(len(states))], Act: uint64(rng.IntN(4))}
+		if d.Executions = d.Act; rng.IntN(3) == 0 {
+			d.Executions = uint64(rng.IntN(4))
+		}
+		if rng.IntN(10) == 0 {
+			d.Output = []byte{byte(rng.IntN(2))}
+		}
+		return d
+	}
+	var g2 *spec.Graph // g expanded again
+	f := NewFold()
+	p := verdictPlanOf(g)
+	for step := range 2 + rng.IntN(min(4*nv+8, 120)) {
+		fg := g
+		if text != "" && rng.IntN(60) == 0 {
+			if g2 == nil {
+				g2 = expand(t, text)
+			}
+			fg = g2
+		}
+		switch k := rng.IntN(20); {
+		case k < 12: // a node's report, ranges or single deltas
+			tr := &transport.TaskReport{Run: "r1", Gen: uint64(1 + rng.IntN(3)), Node: node()}
+			var runs []uint32
+			for range 1 + rng.IntN(8) {
+				d := delta()
+				n := uint32(1)
+				if rng.IntN(2) == 0 {
+					n = uint32(1 + rng.IntN(max(2, nv/4)))
+				}
+				if d.Output != nil {
+					n = 1
+				}
+				tr.Tasks, runs = append(tr.Tasks, d), append(runs, n)
+			}
+			if rng.IntN(3) == 0 {
+				runs = runs[:0]
+				for range tr.Tasks {
+					runs = append(runs, 1)
+				}
+			}
+			f.addReport(fg, tr, runs, r)
+		case k < 17: // an event of an earlier build, by index or by name
+			d := delta()
+			e := &transport.TaskEvent{Run: "r1", Gen: uint64(1 + rng.IntN(2)), Task: d.Task, Node: node(),
+				State: d.State, Act: d.Act, Executions: d.Executions, Output: d.Output}
+			if rng.IntN(3) == 0 && int(d.Task) < nv {
+				e.Name = g.Vertices[d.Task].Path
+			}
+			f.Add(fg, e)
+		case k < 19: // the run's state changed
+			f.Touch()
+		default: // a finished run's fold, packed (when large and untouched since)
+			f.Touch()
+			f.pack()
+		}
+		checkProofMatches(t, fmt.Sprintf("%s, step %d", what, step), g, p, f)
+		if g2 != nil {
+			checkProofMatches(t, fmt.Sprintf("%s, step %d, graph again", what, step), g2, verdictPlanOf(g2), f)
+		}
+	}
+}
+
+// checkProofMatches fails t unless p.checkFold(g, f) is p.check(g, f) and
+// f's proof counts its bits.
+func checkProofMatches(t *testing.T, what string, g *spec.Graph, p *verdictPlan, f *Fold) {
+	t.Helper()
+	wo, wf := p.check(g, f)
+	o, fl := p.checkFold(g, f)
+	if !reflect.DeepEqual(o, wo) || !reflect.DeepEqual(fl, wf) {
+		t.Fatalf("%s: checkFold found %v %v, the pass %v %v", what, o, fl, wo, wf)
+	}
+	n := 0
+	for _, w := range f.proof.bits {
+		n += bits.OnesCount64(w)
+	}
+	if n != f.proof.n {
+		t.Fatalf("%s: the proof counts %d vertices, its bits %d", what, f.proof.n, n)
+	}
+}
+
+// A run where every task is done once is proved whole as it is folded:
+// the check at its end examines no row.
+func TestFoldProvesACompleteRun(t *testing.T) {
+	g := layeredGraph(t, 10, 100)
+	nv := len(g.Vertices)
+	r := &Run{ID: "r1", Gen: 1, Assignment: make([]string, nv)}
+	for i := range r.Assignment {
+		r.Assignment[i] = "n1"
+	}
+	f := NewFold()
+	// reported out of order: the second half first
+	for _, lo := range []int{nv / 2, 0} {
+		tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1}}}
+		f.addReport(g, tr, []uint32{uint32(nv / 2)}, r)
+	}
+	if f.proof.n != nv {
+		t.Fatalf("%d of %d vertices proved", f.proof.n, nv)
+	}
+	if o, fl := verdictPlanOf(g).checkFold(g, f); o != nil || fl != nil {
+		t.Fatalf("owed %v, failed %v", o, fl)
+	}
+}
