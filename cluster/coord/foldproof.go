@@ -22,17 +22,18 @@ import (
 // predecessor's. The check reads other rows only for a vertex that never
 // ran (a strong vertex's predecessors, a module source's module), and such
 // a vertex is never proved. So the proof of a vertex is taken again
-// whenever its row may change (Fold.fold, Fold.foldRun: Fold.prove), and
-// with it the proof of each proved vertex of which it is the one strong
-// predecessor (verdictPlan.only); a vertex not proved stays so until its
-// own row changes: the check examines it. Nothing else changes a row
-// (pack and unpack keep them as they are).
+// whenever its row may change (Fold.fold: Fold.prove; Fold.foldRun, once
+// its span's rows are set: Fold.proveSpan), and with it the proof of each
+// proved vertex of which it is the one strong predecessor
+// (verdictPlan.only); a vertex not proved stays so until its own row
+// changes: the check examines it. Nothing else changes a row (pack and
+// unpack keep them as they are).
 type foldProof struct {
 	plan *verdictPlan             // the kept plan of the graph folded against (nil: none yet, or off)
 	g    weak.Pointer[spec.Graph] // that graph
 	bits []uint64                 // vertex v is proved: bit v%64 of bits[v/64]
 	n    int                      // the vertices proved
-	off  bool                     // folded against another graph too: no proof, the check reads every row
+	off  bool                     // folded against another graph too, or the run ended (drop): no proof, the check reads every row
 }
 
 // track readies the proof for a fold against graph g. The first graph a
