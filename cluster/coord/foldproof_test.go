@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hetflow/hetflow/cluster/spec"
@@ -51,8 +52,70 @@ flows:
       - {name: z, func: noop, succeed: [x]}
 `
 
+// backFlow is a flow of n tasks written in an order of the seed's: a
+// vertex's index is its place in the text, so a strong predecessor may come
+// after its successor. Task i but the first has one strong predecessor
+// among tasks 0 to i-1 (a chain: i-1; a fan: a root of the seed's; now
+// and then two); order "back" writes task n-1 first and task 0 last (every
+// predecessor after its successors), "mixed" in an order of the seed's.
+func backFlow(n int, shape, order string, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var b strings.Builder
+	b.WriteString("flows:\n  - name: main\n    tasks:\n")
+	line := make([]string, n)
+	for i := range n {
+		var pre []string
+		switch {
+		case i == 0:
+		case shape == "chain":
+			pre = []string{fmt.Sprint("t", i-1)}
+		case shape == "fan":
+			pre = []string{fmt.Sprint("t", rng.IntN(min(i, 3)))} // fans of up to 3 roots
+		default: // random: one predecessor mostly, now and then two
+			pre = []string{fmt.Sprint("t", rng.IntN(i))}
+			if rng.IntN(6) == 0 {
+				if q := fmt.Sprint("t", rng.IntN(i)); q != pre[0] {
+					pre = append(pre, q)
+				}
+			}
+		}
+		line[i] = fmt.Sprintf("      - {name: t%d, func: noop", i)
+		if len(pre) > 0 {
+			line[i] += ", succeed: [" + strings.Join(pre, ", ") + "]"
+		}
+		line[i] += "}\n"
+	}
+	switch order {
+	case "back":
+		for i := n - 1; i >= 0; i-- {
+			b.WriteString(line[i])
+		}
+	default:
+		for _, i := range rng.Perm(n) {
+			b.WriteString(line[i])
+		}
+	}
+	return b.String()
+}
+
+// backGraph is backFlow expanded; it fails tb unless some vertex's one
+// strong predecessor has a higher index (the order the text was written
+// in), which a proof that reads only lower vertices would miss.
+func backGraph(tb testing.TB, n int, shape, order string, seed uint64) *spec.Graph {
+	tb.Helper()
+	g := expand(tb, backFlow(n, shape, order, seed))
+	p := verdictPlanOf(g)
+	for v := range p.kind {
+		if lo := p.strongAt[v]; p.strongAt[v+1]-lo == 1 && int(p.strong[lo]) > v {
+			return g
+		}
+	}
+	tb.Fatalf("%s %s graph of %d tasks, seed %d: no predecessor after its successor", shape, order, n, seed)
+	return nil
+}
+
 // The check of the rows a fold has not proved (checkFold, the leader's)
-// finds what the pass over every row finds (check, CheckSuccess): the
+// finds what the pass over every row finds (verdictPlan.check): the
 // same owed tasks for the same reasons and the same failed tasks, in the
 // same order, after every step of random records folded as the leader
 // folds them (proofRecord).
@@ -68,25 +131,51 @@ func TestCheckFoldIsCheck(t *testing.T) {
 		{"", subflowGraph(t), 200},
 		{"", layeredGraph(t, 4, 20), 100},
 		{"", layeredGraph(t, 3, 1500), 6}, // past minPooledAgg: packed and unpacked between steps
+		// predecessors written after their successors (a vertex's index is
+		// its place in the text): chains, fans and random graphs
+		{"", backGraph(t, 12, "chain", "back", 0), 300},
+		{"", backGraph(t, 12, "fan", "back", 0), 300},
+		{"", backGraph(t, 16, "random", "mixed", 1), 200},
+		{"", backGraph(t, 16, "chain", "mixed", 2), 200},
+		{"", backGraph(t, 4200, "chain", "back", 0), 4}, // past minPooledAgg
+		{"", backGraph(t, 4200, "fan", "back", 0), 4},
 	}
 	for gi, c := range graphs {
+		packed := 0
 		for seed := range c.seeds {
-			proofRecord(t, fmt.Sprintf("graph %d, seed %d", gi, seed), c.g, c.text, rand.New(rand.NewPCG(seed, uint64(gi))))
+			packed += proofRecord(t, fmt.Sprintf("graph %d, seed %d", gi, seed), c.g, c.text, rand.New(rand.NewPCG(seed, uint64(gi))))
+		}
+		if len(c.g.Vertices) >= minPooledAgg && packed == 0 {
+			t.Errorf("graph %d: no step found its fold packed", gi)
 		}
 	}
 }
 
 // FuzzCheckFoldIsCheck is TestCheckFoldIsCheck's records from the
 // fuzzer's seeds.
+// Its graphs: the flows with loops and modules, and graphs written
+// predecessors after successors (chains, fans, random), of a few vertices
+// or of more than minPooledAgg (a fold packed and unpacked between steps).
 func FuzzCheckFoldIsCheck(f *testing.F) {
-	vg, cg := expand(f, verdictFlow), expand(f, chainFlow)
-	f.Add(uint64(1), uint64(2), false)
-	f.Fuzz(func(t *testing.T, s1, s2 uint64, chain bool) {
-		g, text := vg, verdictFlow
-		if chain {
-			g, text = cg, chainFlow
-		}
-		proofRecord(t, "fuzz", g, text, rand.New(rand.NewPCG(s1, s2)))
+	type graph struct {
+		g    *spec.Graph
+		text string
+	}
+	graphs := []graph{
+		{expand(f, verdictFlow), verdictFlow},
+		{expand(f, chainFlow), chainFlow},
+		{backGraph(f, 12, "chain", "back", 0), ""},
+		{backGraph(f, 12, "fan", "back", 0), ""},
+		{backGraph(f, 16, "random", "mixed", 1), ""},
+		{backGraph(f, 4200, "chain", "back", 0), ""},
+		{backGraph(f, 4200, "random", "mixed", 3), ""},
+	}
+	for i := range graphs {
+		f.Add(uint64(1), uint64(2), uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, which uint8) {
+		c := graphs[int(which)%len(graphs)]
+		proofRecord(t, "fuzz", c.g, c.text, rand.New(rand.NewPCG(s1, s2)))
 	})
 }
 
@@ -102,7 +191,8 @@ func FuzzCheckFoldIsCheck(f *testing.F) {
 // folds against the graph expanded again from it (a graph let go and taken
 // back as a new one, or a graph of other rules): the fold then keeps no
 // proof, and the check of either graph still answers as its pass.
-func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *rand.Rand) {
+// It returns the steps that found the fold packed.
+func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *rand.Rand) (packed int) {
 	t.Helper()
 	nv := len(g.Vertices)
 	nodes := []string{"n1", "n2", "n3"}
@@ -116,8 +206,15 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 	if rng.IntN(2) == 0 {
 		r.Lost = []string{"n3"}
 	}
+	// A fold past minPooledAgg packs only when its rows are few runs: its
+	// tasks are owned by n1 but for a few, all done once from the start,
+	// and the steps are fewer and narrower.
+	large := nv >= minPooledAgg
 	for i := range r.Assignment {
 		r.Assignment[i] = node()
+		if large && rng.IntN(500) != 0 {
+			r.Assignment[i] = "n1"
+		}
 	}
 	if rng.IntN(5) == 0 {
 		r = nil // every delta let in
@@ -137,7 +234,13 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 	var g2 *spec.Graph // g expanded again
 	f := NewFold()
 	p := verdictPlanOf(g)
-	for step := range 2 + rng.IntN(min(4*nv+8, 120)) {
+	steps, deltas := 2+rng.IntN(min(4*nv+8, 120)), 8
+	if large {
+		steps, deltas = 2+rng.IntN(16), 3
+		tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{State: transport.TaskDone, Act: 1, Executions: 1}}}
+		f.addReport(g, tr, []uint32{uint32(nv)}, r)
+	}
+	for step := range steps {
 		fg := g
 		if text != "" && rng.IntN(60) == 0 {
 			if g2 == nil {
@@ -145,11 +248,15 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 			}
 			fg = g2
 		}
-		switch k := rng.IntN(20); {
+		k := rng.IntN(20)
+		if large && rng.IntN(4) == 0 {
+			k = 19 // packed more often
+		}
+		switch {
 		case k < 12: // a node's report, ranges or single deltas
 			tr := &transport.TaskReport{Run: "r1", Gen: uint64(1 + rng.IntN(3)), Node: node()}
 			var runs []uint32
-			for range 1 + rng.IntN(8) {
+			for range 1 + rng.IntN(deltas) {
 				d := delta()
 				n := uint32(1)
 				if rng.IntN(2) == 0 {
@@ -181,11 +288,15 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 			f.Touch()
 			f.pack()
 		}
+		if f.packed != nil {
+			packed++
+		}
 		checkProofMatches(t, fmt.Sprintf("%s, step %d", what, step), g, p, f)
 		if g2 != nil {
 			checkProofMatches(t, fmt.Sprintf("%s, step %d, graph again", what, step), g2, verdictPlanOf(g2), f)
 		}
 	}
+	return packed
 }
 
 // checkProofMatches fails t unless p.checkFold(g, f) is p.check(g, f) and
