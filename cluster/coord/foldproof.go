@@ -72,11 +72,17 @@ func (pr *foldProof) set(v int, ok bool) {
 
 // prove takes again the proof of vertex v, whose row may have changed, and
 // of the proved vertices of which it is the one strong predecessor. The
-// fold is not packed.
+// fold is not packed. A vertex past the proof's graph (which its caller's
+// graph, track's, rules out) drops the proof rather than leave marks
+// that no longer say what the check would find.
 func (f *Fold) prove(v int) {
 	pr := &f.proof
 	p := pr.plan
-	if p == nil || v >= len(p.kind) {
+	if p == nil {
+		return
+	}
+	if v >= len(p.kind) {
+		pr.drop() // a row past the plan's graph: what is proved is of another graph
 		return
 	}
 	pr.set(v, p.proved(f, v))
@@ -95,11 +101,16 @@ func (f *Fold) prove(v int) {
 // but at a vertex of one strong predecessor when it ran once an
 // activation (execs == act: clean), whose proof reads that predecessor:
 // the span is marked a word at a time, and only those vertices taken one
-// by one. The fold is not packed.
+// by one. The fold is not packed. A span past the proof's graph drops the
+// proof, as prove does.
 func (f *Fold) proveSpan(lo, hi int, same bool, st transport.TaskState, act, execs uint64) {
 	pr := &f.proof
 	p := pr.plan
-	if p == nil || lo >= hi || hi > len(p.kind) {
+	if p == nil || lo >= hi {
+		return
+	}
+	if hi > len(p.kind) {
+		pr.drop() // rows past the plan's graph: what is proved is of another graph
 		return
 	}
 	if same && act > 0 && st != transport.TaskRunning && st != transport.TaskFailed {

@@ -339,3 +339,31 @@ func TestFoldProvesACompleteRun(t *testing.T) {
 		t.Fatalf("owed %v, failed %v", o, fl)
 	}
 }
+
+// A row or span past the graph a fold's proof is of drops the proof (the
+// check then reads every row) rather than leave its marks as they were.
+func TestProofPastItsGraphDrops(t *testing.T) {
+	g := expand(t, chainFlow)
+	nv := len(g.Vertices)
+	for _, past := range []func(f *Fold){
+		func(f *Fold) { f.prove(nv) },
+		func(f *Fold) { f.proveSpan(nv-1, nv+1, true, transport.TaskDone, 1, 1) },
+	} {
+		f := proofFold()
+		f.Add(g, &transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+		if f.proof.n != 1 {
+			t.Fatalf("%d vertices proved, want 1", f.proof.n)
+		}
+		f.grow(nv + 1)
+		past(f)
+		if !f.proof.off || f.proof.plan != nil || f.proof.n != 0 {
+			t.Fatalf("the proof stays: off %v, %d vertices proved", f.proof.off, f.proof.n)
+		}
+	}
+}
+
+// proofFold is a new fold that keeps the record check's proof (the
+// leader's).
+func proofFold() *Fold {
+	return NewFold()
+}
