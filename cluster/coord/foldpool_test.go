@@ -215,6 +215,7 @@ func BenchmarkFoldCheckRunAgain100K(b *testing.B) {
 	p := verdictPlanOf(g)
 	for b.Loop() {
 		fo := NewFold()
+		fo.KeepProof() // the leader's
 		fo.addReport(g, &tr, runs, &r)
 		if owed, failed := p.checkFold(g, fo); len(owed) > 0 || len(failed) > 0 {
 			b.Fatalf("owed %v, failed %v", owed, failed)

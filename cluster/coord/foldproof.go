@@ -28,7 +28,14 @@ import (
 // (verdictPlan.only); a vertex not proved stays so until its own row
 // changes: the check examines it. Nothing else changes a row (pack and
 // unpack keep them as they are).
+//
+// Only a fold whose record check can run keeps one (Fold.KeepProof: the
+// leader's status caches): a follower's would cost a plan built (O(N+E))
+// and ~2 MB held per graph for a check it never makes. A fold that keeps
+// one from a later fold on (a follower that became leader mid-run) holds
+// no mark for the rows folded before: the check examines them.
 type foldProof struct {
+	keep bool                     // the fold keeps a proof (KeepProof)
 	plan *verdictPlan             // the kept plan of the graph folded against (nil: none yet, or off)
 	g    weak.Pointer[spec.Graph] // that graph
 	bits []uint64                 // vertex v is proved: bit v%64 of bits[v/64]
@@ -36,13 +43,20 @@ type foldProof struct {
 	off  bool                     // folded against another graph too, or the run ended (drop): no proof, the check reads every row
 }
 
-// track readies the proof for a fold against graph g. The first graph a
-// fold is folded against is its proof's; one folded against another (the
-// run's flow expanded again after the first graph was let go) keeps no
-// proof: what was proved was proved of the other graph's plan.
+// KeepProof makes f keep, from its next fold on, the proof the record
+// check reads (foldProof): the leader's status caches keep one, so that
+// the check at a run's end examines only the rows not proved. A fold that
+// keeps none is checked whole; CheckSuccess's findings are the same.
+func (f *Fold) KeepProof() { f.proof.keep = true }
+
+// track readies the proof for a fold against graph g, of a fold that keeps
+// one (KeepProof). The first graph a fold is folded against is its
+// proof's; one folded against another (the run's flow expanded again
+// after the first graph was let go) keeps no proof: what was proved was
+// proved of the other graph's plan.
 func (pr *foldProof) track(g *spec.Graph) {
 	switch {
-	case pr.off || g == nil:
+	case !pr.keep || pr.off || g == nil:
 	case pr.plan == nil:
 		pr.plan, pr.g = verdictPlanOf(g), weak.Make(g)
 		pr.bits = make([]uint64, (len(g.Vertices)+63)/64)

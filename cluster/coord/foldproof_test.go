@@ -190,7 +190,9 @@ func FuzzCheckFoldIsCheck(f *testing.F) {
 // reads them), on one node mostly. When text is set, a step now and then
 // folds against the graph expanded again from it (a graph let go and taken
 // back as a new one, or a graph of other rules): the fold then keeps no
-// proof, and the check of either graph still answers as its pass.
+// proof, and the check of either graph still answers as its pass. Now and
+// then the fold keeps a proof only from a later step on (a follower that
+// became leader): the rows folded before are examined.
 // It returns the steps that found the fold packed.
 func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *rand.Rand) (packed int) {
 	t.Helper()
@@ -232,7 +234,11 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 		return d
 	}
 	var g2 *spec.Graph // g expanded again
-	f := NewFold()
+	f := proofFold()
+	keepAt := -1 // the step from which the fold keeps a proof (-1: from the start)
+	if rng.IntN(4) == 0 {
+		f, keepAt = NewFold(), rng.IntN(8) // a follower that becomes leader mid-run
+	}
 	p := verdictPlanOf(g)
 	steps, deltas := 2+rng.IntN(min(4*nv+8, 120)), 8
 	if large {
@@ -241,6 +247,9 @@ func proofRecord(t *testing.T, what string, g *spec.Graph, text string, rng *ran
 		f.addReport(g, tr, []uint32{uint32(nv)}, r)
 	}
 	for step := range steps {
+		if step == keepAt {
+			f.KeepProof()
+		}
 		fg := g
 		if text != "" && rng.IntN(60) == 0 {
 			if g2 == nil {
@@ -326,7 +335,7 @@ func TestFoldProvesACompleteRun(t *testing.T) {
 	for i := range r.Assignment {
 		r.Assignment[i] = "n1"
 	}
-	f := NewFold()
+	f := proofFold()
 	// reported out of order: the second half first
 	for _, lo := range []int{nv / 2, 0} {
 		tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1}}}
@@ -365,5 +374,24 @@ func TestProofPastItsGraphDrops(t *testing.T) {
 // proofFold is a new fold that keeps the record check's proof (the
 // leader's).
 func proofFold() *Fold {
-	return NewFold()
+	f := NewFold()
+	f.KeepProof()
+	return f
+}
+
+// A fold keeps no proof unless it is asked to (KeepProof: the leader's
+// status caches): a follower's fold builds no verdict plan and holds no
+// marks, and its check is the pass over every row.
+func TestFoldKeepsNoProofUnlessAsked(t *testing.T) {
+	g := layeredGraph(t, 4, 20)
+	f := NewFold()
+	tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []transport.TaskDelta{{State: transport.TaskDone, Act: 1, Executions: 1}}}
+	f.addReport(g, tr, []uint32{uint32(len(g.Vertices))}, nil)
+	f.Add(g, &transport.TaskEvent{Run: "r1", Gen: 1, Task: 3, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	if f.proof.plan != nil || f.proof.bits != nil {
+		t.Fatal("a fold not asked to keeps a proof, and the graph's verdict plan with it")
+	}
+	if o, fl := CheckSuccess(g, f); o != nil || fl != nil {
+		t.Fatalf("owed %v, failed %v", o, fl)
+	}
 }

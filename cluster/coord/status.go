@@ -878,6 +878,9 @@ func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn fu
 	// cancelled verdict has no check, and a wait that began while this
 	// server led goes on after it lost the lead (another leader checked).
 	events = events || proto.Finished(r.State) && (r.State != proto.RunSucceeded || c.checkedGen != r.Gen)
+	if s.Leader() {
+		c.fold.KeepProof() // the record check runs here: the rows proved as they are folded
+	}
 	if s.nc != nil && events {
 		if err := s.readEvents(ctx, c, r); err != nil {
 			s.log.Warn("read events", "run", id, "err", err)
@@ -1142,6 +1145,10 @@ func (s *Server) checkRecordAside(ctx context.Context, r Run) (owed []Owed, fail
 		return nil, nil, nil, err
 	}
 	stale = c.cur.aside()
+	// A fold that kept no proof up to now (its server led from after its
+	// run began) keeps one from here; the rows it folded before are
+	// examined by the check.
+	c.fold.KeepProof()
 	if err := s.readEvents(ctx, c, r); err != nil {
 		return nil, nil, stale, err
 	}

@@ -247,6 +247,7 @@ func BenchmarkFoldRecord100K(b *testing.B) {
 		var runs []uint32
 		for range b.N {
 			f := NewFold()
+			f.KeepProof()
 			for _, m := range reports {
 				if err := tr.DecodeRuns(m, transport.Limits{}, &runs); err != nil {
 					b.Fatal(err)
