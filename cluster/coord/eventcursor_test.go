@@ -369,3 +369,26 @@ func TestEventWakeNotLostToTheTick(t *testing.T) {
 		}
 	}
 }
+
+// The leader's record check folds into a status cache that keeps the
+// check's proof (Fold.KeepProof): the rows proved as they are folded.
+// (A follower's caches keep none: TestFoldKeepsNoProofUnlessAsked.)
+func TestLeaderCheckKeepsTheProof(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	r, _ := c.run(id)
+	for task := range uint32(2) {
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
+	}
+	owed, failed, err := c.checkRecord(ctx, r)
+	must(t, err)
+	if len(owed) != 0 || len(failed) != 0 {
+		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
+	}
+	cc := c.cacheOf(id)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.fold.proof.plan == nil || cc.fold.proof.n != 2 {
+		t.Fatalf("the checked fold's proof: plan %v, %d vertices proved; want both", cc.fold.proof.plan != nil, cc.fold.proof.n)
+	}
+}

@@ -183,11 +183,42 @@ func BenchmarkFoldRunAgain100K(b *testing.B) {
 		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
 		runs = append(runs, uint32(min(50, nv-lo)))
 	}
+	verdictPlanOf(g) // made for the graph's first run, kept for its runs again
 	for b.Loop() {
 		fo := NewFold()
 		fo.addReport(g, &tr, runs, &r)
 		if fo.n.state[transport.TaskDone] != nv {
 			b.Fatalf("%d done", fo.n.state[transport.TaskDone])
+		}
+		fo.Touch()
+		fo.pack()
+	}
+}
+
+// BenchmarkFoldCheckRunAgain100K is BenchmarkFoldRunAgain100K with the
+// leader's record check after the fold (checkRecordAside's: checkFold, the
+// rows not proved as they were folded), before the run's end: the
+// coordinator's work from a run again's reports to its verdict.
+func BenchmarkFoldCheckRunAgain100K(b *testing.B) {
+	g := layeredGraph(b, 100, 1000)
+	nv := len(g.Vertices)
+	r := Run{ID: "r", FlowName: "layered", State: proto.RunRunning, Gen: 1, Assignment: make([]string, nv)}
+	for i := range r.Assignment {
+		r.Assignment[i] = "n1"
+	}
+	tr := transport.TaskReport{Run: "r", Gen: 1, Node: "n1"}
+	var runs []uint32
+	for lo := 0; lo < nv; lo += 50 {
+		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
+		runs = append(runs, uint32(min(50, nv-lo)))
+	}
+	p := verdictPlanOf(g)
+	for b.Loop() {
+		fo := NewFold()
+		fo.KeepProof() // the leader's
+		fo.addReport(g, &tr, runs, &r)
+		if owed, failed := p.checkFold(g, fo); len(owed) > 0 || len(failed) > 0 {
+			b.Fatalf("owed %v, failed %v", owed, failed)
 		}
 		fo.Touch()
 		fo.pack()

@@ -17,6 +17,7 @@ import (
 // to other runs' folds: its status stays byte for byte what an unpacked fold
 // of the same events renders, a late event re-renders it exactly, the delta
 // since before names that row alone, and the verdict's check reads the same.
+// It keeps no proof for the record check (foldProof): the check is behind it.
 // (Adopted from the review of branch coordrun.)
 func TestServerPackedFoldSurvivesOtherRuns(t *testing.T) {
 	s, _ := fuzzServer(t)
@@ -80,10 +81,13 @@ func TestServerPackedFoldSurvivesOtherRuns(t *testing.T) {
 		t.Fatal("status differs")
 	}
 	c0.mu.Lock()
-	packed := c0.fold.packed != nil
+	packed, proof := c0.fold.packed != nil, c0.fold.proof.plan != nil
 	c0.mu.Unlock()
 	if !packed {
 		t.Fatal("a finished run's fold was not packed once its status was read")
+	}
+	if proof {
+		t.Fatal("a finished run's fold keeps its record check's proof, and the graph's verdict plan with it")
 	}
 	// Other runs go on folding (one takes the array run 0 handed on).
 	for _, id := range ids[1:] {

@@ -39,7 +39,8 @@ import (
 // what a task shows (and by Touch); for each task the version that last
 // changed it, and a journal of the tasks changed since the last change of
 // the whole table (changed); and the tallies of RunProgress, kept as tasks
-// change.
+// change. For the leader's record check it keeps the vertices proved, as
+// they were folded, to owe nothing (foldProof).
 type Fold struct {
 	vert   []taskAgg      // the vertices' tasks, by index (seen false: no event yet)
 	packed []aggSeg       // instead of vert, once packed (a finished run's): its aggregates run-length
@@ -55,6 +56,8 @@ type Fold struct {
 	floor   uint64   // changed answers for versions ≥ floor: at floor the whole table changed
 	journal []change // tasks changed after floor, in version order; superseded entries are dropped now and then
 	n       foldCounts
+
+	proof foldProof // the vertices the record check need not examine
 }
 
 // taskKey names a task of a fold: a vertex by its index (≥ 0), a task that
@@ -241,6 +244,7 @@ func (f *Fold) count(a *taskAgg, sign int) {
 // of vertex e.Task in g (a node's TaskReport names vertices by index only);
 // an event naming neither is ignored.
 func (f *Fold) Add(g *spec.Graph, e *transport.TaskEvent) {
+	f.proof.track(g)
 	f.add(g, e.Name, e.Task, f.node(e.Node), e.Gen, e.State, e.Act, e.Executions, e.Output)
 }
 
@@ -284,6 +288,7 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 			}
 		}
 	}
+	f.proof.track(g)
 	node := f.node(tr.Node)
 	nv := len(g.Vertices)
 	f.grow(nv)
@@ -335,13 +340,16 @@ func (f *Fold) addReport(g *spec.Graph, tr *transport.TaskReport, runs []uint32,
 // take away, no older activation, one node) and without setOutput, which
 // for an empty output changes nothing of a task with no output kept, as
 // a vertex with no event has (an output is kept only by fold, which marks
-// the vertex seen). TestFoldRunIsFold checks it against fold.
+// the vertex seen). TestFoldRunIsFold checks it against fold. The span's
+// proof is taken once its rows are set (proveSpan).
 func (f *Fold) foldRun(lo, hi int, node uint32, gen uint64, st transport.TaskState, act, execs uint64, out []byte) {
 	again := act > 1 && !final(st)
+	same := true // every vertex of the span was set in place: its row is (st, act, execs) on node
 	for v := lo; v < hi; v++ {
 		a := &f.vert[v]
 		if a.seen || len(out) > 0 {
 			f.fold(taskKey(v), a, node, gen, st, act, execs, out)
+			same = false
 			continue
 		}
 		f.ntasks++
@@ -361,6 +369,7 @@ func (f *Fold) foldRun(lo, hi int, node uint32, gen uint64, st transport.TaskSta
 			f.compact()
 		}
 	}
+	f.proveSpan(lo, hi, same, st, act, execs)
 }
 
 // grow makes room for nv vertices (and unpacks a packed fold).
@@ -437,6 +446,9 @@ func (f *Fold) fold(key taskKey, a *taskAgg, node uint32, gen uint64, st transpo
 		if len(f.journal) > 2*f.ntasks+64 {
 			f.compact()
 		}
+	}
+	if key >= 0 {
+		f.prove(int(key)) // whether or not what it shows changed: clean reads multi
 	}
 }
 
@@ -866,6 +878,9 @@ func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn fu
 	// cancelled verdict has no check, and a wait that began while this
 	// server led goes on after it lost the lead (another leader checked).
 	events = events || proto.Finished(r.State) && (r.State != proto.RunSucceeded || c.checkedGen != r.Gen)
+	if s.Leader() {
+		c.fold.KeepProof() // the record check runs here: the rows proved as they are folded
+	}
 	if s.nc != nil && events {
 		if err := s.readEvents(ctx, c, r); err != nil {
 			s.log.Warn("read events", "run", id, "err", err)
@@ -879,8 +894,11 @@ func (s *Server) withStatusOf(ctx context.Context, id string, events bool, fn fu
 	if proto.Finished(r.State) && c.g != nil {
 		// The run has ended: let the graph go (c.graph takes it back), and
 		// pack the fold, its array of aggregates kept for the next run.
+		// Its record check is behind it: the fold's proof goes, and with
+		// it the graph's verdict plan it holds (~2 MB of a 100K-task graph).
 		c.done, c.gw, c.g = true, weak.Make(c.g), nil
 		c.fold.pack()
+		c.fold.proof.drop()
 	}
 	return nil
 }
@@ -1127,10 +1145,14 @@ func (s *Server) checkRecordAside(ctx context.Context, r Run) (owed []Owed, fail
 		return nil, nil, nil, err
 	}
 	stale = c.cur.aside()
+	// A fold that kept no proof up to now (its server led from after its
+	// run began) keeps one from here; the rows it folded before are
+	// examined by the check.
+	c.fold.KeepProof()
 	if err := s.readEvents(ctx, c, r); err != nil {
 		return nil, nil, stale, err
 	}
-	owed, failed = verdictPlanOf(c.g).check(c.g, c.fold) // CheckSuccess, the graph's plan kept
+	owed, failed = verdictPlanOf(c.g).checkFold(c.g, c.fold) // CheckSuccess, the graph's plan kept, of the rows not proved
 	if len(owed) == 0 && len(failed) == 0 {
 		c.checkedGen = r.Gen
 	}

@@ -41,6 +41,7 @@ func complete() map[string][2]uint64 { // name → {activations, executions}
 
 func foldOf(g *spec.Graph, rec map[string][2]uint64, state map[string]transport.TaskState) *Fold {
 	f := NewFold()
+	f.KeepProof() // the leader's: CheckSuccess examines the rows not proved
 	for name, ae := range rec {
 		st := transport.TaskDone
 		if s, ok := state[name]; ok {
@@ -100,7 +101,11 @@ func TestCheckSuccess(t *testing.T) {
 			if c.edit != nil {
 				c.edit(rec)
 			}
-			owed, failed := CheckSuccess(g, foldOf(g, rec, c.state))
+			f := foldOf(g, rec, c.state)
+			owed, failed := CheckSuccess(g, f)
+			if wo, wf := CheckEveryRow(g, f); !reflect.DeepEqual(owed, wo) || !reflect.DeepEqual(failed, wf) {
+				t.Fatalf("the rows not proved show owed %v, failed %v; every row owed %v, failed %v", owed, failed, wo, wf)
+			}
 			if len(owed) != len(c.owed) {
 				t.Fatalf("owed %v, want %d reports like %q", owed, len(c.owed), c.owed)
 			}

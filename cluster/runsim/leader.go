@@ -342,7 +342,10 @@ func (w *world) checkDeath(id string) {
 }
 
 // check is the record check of a success verdict: CheckSuccess over the
-// run's TaskEvents folded in stream order (or, Options.SkipCheck, none).
+// run's TaskEvents folded in stream order (or, Options.SkipCheck, none),
+// into a fold that keeps the check's proof, as the leader's does. The
+// check examines only the rows the fold has not proved; the pass over
+// every row (CheckEveryRow) must find the same, or the seed fails.
 func (l *leader) check(r coord.Run) {
 	w := l.w
 	sr := w.run(r.ID)
@@ -350,10 +353,14 @@ func (l *leader) check(r coord.Run) {
 	var failed []string
 	if sr != nil && !w.opt.SkipCheck {
 		f := coord.NewFold()
+		f.KeepProof()
 		for i := range w.ls.events[r.ID] {
 			f.Add(sr.g, &w.ls.events[r.ID][i])
 		}
 		owed, failed = coord.CheckSuccess(sr.g, f)
+		if wo, wf := coord.CheckEveryRow(sr.g, f); !slices.Equal(owed, wo) || !slices.Equal(failed, wf) {
+			w.fail("record check of %s gen %d: the rows not proved show owed %v, failed %v; every row owed %v, failed %v", r.ID, r.Gen, owed, failed, wo, wf)
+		}
 	}
 	w.logf("leader: record check of %s gen %d: owed %v, failed %v", r.ID, r.Gen, owed, failed)
 	l.do(l.core.Checked(w.clock(), r.ID, r.Gen, owed, failed, nil))
