@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -295,7 +296,15 @@ func (c *Conn) publishWritten(ctx context.Context, ws []*ReportWriter) error {
 			futs = append(futs, f)
 		}
 	}
-	return c.waitAcks(ctx, futs)
+	if err := c.waitAcks(ctx, futs); err != nil {
+		return err
+	}
+	for i, w := range ws {
+		if !slices.ContainsFunc(ws[:i], func(o *ReportWriter) bool { return o.Run == w.Run && o.Node == w.Node }) {
+			c.noticeStored(w.Run, w.Node)
+		}
+	}
+	return nil
 }
 
 // bufPool keeps buffers: a sync.Pool (reportBufs), or a test's, which
