@@ -418,3 +418,29 @@ func TestWaitIsNotSentTheEvents(t *testing.T) {
 		t.Fatalf("the coordinator was sent %d bytes for a wait on one event of %d", got, size)
 	}
 }
+
+// A read's room for reports, reused by the next read of any run, keeps
+// nothing of the messages it decoded once cleared: not the outputs of the
+// report decoded last, nor those of a longer one decoded before it.
+func TestReportRoomClearKeepsNoMessage(t *testing.T) {
+	report := func(n int) []byte {
+		tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1"}
+		for i := range n {
+			tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(2 * i), State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte("out"), Error: "e"})
+		}
+		return tr.AppendWire(nil)
+	}
+	room := new(reportRoom)
+	lim := transport.DefaultLimits
+	for _, n := range []int{10, 2} {
+		if err := room.decode(report(n), lim); err != nil || len(room.tr.Tasks) != n {
+			t.Fatalf("decoding a report of %d: %d deltas, %v", n, len(room.tr.Tasks), err)
+		}
+	}
+	room.clear()
+	for i, d := range room.tr.Tasks[:cap(room.tr.Tasks)] {
+		if d.Output != nil || d.Error != "" {
+			t.Fatalf("delta %d of the room's array still holds %q, %q", i, d.Output, d.Error)
+		}
+	}
+}
