@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -467,5 +468,30 @@ func TestControlAssignmentSharesEqualOwners(t *testing.T) {
 	}
 	if &as[2].Owner[0] == &as[1].Owner[0] || !slices.Equal(as[1].Owner, owner) {
 		t.Error("other owners were written into the last assignment's table")
+	}
+}
+
+// A control message is encoded into a kept buffer, not one made each time:
+// a run's Assignment is ~100 KB for 100K tasks, one a run again. (Sent on
+// a closed connection, so that the in-process NATS server's allocations for
+// what it reads are not counted: the message is encoded all the same.)
+func TestSendControlKeepsItsBuffer(t *testing.T) {
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	must(t, c.Close())
+	a := &Assignment{Run: "r", Gen: 1, Nodes: []string{"n0", "n1"}, Owner: make([]uint32, 100_000)}
+	if err := c.SendControl("n1", a); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a control message on a closed connection: %v", err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const sends = 50
+	for range sends {
+		_ = c.SendControl("n1", a)
+	}
+	runtime.ReadMemStats(&m1)
+	// A buffer each time would be ~100 KB a message.
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / sends; per > 20<<10 {
+		t.Fatalf("%d bytes allocated a control message of %d", per, len(Encode(a)))
 	}
 }
