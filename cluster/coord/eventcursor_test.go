@@ -371,6 +371,69 @@ func TestEventWakeNotLostToTheTick(t *testing.T) {
 	}
 }
 
+// startedWait starts a long poll on run id (awaitChange, a wait of 20 s,
+// answer called as there) and returns once its first read is done and
+// found no change: the wait's subscription to the run's notices, made
+// before the read's requests on the same connection, is the server's.
+// done receives whether a read answered. A wait another change ended
+// first (the busy node's, a command) is started again.
+func startedWait(t *testing.T, ctx context.Context, c *Server, id string, answer func(*statusCache, Run)) (done chan bool) {
+	t.Helper()
+	for {
+		v, err := c.statusVersion(ctx, id)
+		must(t, err)
+		reads := c.eventReads.Load()
+		done = make(chan bool, 1)
+		go func() {
+			answered, err := c.awaitChange(ctx, id, v, 20*time.Second, answer)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- answered
+		}()
+		// The first read has counted; the cache's lock is free again once
+		// it is done.
+		testsupport.Eventually(t, 10*time.Second, "the wait's first read", func() bool { return c.eventReads.Load() > reads || len(done) > 0 })
+		cc := c.cacheOf(id)
+		cc.mu.Lock()
+		//lint:ignore SA2001 taken only to wait for the read that holds it
+		cc.mu.Unlock()
+		if len(done) == 0 {
+			return done
+		}
+		<-done
+	}
+}
+
+// A waiting status read is woken by the notice a node sends once its
+// events are stored: the read that answers the wait is one a notice woke.
+// Without the notice a look at the tick would still find the event within
+// a second (statusRechecks), so the answer alone shows nothing. A tick's
+// look may answer first now and then (it came between the store and the
+// notice, or the notice's read came before the kept consumer heard of the
+// event): the test waits again.
+func TestNoticeWakesAWaitingRead(t *testing.T) {
+	const noticeTries = 10 // a look at the tick answered 2 waits of 10 at load ~2.5
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	r, _ := c.run(id)
+	for try := 1; ; try++ {
+		done := startedWait(t, ctx, c, id, func(*statusCache, Run) {})
+		base := c.noticeAnswers.Load()
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: transport.TaskDone, Act: uint64(try + 1), Executions: uint64(try + 1)}))
+		if !<-done {
+			t.Fatal("the wait ended at its deadline, not with the event's change")
+		}
+		if c.noticeAnswers.Load() > base {
+			return
+		}
+		if try == noticeTries {
+			t.Fatalf("in %d waits on an event, no read a notice woke answered one", try)
+		}
+		t.Logf("try %d: a look at the tick answered the wait, not the notice's read: trying again", try)
+	}
+}
+
 // A waiting status read is woken by the notice of a stored event, not by
 // the event itself: the coordinator's connection is sent a run's events
 // once (the read's copy, from the stream), not a second time for the

@@ -1027,8 +1027,10 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	// so the next ticks read the events again, up to statusRechecks times,
 	// until one finds a change (they read only the state before, and such a
 	// wait lasted until the next event or its deadline).
-	rechecks := 0
-	for read, events, fresh := true, true, true; ; {
+	//
+	// noticed: a notice woke this read (fresh, but not the first read).
+	rechecks, noticed := 0, false
+	for read, events, fresh := true, true, true; ; noticed = fresh {
 		if read {
 			changed := false
 			err := s.withStatusOf(ctx, id, events, func(c *statusCache, r Run) {
@@ -1036,6 +1038,9 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 					answer(c, r)
 				}
 			})
+			if changed && noticed {
+				s.noticeAnswers.Add(1)
+			}
 			if err != nil || changed {
 				return changed && answer != nil && err == nil, err
 			}
