@@ -148,8 +148,10 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 // later: a reader reads again). A waiting status read subscribes to these
 // rather than to the events (RunEventNoticesFilter). Core NATS loses a
 // message now and then, and a lost notice is a wake lost, not an event: the
-// reader's next read has it. A publish's error is the connection's, which
-// the next publish of events meets.
+// reader finds the events at a later look, at its tick or at the latest at
+// its deadline. A publish that fails part-way sends none: what it stored is
+// found the same way. A publish's error is the connection's, which the next
+// publish of events meets.
 func (c *Conn) noticeStored(run, node string) {
 	if subj, err := EventNoticeSubject(run, node); err == nil {
 		_ = c.nc.Publish(subj, nil)
