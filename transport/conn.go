@@ -112,6 +112,9 @@ type Conn struct {
 	closed chan struct{} // closed by the client's ClosedHandler
 	stats  counters
 
+	ctlMu  sync.Mutex // guards ctlBuf
+	ctlBuf []byte     // publishMessage's encode buffer, kept
+
 	mu        sync.Mutex
 	closing   bool
 	hooks     map[int]func() // OnReconnect's, by registration
@@ -354,11 +357,31 @@ func (c *Conn) SendControl(node string, m Message) error {
 	if err != nil {
 		return err
 	}
-	return c.Publish(subj, Encode(m))
+	return c.publishMessage(subj, m)
 }
 
 // Broadcast publishes m to every node's control subscription.
-func (c *Conn) Broadcast(m Message) error { return c.Publish(BroadcastSubject, Encode(m)) }
+func (c *Conn) Broadcast(m Message) error { return c.publishMessage(BroadcastSubject, m) }
+
+// keptControlBuf bounds the buffer a Conn keeps to encode its control
+// messages in (publishMessage): one grown past it, a first Assignment's
+// with its plan, is not kept.
+const keptControlBuf = 1 << 20
+
+// publishMessage publishes m encoded on subject, encoded into the Conn's
+// kept buffer: the client copies a message into its write buffer as it
+// publishes it, so the buffer is free again once Publish returns. (A run's
+// Assignment is ~100 KB for 100K tasks, one a run again.)
+func (c *Conn) publishMessage(subject string, m Message) error {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	b := m.AppendWire(c.ctlBuf[:0])
+	err := c.Publish(subject, b)
+	if cap(b) <= keptControlBuf {
+		c.ctlBuf = b[:0]
+	}
+	return err
+}
 
 // Subscription is one or more NATS subscriptions with one handler. Close drains
 // them and waits until their delivery goroutines are gone.
@@ -469,21 +492,33 @@ func (s *Subscription) Stop(ctx context.Context) error {
 // SubscribeControl delivers the control messages for node (its own subject and the
 // broadcast one), decoded, to h, one at a time. Messages of one subject keep their
 // order; between the two subjects no order is defined. Undecodable messages are
-// dropped and counted.
+// dropped and counted. An Assignment whose owners are those of the Assignment
+// delivered before it (a run again of the same placement) shares that one's
+// Owner table, made once (400 KB for 100K tasks): h must not change it.
 func (c *Conn) SubscribeControl(node string, h func(Message)) (*Subscription, error) {
 	subj, err := ControlSubject(node)
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex // the two subscriptions deliver on two goroutines
+	var mu sync.Mutex   // the two subscriptions deliver on two goroutines
+	var owners []uint32 // the owner table of the last Assignment decoded
 	return c.subscribe([]string{subj, BroadcastSubject}, func(m *nats.Msg) {
-		msg, err := Decode(m.Data, c.limits)
+		mu.Lock()
+		defer mu.Unlock()
+		var msg Message
+		var err error
+		if t, perr := PeekType(m.Data); perr == nil && t == TypeAssignment {
+			a := new(Assignment)
+			if err = a.decodeLike(m.Data, c.limits, owners); err == nil {
+				msg, owners = a, a.Owner
+			}
+		} else {
+			msg, err = Decode(m.Data, c.limits)
+		}
 		if err != nil {
 			c.countBad(err)
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		h(msg)
 	})
 }

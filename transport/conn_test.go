@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -427,5 +429,69 @@ func TestStopDropsWhatIsPending(t *testing.T) {
 	must(t, <-stopped)
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1: the messages held at Stop are dropped", n)
+	}
+}
+
+// An Assignment whose owners are the last one's (a run again of the same
+// placement) shares its Owner table; one of other owners has its own.
+func TestControlAssignmentSharesEqualOwners(t *testing.T) {
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	got := make(chan *Assignment, 4)
+	sub, err := c.SubscribeControl("n1", func(m Message) { got <- m.(*Assignment) })
+	must(t, err)
+	defer sub.Close(testCtx(t))
+	must(t, c.Sync(testCtx(t)))
+	owner := make([]uint32, 1000)
+	for i := range owner {
+		owner[i] = uint32(i % 3)
+	}
+	other := slices.Clone(owner)
+	other[500] = 2 - other[500]
+	for _, o := range [][]uint32{owner, owner, other} {
+		must(t, c.SendControl("n1", &Assignment{Run: "r", Gen: 1, Nodes: []string{"n0", "n1", "n2"}, Owner: o}))
+	}
+	var as []*Assignment
+	for range 3 {
+		select {
+		case a := <-got:
+			as = append(as, a)
+		case <-testCtx(t).Done():
+			t.Fatalf("%d of 3 assignments came", len(as))
+		}
+	}
+	if !slices.Equal(as[0].Owner, owner) || !slices.Equal(as[1].Owner, owner) || !slices.Equal(as[2].Owner, other) {
+		t.Fatal("an assignment's owners are not the ones sent")
+	}
+	if &as[1].Owner[0] != &as[0].Owner[0] {
+		t.Error("a run again's owners, equal to the last assignment's, were made again")
+	}
+	if &as[2].Owner[0] == &as[1].Owner[0] || !slices.Equal(as[1].Owner, owner) {
+		t.Error("other owners were written into the last assignment's table")
+	}
+}
+
+// A control message is encoded into a kept buffer, not one made each time:
+// a run's Assignment is ~100 KB for 100K tasks, one a run again. (Sent on
+// a closed connection, so that the in-process NATS server's allocations for
+// what it reads are not counted: the message is encoded all the same.)
+func TestSendControlKeepsItsBuffer(t *testing.T) {
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	must(t, c.Close())
+	a := &Assignment{Run: "r", Gen: 1, Nodes: []string{"n0", "n1"}, Owner: make([]uint32, 100_000)}
+	if err := c.SendControl("n1", a); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a control message on a closed connection: %v", err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const sends = 50
+	for range sends {
+		_ = c.SendControl("n1", a)
+	}
+	runtime.ReadMemStats(&m1)
+	// A buffer each time would be ~100 KB a message.
+	if per := (m1.TotalAlloc - m0.TotalAlloc) / sends; per > 20<<10 {
+		t.Fatalf("%d bytes allocated a control message of %d", per, len(Encode(a)))
 	}
 }

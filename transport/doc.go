@@ -25,6 +25,7 @@
 //
 //	hf.run.<run>.node.<to>.<from>  signal batches from one node to another in one run
 //	hf.evt.<run>.<node>            task events a node publishes for a run
+//	hf.evn.<run>.<node>            its notice that they are stored (no body)
 //	hf.ctl.<node>, hf.ctl.all  control messages to one node, to all
 //
 // SignalSubject, EventSubject, ControlSubject and the *Filter functions build them.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -93,7 +94,26 @@ func FuzzDecodeAssignment(f *testing.F) {
 	for _, owner := range [][]uint32{{128, 150, 199}, {0, 130, 5, 199, 127, 128, 1}, {3, 127, 128}, {1, 2, 250}} {
 		f.Add(Encode(&Assignment{Run: "r1", Gen: 2, Nodes: nodes, Owner: owner}))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip[Assignment](t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRoundTrip[Assignment](t, data)
+		// Decoded like a table (SubscribeControl's way), the same owners
+		// or the same refusal: like an equal table, one of another owner,
+		// one of another length.
+		lim := Limits{MaxMessage: 1 << 20, MaxBatch: 1 << 10, MaxOutput: 1 << 16, MaxText: 1 << 12, MaxTasks: 1 << 12, MaxBody: 1 << 16}
+		var a Assignment
+		err := a.Decode(data, lim)
+		other := slices.Clone(a.Owner)
+		if len(other) > 0 {
+			other[len(other)/2]++
+		}
+		for _, like := range [][]uint32{slices.Clone(a.Owner), other, append(slices.Clone(a.Owner), 0)} {
+			var b Assignment
+			berr := b.decodeLike(data, lim, like)
+			if (err == nil) != (berr == nil) || err == nil && !slices.Equal(a.Owner, b.Owner) {
+				t.Fatalf("decoded like %v: %v %v; decoded alone: %v %v", like, b.Owner, berr, a.Owner, err)
+			}
+		}
+	})
 }
 
 func FuzzDecodePlan(f *testing.F) {

@@ -813,7 +813,8 @@ func (e *TaskEvent) decodeFields(r *reader) error {
 // not empty, has one entry per node: the incarnation (boot id) of the
 // process the part was made for, or "" where the sender did not know it; a
 // node's later process (a restart under the same id) is not that process
-// and takes no part of it.
+// and takes no part of it. Owner is read only: one that SubscribeControl
+// delivers can be an earlier Assignment's.
 type Assignment struct {
 	Run   string
 	Gen   uint64
@@ -925,12 +926,57 @@ func appendOwners(b []byte, owner []uint32) []byte {
 	return b
 }
 
-// decodeOwners reads n owners into owner, each an index into nodes
-// entries. A stretch of one-byte owners (positive fixints) is read
-// straight from the bytes; any other owner, and one that names no node,
-// the general way, with its error.
-func (r *reader) decodeOwners(owner []uint32, nodes int) error {
-	for i := 0; i < len(owner); {
+// ownersLike reads n owners, each an index into nodes entries: like
+// itself when they are equal to it (a run again's, like the Assignment
+// before), else a table of their own, like's up to the first difference.
+// A stretch of one-byte owners (positive fixints) is compared straight
+// with the bytes, as decodeOwners reads it.
+func (r *reader) ownersLike(n, nodes int, like []uint32) ([]uint32, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	i := 0
+	for len(like) == n && i < n {
+		rest := r.b[r.off:]
+		rest = rest[:min(len(rest), n-i)]
+		j := 0
+		for ; j < len(rest); j++ {
+			if c := rest[j]; c >= 0x80 || int(c) >= nodes || like[i+j] != uint32(c) {
+				break
+			}
+		}
+		i, r.off = i+j, r.off+j
+		if i == n {
+			return like, nil
+		}
+		at := r.off
+		o, err := r.uint32("owner")
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", i, err)
+		}
+		if int(o) >= nodes {
+			return nil, r.errf("owner of task %d: node index %d, only %d nodes", i, o, nodes)
+		}
+		if o != like[i] {
+			r.off = at // read again below, into a table of its own
+			break
+		}
+		i++
+	}
+	if i == n {
+		return like, nil
+	}
+	owner := make([]uint32, n)
+	copy(owner, like[:i])
+	return owner, r.decodeOwners(owner, i, nodes)
+}
+
+// decodeOwners reads the owners of owner from index i on, each an index
+// into nodes entries. A stretch of one-byte owners (positive fixints) is
+// read straight from the bytes; any other owner, and one that names no
+// node, the general way, with its error.
+func (r *reader) decodeOwners(owner []uint32, i, nodes int) error {
+	for i < len(owner) {
 		rest := r.b[r.off:]
 		rest = rest[:min(len(rest), len(owner)-i)]
 		j := 0
@@ -962,6 +1008,12 @@ func (r *reader) decodeOwners(owner []uint32, nodes int) error {
 // for a 100K-task part; a node that keeps it copies it). Every owner must
 // name one of Nodes.
 func (a *Assignment) Decode(data []byte, lim Limits) error {
+	return a.decodeLike(data, lim, nil)
+}
+
+// decodeLike is Decode, with the owner table like (nil: none) itself when
+// the owners are equal to it (reader.ownersLike): read only.
+func (a *Assignment) decodeLike(data []byte, lim Limits, like []uint32) error {
 	var r reader
 	if err := r.init(data, lim, TypeAssignment, assignmentFields); err != nil {
 		return err
@@ -990,11 +1042,7 @@ func (a *Assignment) Decode(data []byte, lim Limits) error {
 	if err != nil {
 		return err
 	}
-	a.Owner = nil
-	if n > 0 {
-		a.Owner = make([]uint32, n)
-	}
-	if err := r.decodeOwners(a.Owner, len(a.Nodes)); err != nil {
+	if a.Owner, err = r.ownersLike(n, len(a.Nodes), like); err != nil {
 		return err
 	}
 	if a.Plan, err = r.bin("plan", r.lim.MaxBody, true); err != nil {

@@ -494,3 +494,26 @@ func decodeWritten(t *testing.T, what string, msgs [][]byte) []TaskDelta {
 	}
 	return got
 }
+
+// A writer whose hint asks for a quarter of a kept buffer or more writes
+// into a kept one (put back once stored); a smaller one into an array of
+// its own size.
+func TestReportWriterTakesAKeptBufferForARoomOfThousands(t *testing.T) {
+	kept := useKeptBufs(t)
+	for _, tc := range []struct {
+		hint int
+		kept bool
+	}{{10, false}, {5000, true}} {
+		b := make([]byte, 0, reportBytes)
+		kept.Put(&b)
+		w := NewReportWriter("r1", 1, "n1", tc.hint)
+		for i := range min(tc.hint, 10) {
+			w.Add(&TaskDelta{Task: uint32(2 * i), State: TaskDone, Act: 1, Executions: 1})
+		}
+		w.Finish()
+		if took := slices.Contains(w.bufs, &b); took != tc.kept {
+			t.Errorf("a writer hinted %d tasks: took the kept buffer %v, want %v", tc.hint, took, tc.kept)
+		}
+		kept.free = nil
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -187,7 +188,10 @@ func (w *ReportWriter) begin(lo int64) {
 		// as 0 is (TestReportWriterOutgrowsItsHint).
 		left := w.hint - w.tasks + 2
 		room := w.head + 64 + 24*max(left, 1) // ~24 bytes a task (a range's take 2 to 20, ~8 in a no-op run's)
-		if w.hint >= w.tasks && room < reportBytes {
+		// A room of a quarter of a kept buffer or more takes one (put back
+		// once stored): a run again's last cut, some thousands of tasks,
+		// made an array of ~0.2 MB of its own each run.
+		if w.hint >= w.tasks && room < reportBytes/4 {
 			w.b = make([]byte, w.head, min(room, reportBytes))
 		} else {
 			p, _ := reportBufs.Get().(*[]byte)
@@ -295,7 +299,15 @@ func (c *Conn) publishWritten(ctx context.Context, ws []*ReportWriter) error {
 			futs = append(futs, f)
 		}
 	}
-	return c.waitAcks(ctx, futs)
+	if err := c.waitAcks(ctx, futs); err != nil {
+		return err
+	}
+	for i, w := range ws {
+		if !slices.ContainsFunc(ws[:i], func(o *ReportWriter) bool { return o.Run == w.Run && o.Node == w.Node }) {
+			c.noticeStored(w.Run, w.Node)
+		}
+	}
+	return nil
 }
 
 // bufPool keeps buffers: a sync.Pool (reportBufs), or a test's, which

@@ -132,7 +132,30 @@ func (c *Conn) PublishEvents(ctx context.Context, evs ...TaskEvent) error {
 			return errors.Join(err, c.waitAcks(ctx, futs))
 		}
 	}
-	return c.waitAcks(ctx, futs)
+	if err := c.waitAcks(ctx, futs); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		c.noticeStored(g.evs[0].Run, g.evs[0].Node)
+	}
+	return nil
+}
+
+// noticeStored tells whoever waits for run's next events that node's
+// events just acked are stored: a core message with no body on
+// EventNoticeSubject(run, node), after the acks, so that a reader it wakes
+// finds them in the stream (a kept consumer may hear of them a moment
+// later: a reader reads again). A waiting status read subscribes to these
+// rather than to the events (RunEventNoticesFilter). Core NATS loses a
+// message now and then, and a lost notice is a wake lost, not an event: the
+// reader finds the events at a later look, at its tick or at the latest at
+// its deadline. A publish that fails part-way sends none: what it stored is
+// found the same way. A publish's error is the connection's, which the next
+// publish of events meets.
+func (c *Conn) noticeStored(run, node string) {
+	if subj, err := EventNoticeSubject(run, node); err == nil {
+		_ = c.nc.Publish(subj, nil)
+	}
 }
 
 // PublishReports records the TaskReports trs in the event stream, each on

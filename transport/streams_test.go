@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hetflow/hetflow/internal/natsembed"
@@ -468,5 +469,56 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 		if !kept.put(p) {
 			t.Fatalf("buffer %d of %d of a report stored at once not kept", i, len(bufs))
 		}
+	}
+}
+
+// PublishReports (PublishWritten) and PublishEvents tell of the events they
+// stored with a notice of no body on the run's notice subject, once a (run,
+// node) and a call, sent after the acks: a reader it wakes finds the events
+// stored.
+func TestEventNotices(t *testing.T) {
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
+	notices := make(chan *nats.Msg, 16)
+	filter, err := RunEventNoticesFilter("r1")
+	must(t, err)
+	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
+	must(t, err)
+	defer func() { _ = sub.Stop(ctx) }()
+	must(t, c.nc.Flush()) // the server has the subscription before the events are stored
+	stored := func() (n int) {
+		must(t, c.ReplayEvents(ctx, "r1", func(*TaskEvent) error { n++; return nil }))
+		return n
+	}
+	notice := func(node string, events int) {
+		t.Helper()
+		select {
+		case m := <-notices:
+			if subj, _ := EventNoticeSubject("r1", node); m.Subject != subj || len(m.Data) != 0 {
+				t.Fatalf("a notice on %s of %d bytes, want one on %s of none", m.Subject, len(m.Data), subj)
+			}
+			if n := stored(); n != events {
+				t.Fatalf("the notice came with %d events of r1 stored, want %d", n, events)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no notice of %s's stored events", node)
+		}
+	}
+	// Two reports of r1 by n1 (two writers), one of r2: one notice on r1's.
+	big := &TaskReport{Run: "r1", Gen: 1, Node: "n1"}
+	for i := range 3000 {
+		big.Tasks = append(big.Tasks, TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Output: bytes.Repeat([]byte{'x'}, 200)})
+	}
+	must(t, c.PublishReports(ctx, big, &TaskReport{Run: "r2", Gen: 1, Node: "n1", Tasks: []TaskDelta{{Task: 1, State: TaskDone, Act: 1}}},
+		&TaskReport{Run: "r1", Gen: 1, Node: "n1", Tasks: []TaskDelta{{Task: 3000, State: TaskDone, Act: 1}}}))
+	notice("n1", 3001)
+	must(t, c.PublishEvents(ctx, TaskEvent{Run: "r2", Node: "n2", Task: 1, State: TaskDone, Act: 1},
+		TaskEvent{Run: "r1", Node: "n2", Task: 2, State: TaskDone, Act: 1}, TaskEvent{Run: "r1", Node: "n2", Task: 3, State: TaskDone, Act: 1}))
+	notice("n2", 3003)
+	must(t, c.nc.Flush()) // a second notice would be in by now
+	if len(notices) != 0 {
+		t.Fatalf("%d more notices: one a (run, node) and a call", len(notices))
 	}
 }

@@ -14,6 +14,8 @@ import (
 //	                               (PicksNode): no node subscribes to them, only
 //	                               the record holds them, for a follow to read
 //	hf.evt.<run>.<node>        TaskEvents a node publishes for a run (StreamEvents)
+//	hf.evn.<run>.<node>        a node's notice that TaskEvents of a run it published
+//	                           are stored (core NATS, no body)
 //
 // A subject that carries what a node sends names the node as its last
 // token; a secured NATS server lets a node publish only subjects naming it
@@ -156,6 +158,35 @@ func RunEventsFilter(run string) (string, error) {
 		return "", err
 	}
 	return subjectRoot + ".evt." + run + ".*", nil
+}
+
+// NodeEventNoticesFilter matches the notices of stored events node
+// publishes for every run (what a secured server lets it publish). node
+// must be valid.
+func NodeEventNoticesFilter(node string) string { return subjectRoot + ".evn.*." + node }
+
+// EventNoticeSubject is the subject node tells of run's TaskEvents on once
+// they are stored (a message with no body; PublishWritten, PublishEvents).
+func EventNoticeSubject(run, node string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("node", node); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".evn." + run + "." + node, nil
+}
+
+// RunEventNoticesFilter matches the notices of run's stored TaskEvents from
+// every node. A reader woken by new events subscribes to them, not to the
+// events themselves, which it reads from the stream anyway: on the events'
+// subjects it would be sent each of them a second time (a 100K-task run's
+// report is ~800 KB).
+func RunEventNoticesFilter(run string) (string, error) {
+	if err := ValidateID("run", run); err != nil {
+		return "", err
+	}
+	return subjectRoot + ".evn." + run + ".*", nil
 }
 
 // ControlSubject is the subject control messages to node travel on.

@@ -59,6 +59,15 @@ func TestSubjects(t *testing.T) {
 	if got := must(RunEventsFilter("r1")); got != "hf.evt.r1.*" {
 		t.Errorf("RunEventsFilter = %q", got)
 	}
+	if got := must(EventNoticeSubject("r1", "n2")); got != "hf.evn.r1.n2" {
+		t.Errorf("EventNoticeSubject = %q", got)
+	}
+	if got := must(RunEventNoticesFilter("r1")); got != "hf.evn.r1.*" {
+		t.Errorf("RunEventNoticesFilter = %q", got)
+	}
+	if got := NodeEventNoticesFilter("n1"); got != "hf.evn.*.n1" {
+		t.Errorf("NodeEventNoticesFilter = %q", got)
+	}
 	if got := must(ControlSubject("n2")); got != "hf.ctl.n2" {
 		t.Errorf("ControlSubject = %q", got)
 	}

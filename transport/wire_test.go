@@ -624,3 +624,47 @@ func TestAssignmentSizeHint(t *testing.T) {
 		}
 	}
 }
+
+// An Assignment decoded like an owner table is that table when its owners
+// are equal to it, and else a table of its own holding its owners, the
+// table it was like left as it was: whatever the first difference (first,
+// middle, last owner; a one-byte owner or a longer one), and for a table
+// of another length. An owner that names no node is refused either way.
+func TestAssignmentDecodeLike(t *testing.T) {
+	for _, nodes := range []int{3, 300} {
+		names := make([]string, nodes)
+		for i := range names {
+			names[i] = fmt.Sprintf("n%d", i)
+		}
+		owner := make([]uint32, 2000)
+		for i := range owner {
+			owner[i] = uint32(i*7) % uint32(nodes)
+		}
+		data := func(o []uint32) []byte { return Encode(&Assignment{Run: "r", Gen: 1, Nodes: names, Owner: o}) }
+		like := slices.Clone(owner)
+		var a Assignment
+		if err := a.decodeLike(data(owner), DefaultLimits, like); err != nil || &a.Owner[0] != &like[0] {
+			t.Fatalf("%d nodes: equal owners: %v, not the table they are like", nodes, err)
+		}
+		for _, at := range []int{0, 1, 999, 1998, 1999} {
+			o := slices.Clone(owner)
+			o[at] = (o[at] + uint32(nodes) - 1) % uint32(nodes)
+			if err := a.decodeLike(data(o), DefaultLimits, like); err != nil || !slices.Equal(a.Owner, o) || &a.Owner[0] == &like[0] || !slices.Equal(like, owner) {
+				t.Fatalf("%d nodes, owner %d other: %v, owners right %v, like kept %v", nodes, at, err, slices.Equal(a.Owner, o), slices.Equal(like, owner))
+			}
+		}
+		if err := a.decodeLike(data(owner[:1999]), DefaultLimits, like); err != nil || !slices.Equal(a.Owner, owner[:1999]) {
+			t.Fatalf("%d nodes: a shorter table: %v", nodes, err)
+		}
+		bad := data(owner)
+		if nodes == 3 { // the owner of task 5 (a one-byte 2) names node 3 of 3
+			i := bytes.Index(bad, []byte{0, 1, 2, 0, 1, 2}) + 5
+			bad[i] = 3
+		} else {
+			continue
+		}
+		if err := a.decodeLike(bad, DefaultLimits, like); err == nil {
+			t.Fatalf("an owner naming no node decoded like a table: %v", a.Owner[:8])
+		}
+	}
+}

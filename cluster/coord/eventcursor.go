@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,15 +30,43 @@ import (
 // new one. The status cache's lock guards it.
 type eventCursor struct {
 	cons      jetstream.Consumer
-	delivered uint64               // consumer sequence of the last message handed on
-	tr        transport.TaskReport // the report last decoded (its deltas reused for the next; keptDeltas between reads)
-	runs      []uint32             // its runs (TaskReport.DecodeRuns)
+	delivered uint64 // consumer sequence of the last message handed on
 }
 
-// keptDeltas bounds the room for deltas a cursor keeps between reads: a
-// report of ranges needs little, and a run's cache is kept long after it
-// ended, so the room a report of single deltas took (up to ~2.5 MB) goes.
-const keptDeltas = 256
+// reportRoom is where a read decodes the reports it hands on: the deltas
+// of the report last decoded (reused for the next) and their runs
+// (TaskReport.DecodeRuns). A read takes one from reportRooms and puts it
+// back: a cursor is a run's, and kept long after the run ended, so room of
+// its own was dropped after each read, and each read of a 100K-task run's
+// report (~0.4 MB of deltas, ~5K ranges) made it again.
+type reportRoom struct {
+	tr   transport.TaskReport
+	runs []uint32
+	used int // the most deltas a decode set since the room was cleared
+}
+
+var reportRooms = sync.Pool{New: func() any { return new(reportRoom) }}
+
+// decode decodes the report data into room.tr (TaskReport.DecodeRuns).
+func (room *reportRoom) decode(data []byte, lim transport.Limits) error {
+	err := room.tr.DecodeRuns(data, lim, &room.runs)
+	room.used = max(room.used, len(room.tr.Tasks))
+	return err
+}
+
+// clear drops what the deltas decoded since the last clear alias (the
+// messages' bytes: an output, a name, an error), theirs and those of a
+// longer report decoded before the last.
+func (room *reportRoom) clear() {
+	clear(room.tr.Tasks[:room.used])
+	room.tr.Run, room.tr.Node, room.used = "", "", 0
+}
+
+// putReportRoom clears room and hands it back to reportRooms.
+func putReportRoom(room *reportRoom) {
+	room.clear()
+	reportRooms.Put(room)
+}
 
 // eventSink takes a run's events as a cursor reads them: a TaskReport
 // whole (report: a node's report as DecodeRuns leaves it, delta i standing
@@ -97,6 +126,8 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	room := reportRooms.Get().(*reportRoom)
+	defer putReportRoom(room)
 	for attempt := 0; ; attempt++ {
 		fresh := cur.cons == nil
 		if fresh {
@@ -105,10 +136,7 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 			}
 			cur.delivered = 0
 		}
-		seq, err = cur.fetch(s, run, seq, fn)
-		if cap(cur.tr.Tasks) > keptDeltas || cap(cur.runs) > keptDeltas {
-			cur.tr.Tasks, cur.runs = nil, nil
-		}
+		seq, err = cur.fetch(s, run, seq, room, fn)
 		if err == nil {
 			return seq, nil
 		}
@@ -119,8 +147,9 @@ func (cur *eventCursor) read(ctx context.Context, s *Server, run string, seq uin
 	}
 }
 
-// fetch reads what the cursor's consumer holds for it now.
-func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn eventSink) (uint64, error) {
+// fetch reads what the cursor's consumer holds for it now, decoding its
+// reports into room.
+func (cur *eventCursor) fetch(s *Server, run string, seq uint64, room *reportRoom, fn eventSink) (uint64, error) {
 	lim := s.nc.Limits()
 	for {
 		batch, err := cur.cons.FetchNoWait(eventBatch)
@@ -144,15 +173,15 @@ func (cur *eventCursor) fetch(s *Server, run string, seq uint64, fn eventSink) (
 			seq = meta.Sequence.Stream
 			if t, err := transport.PeekType(m.Data()); err == nil && t == transport.TypeTaskReport {
 				// A node's report (the common case): decoded into the
-				// cursor's and handed on whole, no TaskEvent made a delta.
-				if cur.tr.DecodeRuns(m.Data(), lim, &cur.runs) == nil && cur.tr.Run == run && cur.tr.Node == proto.SenderOf(m.Subject()) {
-					fn.report(&cur.tr, cur.runs)
+				// room and handed on whole, no TaskEvent made a delta.
+				if room.decode(m.Data(), lim) == nil && room.tr.Run == run && room.tr.Node == proto.SenderOf(m.Subject()) {
+					fn.report(&room.tr, room.runs)
 				}
 				continue
 			}
 			eachRunEvent(m, run, lim, fn.event)
 		}
-		clear(cur.tr.Tasks) // let the messages' bytes go
+		room.clear() // let the messages' bytes go
 		if err := batch.Error(); err != nil {
 			return seq, err
 		}

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -390,5 +391,142 @@ func TestLeaderCheckKeepsTheProof(t *testing.T) {
 	defer cc.mu.Unlock()
 	if cc.fold.proof.plan == nil || cc.fold.proof.n != 2 {
 		t.Fatalf("the checked fold's proof: plan %v, %d vertices proved; want both", cc.fold.proof.plan != nil, cc.fold.proof.n)
+	}
+}
+
+// startedWait starts a long poll on run id (awaitChange, a wait of 20 s,
+// answer called as there) and returns once its first read is done and
+// found no change: the wait's subscription to the run's notices, made
+// before the read's requests on the same connection, is the server's.
+// done receives whether a read answered. A wait another change ended
+// first (the busy node's, a command) is started again.
+func startedWait(t *testing.T, ctx context.Context, c *Server, id string, answer func(*statusCache, Run)) (done chan bool) {
+	t.Helper()
+	for {
+		v, err := c.statusVersion(ctx, id)
+		must(t, err)
+		reads := c.eventReads.Load()
+		done = make(chan bool, 1)
+		go func() {
+			answered, err := c.awaitChange(ctx, id, v, 20*time.Second, answer)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- answered
+		}()
+		// The first read has counted; the cache's lock is free again once
+		// it is done.
+		testsupport.Eventually(t, 10*time.Second, "the wait's first read", func() bool { return c.eventReads.Load() > reads || len(done) > 0 })
+		cc := c.cacheOf(id)
+		cc.mu.Lock()
+		//lint:ignore SA2001 taken only to wait for the read that holds it
+		cc.mu.Unlock()
+		if len(done) == 0 {
+			return done
+		}
+		<-done
+	}
+}
+
+// A waiting status read is woken by the notice a node sends once its
+// events are stored: the read that answers the wait is one a notice woke.
+// Without the notice a look at the tick would still find the event within
+// a second (statusRechecks), so the answer alone shows nothing. A tick's
+// look may answer first now and then (it came between the store and the
+// notice, or the notice's read came before the kept consumer heard of the
+// event): the test waits again.
+func TestNoticeWakesAWaitingRead(t *testing.T) {
+	const noticeTries = 10 // a look at the tick answered 2 waits of 10 at load ~2.5
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	r, _ := c.run(id)
+	for try := 1; ; try++ {
+		done := startedWait(t, ctx, c, id, func(*statusCache, Run) {})
+		base := c.noticeAnswers.Load()
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 0, Node: "n1", State: transport.TaskDone, Act: uint64(try + 1), Executions: uint64(try + 1)}))
+		if !<-done {
+			t.Fatal("the wait ended at its deadline, not with the event's change")
+		}
+		if c.noticeAnswers.Load() > base {
+			return
+		}
+		if try == noticeTries {
+			t.Fatalf("in %d waits on an event, no read a notice woke answered one", try)
+		}
+		t.Logf("try %d: a look at the tick answered the wait, not the notice's read: trying again", try)
+	}
+}
+
+// A waiting status read is woken by the notice of a stored event, not by
+// the event itself: the coordinator's connection is sent a run's events
+// once (the read's copy, from the stream), not a second time for the
+// wake-up (a 100K-task run's report is ~800 KB). The read that answered
+// must have folded the event (another change may end the wait between its
+// start and the event's publish, before the event could be sent to it):
+// the test waits again if not.
+func TestWaitIsNotSentTheEvents(t *testing.T) {
+	c, n1, id := busyRun(t)
+	ctx := ctxFor(t, 60*time.Second)
+	r, _ := c.run(id)
+	nc := c.nc.NATS()
+	const size = 200 << 10
+	for try := 1; ; try++ {
+		folded := false
+		done := startedWait(t, ctx, c, id, func(cc *statusCache, _ Run) {
+			a := cc.fold.vertAgg(1)
+			folded = a != nil && a.act == uint64(try+1) && len(cc.fold.output(1)) == size
+		})
+		in := nc.Stats().InBytes
+		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: 1, Node: "n1", State: transport.TaskDone, Act: uint64(try + 1), Executions: 1, Output: bytes.Repeat([]byte{'x'}, size)}))
+		if !<-done {
+			t.Fatal("the wait ended at its deadline, not with the event's change")
+		}
+		if !folded {
+			if try == wokenTries {
+				t.Fatalf("in %d waits, another change answered the wait before the event every time", try)
+			}
+			t.Logf("try %d: another change answered the wait before the event: trying again", try)
+			// The event is read before the next try counts its bytes.
+			testsupport.Eventually(t, 10*time.Second, "the event folded", func() bool {
+				in := false
+				must(t, c.withStatusOf(ctx, id, true, func(cc *statusCache, _ Run) {
+					a := cc.fold.vertAgg(1)
+					in = a != nil && a.act == uint64(try+1)
+				}))
+				return in
+			})
+			continue
+		}
+		must(t, nc.Flush()) // what the server sent before it is in
+		if got := nc.Stats().InBytes - in; got > size*3/2 {
+			t.Fatalf("the coordinator was sent %d bytes for a wait on one event of %d", got, size)
+		}
+		return
+	}
+}
+
+// A read's room for reports, reused by the next read of any run, keeps
+// nothing of the messages it decoded once cleared: not the outputs of the
+// report decoded last, nor those of a longer one decoded before it.
+func TestReportRoomClearKeepsNoMessage(t *testing.T) {
+	report := func(n int) []byte {
+		tr := &transport.TaskReport{Run: "r1", Gen: 1, Node: "n1"}
+		for i := range n {
+			tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(2 * i), State: transport.TaskDone, Act: 1, Executions: 1, Output: []byte("out"), Error: "e"})
+		}
+		return tr.AppendWire(nil)
+	}
+	room := new(reportRoom)
+	lim := transport.DefaultLimits
+	for _, n := range []int{10, 2} {
+		if err := room.decode(report(n), lim); err != nil || len(room.tr.Tasks) != n {
+			t.Fatalf("decoding a report of %d: %d deltas, %v", n, len(room.tr.Tasks), err)
+		}
+	}
+	room.clear()
+	for i, d := range room.tr.Tasks[:cap(room.tr.Tasks)] {
+		if d.Output != nil || d.Error != "" {
+			t.Fatalf("delta %d of the room's array still holds %q, %q", i, d.Output, d.Error)
+		}
 	}
 }

@@ -188,6 +188,10 @@ type Server struct {
 	// eventReads counts the reads of the event stream a status cache made
 	// (readEvents): the tests see which reads asked the stream.
 	eventReads atomic.Int64
+	// noticeAnswers counts the long polls answered by a read that a
+	// notice of stored events woke (awaitChange): a test sees that the
+	// notice, not a look at the tick, found the event.
+	noticeAnswers atomic.Int64
 }
 
 // New checks cfg and returns a Server that is not started.

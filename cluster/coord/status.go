@@ -985,7 +985,10 @@ var statusRechecks = 10
 
 // awaitChange returns once run id's status version is no longer version,
 // or after wait, or when ctx ends or the server stops. New events wake it
-// (a subscription to the run's event subject, for the length of the wait),
+// (a subscription, for the length of the wait, to the notices a node sends
+// once its events of the run are stored, messages of no body: the read
+// takes the events from the stream, and a subscription to the events' own
+// subject was sent each of them a second time, ~800 KB a 100K-task run),
 // and so does every command the FSM applies (appliedCh: a run's verdict
 // reaches its waiting client when it is applied; it waited up to
 // statusWaitTick, 50 ms on average, before).
@@ -1001,7 +1004,7 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	defer deadline.Stop()
 	woke := make(chan struct{}, 1)
 	if s.nc != nil {
-		filter, err := transport.RunEventsFilter(id)
+		filter, err := transport.RunEventNoticesFilter(id)
 		if err != nil {
 			return false, fmt.Errorf("run %s: %w", id, proto.ErrNotFound)
 		}
@@ -1036,14 +1039,16 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 	//
 	// rechecks: the first read, or one an event woke, found nothing new.
 	// The wake-up subscription can hear of a message before the cursor's
-	// kept consumer does (the server tells its consumers after it stores,
-	// on another goroutine), and a message stored just before the wait
-	// subscribed wakes nothing; so the next ticks read the events again,
-	// up to statusRechecks times, until one finds a change (they read only
-	// the state before, and such a wait lasted until the next event or its
-	// deadline).
-	rechecks := 0
-	for read, events, fresh := true, true, true; ; {
+	// kept consumer does (the node sends the notice once the server acked
+	// the events, and the server tells its consumers on another goroutine),
+	// and a message stored just before the wait subscribed wakes nothing;
+	// so the next ticks read the events again, up to statusRechecks times,
+	// until one finds a change (they read only the state before, and such a
+	// wait lasted until the next event or its deadline).
+	//
+	// noticed: a notice woke this read (fresh, but not the first read).
+	rechecks, noticed := 0, false
+	for read, events, fresh := true, true, true; ; noticed = fresh {
 		if read {
 			changed := false
 			err := s.withStatusOf(ctx, id, events, func(c *statusCache, r Run) {
@@ -1051,6 +1056,9 @@ func (s *Server) awaitChange(ctx context.Context, id, version string, wait time.
 					answer(c, r)
 				}
 			})
+			if changed && noticed {
+				s.noticeAnswers.Add(1)
+			}
 			if err != nil || changed {
 				return changed && answer != nil && err == nil, err
 			}

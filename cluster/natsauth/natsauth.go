@@ -31,14 +31,15 @@ type Permissions struct {
 }
 
 // NodePermissions are what node id may do on NATS: publish Signal batches
-// from itself (to any node), its task events, its term reports, fail
-// envelopes and Assignment acks, and read (never change) the two JetStream streams; subscribe
+// from itself (to any node), its task events and the notices that they are
+// stored, its term reports, fail envelopes and Assignment acks, and read (never change) the two JetStream streams; subscribe
 // to its own Signals, its control subjects, its pings, the coordinators'
 // requests for its function catalog and its replies; and answer requests.
 func NodePermissions(id string) Permissions {
 	pub := []string{
 		transport.SignalsFromFilter(id),
 		transport.NodeEventsFilter(id),
+		transport.NodeEventNoticesFilter(id),
 		proto.TermSubject(id),
 		proto.FailSubject(id),
 		proto.AckSubject(id),

@@ -41,7 +41,7 @@ func dial(t *testing.T, ctx context.Context, url string, opts ...transport.Optio
 
 // A node holding n1's credential may send only as n1: the NATS server
 // refuses its publishes as another node (a Signal batch, a term report, a
-// fail envelope, a task event), on control subjects (hf.ctl.*) and on the
+// fail envelope, a task event, the notice that one is stored), on control subjects (hf.ctl.*) and on the
 // streams' API; and its subscriptions to what is addressed to another node
 // (issue 14: every process used to share one user, and a batch's From was
 // believed).
@@ -96,7 +96,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 	if err := n1.PublishEvents(ctx, transport.TaskEvent{Run: run, Gen: 1, Node: "n1", State: transport.TaskDone}); err != nil {
 		t.Fatalf("n1's own task event: %v", err)
 	}
-	allowed = append(allowed, own(transport.EventSubject(run, "n1")))
+	allowed = append(allowed, own(transport.EventSubject(run, "n1")), own(transport.EventNoticeSubject(run, "n1"))) // the event and the notice that it is stored
 	got := 0
 	var rerr error
 	testsupport.Eventually(t, 10*time.Second, "n1's batch in the record", func() bool {
@@ -147,7 +147,7 @@ func TestNodeCredentialIsEnforcedByTheServer(t *testing.T) {
 		own(transport.SignalSubject(run, "n1", "n2")), // to itself as n2
 		own(transport.ControlSubject("n2")), transport.BroadcastSubject, own(transport.ControlSubject("n1")),
 		proto.FailSubject("n2"), proto.TermSubject("n2"), proto.AckSubject("n2"), "hf.coord.fail", "hf.coord.term", "hf.coord.ack",
-		own(transport.EventSubject(run, "n2")),
+		own(transport.EventSubject(run, "n2")), own(transport.EventNoticeSubject(run, "n2")),
 		proto.PingSubject("n2"),
 		"$JS.API.STREAM.PURGE." + transport.StreamRecord, "$JS.API.STREAM.DELETE." + transport.StreamEvents,
 		"$JS.API.STREAM.UPDATE." + transport.StreamRecord,

@@ -98,16 +98,28 @@ func TestPlanFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, err := planFits(pt, a, "n0", true); err != nil || !slices.Equal(in, []bool{true, false}) {
+	if in, err := planFits(pt, a, "n0", true, nil); err != nil || !slices.Equal(in, []bool{true, false}) {
 		t.Fatalf("n0's own plan: %v, its tasks %v", err, in)
+	}
+	// A mask equal to the one it is like is that one (a run again's, the
+	// kept build's mask); any other is made, like left as it was.
+	like := []bool{true, false}
+	if in, err := planFits(pt, a, "n0", true, like); err != nil || &in[0] != &like[0] {
+		t.Fatalf("n0's tasks like a mask equal to them: %v, not that mask (%v)", in, err)
+	}
+	for _, like := range [][]bool{{true, true}, {false, false}, {false, true}, {true}} {
+		was := slices.Clone(like)
+		if in, err := planFits(pt, a, "n0", true, like); err != nil || !slices.Equal(in, []bool{true, false}) || &in[0] == &like[0] || !slices.Equal(like, was) {
+			t.Fatalf("n0's tasks like %v: %v (%v); like now %v", was, in, err, like)
+		}
 	}
 	if sm, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: a.Nodes, Owner: a.Owner}); err != nil || !slices.Equal(sm.Mine(), []bool{true, false}) {
 		t.Fatalf("the SM's tasks of n0: %v", err)
 	}
-	if _, err := planFits(pt, a, "n1", false); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
+	if _, err := planFits(pt, a, "n1", false, nil); !errors.Is(err, runproto.ErrPlan) || !strings.Contains(err.Error(), "task 1") {
 		t.Fatalf("n0's plan taken for n1's: %v", err)
 	}
-	if _, err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0", true); !errors.Is(err, runproto.ErrPlan) {
+	if _, err := planFits(pt, &transport.Assignment{Run: "r", Nodes: []string{"n0"}, Owner: []uint32{0, 0, 0}}, "n0", true, nil); !errors.Is(err, runproto.ErrPlan) {
 		t.Fatalf("a plan of 2 tasks for a run of 3: %v", err)
 	}
 	// A plan of another size is refused before a graph of its size is
@@ -164,7 +176,7 @@ func TestPlanFitsMarksMine(t *testing.T) {
 			owner[v] = uint32(rng.IntN(len(nodes)))
 		}
 		a := &transport.Assignment{Run: "r", Nodes: nodes, Owner: owner}
-		in, err := planFits(pt, a, "n0", true)
+		in, err := planFits(pt, a, "n0", true, nil)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -175,11 +187,11 @@ func TestPlanFitsMarksMine(t *testing.T) {
 		if !slices.Equal(in, sm.Mine()) {
 			t.Fatalf("case %d (nodes %q, owners %v): planFits marked %v, Mine %v", i, nodes, owner, in, sm.Mine())
 		}
-		if fits, err := planFits(pt, a, "n0", false); err != nil || fits != nil {
+		if fits, err := planFits(pt, a, "n0", false, nil); err != nil || fits != nil {
 			t.Fatalf("case %d: unmarked check %v %v", i, fits, err)
 		}
 		owner[rng.IntN(n)] = uint32(len(nodes) + rng.IntN(3)) // past Nodes
-		if _, err := planFits(pt, a, "n0", true); err != nil {
+		if _, err := planFits(pt, a, "n0", true, nil); err != nil {
 			t.Fatalf("case %d: an owner past Nodes failed the plan's check: %v", i, err)
 		}
 		if _, err := runproto.New(runproto.Config{Self: "n0", Run: "r", Gen: 1, Nodes: nodes, Owner: owner}); err == nil {

@@ -83,7 +83,7 @@ func (r *run) extend(a *transport.Assignment) (*runproto.Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := planFits(pt, a, r.n.id, false); err != nil {
+	if _, err := planFits(pt, a, r.n.id, false, nil); err != nil {
 		return nil, err
 	}
 	return pt, nil

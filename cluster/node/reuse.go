@@ -90,6 +90,21 @@ func (bc buildCache) take(pt *runproto.Part, in []bool) *built {
 	return b
 }
 
+// mask is the vertex mask of the kept build of pt (nil: none), for a run of
+// pt starting to compare its own with (planFits): read only.
+func (bc buildCache) mask(pt *runproto.Part) []bool {
+	s, ok := bc.c.Get(pt)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b == nil {
+		return nil
+	}
+	return s.b.in
+}
+
 // sameMask reports whether two vertex masks are equal, compared as bytes (a
 // Go bool is one byte, 0 or 1, so equal bytes are equal bools): one memory
 // compare instead of a loop a vertex, which for a run again's 100K-vertex
