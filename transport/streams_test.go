@@ -470,3 +470,73 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 		}
 	}
 }
+
+// A ReportSend publishes each message of a writer added to it as the
+// writer ends it: the first message of a report is stored while the rest
+// is still being written (a node's cut has the leader read its first
+// messages meanwhile). Wait then waits for every ack; what is stored is
+// every message, in the order written, and the buffers are kept for the
+// next writers. A writer added with messages ended already has them
+// published first.
+func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
+	kept := useKeptBufs(t)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	stored := func(run string) [][]byte {
+		filter, _ := RunEventsFilter(run)
+		var got [][]byte
+		must(t, c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
+			got = append(got, bytes.Clone(m.Data()))
+			return nil
+		}))
+		return got
+	}
+	at := int64(1700000000000000000)
+	delta := func(i int) *TaskDelta {
+		s := at + int64(i)*1000
+		return &TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: s, End: s + 500}
+	}
+
+	before := NewReportWriter("r9", 1, "n1", 0) // ended before it is added: published at Add
+	for i := range 10 {
+		before.Add(delta(i))
+	}
+	before.Finish()
+	s := c.SendReports()
+	s.Add(before)
+	w := NewReportWriter("r9", 2, "n1", 0)
+	s.Add(w)
+	i := 10
+	for len(w.Messages()) == 0 {
+		w.Add(delta(i))
+		i++
+	}
+	testsupport.EventuallyCtx(t, ctx, "the first message stored before the report is finished", func() bool { return len(stored("r9")) == 2 })
+	for range 3 * i {
+		w.Add(delta(i))
+		i++
+	}
+	w.Finish()
+	var want [][]byte
+	var bufs []*[]byte
+	for _, x := range []*ReportWriter{before, w} {
+		for _, b := range x.Messages() {
+			want = append(want, bytes.Clone(b))
+		}
+		bufs = append(bufs, x.bufs...)
+	}
+	if len(want) < 4 {
+		t.Fatalf("%d messages written, want at least 4", len(want))
+	}
+	must(t, s.Wait(ctx))
+	if got := stored("r9"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d messages stored, want the %d written, in order", len(got), len(want))
+	}
+	for j, p := range bufs {
+		if !kept.put(p) {
+			t.Fatalf("buffer %d of %d of reports stored not kept", j, len(bufs))
+		}
+	}
+}
