@@ -67,8 +67,12 @@ type eventPub struct {
 	// send, while a publish cuts (under p.mu, set and cleared within the
 	// one critical section), stores the messages of the reports that cut
 	// begins as each is written (cutLocked): the leader reads and folds
-	// the first ones while the publisher cuts the rest. Other cuts (a
-	// generation change's, open's) find it nil and queue theirs whole.
+	// the first ones while the publisher cuts the rest. Each publish is
+	// the NATS client's async one, under p.mu: a copy into its buffer and,
+	// for a message of 256 KiB, a write to the socket, which waits while
+	// the server reads (the cut already holds p.mu for its length; the
+	// acks are awaited after it). Other cuts (a generation change's,
+	// open's) find it nil and queue theirs whole.
 	send *transport.ReportSend
 	// spare is the rows of the last run's table dropped (everything in it
 	// sent), for the next run of as many vertices: a run again of a plan
