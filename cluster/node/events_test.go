@@ -253,7 +253,7 @@ func TestEventFailureAndRunningAreSentAtOnce(t *testing.T) {
 	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p.flush(fctx)
+	p.flush(fctx, false)
 	if stored()[2] != transport.TaskDone {
 		t.Fatal("flush returned before the change was stored")
 	}
@@ -687,7 +687,7 @@ func TestEventFlushReturnsOnAClosedConnection(t *testing.T) {
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
-		p.flush(context.Background())
+		p.flush(context.Background(), false)
 	}()
 	select {
 	case <-flushed:
@@ -746,7 +746,7 @@ func TestPublishStoresAsItCuts(t *testing.T) {
 	}
 	cutTestHook.Store(&hook)
 	defer cutTestHook.Store(nil)
-	if err := p.publish(false, false); err != nil {
+	if err := p.publish(false, false, true); err != nil {
 		t.Fatal(err)
 	}
 	cutTestHook.Store(nil)
@@ -761,5 +761,36 @@ func TestPublishStoresAsItCuts(t *testing.T) {
 	}
 	if got := p.reports.Load(); got != 3 {
 		t.Fatalf("%d reports counted stored, want 3", got)
+	}
+}
+
+// Only a publish that answers a quiet flush (no part of any run on the
+// node running) publishes its cut's messages as it writes them, under
+// p.mu; a busy node's flush, the linger's, a volume kick's publish cut
+// everything under p.mu and publish after it, so that no worker waiting
+// on p.mu waits on a socket write. Both store everything.
+func TestPublishStreamsOnlyAQuietFlush(t *testing.T) {
+	ctx, c, p := storedPub(t)
+	p.start()
+	defer p.close()
+	var streaming []bool
+	hook := func(*taskTable) { streaming = append(streaming, p.send != nil) } // under p.mu
+	cutTestHook.Store(&hook)
+	defer cutTestHook.Store(nil)
+	for i, quiet := range []bool{false, true, false} {
+		p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: uint32(i), Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		p.flush(fctx, quiet)
+		cancel()
+		if len(streaming) != i+1 || streaming[i] != quiet {
+			t.Fatalf("flush %d (quiet %v): its cut streamed %v, want %v", i, quiet, streaming, quiet)
+		}
+	}
+	n := 0
+	if err := c.ReplayEvents(ctx, "r1", func(*transport.TaskEvent) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d task events stored, want 3", n)
 	}
 }

@@ -217,6 +217,20 @@ func (r *run) partsIdle() bool {
 	return true
 }
 
+// quiet says whether no part of any run on the node but skip is running
+// (every part idle), so that a flush's publish may stream its cut under
+// the publisher's lock without a worker waiting on it (flushAsk).
+func (n *Node) quiet(skip *run) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, r := range n.runs {
+		if r != skip && !r.partsIdle() {
+			return false
+		}
+	}
+	return true
+}
+
 // onIdle is the open run's idle callback (on a worker: it must not block).
 func (r *run) onIdle() {
 	nudge(r.n.flushKick)
@@ -292,7 +306,7 @@ func (r *run) report() {
 	if err := r.n.batcher.Flush(ctx); err != nil && !errors.Is(err, transport.ErrClosed) {
 		r.n.log.Warn("flushing signals", "run", r.id, "err", err)
 	}
-	r.n.events.flush(ctx)
+	r.n.events.flush(ctx, r.n.quiet(nil))
 	r.n.mu.Lock()
 	rep := r.sm.Report(r.partsIdle())
 	r.n.mu.Unlock()
@@ -388,7 +402,7 @@ func (r *run) teardown() {
 	r.cleanup(keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r.n.events.flush(ctx)
+	r.n.events.flush(ctx, r.n.quiet(r)) // r's parts are done (pwg waited for)
 	// The rows go to the next run with as many vertices (eventPub.forget):
 	// the flight table, a view of them, goes first, so that a late writer
 	// (there is none: every part and pwg are waited for above) would fail
