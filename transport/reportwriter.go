@@ -330,12 +330,20 @@ func (s *ReportSend) publish(w *ReportWriter) {
 
 // Wait waits until every message published is acked, and returns the
 // first error of the send, if any, with those of the acks (see
-// ReportSend). A writer added must be finished (Finish) before it.
+// ReportSend); an error of a send whose connection is closed by then is
+// ErrClosed. A writer added must be finished (Finish) before it.
 func (s *ReportSend) Wait(ctx context.Context) error {
 	for _, w := range s.ws {
 		w.send = nil
 	}
 	err := errors.Join(s.err, s.c.waitAcks(ctx, s.futs))
+	if err != nil && !errors.Is(err, ErrClosed) && s.c.check() != nil {
+		// Closed during the send: a publish then fails with the client's
+		// own error (draining, closed), which says nothing a caller can
+		// tell from a refusal; the caller retries only what it can still
+		// store (a node's publisher answers its flushes at once).
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	if err != nil {
 		// A message of this attempt not acked may still be the client's:
 		// an async publish keeps it beside its ack's future and sends it
