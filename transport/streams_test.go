@@ -484,24 +484,10 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
-	stored := func(run string) [][]byte {
-		filter, _ := RunEventsFilter(run)
-		var got [][]byte
-		must(t, c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
-			got = append(got, bytes.Clone(m.Data()))
-			return nil
-		}))
-		return got
-	}
-	at := int64(1700000000000000000)
-	delta := func(i int) *TaskDelta {
-		s := at + int64(i)*1000
-		return &TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: s, End: s + 500}
-	}
 
 	before := NewReportWriter("r9", 1, "n1", 0) // ended before it is added: published at Add
 	for i := range 10 {
-		before.Add(delta(i))
+		before.Add(streamDelta(i))
 	}
 	before.Finish()
 	s := c.SendReports()
@@ -510,12 +496,12 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	s.Add(w)
 	i := 10
 	for len(w.Messages()) == 0 {
-		w.Add(delta(i))
+		w.Add(streamDelta(i))
 		i++
 	}
-	testsupport.EventuallyCtx(t, ctx, "the first message stored before the report is finished", func() bool { return len(stored("r9")) == 2 })
+	waitStored(t, ctx, c, "r9", 2, fmt.Sprintf("gen 1's message (published at Add) and gen 2's first (ended at its task %d), before gen 2's report is finished", i-1))
 	for range 3 * i {
-		w.Add(delta(i))
+		w.Add(streamDelta(i))
 		i++
 	}
 	w.Finish()
@@ -531,8 +517,8 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 		t.Fatalf("%d messages written, want at least 4", len(want))
 	}
 	must(t, s.Wait(ctx))
-	if got := stored("r9"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("%d messages stored, want the %d written, in order", len(got), len(want))
+	if got, err := storedData(ctx, c, "r9"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d messages stored (%v), want the %d written, in order", len(got), err, len(want))
 	}
 	for j, p := range bufs {
 		if !kept.put(p) {
