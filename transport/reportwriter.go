@@ -37,7 +37,7 @@ type ReportWriter struct {
 	tasks int
 
 	msgs [][]byte
-	bufs []*[]byte // taken from reportBufs, put back once stored (PublishWritten)
+	bufs []*[]byte // taken from reportBufs, put back once stored (ReportSend.Wait)
 
 	send *ReportSend // publishes each message as it ends (nil: none)
 	sent int         // msgs published by send
@@ -66,7 +66,7 @@ const baseMargin = 1 << 20 // ~1 ms
 
 // NewReportWriter returns a writer of a report of run under gen from node,
 // of about tasks tasks (0: unknown), whose messages are written into
-// buffers PublishWritten puts back for the next writers once stored.
+// buffers a ReportSend's Wait puts back for the next writers once stored.
 func NewReportWriter(run string, gen uint64, node string, tasks int) *ReportWriter {
 	return &ReportWriter{Run: run, Gen: gen, Node: node, hint: tasks}
 }
