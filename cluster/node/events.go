@@ -72,14 +72,18 @@ type eventPub struct {
 	// and, for a message of 256 KiB, a write to the socket, which waits
 	// while the server reads. A worker may wait on p.mu (listing a table
 	// the cut unlisted, recordSlow, endFlight's barrier, open, forget), so
-	// only a publish that answers a flush whose caller found no part of
-	// any run on the node running (flushAsk.quiet: a run's report at its
-	// idle, the run's end) streams; every other publish (the linger's, a
-	// volume kick's, a failure's, a busy node's flush, a retry) cuts
-	// everything under p.mu and publishes after releasing it, as before.
-	// Other cuts (a generation change's, open's) find send nil and queue
-	// theirs whole.
+	// a publish streams only where quiet says, just before it, that no
+	// part of any run on the node is running: a run's idle flush, and the
+	// linger's or a volume kick's publish served at its idle (the run's
+	// tail, where the gain is). Every other publish cuts everything under
+	// p.mu and publishes after releasing it. Other cuts (a generation
+	// change's, open's) find send nil and queue theirs whole.
 	send *transport.ReportSend
+	// quiet (nil: never) says whether no part of any run on the node is
+	// running (Node.quiet), read by publish before it takes p.mu: a part
+	// a Signal wakes during that one cut may wait for its writes, as it
+	// would for the cut.
+	quiet func() bool
 	// spare is the rows of the last run's table dropped (everything in it
 	// sent), for the next run of as many vertices: a run again of a plan
 	// writes rows already in memory, not fresh pages (the first write of
@@ -102,7 +106,7 @@ type eventPub struct {
 	kick     chan struct{}
 	full     chan struct{}
 	vol      chan struct{} // a table's volume: publish now, keeping it listed (write, cutAllLocked)
-	flushReq chan flushAsk
+	flushReq chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
 	started  atomic.Bool
@@ -225,7 +229,7 @@ func newEventPub(c *transport.Conn, linger time.Duration, log *slog.Logger) *eve
 	return &eventPub{
 		conn: c, linger: linger, log: log, tabs: map[string]*taskTable{}, cutRows: cutRows,
 		kick: make(chan struct{}, 1), full: make(chan struct{}, 1), vol: make(chan struct{}, 1),
-		flushReq: make(chan flushAsk), stop: make(chan struct{}), done: make(chan struct{}),
+		flushReq: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
 
@@ -808,16 +812,14 @@ func nudge(c chan struct{}) {
 
 // flush publishes every change recorded so far and waits until it is
 // stored (or ctx ends, or the publisher stops, or the connection is
-// closed: then nothing can be stored). quiet: the caller found no part of
-// any run on the node running (Node.quiet), so the publish streams its
-// cut (eventPub.send).
-func (p *eventPub) flush(ctx context.Context, quiet bool) {
+// closed: then nothing can be stored).
+func (p *eventPub) flush(ctx context.Context) {
 	if !p.started.Load() {
 		return
 	}
 	ch := make(chan struct{})
 	select {
-	case p.flushReq <- flushAsk{done: ch, quiet: quiet}:
+	case p.flushReq <- ch:
 	case <-p.done:
 		return
 	case <-ctx.Done():
@@ -828,20 +830,6 @@ func (p *eventPub) flush(ctx context.Context, quiet bool) {
 	case <-p.done:
 	case <-ctx.Done():
 	}
-}
-
-// flushAsk is a flush's request: done is closed once what it asked for is
-// stored; quiet, that the publish answering it may stream its cut.
-//
-// Quiet is read before the publish, without the locks that would keep it
-// so: a run's part that a Signal wakes meanwhile may wait for that one
-// cut's writes, as it would wait for the cut. No worker of a run going on
-// waits on a socket write at any other time: the streaming cut of a run
-// at its idle is the one the run's tail waits for, where the benefit is
-// (docs/benchmarks/cluster-speed.md, session 16, branch stream).
-type flushAsk struct {
-	done  chan struct{}
-	quiet bool
 }
 
 // retryEvery is how soon reports JetStream did not store are tried again
@@ -867,8 +855,8 @@ func (p *eventPub) loop() {
 		}
 		waiting = nil
 	}
-	publish := func(keep, stream bool) {
-		if err := p.publish(false, keep, stream); err != nil {
+	publish := func(keep bool) {
+		if err := p.publish(false, keep); err != nil {
 			if errors.Is(err, transport.ErrClosed) {
 				// The connection is closed for good: no retry can store
 				// the reports. The flushes waiting are answered now, not
@@ -893,18 +881,18 @@ func (p *eventPub) loop() {
 		case <-p.kick:
 			arm(p.linger)
 		case <-p.full:
-			publish(false, false)
+			publish(false)
 		case <-p.vol:
-			publish(true, false)
+			publish(true)
 		case <-timer.C:
 			armed = false
-			publish(false, false)
-		case a := <-p.flushReq:
-			waiting = append(waiting, a.done)
-			publish(false, a.quiet)
+			publish(false)
+		case ch := <-p.flushReq:
+			waiting = append(waiting, ch)
+			publish(false)
 		case <-p.stop:
 			timer.Stop()
-			_ = p.publish(true, false, false)
+			_ = p.publish(true, false)
 			for _, ch := range waiting {
 				close(ch)
 			}
@@ -915,15 +903,16 @@ func (p *eventPub) loop() {
 
 // publish cuts every table's changes into reports and stores the queue, in
 // order: the reports queued before, then the cut's, and the acks of all of
-// them awaited at the end. With stream (a quiet flush's: flushAsk), the
+// them awaited at the end. On a quiet node (p.quiet: no part running) the
 // queued reports' messages are published first and each of the cut's as
-// the cut ends it (p.send), under p.mu; without, the cut is made whole
+// the cut ends it (p.send), under p.mu; otherwise the cut is made whole
 // under p.mu and published after p.mu is released, so that no worker waits
 // on a socket write. Reports that fail go back to the front of the queue
 // (a later cut goes behind them, so a task's later values are stored after
 // its earlier ones) and publish returns the error, unless final: then they
 // are counted as lost. keep: a volume kick's (cutAllLocked).
-func (p *eventPub) publish(final, keep, stream bool) error {
+func (p *eventPub) publish(final, keep bool) error {
+	stream := p.quiet != nil && p.quiet()
 	send := p.conn.SendReports()
 	p.mu.Lock()
 	q := p.queue

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,7 +254,7 @@ func TestEventFailureAndRunningAreSentAtOnce(t *testing.T) {
 	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p.flush(fctx, false)
+	p.flush(fctx)
 	if stored()[2] != transport.TaskDone {
 		t.Fatal("flush returned before the change was stored")
 	}
@@ -687,7 +688,7 @@ func TestEventFlushReturnsOnAClosedConnection(t *testing.T) {
 	flushed := make(chan struct{})
 	go func() {
 		defer close(flushed)
-		p.flush(context.Background(), false)
+		p.flush(context.Background())
 	}()
 	select {
 	case <-flushed:
@@ -726,6 +727,7 @@ func storedPub(t *testing.T) (context.Context, *transport.Conn, *eventPub) {
 // What is stored is in order, and the publish's acks cover it all.
 func TestPublishStoresAsItCuts(t *testing.T) {
 	ctx, c, p := storedPub(t)
+	p.quiet = func() bool { return true }
 	stored := func(run string) []transport.TaskEvent {
 		var evs []transport.TaskEvent
 		if err := c.ReplayEvents(ctx, run, func(e *transport.TaskEvent) error { evs = append(evs, *e); return nil }); err != nil {
@@ -746,7 +748,7 @@ func TestPublishStoresAsItCuts(t *testing.T) {
 	}
 	cutTestHook.Store(&hook)
 	defer cutTestHook.Store(nil)
-	if err := p.publish(false, false, true); err != nil {
+	if err := p.publish(false, false); err != nil {
 		t.Fatal(err)
 	}
 	cutTestHook.Store(nil)
@@ -764,33 +766,39 @@ func TestPublishStoresAsItCuts(t *testing.T) {
 	}
 }
 
-// Only a publish that answers a quiet flush (no part of any run on the
-// node running) publishes its cut's messages as it writes them, under
-// p.mu; a busy node's flush, the linger's, a volume kick's publish cut
-// everything under p.mu and publish after it, so that no worker waiting
-// on p.mu waits on a socket write. Both store everything.
-func TestPublishStreamsOnlyAQuietFlush(t *testing.T) {
+// A publish streams its cut's messages as it writes them, under p.mu,
+// only where the node is quiet (no part of any run running, checked just
+// before it); otherwise, and where quiet is not set, it cuts everything
+// under p.mu and publishes after it, so that no worker waiting on p.mu
+// waits on a socket write. Either way it stores everything.
+func TestPublishStreamsOnlyOnAQuietNode(t *testing.T) {
 	ctx, c, p := storedPub(t)
-	p.start()
-	defer p.close()
+	var quiet atomic.Bool
 	var streaming []bool
 	hook := func(*taskTable) { streaming = append(streaming, p.send != nil) } // under p.mu
 	cutTestHook.Store(&hook)
 	defer cutTestHook.Store(nil)
-	for i, quiet := range []bool{false, true, false} {
+	for i, q := range []bool{true, false, true, false} {
+		want := q
+		if i == 0 {
+			want = false // quiet not set: never
+		} else {
+			p.quiet = quiet.Load
+		}
+		quiet.Store(q)
 		p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: uint32(i), Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
-		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		p.flush(fctx, quiet)
-		cancel()
-		if len(streaming) != i+1 || streaming[i] != quiet {
-			t.Fatalf("flush %d (quiet %v): its cut streamed %v, want %v", i, quiet, streaming, quiet)
+		if err := p.publish(false, false); err != nil {
+			t.Fatal(err)
+		}
+		if len(streaming) != i+1 || streaming[i] != want {
+			t.Fatalf("publish %d (quiet %v): its cuts streamed %v, want the last %v", i, q, streaming, want)
 		}
 	}
 	n := 0
 	if err := c.ReplayEvents(ctx, "r1", func(*transport.TaskEvent) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n != 3 {
-		t.Fatalf("%d task events stored, want 3", n)
+	if n != 4 {
+		t.Fatalf("%d task events stored, want 4", n)
 	}
 }

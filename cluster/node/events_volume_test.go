@@ -229,7 +229,7 @@ func TestVolumeKickStoresWithoutALinger(t *testing.T) {
 	}
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p.flush(fctx, false)
+	p.flush(fctx)
 	m := stored()
 	for v := range uint32(nv) {
 		if m[v] != 2 {

@@ -217,14 +217,18 @@ func (r *run) partsIdle() bool {
 	return true
 }
 
-// quiet says whether no part of any run on the node but skip is running
-// (every part idle), so that a flush's publish may stream its cut under
-// the publisher's lock without a worker waiting on it (flushAsk).
-func (n *Node) quiet(skip *run) bool {
-	n.mu.Lock()
+// quiet says whether no part of any run on the node is running (every
+// part idle): the node's publisher streams a cut under its lock only then,
+// so that no worker waits on it (eventPub.quiet). It never waits for n.mu
+// (an assignment's build holds it for milliseconds, and the publisher must
+// not wait on whoever holds it): a node whose lock is held is not quiet.
+func (n *Node) quiet() bool {
+	if !n.mu.TryLock() {
+		return false
+	}
 	defer n.mu.Unlock()
 	for _, r := range n.runs {
-		if r != skip && !r.partsIdle() {
+		if !r.partsIdle() {
 			return false
 		}
 	}
@@ -306,7 +310,7 @@ func (r *run) report() {
 	if err := r.n.batcher.Flush(ctx); err != nil && !errors.Is(err, transport.ErrClosed) {
 		r.n.log.Warn("flushing signals", "run", r.id, "err", err)
 	}
-	r.n.events.flush(ctx, r.n.quiet(nil))
+	r.n.events.flush(ctx)
 	r.n.mu.Lock()
 	rep := r.sm.Report(r.partsIdle())
 	r.n.mu.Unlock()
@@ -402,7 +406,7 @@ func (r *run) teardown() {
 	r.cleanup(keep)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r.n.events.flush(ctx, r.n.quiet(r)) // r's parts are done (pwg waited for)
+	r.n.events.flush(ctx)
 	// The rows go to the next run with as many vertices (eventPub.forget):
 	// the flight table, a view of them, goes first, so that a late writer
 	// (there is none: every part and pwg are waited for above) would fail
