@@ -87,7 +87,8 @@
 // EnsureStreams creates the record stream (StreamRecord), which captures every
 // signal batch straight off its core subject, and the event stream
 // (StreamEvents), on the file store. A node writes its task reports with a
-// ReportWriter (NewReportWriter) and PublishWritten stores them;
+// ReportWriter (NewReportWriter), and a ReportSend stores each message as
+// the writer ends it (PublishWritten stores writers already finished);
 // PublishReports records whole TaskReports (tests and tools), PublishEvents
 // TaskEvents, and each waits for the acks. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and

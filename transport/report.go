@@ -534,7 +534,7 @@ const reportBytes = 256 << 10
 // writer is a ReportWriter of tr's deltas (PublishReports' messages of
 // tr), written from the whole report's base (its earliest time, so no
 // earlier than any message's); its message buffers may come from
-// reportBufs (PublishWritten puts them back). Only PublishReports and
+// reportBufs (a ReportSend's Wait puts them back). Only PublishReports and
 // tests use it: a node writes with NewReportWriter.
 func (tr *TaskReport) writer() *ReportWriter {
 	w := &ReportWriter{Run: tr.Run, Gen: tr.Gen, Node: tr.Node, fixed: true, based: true, base: reportBase(tr.Tasks), hint: len(tr.Tasks)}

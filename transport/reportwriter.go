@@ -38,7 +38,11 @@ type ReportWriter struct {
 	tasks int
 
 	msgs [][]byte
-	bufs []*[]byte // taken from reportBufs, put back once stored (PublishWritten)
+	bufs []*[]byte // taken from reportBufs, put back once stored (ReportSend.Wait)
+
+	send *ReportSend // publishes each message as it ends (nil: none)
+	sent int         // msgs published by send
+	subj string      // EventSubject of Run and Node (send's)
 
 	b       []byte // the message at hand, its head's room at the front (nil: none begun)
 	head    int    // that room
@@ -63,7 +67,7 @@ const baseMargin = 1 << 20 // ~1 ms
 
 // NewReportWriter returns a writer of a report of run under gen from node,
 // of about tasks tasks (0: unknown), whose messages are written into
-// buffers PublishWritten puts back for the next writers once stored.
+// buffers a ReportSend's Wait puts back for the next writers once stored.
 func NewReportWriter(run string, gen uint64, node string, tasks int) *ReportWriter {
 	return &ReportWriter{Run: run, Gen: gen, Node: node, hint: tasks}
 }
@@ -245,6 +249,9 @@ func (w *ReportWriter) endMessage() {
 	w.msgs = append(w.msgs, w.b[off:])
 	w.b, w.entries = nil, 0
 	w.based = w.fixed
+	if w.send != nil {
+		w.send.publish(w)
+	}
 }
 
 // PublishWritten stores the messages of reports written (ReportWriter,
@@ -254,15 +261,102 @@ func (w *ReportWriter) endMessage() {
 // published again, but their buffers are never kept, even once a later
 // attempt stores them.
 func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
-	if err := c.publishWritten(ctx, ws); err != nil {
+	s := c.SendReports()
+	s.Add(ws...)
+	return s.Wait(ctx)
+}
+
+// ReportSend stores reports' messages in JetStream as they are written:
+// each message a writer added to it ends (its last one at Finish) is
+// published at once, asynchronously, and Wait waits for every ack. A node
+// cutting its task table into reports so has its first messages stored,
+// and read by the leader, while it writes the rest, rather than every
+// message after the whole cut. The messages go out in the order they are
+// ended: a writer's in its order, and those of writers added in turn
+// (Add) after what the writers before had ended by then.
+//
+// It is PublishWritten's attempt, with its contract: once Wait has seen
+// every message acked, the writers' buffers are kept for the next writers
+// and the writers are spent; on any error (a publish refused, a refusal
+// in an ack, ctx, the connection closed) nothing is, the writers forget
+// this send (a later one, or PublishWritten, publishes all their messages
+// again) and their buffers are never kept. After an error no further
+// message is published: Wait returns it. A ReportSend is for one
+// goroutine at a time (a node's cut holds its publisher's lock), and is
+// spent by Wait.
+type ReportSend struct {
+	c    *Conn
+	ws   []*ReportWriter
+	futs []jetstream.PubAckFuture
+	err  error
+}
+
+// SendReports begins a ReportSend on c.
+func (c *Conn) SendReports() *ReportSend {
+	s := &ReportSend{c: c}
+	s.err = c.check()
+	return s
+}
+
+// Add publishes the messages each writer of ws has ended, in turn, and,
+// until Wait, each message it ends from now on as it ends it.
+func (s *ReportSend) Add(ws ...*ReportWriter) {
+	for _, w := range ws {
+		s.ws = append(s.ws, w)
+		w.send, w.sent = s, 0
+		if s.err == nil {
+			w.subj, s.err = EventSubject(w.Run, w.Node)
+			if s.err != nil {
+				s.err = fmt.Errorf("transport: task report: %w", s.err)
+			}
+		}
+		for range w.msgs {
+			s.publish(w)
+		}
+	}
+}
+
+// publish publishes w's next message not published yet, unless an
+// earlier publish failed.
+func (s *ReportSend) publish(w *ReportWriter) {
+	b := w.msgs[w.sent]
+	w.sent++
+	if s.err != nil {
+		return
+	}
+	f, err := s.c.js.PublishMsgAsync(&nats.Msg{Subject: w.subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
+	if err != nil {
+		s.err = fmt.Errorf("transport: publish a task report on %s: %w", w.subj, err)
+		return
+	}
+	s.futs = append(s.futs, f)
+}
+
+// Wait waits until every message published is acked, and returns the
+// first error of the send, if any, with those of the acks (see
+// ReportSend); an error of a send whose connection is closed by then is
+// ErrClosed. A writer added must be finished (Finish) before it.
+func (s *ReportSend) Wait(ctx context.Context) error {
+	for _, w := range s.ws {
+		w.send = nil
+	}
+	err := errors.Join(s.err, s.c.waitAcks(ctx, s.futs))
+	if err != nil && !errors.Is(err, ErrClosed) && s.c.check() != nil {
+		// Closed during the send: a publish then fails with the client's
+		// own error (draining, closed), which says nothing a caller can
+		// tell from a refusal; the caller retries only what it can still
+		// store (a node's publisher answers its flushes at once).
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	if err != nil {
 		// A message of this attempt not acked may still be the client's:
 		// an async publish keeps it beside its ack's future and sends it
 		// again on an ack timeout or no responders, for seconds after
 		// waitAcks gave up, and a later attempt's acks say nothing of the
 		// earlier one's futures. Its buffer, were it kept for the next
 		// writers, could be written over while the client sends it again.
-		for _, w := range ws {
-			w.bufs = nil
+		for _, w := range s.ws {
+			w.bufs, w.sent = nil, 0
 		}
 		return err
 	}
@@ -270,41 +364,17 @@ func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
 	// would be gone): the client holds none of them any more (it copies a
 	// message into its write buffer as it publishes it, and keeps it beside
 	// the ack's future only to publish it again until acked).
-	for _, w := range ws {
+	for _, w := range s.ws {
 		for _, p := range w.bufs {
 			reportBufs.Put(p) // a message that grew past its room (an output) is in an array of its own: this one is free too
 		}
-		w.bufs, w.msgs = nil, nil
+		w.bufs, w.msgs, w.sent = nil, nil, 0
 	}
-	return nil
-}
-
-// publishWritten is PublishWritten's attempt: it publishes ws's messages
-// and waits for their acks.
-func (c *Conn) publishWritten(ctx context.Context, ws []*ReportWriter) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	var futs []jetstream.PubAckFuture
-	for _, w := range ws {
-		subj, err := EventSubject(w.Run, w.Node)
-		if err != nil {
-			return errors.Join(fmt.Errorf("transport: task report: %w", err), c.waitAcks(ctx, futs))
-		}
-		for _, b := range w.msgs {
-			f, err := c.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: b}, jetstream.WithExpectStream(StreamEvents))
-			if err != nil {
-				return errors.Join(fmt.Errorf("transport: publish a task report on %s: %w", subj, err), c.waitAcks(ctx, futs))
-			}
-			futs = append(futs, f)
-		}
-	}
-	if err := c.waitAcks(ctx, futs); err != nil {
-		return err
-	}
-	for i, w := range ws {
-		if !slices.ContainsFunc(ws[:i], func(o *ReportWriter) bool { return o.Run == w.Run && o.Node == w.Node }) {
-			c.noticeStored(w.Run, w.Node)
+	// Whoever waits for a run's next events hears of these now that they
+	// are stored: one notice a (run, node) a send (noticeStored).
+	for i, w := range s.ws {
+		if !slices.ContainsFunc(s.ws[:i], func(o *ReportWriter) bool { return o.Run == w.Run && o.Node == w.Node }) {
+			s.c.noticeStored(w.Run, w.Node)
 		}
 	}
 	return nil

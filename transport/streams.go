@@ -163,8 +163,8 @@ func (c *Conn) noticeStored(run, node string) {
 // to about 256 KiB (a long report is cut into several, each a TaskReport
 // of some of its deltas), and waits until every one is stored, or ctx
 // ends. It is for tests and tools that hold whole TaskReports: a node
-// writes its deltas with NewReportWriter and stores them with
-// PublishWritten, each message from a base of its own.
+// writes its deltas with NewReportWriter and stores them with a
+// ReportSend (Conn.SendReports), each message from a base of its own.
 func (c *Conn) PublishReports(ctx context.Context, trs ...*TaskReport) error {
 	ws := make([]*ReportWriter, len(trs))
 	for i, tr := range trs {

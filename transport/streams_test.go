@@ -522,3 +522,163 @@ func TestEventNotices(t *testing.T) {
 		t.Fatalf("%d more notices: one a (run, node) and a call", len(notices))
 	}
 }
+
+// A ReportSend publishes each message of a writer added to it as the
+// writer ends it: the first message of a report is stored while the rest
+// is still being written (a node's cut has the leader read its first
+// messages meanwhile). Wait then waits for every ack; what is stored is
+// every message, in the order written, and the buffers are kept for the
+// next writers. A writer added with messages ended already has them
+// published first.
+func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
+	kept := useKeptBufs(t)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+
+	before := NewReportWriter("r9", 1, "n1", 0) // ended before it is added: published at Add
+	for i := range 10 {
+		before.Add(streamDelta(i))
+	}
+	before.Finish()
+	s := c.SendReports()
+	s.Add(before)
+	w := NewReportWriter("r9", 2, "n1", 0)
+	s.Add(w)
+	i := 10
+	for len(w.Messages()) == 0 {
+		w.Add(streamDelta(i))
+		i++
+	}
+	waitStored(t, ctx, c, "r9", 2, fmt.Sprintf("gen 1's message (published at Add) and gen 2's first (ended at its task %d), before gen 2's report is finished", i-1))
+	for range 3 * i {
+		w.Add(streamDelta(i))
+		i++
+	}
+	w.Finish()
+	var want [][]byte
+	var bufs []*[]byte
+	for _, x := range []*ReportWriter{before, w} {
+		for _, b := range x.Messages() {
+			want = append(want, bytes.Clone(b))
+		}
+		bufs = append(bufs, x.bufs...)
+	}
+	if len(want) < 4 {
+		t.Fatalf("%d messages written, want at least 4", len(want))
+	}
+	must(t, s.Wait(ctx))
+	if got, err := storedData(ctx, c, "r9"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%d messages stored (%v), want the %d written, in order", len(got), err, len(want))
+	}
+	for j, p := range bufs {
+		if !kept.put(p) {
+			t.Fatalf("buffer %d of %d of reports stored not kept", j, len(bufs))
+		}
+	}
+}
+
+// A connection closed in the middle of a streamed cut, after its first
+// message is stored: the next message's publish fails with the client's
+// own error (connection closed), and Wait says ErrClosed, so that a node
+// answers its flushes at once rather than retrying on a connection that
+// can store nothing. No buffer of the send is kept for the next writers
+// (the client may still hold the messages it published), and the writer's
+// messages, published again (here on another connection), are stored
+// whole: after the first attempt's first message, every one, in order, so
+// the leader's fold reads every task.
+func TestReportSendClosedMidCut(t *testing.T) {
+	kept := useKeptBufs(t)
+	ts := testsupport.NATS(t)
+	c := connect(t, ts.URL())
+	ctx := testCtx(t)
+	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+	other := connect(t, ts.URL())
+
+	s := c.SendReports()
+	w := NewReportWriter("r10", 1, "n1", 0) // no hint: every message in a kept buffer
+	s.Add(w)
+	i := 0
+	for len(w.Messages()) == 0 {
+		w.Add(streamDelta(i))
+		i++
+	}
+	waitStored(t, ctx, other, "r10", 1, fmt.Sprintf("the first message (ended at task %d) before the connection is closed", i-1))
+	must(t, c.Close())
+	for range 3 * i {
+		w.Add(streamDelta(i))
+		i++
+	}
+	w.Finish()
+	bufs := slices.Clone(w.bufs)
+	var want [][]byte
+	for _, b := range w.Messages() {
+		want = append(want, bytes.Clone(b))
+	}
+	if len(want) < 3 || len(bufs) != len(want) {
+		t.Fatalf("%d messages in %d kept buffers, want a few, each in one", len(want), len(bufs))
+	}
+	err := s.Wait(ctx)
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after a close mid-cut: %v, want ErrClosed", err)
+	}
+	must(t, other.PublishWritten(ctx, w))
+	for j, p := range bufs {
+		if kept.put(p) {
+			t.Fatalf("buffer %d of %d of a send that failed mid-cut kept for the next writers", j, len(bufs))
+		}
+	}
+	got, err := storedData(ctx, other, "r10")
+	if err != nil || !reflect.DeepEqual(got, append([][]byte{want[0]}, want...)) {
+		t.Fatalf("%d messages stored (%v), want the first (stored before the close), then the %d written", len(got), err, len(want))
+	}
+	var tasks int
+	for _, b := range got[1:] {
+		var tr TaskReport
+		must(t, tr.Decode(b, Limits{}))
+		tasks += len(tr.Tasks)
+	}
+	if tasks != i {
+		t.Fatalf("the retry stored %d tasks, want the %d written", tasks, i)
+	}
+}
+
+// streamDelta is task i's delta of the streamed sends' tests: done, a
+// microsecond after task i-1 began.
+func streamDelta(i int) *TaskDelta {
+	s := int64(1700000000000000000) + int64(i)*1000
+	return &TaskDelta{Task: uint32(i), State: TaskDone, Act: 1, Executions: 1, Start: s, End: s + 500}
+}
+
+// storedData is the data of the messages of run's reports stored in the
+// event stream, in order.
+func storedData(ctx context.Context, c *Conn, run string) ([][]byte, error) {
+	filter, err := RunEventsFilter(run)
+	if err != nil {
+		return nil, err
+	}
+	var got [][]byte
+	err = c.replay(ctx, StreamEvents, filter, func(m jetstream.Msg) error {
+		got = append(got, bytes.Clone(m.Data()))
+		return nil
+	})
+	return got, err
+}
+
+// waitStored waits until n messages of run's reports are stored (what:
+// which they are, and by when), or fails saying what was stored by then.
+// Each read of the stream has a deadline of its own, so the last one, at
+// ctx's end, still says what the stream holds.
+func waitStored(t *testing.T, ctx context.Context, c *Conn, run string, n int, what string) {
+	t.Helper()
+	testsupport.EventuallyCtx(t, ctx, what, func() bool {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := storedData(rctx, c, run)
+		if ctx.Err() != nil {
+			t.Logf("not stored: %s: %d messages of %s stored, want %d (read: %v)", what, len(got), run, n, err)
+		}
+		return err == nil && len(got) == n
+	})
+}

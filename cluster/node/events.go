@@ -64,6 +64,26 @@ type eventPub struct {
 	// 100K-task run's were 10 MB, written by the cut and read again by
 	// the encoding), and holds no output once it is done.
 	queue []*transport.ReportWriter
+	// send, while a quiet publish cuts (under p.mu, set and cleared within
+	// the one critical section), stores the messages of the reports that
+	// cut begins as each is written (cutLocked): the leader reads and
+	// folds the first ones while the publisher cuts the rest. Each publish
+	// is the NATS client's async one, under p.mu: a copy into its buffer
+	// and, for a message of 256 KiB, a write to the socket, which waits
+	// while the server reads. A worker may wait on p.mu (listing a table
+	// the cut unlisted, recordSlow, endFlight's barrier, open, forget), so
+	// a publish streams only where quiet says, just before it, that no
+	// part of any run on the node is running: a run's idle flush, and the
+	// linger's or a volume kick's publish served at its idle (the run's
+	// tail, where the gain is). Every other publish cuts everything under
+	// p.mu and publishes after releasing it. Other cuts (a generation
+	// change's, open's) find send nil and queue theirs whole.
+	send *transport.ReportSend
+	// quiet (nil: never) says whether no part of any run on the node is
+	// running (Node.quiet), read by publish before it takes p.mu: a part
+	// a Signal wakes during that one cut may wait for its writes, as it
+	// would for the cut.
+	quiet func() bool
 	// spare is the rows of the last run's table dropped (everything in it
 	// sent), for the next run of as many vertices: a run again of a plan
 	// writes rows already in memory, not fresh pages (the first write of
@@ -620,6 +640,14 @@ func (p *eventPub) cutLocked(t *taskTable) {
 		}
 		w := transport.NewReportWriter(t.run, gen, t.node, max(hint, 0)) // below 0: more read than counted, unknown
 		reps = slices.Insert(reps, i, w)
+		if p.send != nil {
+			// A publish's cut: each message is stored as it ends. The
+			// reports of one cut hold distinct tasks (a row is read once,
+			// and so is a child), so the messages of two generations'
+			// reports, in the rare cut that has both, may go out
+			// interleaved: no task's values can overtake its own.
+			p.send.Add(w)
+		}
 		return w
 	}
 	var last *transport.ReportWriter // the report of the row before's generation
@@ -874,14 +902,31 @@ func (p *eventPub) loop() {
 }
 
 // publish cuts every table's changes into reports and stores the queue, in
-// order. Reports that fail go back to the front of the queue (a later cut
-// goes behind them, so a task's later values are stored after its earlier
-// ones) and publish returns the error, unless final: then they are counted
-// as lost. keep: a volume kick's (cutAllLocked).
+// order: the reports queued before, then the cut's, and the acks of all of
+// them awaited at the end. On a quiet node (p.quiet: no part running) the
+// queued reports' messages are published first and each of the cut's as
+// the cut ends it (p.send), under p.mu; otherwise the cut is made whole
+// under p.mu and published after p.mu is released, so that no worker waits
+// on a socket write. Reports that fail go back to the front of the queue
+// (a later cut goes behind them, so a task's later values are stored after
+// its earlier ones) and publish returns the error, unless final: then they
+// are counted as lost. keep: a volume kick's (cutAllLocked).
 func (p *eventPub) publish(final, keep bool) error {
+	stream := p.quiet != nil && p.quiet()
+	send := p.conn.SendReports()
 	p.mu.Lock()
-	q := p.cutAllLocked(keep)
+	q := p.queue
+	p.queue = nil
+	if stream {
+		send.Add(q...)
+		p.send = send
+	}
+	q = append(q, p.cutAllLocked(keep)...)
+	p.send = nil
 	p.mu.Unlock()
+	if !stream {
+		send.Add(q...)
+	}
 	if len(q) == 0 {
 		return nil
 	}
@@ -890,7 +935,7 @@ func (p *eventPub) publish(final, keep bool) error {
 		deltas += w.Tasks()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err := p.conn.PublishWritten(ctx, q...)
+	err := send.Wait(ctx) // every message of q is published (or the send failed: err)
 	cancel()
 	if err == nil {
 		p.published.Add(uint64(deltas))

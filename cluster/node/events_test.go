@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -716,4 +717,88 @@ func storedPub(t *testing.T) (context.Context, *transport.Conn, *eventPub) {
 		t.Fatal(err)
 	}
 	return ctx, c, newEventPub(c, time.Hour, slog.New(slog.DiscardHandler))
+}
+
+// A publish stores what it cut as it cuts: the reports queued before it
+// (a generation change's cut) are published first, and each message of
+// its own cut as the cut ends it, so that the leader reads a table's
+// first messages while the publisher cuts the rest (here: run r1's
+// reports are stored before the same publish has cut run r2's table).
+// What is stored is in order, and the publish's acks cover it all.
+func TestPublishStoresAsItCuts(t *testing.T) {
+	ctx, c, p := storedPub(t)
+	p.quiet = func() bool { return true }
+	stored := func(run string) []transport.TaskEvent {
+		var evs []transport.TaskEvent
+		if err := c.ReplayEvents(ctx, run, func(e *transport.TaskEvent) error { evs = append(evs, *e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	p.emit(transport.TaskEvent{Run: "r1", Gen: 2, Task: 1, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}) // cuts gen 1's first: queued
+	p.emit(transport.TaskEvent{Run: "r2", Gen: 1, Task: 0, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+	hooked := false
+	hook := func(tab *taskTable) {
+		if tab.run != "r2" {
+			return
+		}
+		hooked = true
+		testsupport.EventuallyCtx(t, ctx, "r1's reports stored before the publish cut r2's table", func() bool { return len(stored("r1")) == 2 })
+	}
+	cutTestHook.Store(&hook)
+	defer cutTestHook.Store(nil)
+	if err := p.publish(false, false); err != nil {
+		t.Fatal(err)
+	}
+	cutTestHook.Store(nil)
+	if !hooked {
+		t.Fatal("the publish did not cut r2's table")
+	}
+	if evs := stored("r1"); len(evs) != 2 || evs[0].Gen != 1 || evs[0].Task != 0 || evs[1].Gen != 2 || evs[1].Task != 1 {
+		t.Fatalf("r1's reports stored: %+v, want gen 1's task 0, then gen 2's task 1", evs)
+	}
+	if evs := stored("r2"); len(evs) != 1 {
+		t.Fatalf("r2's reports stored: %+v", evs)
+	}
+	if got := p.reports.Load(); got != 3 {
+		t.Fatalf("%d reports counted stored, want 3", got)
+	}
+}
+
+// A publish streams its cut's messages as it writes them, under p.mu,
+// only where the node is quiet (no part of any run running, checked just
+// before it); otherwise, and where quiet is not set, it cuts everything
+// under p.mu and publishes after it, so that no worker waiting on p.mu
+// waits on a socket write. Either way it stores everything.
+func TestPublishStreamsOnlyOnAQuietNode(t *testing.T) {
+	ctx, c, p := storedPub(t)
+	var quiet atomic.Bool
+	var streaming []bool
+	hook := func(*taskTable) { streaming = append(streaming, p.send != nil) } // under p.mu
+	cutTestHook.Store(&hook)
+	defer cutTestHook.Store(nil)
+	for i, q := range []bool{true, false, true, false} {
+		want := q
+		if i == 0 {
+			want = false // quiet not set: never
+		} else {
+			p.quiet = quiet.Load
+		}
+		quiet.Store(q)
+		p.emit(transport.TaskEvent{Run: "r1", Gen: 1, Task: uint32(i), Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1})
+		if err := p.publish(false, false); err != nil {
+			t.Fatal(err)
+		}
+		if len(streaming) != i+1 || streaming[i] != want {
+			t.Fatalf("publish %d (quiet %v): its cuts streamed %v, want the last %v", i, q, streaming, want)
+		}
+	}
+	n := 0
+	if err := c.ReplayEvents(ctx, "r1", func(*transport.TaskEvent) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("%d task events stored, want 4", n)
+	}
 }

@@ -357,6 +357,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.clock.log = n.log
 	n.events = newEventPub(cfg.Conn, cfg.EventLinger, n.log)
+	n.events.quiet = n.quiet
 	return n, nil
 }
 

@@ -226,6 +226,24 @@ func (r *run) partsIdle() bool {
 	return true
 }
 
+// quiet says whether no part of any run on the node is running (every
+// part idle): the node's publisher streams a cut under its lock only then,
+// so that no worker waits on it (eventPub.quiet). It never waits for n.mu
+// (an assignment's build holds it for milliseconds, and the publisher must
+// not wait on whoever holds it): a node whose lock is held is not quiet.
+func (n *Node) quiet() bool {
+	if !n.mu.TryLock() {
+		return false
+	}
+	defer n.mu.Unlock()
+	for _, r := range n.runs {
+		if !r.partsIdle() {
+			return false
+		}
+	}
+	return true
+}
+
 // onIdle is the open run's idle callback (on a worker: it must not block).
 func (r *run) onIdle() {
 	nudge(r.n.flushKick)
