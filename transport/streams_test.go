@@ -436,10 +436,7 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 
 	w := write("r6")
 	bufs := slices.Clone(w.bufs)
-	var want [][]byte
-	for _, b := range w.Messages() {
-		want = append(want, bytes.Clone(b))
-	}
+	want := clonedMessages(w)
 	if len(bufs) < 2 || len(want) != len(bufs) {
 		t.Fatalf("%d messages in %d kept buffers, want a few, each in one", len(want), len(bufs))
 	}
@@ -546,25 +543,12 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	s.Add(before)
 	w := NewReportWriter("r9", 2, "n1", 0)
 	s.Add(w)
-	i := 10
-	for len(w.Messages()) == 0 {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i := addUntilEnded(w, 10)
 	waitStored(t, ctx, c, "r9", 2, fmt.Sprintf("gen 1's message (published at Add) and gen 2's first (ended at its task %d), before gen 2's report is finished", i-1))
-	for range 3 * i {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i = addDeltas(w, i, 3*i)
 	w.Finish()
-	var want [][]byte
-	var bufs []*[]byte
-	for _, x := range []*ReportWriter{before, w} {
-		for _, b := range x.Messages() {
-			want = append(want, bytes.Clone(b))
-		}
-		bufs = append(bufs, x.bufs...)
-	}
+	want := clonedMessages(before, w)
+	bufs := append(slices.Clone(before.bufs), w.bufs...)
 	if len(want) < 4 {
 		t.Fatalf("%d messages written, want at least 4", len(want))
 	}
@@ -599,23 +583,13 @@ func TestReportSendClosedMidCut(t *testing.T) {
 	s := c.SendReports()
 	w := NewReportWriter("r10", 1, "n1", 0) // no hint: every message in a kept buffer
 	s.Add(w)
-	i := 0
-	for len(w.Messages()) == 0 {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i := addUntilEnded(w, 0)
 	waitStored(t, ctx, other, "r10", 1, fmt.Sprintf("the first message (ended at task %d) before the connection is closed", i-1))
 	must(t, c.Close())
-	for range 3 * i {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i = addDeltas(w, i, 3*i)
 	w.Finish()
 	bufs := slices.Clone(w.bufs)
-	var want [][]byte
-	for _, b := range w.Messages() {
-		want = append(want, bytes.Clone(b))
-	}
+	want := clonedMessages(w)
 	if len(want) < 3 || len(bufs) != len(want) {
 		t.Fatalf("%d messages in %d kept buffers, want a few, each in one", len(want), len(bufs))
 	}
@@ -642,6 +616,36 @@ func TestReportSendClosedMidCut(t *testing.T) {
 	if tasks != i {
 		t.Fatalf("the retry stored %d tasks, want the %d written", tasks, i)
 	}
+}
+
+// clonedMessages is a copy of the messages ws have written, in turn: what
+// a send must store, kept apart from the buffers it may hand on.
+func clonedMessages(ws ...*ReportWriter) [][]byte {
+	var msgs [][]byte
+	for _, w := range ws {
+		for _, b := range w.Messages() {
+			msgs = append(msgs, bytes.Clone(b))
+		}
+	}
+	return msgs
+}
+
+// addUntilEnded adds streamDelta(from), streamDelta(from+1) and on to w
+// until w has ended its first message, and returns the next task.
+func addUntilEnded(w *ReportWriter, from int) (next int) {
+	for next = from; len(w.Messages()) == 0; next++ {
+		w.Add(streamDelta(next))
+	}
+	return next
+}
+
+// addDeltas adds the n deltas of tasks from to from+n-1 to w (streamDelta)
+// and returns the next task.
+func addDeltas(w *ReportWriter, from, n int) (next int) {
+	for next = from; next < from+n; next++ {
+		w.Add(streamDelta(next))
+	}
+	return next
 }
 
 // streamDelta is task i's delta of the streamed sends' tests: done, a
