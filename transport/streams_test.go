@@ -478,13 +478,7 @@ func TestEventNotices(t *testing.T) {
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
-	notices := make(chan *nats.Msg, 16)
-	filter, err := RunEventNoticesFilter("r1")
-	must(t, err)
-	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
-	must(t, err)
-	defer func() { _ = sub.Stop(ctx) }()
-	must(t, c.nc.Flush()) // the server has the subscription before the events are stored
+	notices := runNotices(t, ctx, c, "r1")
 	stored := func() (n int) {
 		must(t, c.ReplayEvents(ctx, "r1", func(*TaskEvent) error { n++; return nil }))
 		return n
@@ -526,13 +520,17 @@ func TestEventNotices(t *testing.T) {
 // messages meanwhile). Wait then waits for every ack; what is stored is
 // every message, in the order written, and the buffers are kept for the
 // next writers. A writer added with messages ended already has them
-// published first.
+// published first. The notice of stored events goes once Wait has seen
+// every ack, not as the first messages are stored: one for the two
+// writers of a (run, node).
 func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	kept := useKeptBufs(t)
 	ts := testsupport.NATS(t)
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+
+	notices := runNotices(t, ctx, c, "r9")
 
 	before := NewReportWriter("r9", 1, "n1", 0) // ended before it is added: published at Add
 	for i := range 10 {
@@ -545,6 +543,10 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	s.Add(w)
 	i := addUntilEnded(w, 10)
 	waitStored(t, ctx, c, "r9", 2, fmt.Sprintf("gen 1's message (published at Add) and gen 2's first (ended at its task %d), before gen 2's report is finished", i-1))
+	must(t, c.nc.Flush()) // a notice sent as the first messages were stored would be in by now
+	if len(notices) != 0 {
+		t.Fatalf("%d notices of r9's events before Wait saw them all acked, want none", len(notices))
+	}
 	i = addDeltas(w, i, 3*i)
 	w.Finish()
 	want := clonedMessages(before, w)
@@ -555,6 +557,18 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	must(t, s.Wait(ctx))
 	if got, err := storedData(ctx, c, "r9"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%d messages stored (%v), want the %d written, in order", len(got), err, len(want))
+	}
+	select {
+	case m := <-notices:
+		if subj, _ := EventNoticeSubject("r9", "n1"); m.Subject != subj {
+			t.Fatalf("a notice on %s, want one on %s", m.Subject, subj)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notice of r9's stored events after Wait")
+	}
+	must(t, c.nc.Flush())
+	if len(notices) != 0 {
+		t.Fatalf("%d more notices: one a (run, node) and a send", len(notices))
 	}
 	for j, p := range bufs {
 		if !kept.put(p) {
@@ -616,6 +630,21 @@ func TestReportSendClosedMidCut(t *testing.T) {
 	if tasks != i {
 		t.Fatalf("the retry stored %d tasks, want the %d written", tasks, i)
 	}
+}
+
+// runNotices subscribes c to the notices of run's stored events (on any
+// node's subject) until the test ends, and returns the channel they come
+// on. The server has the subscription when it returns.
+func runNotices(t *testing.T, ctx context.Context, c *Conn, run string) chan *nats.Msg {
+	t.Helper()
+	notices := make(chan *nats.Msg, 16)
+	filter, err := RunEventNoticesFilter(run)
+	must(t, err)
+	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
+	must(t, err)
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	must(t, c.nc.Flush())
+	return notices
 }
 
 // clonedMessages is a copy of the messages ws have written, in turn: what
