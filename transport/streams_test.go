@@ -469,10 +469,10 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 	}
 }
 
-// PublishReports (PublishWritten) and PublishEvents tell of the events they
-// stored with a notice of no body on the run's notice subject, once a (run,
-// node) and a call, sent after the acks: a reader it wakes finds the events
-// stored.
+// PublishReports (a ReportSend of finished writers) and PublishEvents tell
+// of the events they stored with a notice of no body on the run's notice
+// subject, once a (run, node) and a call, sent after the acks: a reader it
+// wakes finds the events stored.
 func TestEventNotices(t *testing.T) {
 	ts := testsupport.NATS(t)
 	c := connect(t, ts.URL())
