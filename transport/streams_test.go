@@ -547,7 +547,7 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	if len(notices) != 0 {
 		t.Fatalf("%d notices of r9's events before Wait saw them all acked, want none", len(notices))
 	}
-	i = addDeltas(w, i, 3*i)
+	addDeltas(w, i, 3*i)
 	w.Finish()
 	want := clonedMessages(before, w)
 	bufs := append(slices.Clone(before.bufs), w.bufs...)
