@@ -90,7 +90,9 @@
 // ReportWriter (NewReportWriter), and a ReportSend stores each message as
 // the writer ends it (PublishWritten stores writers already finished);
 // PublishReports records whole TaskReports (tests and tools), PublishEvents
-// TaskEvents, and each waits for the acks. ReplaySignals reads a run's record from the start until caught
+// TaskEvents. Each waits for the acks and then sends the notice that the
+// events are stored (EventNoticeSubject; a ReportSend's at Wait), which
+// wakes a coordinator's waiting status reads. ReplaySignals reads a run's record from the start until caught
 // up, so a node taking over tasks after a failure rebuilds their inbound edges and
 // condition outcomes (Deduper.AdmitReplayed drops what it already has, without
 // fencing the older generations that history was sent under). FollowSignals

@@ -255,11 +255,12 @@ func (w *ReportWriter) endMessage() {
 }
 
 // PublishWritten stores the messages of reports written (ReportWriter,
-// after Finish) in JetStream, in order, and waits for their acks. Once all
-// are stored their buffers are kept for the next writers, and the writers
-// are spent; on an error nothing is, and the same messages may be
-// published again, but their buffers are never kept, even once a later
-// attempt stores them.
+// after Finish) in JetStream, in order, and waits for their acks: a
+// ReportSend of writers already finished, with its contract. Once all are
+// stored their buffers are kept for the next writers, the writers are
+// spent and the notice of stored events is sent; on an error nothing is,
+// and the same messages may be published again, but their buffers are
+// never kept, even once a later attempt stores them.
 func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
 	s := c.SendReports()
 	s.Add(ws...)
@@ -275,13 +276,15 @@ func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
 // ended: a writer's in its order, and those of writers added in turn
 // (Add) after what the writers before had ended by then.
 //
-// It is PublishWritten's attempt, with its contract: once Wait has seen
-// every message acked, the writers' buffers are kept for the next writers
-// and the writers are spent; on any error (a publish refused, a refusal
-// in an ack, ctx, the connection closed) nothing is, the writers forget
-// this send (a later one, or PublishWritten, publishes all their messages
-// again) and their buffers are never kept. After an error no further
-// message is published: Wait returns it. A ReportSend is for one
+// Once Wait has seen every message acked, the writers' buffers are kept
+// for the next writers, the writers are spent, and one notice of stored
+// events goes out a (run, node) of the writers (noticeStored), so that a
+// status read waiting for the run's events reads them now. On any error
+// (a publish refused, a refusal in an ack, ctx, the connection closed)
+// none of that is done: the writers forget this send (a later one, or
+// PublishWritten, publishes all their messages again) and their buffers
+// are never kept. After an error no further message is published: Wait
+// returns it. A ReportSend is for one
 // goroutine at a time (a node's cut holds its publisher's lock), and is
 // spent by Wait.
 type ReportSend struct {

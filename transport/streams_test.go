@@ -436,10 +436,7 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 
 	w := write("r6")
 	bufs := slices.Clone(w.bufs)
-	var want [][]byte
-	for _, b := range w.Messages() {
-		want = append(want, bytes.Clone(b))
-	}
+	want := clonedMessages(w)
 	if len(bufs) < 2 || len(want) != len(bufs) {
 		t.Fatalf("%d messages in %d kept buffers, want a few, each in one", len(want), len(bufs))
 	}
@@ -472,22 +469,16 @@ func TestPublishWrittenFailsAndIsTriedAgain(t *testing.T) {
 	}
 }
 
-// PublishReports (PublishWritten) and PublishEvents tell of the events they
-// stored with a notice of no body on the run's notice subject, once a (run,
-// node) and a call, sent after the acks: a reader it wakes finds the events
-// stored.
+// PublishReports (a ReportSend of finished writers) and PublishEvents tell
+// of the events they stored with a notice of no body on the run's notice
+// subject, once a (run, node) and a call, sent after the acks: a reader it
+// wakes finds the events stored.
 func TestEventNotices(t *testing.T) {
 	ts := testsupport.NATS(t)
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{Memory: true}))
-	notices := make(chan *nats.Msg, 16)
-	filter, err := RunEventNoticesFilter("r1")
-	must(t, err)
-	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
-	must(t, err)
-	defer func() { _ = sub.Stop(ctx) }()
-	must(t, c.nc.Flush()) // the server has the subscription before the events are stored
+	notices := runNotices(t, ctx, c, "r1")
 	stored := func() (n int) {
 		must(t, c.ReplayEvents(ctx, "r1", func(*TaskEvent) error { n++; return nil }))
 		return n
@@ -529,13 +520,17 @@ func TestEventNotices(t *testing.T) {
 // messages meanwhile). Wait then waits for every ack; what is stored is
 // every message, in the order written, and the buffers are kept for the
 // next writers. A writer added with messages ended already has them
-// published first.
+// published first. The notice of stored events goes once Wait has seen
+// every ack, not as the first messages are stored: one for the two
+// writers of a (run, node).
 func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	kept := useKeptBufs(t)
 	ts := testsupport.NATS(t)
 	c := connect(t, ts.URL())
 	ctx := testCtx(t)
 	must(t, c.EnsureStreams(ctx, StreamConfig{}))
+
+	notices := runNotices(t, ctx, c, "r9")
 
 	before := NewReportWriter("r9", 1, "n1", 0) // ended before it is added: published at Add
 	for i := range 10 {
@@ -546,31 +541,34 @@ func TestReportSendStoresEachMessageAsItEnds(t *testing.T) {
 	s.Add(before)
 	w := NewReportWriter("r9", 2, "n1", 0)
 	s.Add(w)
-	i := 10
-	for len(w.Messages()) == 0 {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i := addUntilEnded(w, 10)
 	waitStored(t, ctx, c, "r9", 2, fmt.Sprintf("gen 1's message (published at Add) and gen 2's first (ended at its task %d), before gen 2's report is finished", i-1))
-	for range 3 * i {
-		w.Add(streamDelta(i))
-		i++
+	must(t, c.nc.Flush()) // a notice sent as the first messages were stored would be in by now
+	if len(notices) != 0 {
+		t.Fatalf("%d notices of r9's events before Wait saw them all acked, want none", len(notices))
 	}
+	addDeltas(w, i, 3*i)
 	w.Finish()
-	var want [][]byte
-	var bufs []*[]byte
-	for _, x := range []*ReportWriter{before, w} {
-		for _, b := range x.Messages() {
-			want = append(want, bytes.Clone(b))
-		}
-		bufs = append(bufs, x.bufs...)
-	}
+	want := clonedMessages(before, w)
+	bufs := append(slices.Clone(before.bufs), w.bufs...)
 	if len(want) < 4 {
 		t.Fatalf("%d messages written, want at least 4", len(want))
 	}
 	must(t, s.Wait(ctx))
 	if got, err := storedData(ctx, c, "r9"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%d messages stored (%v), want the %d written, in order", len(got), err, len(want))
+	}
+	select {
+	case m := <-notices:
+		if subj, _ := EventNoticeSubject("r9", "n1"); m.Subject != subj {
+			t.Fatalf("a notice on %s, want one on %s", m.Subject, subj)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notice of r9's stored events after Wait")
+	}
+	must(t, c.nc.Flush())
+	if len(notices) != 0 {
+		t.Fatalf("%d more notices: one a (run, node) and a send", len(notices))
 	}
 	for j, p := range bufs {
 		if !kept.put(p) {
@@ -599,23 +597,13 @@ func TestReportSendClosedMidCut(t *testing.T) {
 	s := c.SendReports()
 	w := NewReportWriter("r10", 1, "n1", 0) // no hint: every message in a kept buffer
 	s.Add(w)
-	i := 0
-	for len(w.Messages()) == 0 {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i := addUntilEnded(w, 0)
 	waitStored(t, ctx, other, "r10", 1, fmt.Sprintf("the first message (ended at task %d) before the connection is closed", i-1))
 	must(t, c.Close())
-	for range 3 * i {
-		w.Add(streamDelta(i))
-		i++
-	}
+	i = addDeltas(w, i, 3*i)
 	w.Finish()
 	bufs := slices.Clone(w.bufs)
-	var want [][]byte
-	for _, b := range w.Messages() {
-		want = append(want, bytes.Clone(b))
-	}
+	want := clonedMessages(w)
 	if len(want) < 3 || len(bufs) != len(want) {
 		t.Fatalf("%d messages in %d kept buffers, want a few, each in one", len(want), len(bufs))
 	}
@@ -642,6 +630,51 @@ func TestReportSendClosedMidCut(t *testing.T) {
 	if tasks != i {
 		t.Fatalf("the retry stored %d tasks, want the %d written", tasks, i)
 	}
+}
+
+// runNotices subscribes c to the notices of run's stored events (on any
+// node's subject) until the test ends, and returns the channel they come
+// on. The server has the subscription when it returns.
+func runNotices(t *testing.T, ctx context.Context, c *Conn, run string) chan *nats.Msg {
+	t.Helper()
+	notices := make(chan *nats.Msg, 16)
+	filter, err := RunEventNoticesFilter(run)
+	must(t, err)
+	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
+	must(t, err)
+	t.Cleanup(func() { _ = sub.Stop(context.Background()) })
+	must(t, c.nc.Flush())
+	return notices
+}
+
+// clonedMessages is a copy of the messages ws have written, in turn: what
+// a send must store, kept apart from the buffers it may hand on.
+func clonedMessages(ws ...*ReportWriter) [][]byte {
+	var msgs [][]byte
+	for _, w := range ws {
+		for _, b := range w.Messages() {
+			msgs = append(msgs, bytes.Clone(b))
+		}
+	}
+	return msgs
+}
+
+// addUntilEnded adds streamDelta(from), streamDelta(from+1) and on to w
+// until w has ended its first message, and returns the next task.
+func addUntilEnded(w *ReportWriter, from int) (next int) {
+	for next = from; len(w.Messages()) == 0; next++ {
+		w.Add(streamDelta(next))
+	}
+	return next
+}
+
+// addDeltas adds the n deltas of tasks from to from+n-1 to w (streamDelta)
+// and returns the next task.
+func addDeltas(w *ReportWriter, from, n int) (next int) {
+	for next = from; next < from+n; next++ {
+		w.Add(streamDelta(next))
+	}
+	return next
 }
 
 // streamDelta is task i's delta of the streamed sends' tests: done, a

@@ -166,7 +166,8 @@ func RunEventsFilter(run string) (string, error) {
 func NodeEventNoticesFilter(node string) string { return subjectRoot + ".evn.*." + node }
 
 // EventNoticeSubject is the subject node tells of run's TaskEvents on once
-// they are stored (a message with no body; PublishWritten, PublishEvents).
+// they are stored (a message with no body, sent after the acks by
+// ReportSend.Wait and PublishEvents).
 func EventNoticeSubject(run, node string) (string, error) {
 	if err := ValidateID("run", run); err != nil {
 		return "", err

@@ -289,15 +289,7 @@ func TestVerdictWokenReadHasTheCheckedTallies(t *testing.T) {
 func verdictWokenChecked(t *testing.T) bool {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
-	r, _ := c.run(id)
-	for task := range uint32(2) {
-		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
-	}
-	owed, failed, err := c.checkRecord(ctx, r)
-	must(t, err)
-	if len(owed) != 0 || len(failed) != 0 {
-		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
-	}
+	r := checkedBothDone(t, ctx, c, n1, id)
 	cc := c.cacheOf(id)
 	cc.mu.Lock()
 	checked := cc.fold.progress(r, cc.nv).Counts
@@ -377,6 +369,20 @@ func TestEventWakeNotLostToTheTick(t *testing.T) {
 func TestLeaderCheckKeepsTheProof(t *testing.T) {
 	c, n1, id := busyRun(t)
 	ctx := ctxFor(t, 60*time.Second)
+	checkedBothDone(t, ctx, c, n1, id)
+	cc := c.cacheOf(id)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.fold.proof.plan == nil || cc.fold.proof.n != 2 {
+		t.Fatalf("the checked fold's proof: plan %v, %d vertices proved; want both", cc.fold.proof.plan != nil, cc.fold.proof.n)
+	}
+}
+
+// checkedBothDone stores both tasks of busyRun's run id done by n1 and has
+// the record check (c's, the leader's) pass on them: it fails t unless the
+// check finds nothing owed or failed. It returns the run as checked.
+func checkedBothDone(t *testing.T, ctx context.Context, c *Server, n1 *fakeNode, id string) Run {
+	t.Helper()
 	r, _ := c.run(id)
 	for task := range uint32(2) {
 		must(t, n1.nc.PublishEvents(ctx, transport.TaskEvent{Run: id, Gen: r.Gen, Task: task, Node: "n1", State: transport.TaskDone, Act: 1, Executions: 1}))
@@ -386,12 +392,7 @@ func TestLeaderCheckKeepsTheProof(t *testing.T) {
 	if len(owed) != 0 || len(failed) != 0 {
 		t.Fatalf("the check: owed %v, failed %v; want none", owed, failed)
 	}
-	cc := c.cacheOf(id)
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.fold.proof.plan == nil || cc.fold.proof.n != 2 {
-		t.Fatalf("the checked fold's proof: plan %v, %d vertices proved; want both", cc.fold.proof.plan != nil, cc.fold.proof.n)
-	}
+	return r
 }
 
 // startedWait starts a long poll on run id (awaitChange, a wait of 20 s,

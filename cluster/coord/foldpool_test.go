@@ -173,16 +173,7 @@ func BenchmarkFoldRunAgain100K(b *testing.B) {
 		b.Fatal(err)
 	}
 	nv := len(g.Vertices)
-	r := Run{ID: "r", FlowName: "layered", State: proto.RunRunning, Gen: 1, Assignment: make([]string, nv)}
-	for i := range r.Assignment {
-		r.Assignment[i] = "n1"
-	}
-	tr := transport.TaskReport{Run: "r", Gen: 1, Node: "n1"}
-	var runs []uint32
-	for lo := 0; lo < nv; lo += 50 {
-		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
-		runs = append(runs, uint32(min(50, nv-lo)))
-	}
+	r, tr, runs := runAgainReport(nv)
 	verdictPlanOf(g) // made for the graph's first run, kept for its runs again
 	for b.Loop() {
 		fo := NewFold()
@@ -202,16 +193,7 @@ func BenchmarkFoldRunAgain100K(b *testing.B) {
 func BenchmarkFoldCheckRunAgain100K(b *testing.B) {
 	g := layeredGraph(b, 100, 1000)
 	nv := len(g.Vertices)
-	r := Run{ID: "r", FlowName: "layered", State: proto.RunRunning, Gen: 1, Assignment: make([]string, nv)}
-	for i := range r.Assignment {
-		r.Assignment[i] = "n1"
-	}
-	tr := transport.TaskReport{Run: "r", Gen: 1, Node: "n1"}
-	var runs []uint32
-	for lo := 0; lo < nv; lo += 50 {
-		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
-		runs = append(runs, uint32(min(50, nv-lo)))
-	}
+	r, tr, runs := runAgainReport(nv)
 	p := verdictPlanOf(g)
 	for b.Loop() {
 		fo := NewFold()
@@ -223,6 +205,22 @@ func BenchmarkFoldCheckRunAgain100K(b *testing.B) {
 		fo.Touch()
 		fo.pack()
 	}
+}
+
+// runAgainReport is the run of the run-again benchmarks, nv tasks all
+// placed on n1, and n1's report of them done: a delta a range of 50 tasks
+// (runs: each range's length, the report decoded by runs).
+func runAgainReport(nv int) (r Run, tr transport.TaskReport, runs []uint32) {
+	r = Run{ID: "r", FlowName: "layered", State: proto.RunRunning, Gen: 1, Assignment: make([]string, nv)}
+	for i := range r.Assignment {
+		r.Assignment[i] = "n1"
+	}
+	tr = transport.TaskReport{Run: "r", Gen: 1, Node: "n1"}
+	for lo := 0; lo < nv; lo += 50 {
+		tr.Tasks = append(tr.Tasks, transport.TaskDelta{Task: uint32(lo), State: transport.TaskDone, Act: 1, Executions: 1})
+		runs = append(runs, uint32(min(50, nv-lo)))
+	}
+	return r, tr, runs
 }
 
 // layeredGraph is flowgen's layered DAG of layers × width no-op tasks

@@ -166,7 +166,7 @@ func allRan(strong []int32, acts func(int) (*taskAgg, uint64)) bool {
 	return true
 }
 
-// check is CheckSuccess of g (p's graph) and f: a pass over every vertex.
+// check is CheckEveryRow of g (p's graph) and f: a pass over every vertex.
 func (p *verdictPlan) check(g *spec.Graph, f *Fold) (owed []Owed, failed []string) {
 	for i := range p.kind {
 		owed, failed = p.examine(g, f, i, owed, failed)

@@ -16,6 +16,7 @@ import (
 	"github.com/hetflow/hetflow/cluster/proto"
 	"github.com/hetflow/hetflow/internal/testsupport"
 	"github.com/hetflow/hetflow/transport"
+	"github.com/nats-io/nats.go"
 )
 
 // cut returns the reports a publish would store now, without storing
@@ -770,9 +771,23 @@ func TestPublishStoresAsItCuts(t *testing.T) {
 // only where the node is quiet (no part of any run running, checked just
 // before it); otherwise, and where quiet is not set, it cuts everything
 // under p.mu and publishes after it, so that no worker waiting on p.mu
-// waits on a socket write. Either way it stores everything.
+// waits on a socket write. Either way it stores everything, and tells of
+// it with a notice of stored events.
 func TestPublishStreamsOnlyOnAQuietNode(t *testing.T) {
 	ctx, c, p := storedPub(t)
+	notices := make(chan *nats.Msg, 16)
+	filter, err := transport.RunEventNoticesFilter("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(filter, func(m *nats.Msg) { notices <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(ctx) }()
+	if err := c.NATS().Flush(); err != nil { // the server has the subscription before the first publish
+		t.Fatal(err)
+	}
 	var quiet atomic.Bool
 	var streaming []bool
 	hook := func(*taskTable) { streaming = append(streaming, p.send != nil) } // under p.mu
@@ -793,6 +808,11 @@ func TestPublishStreamsOnlyOnAQuietNode(t *testing.T) {
 		if len(streaming) != i+1 || streaming[i] != want {
 			t.Fatalf("publish %d (quiet %v): its cuts streamed %v, want the last %v", i, q, streaming, want)
 		}
+		select { // a waiting status read is woken by it (ReportSend.Wait's)
+		case <-notices:
+		case <-ctx.Done():
+			t.Fatalf("publish %d (streamed %v): no notice of r1's stored events", i, want)
+		}
 	}
 	n := 0
 	if err := c.ReplayEvents(ctx, "r1", func(*transport.TaskEvent) error { n++; return nil }); err != nil {
@@ -800,5 +820,11 @@ func TestPublishStreamsOnlyOnAQuietNode(t *testing.T) {
 	}
 	if n != 4 {
 		t.Fatalf("%d task events stored, want 4", n)
+	}
+	if err := c.NATS().Flush(); err != nil { // a second notice of a publish would be in by now
+		t.Fatal(err)
+	}
+	if len(notices) != 0 {
+		t.Fatalf("%d more notices: one a publish of one (run, node)", len(notices))
 	}
 }
