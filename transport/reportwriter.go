@@ -284,9 +284,8 @@ func (c *Conn) PublishWritten(ctx context.Context, ws ...*ReportWriter) error {
 // none of that is done: the writers forget this send (a later one, or
 // PublishWritten, publishes all their messages again) and their buffers
 // are never kept. After an error no further message is published: Wait
-// returns it. A ReportSend is for one
-// goroutine at a time (a node's cut holds its publisher's lock), and is
-// spent by Wait.
+// returns it. A ReportSend is for one goroutine at a time (a node's cut
+// holds its publisher's lock), and is spent by Wait.
 type ReportSend struct {
 	c    *Conn
 	ws   []*ReportWriter
